@@ -1,0 +1,65 @@
+"""The ``dpcausal`` command line. Subcommands live in their own modules and load lazily,
+so ``dpcausal --help`` stays fast (no Prefect/MLflow import until a command runs)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+from cli import settings
+
+# name -> "module:attribute" of a click command or group
+COMMANDS: dict[str, str] = {
+    "run": "cli.run_cmd:run",
+    "demo": "cli.run_cmd:demo",
+    "ledger": "cli.ledger_cmd:ledger",
+    "meta": "cli.meta_cmd:meta",
+    "reproduce": "cli.reproduce_cmd:reproduce",
+    "serve": "cli.serve_cmd:serve",
+    "stop": "cli.serve_cmd:stop",
+}
+
+HELP = {
+    "run": "Run a release flow from a YAML config.",
+    "demo": "Synthetic data, then a full private release with embedded defaults.",
+    "ledger": "Inspect and set per-dataset privacy budgets.",
+    "meta": "Pool private releases (no privacy cost).",
+    "reproduce": "Reproduce the papers' experiments and write reports/.",
+    "serve": "Start Prefect + MLflow servers, deploy, start a worker.",
+    "stop": "Stop the services started by `dpcausal serve`.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if _available(name)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not _available(name):
+            return None
+        module, attr = COMMANDS[name].split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]
+        if not rows:
+            return
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _available(name: str) -> bool:
+    module = COMMANDS[name].split(":")[0]
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """dpcausal: orchestrated, differentially private causal-effect releases."""
+    settings.apply_defaults()
+
+
+if __name__ == "__main__":
+    main()

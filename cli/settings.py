@@ -1,0 +1,34 @@
+"""Project-local, quiet, offline defaults for Prefect and MLflow (recipe §2), set before either is
+imported. Users can override any of them through the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """The project's data folder (ledger, MLflow store, Prefect home); DPCAUSAL_DATA overrides."""
+    return Path(os.environ.get("DPCAUSAL_DATA", PROJECT_ROOT / "data")).resolve()
+
+
+def apply_defaults() -> None:
+    data = data_dir()
+    defaults = {
+        "DO_NOT_TRACK": "true",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PREFECT_HOME": str(data / "prefect"),
+        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(data / "prefect" / "results"),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{data / 'mlflow.db'}",
+        "DPCAUSAL_LEDGER_URL": f"sqlite:///{data / 'ledger.db'}",
+    }
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    data.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,1 @@
+"""dpcausal: differentially private causal-effect releases."""
