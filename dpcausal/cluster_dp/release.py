@@ -1,0 +1,264 @@
+"""ClusterDP: the production entry point that privatizes a unit-level dataset (spec cluster_dp.md §1.2, §5).
+
+``ClusterDP(...).privatize(df, ...)`` returns a :class:`ClusterDPRelease`: the privatized unit-level data,
+the public debiasing priors q_tilde and lambda; ``release.estimate()`` is post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.cluster_dp.calibration import ACCOUNTINGS, eps_total, lam_for, uniform_eps, uniform_lam
+from dpcausal.cluster_dp.estimation import STRATA, ClusterDPEstimate, debias, make_estimate, stratified_dim
+from dpcausal.cluster_dp.mechanisms import privatize_arrays
+from dpcausal.cluster_dp.spaces import ResponseSpace
+
+MECHANISMS = ("cluster", "cluster_free", "uniform")
+MAX_LAMBDA = 0.999          # spec §5: refuse lambda >= 0.999 unless the caller opts in (§6 E9)
+SMALL_GROUP = 20            # spec §5: warn when a (cluster, arm) group has fewer units
+
+
+class SmallGroupWarning(UserWarning):
+    """A (cluster, arm) group is so small that Laplace(sigma/n) noise swamps its histogram (spec §5)."""
+
+
+@dataclass(frozen=True)
+class ClusterDPRelease:
+    """What the platform publishes: unit-level (cluster, treatment, outcome) and the priors (Fig. 1).
+
+    Attributes
+    ----------
+    data : DataFrame with columns cluster, treatment, outcome (privatized), in the input's row order.
+    priors : DataFrame with columns cluster, arm, value, q_tilde; one row per (cluster, arm, value).
+        For ``cluster_free`` and ``uniform`` the arm-level prior is repeated for every cluster.
+    lam : the resampling probability used.
+    privacy : dict with epsilon, delta, accounting, epsilon_paper, epsilon_strict.
+    mechanism, space, gamma, sigma : the public parameters used (sigma = inf: uniform prior).
+    """
+
+    data: pd.DataFrame = field(repr=False)
+    priors: pd.DataFrame = field(repr=False)
+    lam: float
+    privacy: dict[str, Any]
+    mechanism: str
+    space: ResponseSpace
+    gamma: float
+    sigma: float
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.lam < 1:
+            raise AssertionError(f"bug: lambda {self.lam} outside [0, 1)")
+        sums = self.priors.groupby(["cluster", "arm"], sort=False)["q_tilde"].sum().to_numpy()
+        if sums.size and np.max(np.abs(sums - 1.0)) > 1e-9:
+            raise AssertionError("bug: a published prior does not sum to 1")
+
+    def prior_means(self) -> pd.DataFrame:
+        """m_{c,a} = sum_y y q_tilde(y | c, a) for every group (Algorithm 2, spec §2.1)."""
+        p = self.priors.assign(_yq=self.priors["value"] * self.priors["q_tilde"])
+        return p.groupby(["cluster", "arm"], sort=False)["_yq"].sum().rename("m").reset_index()
+
+    def debiased(self) -> np.ndarray:
+        """Per-unit debiased outcomes y_hat (Theorem 3.2, spec §3.1), in row order; post-processing."""
+        m = self.prior_means()
+        keyed = self.data[["cluster", "treatment"]].merge(
+            m, left_on=["cluster", "treatment"], right_on=["cluster", "arm"], how="left", sort=False)
+        return debias(self.data["outcome"].to_numpy(float), keyed["m"].to_numpy(float), self.lam)
+
+    def estimate(self, strata: str = "clusters", level: float = 0.95) -> ClusterDPEstimate:
+        """Debiased ATE (Theorem 3.2), V_hat and CI (spec §3.6), from the release alone.
+
+        Parameters
+        ----------
+        strata : "clusters" (stratified by cluster, eq. 5) or "none" (plain difference of arm means).
+        level : confidence level of the normal interval.
+        """
+        if strata not in STRATA:
+            raise ValueError(f"strata must be one of {STRATA}, got {strata!r}")
+        if not isinstance(level, float) or not 0 < level < 1:
+            raise ValueError(f"level must be a float in (0, 1), got {level!r}")
+        y_hat = self.debiased()
+        z = self.data["treatment"].to_numpy(np.int64)
+        if strata == "clusters":
+            s, _ = _codes(self.data["cluster"])
+            S = int(s.max()) + 1
+        else:
+            s, S = np.zeros(z.size, dtype=np.int64), 1
+        tau, vhat = stratified_dim(y_hat, s, z, S)
+        return make_estimate(tau[0], vhat[0], strata, level, z.size)
+
+
+@dataclass
+class ClusterDP:
+    """Label-DP release of a clustered randomized experiment (Javanmard et al., ICML 2025).
+
+    Parameters
+    ----------
+    space : ResponseSpace
+        Public finite response space Y.
+    epsilon, delta : float
+        Target (epsilon, delta)-label DP under ``accounting``. lambda is the smallest feasible value
+        (:func:`lam_for` / :func:`uniform_lam`, spec §2.8).
+    gamma : float, optional
+        Truncation threshold in [0, 1/K]; default 1/K (the safe choice at small epsilon, spec §5).
+    sigma : float, optional
+        Laplace scale numerator (noise sigma/n_{a,c}); inf means the uniform prior. Default: spend
+        20% of epsilon on the histogram, sigma = k/(0.2 epsilon), k = 2 strict, 1 paper (spec §5).
+    mechanism : "cluster" (Algorithm 2), "cluster_free" (C = 1, §2.2) or "uniform" (Algorithm 1).
+    accounting : "strict" (default; spec §6 E1/E7) or "paper" (Theorem 3.1 as printed).
+    allow_high_lambda : bool
+        Accept lambda >= 0.999 (refused by default: the variance grows like 1/(1-lambda)^2; §6 E9).
+    """
+
+    space: ResponseSpace
+    epsilon: float
+    delta: float = 0.0
+    gamma: float | None = None
+    sigma: float | None = None
+    mechanism: str = "cluster"
+    accounting: str = "strict"
+    allow_high_lambda: bool = False
+
+    # ---- data-free calibration -------------------------------------------------------------
+    def _params(self) -> tuple[float, float]:
+        """Validated (gamma, sigma) actually used; sigma = inf forces gamma = 1/K (uniform prior)."""
+        if not isinstance(self.space, ResponseSpace):
+            raise TypeError(f"space must be a ResponseSpace, got {type(self.space).__name__}")
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+        if self.accounting not in ACCOUNTINGS:
+            raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {self.accounting!r}")
+        if not isinstance(self.epsilon, (int, float)) or not self.epsilon > 0 or math.isinf(self.epsilon):
+            raise ValueError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
+        if not isinstance(self.delta, (int, float)) or not 0 <= self.delta < 1:
+            raise ValueError(f"delta must be a number in [0, 1), got {self.delta!r}")
+        K = self.space.K
+        gamma = 1.0 / K if self.gamma is None else self.gamma
+        if not isinstance(gamma, (int, float)) or not 0 <= gamma <= (1.0 / K) * (1 + 1e-12):
+            raise ValueError(
+                f"gamma must be in [0, 1/K] = [0, {1.0 / K:.6g}] for K={K}, got {self.gamma!r}; "
+                "gamma = 1/K gives the uniform prior")
+        gamma = min(float(gamma), 1.0 / K)
+        sigma = (2.0 if self.accounting == "strict" else 1.0) / (0.2 * self.epsilon) \
+            if self.sigma is None else self.sigma
+        if not isinstance(sigma, (int, float)) or math.isnan(sigma) or sigma < 0:
+            raise ValueError(f"sigma must be >= 0 or inf, got {self.sigma!r}")
+        if self.mechanism == "uniform":
+            return 1.0 / K, math.inf
+        if sigma == 0 and self.accounting == "strict":
+            raise ValueError(
+                "sigma=0 publishes q_tilde as a deterministic function of the labels: no finite epsilon "
+                "under strict accounting (spec §6 E7); use sigma > 0, or accounting='paper' for figures")
+        if math.isinf(sigma):
+            gamma = 1.0 / K
+        return gamma, float(sigma)
+
+    def calibrate(self) -> tuple[float, dict[str, Any]]:
+        """(lambda, privacy dict) from the public parameters only: spec §2.8; no data access.
+
+        The dict has epsilon (under ``accounting``), delta, accounting, epsilon_paper and
+        epsilon_strict, plus the gamma and sigma actually used.
+        """
+        gamma, sigma = self._params()
+        K, eps, delta = self.space.K, float(self.epsilon), float(self.delta)
+        if self.mechanism == "uniform" or math.isinf(sigma):
+            lam = uniform_lam(eps, K, delta)
+            e_paper = e_strict = uniform_eps(lam, K, delta)
+        else:
+            lam = lam_for(eps, delta, gamma, sigma, mode=self.accounting)
+            e_paper = eps_total(lam, gamma, sigma, delta, mode="paper")
+            e_strict = eps_total(lam, gamma, sigma, delta, mode="strict")
+        if lam >= MAX_LAMBDA and not self.allow_high_lambda:
+            raise ValueError(
+                f"epsilon={eps!r} needs lambda={lam:.6f} >= {MAX_LAMBDA}: the variance grows like "
+                "1/(1-lambda)^2 (spec §5); raise epsilon or gamma, or pass allow_high_lambda=True")
+        privacy = {"epsilon": e_paper if self.accounting == "paper" else e_strict, "delta": delta,
+                   "accounting": self.accounting, "epsilon_paper": e_paper, "epsilon_strict": e_strict,
+                   "gamma": gamma, "sigma": sigma}
+        return lam, privacy
+
+    def privacy_charge(self) -> PrivacyCharge:
+        """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7)."""
+        lam, p = self.calibrate()
+        return PrivacyCharge(mechanism="approx" if p["delta"] > 0 else "pure",
+                             epsilon=p["epsilon_strict"], delta=p["delta"],
+                             detail={"mechanism": self.mechanism, "accounting": p["accounting"],
+                                     "epsilon_paper": p["epsilon_paper"], "gamma": p["gamma"],
+                                     "sigma": p["sigma"], "lam": lam})
+
+    # ---- the release -------------------------------------------------------------------------
+    def privatize(self, df: pd.DataFrame, cluster: str, treatment: str, outcome: str,
+                  random_state: int | np.random.Generator | None = None) -> ClusterDPRelease:
+        """Privatize the outcomes of ``df``; all checks run before any noise is drawn.
+
+        Parameters
+        ----------
+        df : DataFrame with one row per unit.
+        cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie in Y.
+        random_state : int, numpy Generator, or None (OS entropy).
+        """
+        lam, privacy = self.calibrate()
+        gamma, sigma = privacy.pop("gamma"), privacy.pop("sigma")
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+        for arg, col in (("cluster", cluster), ("treatment", treatment), ("outcome", outcome)):
+            if col not in df.columns:
+                raise ValueError(f"{arg}={col!r} is not a column of df (columns: {list(df.columns)})")
+        if len(df) == 0:
+            raise ValueError("df has no rows; nothing to release")
+        y_idx = self.space.index(df[outcome].to_numpy(), name=f"outcome column {outcome!r}")
+        z = _treatment(df[treatment], treatment)
+        cidx, labels = _codes(df[cluster], name=f"cluster column {cluster!r}")
+        C = labels.size
+        n_cell = np.bincount(2 * cidx + z, minlength=2 * C).reshape(C, 2)
+        empty = np.argwhere(n_cell == 0)
+        if empty.size:
+            shown = [(labels[c], int(a)) for c, a in empty[:5]]
+            raise ValueError(
+                f"(cluster, arm) groups with no units: {shown}; every cluster needs treated and control "
+                "units (n_c >= 2, spec §1.1); merge small clusters before releasing")
+        pooled = self.mechanism != "cluster"
+        small = n_cell.sum(axis=0) if pooled else n_cell.ravel()
+        if np.isfinite(sigma) and small.min() < SMALL_GROUP:
+            warnings.warn(f"a group has only {int(small.min())} < {SMALL_GROUP} units: Laplace(sigma/n) "
+                          "noise swamps its histogram (spec §5)", SmallGroupWarning, stacklevel=2)
+        rng = random_state if isinstance(random_state, np.random.Generator) \
+            else np.random.default_rng(random_state)
+        G = 2 if pooled else 2 * C
+        g = z if pooled else 2 * cidx + z
+        y_tilde, q_t = privatize_arrays(y_idx, g, G, self.space.K, gamma, sigma, lam, rng, reps=1)
+        data = pd.DataFrame({"cluster": df[cluster].to_numpy(), "treatment": z,
+                             "outcome": self.space.values[y_tilde[0]]}, index=df.index)
+        priors = _priors_frame(q_t[0], labels, self.space, pooled)
+        return ClusterDPRelease(data=data, priors=priors, lam=lam, privacy=privacy,
+                                mechanism=self.mechanism, space=self.space, gamma=gamma, sigma=sigma)
+
+
+def _codes(col: pd.Series | np.ndarray, name: str = "cluster") -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes 0..C-1 of the cluster labels (sorted), and the labels."""
+    codes, labels = pd.factorize(pd.Series(col), sort=True)
+    if np.any(codes < 0):
+        raise ValueError(f"{name} has missing values; every unit needs a cluster")
+    return codes.astype(np.int64), np.asarray(labels)
+
+
+def _treatment(col: pd.Series, name: str) -> np.ndarray:
+    z = col.to_numpy()
+    ok = pd.notna(z) & np.isin(z, [0, 1])
+    if not np.all(ok):
+        raise ValueError(f"treatment column {name!r} must hold only 0/1, got e.g. {z[~ok][:3].tolist()}")
+    return z.astype(np.int64)
+
+
+def _priors_frame(q_t: np.ndarray, labels: np.ndarray, space: ResponseSpace, pooled: bool) -> pd.DataFrame:
+    """Long table (cluster, arm, value, q_tilde) of the published priors."""
+    C, K = labels.size, space.K
+    q = np.repeat(q_t[None], C, axis=0) if pooled else q_t.reshape(C, 2, K)
+    return pd.DataFrame({"cluster": np.repeat(labels, 2 * K), "arm": np.tile(np.repeat([0, 1], K), C),
+                         "value": np.tile(space.values, 2 * C), "q_tilde": q.ravel()})
