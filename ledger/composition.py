@@ -1,0 +1,264 @@
+"""Composition of the privacy charges recorded against one dataset (data-free, no database).
+
+Which composition each mechanism gets
+-------------------------------------
+Every charge is a :class:`dpcausal.accounting.PrivacyCharge`, already expressed relative to its
+release's own neighbouring relation and sensitivity (replace-one for the ATE releases). The
+accountant therefore only needs the dominating pair of a sensitivity-1 mechanism with the same noise.
+Charges on one dataset must share the neighbouring relation (a caveat of every ledger).
+
+==============  ==============================================  =========================================
+mechanism       all charges of the dataset are ``gaussian``      mixed with other mechanisms
+==============  ==============================================  =========================================
+``gaussian``    exact GDP: ``zeta = sqrt(sum zeta_j^2)``; a      PLD of N(0, 1/zeta^2) vs N(1, 1/zeta^2)
+                zeta/rho cap is compared exactly (rationals),    (RDP ``alpha zeta^2 / 2`` if an ``rdp``
+                an (eps, delta) cap via ``gdp_delta``            charge is present)
+``laplace``     --                                               PLD of Lap(0, 1/eps) vs Lap(1, 1/eps)
+                                                                 (RDP: Mironov 2017, Prop. 6)
+``pure``        --                                               PLD of a generic eps-DP mechanism
+                                                                 (RDP: ``min(eps, alpha eps^2 / 2)``)
+``approx``      --                                               PLD of a generic (eps, delta)-DP mechanism
+                                                                 (with RDP charges: basic composition,
+                                                                 eps and delta add to the RDP figure)
+``rdp``         --                                               RDP curves added order-wise on the union
+                                                                 of the charges' orders, converted once
+                                                                 with ``dp_accounting``'s
+                                                                 ``compute_epsilon`` (CKS 2020)
+==============  ==============================================  =========================================
+
+PLD figures use ``dp_accounting``'s pessimistic discretisation, so they are upper bounds. A curve known
+only at its own orders is evaluated at another order by its value at the next larger order it has
+(RDP is non-decreasing in the order), and as +inf above its largest order. One cumulative
+(epsilon, delta) is always reported, at the dataset's delta.
+
+References
+----------
+Dong, Roth, Su (2022), "Gaussian differential privacy" (GDP composition).
+Mironov (2017), "Renyi differential privacy", Prop. 6 (Laplace RDP).
+Bun, Steinke (2016), "Concentrated differential privacy", Prop. 3.3 (pure DP => zCDP).
+Canonne, Kamath, Steinke (2020), Prop. 12 (RDP -> (epsilon, delta), via ``dp_accounting``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+import numpy as np
+from dp_accounting.pld import common as pld_common
+from dp_accounting.pld import privacy_loss_distribution as pld
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
+
+from dpcausal.accounting import (
+    DEFAULT_DELTA,
+    PrivacyCharge,
+    compose_gdp,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_rdp,
+)
+
+# Relative margin applied to every figure obtained by root finding or numerical conversion,
+# always against the user: spend is rounded up and remaining budget down by this much.
+TOLERANCE = 1e-9
+PLD_DISCRETISATION = 1e-4
+
+
+@dataclass(frozen=True)
+class Cap:
+    """A dataset's budget cap: ``kind`` is ``"zeta"``, ``"rho"`` or ``"epsilon"``.
+
+    ``delta`` is the cap's delta for an (epsilon, delta) cap and the reporting delta otherwise.
+    """
+
+    kind: str
+    value: float
+    delta: float = DEFAULT_DELTA
+
+    def __post_init__(self) -> None:
+        if self.kind not in {"zeta", "rho", "epsilon"}:
+            raise ValueError(f"cap kind must be zeta, rho or epsilon, got {self.kind!r}")
+        _check_budget(self.kind, self.value)
+        if not (isinstance(self.delta, (int, float)) and 0.0 < self.delta < 1.0):
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}; e.g. delta=1e-5")
+
+    @property
+    def zeta(self) -> float | None:
+        """The cap as zeta-GDP (rho-zCDP caps: zeta = sqrt(2 rho)); None for (epsilon, delta) caps."""
+        if self.kind == "zeta":
+            return self.value
+        if self.kind == "rho":
+            return math.sqrt(2.0 * self.value)
+        return None
+
+    @property
+    def epsilon(self) -> float:
+        """The cap as epsilon at the cap's delta (GDP caps converted by Lemma 2, spec §1.3)."""
+        if self.kind == "epsilon":
+            return self.value
+        return gdp_epsilon(self.zeta, self.delta)  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        if self.kind == "zeta":
+            return f"zeta={self.value:g} (GDP)"
+        if self.kind == "rho":
+            return f"rho={self.value:g} (zCDP)"
+        return f"epsilon={self.value:g}, delta={self.delta:g}"
+
+
+@dataclass(frozen=True)
+class Spend:
+    """The composed cost of a set of charges: one (epsilon, delta), plus zeta when all are Gaussian."""
+
+    n_charges: int
+    epsilon: float
+    delta: float
+    method: str  # "none", "gdp", "pld" or "rdp"
+    zeta: float | None = None
+
+    @property
+    def rho(self) -> float | None:
+        return None if self.zeta is None else self.zeta**2 / 2.0
+
+    def describe(self) -> str:
+        if self.n_charges == 0:
+            return "nothing"
+        text = f"epsilon={self.epsilon:.6g} at delta={self.delta:g}"
+        return f"zeta={self.zeta:.6g} (GDP), {text}" if self.zeta is not None else text
+
+
+def compose(charges: Sequence[PrivacyCharge], delta: float = DEFAULT_DELTA) -> Spend:
+    """Compose charges on one dataset and report (epsilon at ``delta``) per the table above."""
+    if not charges:
+        return Spend(0, 0.0, delta, "none", zeta=0.0)
+    if all(c.mechanism == "gaussian" for c in charges):
+        zeta = compose_gdp([c.zeta for c in charges])  # type: ignore[misc]
+        return Spend(len(charges), _up(gdp_epsilon(zeta, delta)), delta, "gdp", zeta=zeta)
+    if any(c.mechanism == "rdp" for c in charges):
+        return Spend(len(charges), _up(_rdp_epsilon(charges, delta)), delta, "rdp")
+    return Spend(len(charges), _pld_epsilon(charges, delta), delta, "pld")
+
+
+def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]:
+    """Whether composing ``charges`` stays within ``cap`` (never rounding in the user's favour)."""
+    spend = compose(charges, cap.delta)
+    if spend.zeta is not None and cap.zeta is not None:
+        # exact: sum zeta_j^2 <= zeta_cap^2 (= 2 rho) in rational arithmetic on the stored floats
+        total = sum((Fraction(c.zeta) ** 2 for c in charges), Fraction(0))  # type: ignore[arg-type]
+        bound = Fraction(cap.value) ** 2 if cap.kind == "zeta" else 2 * Fraction(cap.value)
+        return total <= bound, spend
+    if spend.zeta is not None:
+        # zeta-GDP => (eps_cap, delta(eps_cap)); within iff delta(eps_cap) <= delta_cap (Lemma 2)
+        if spend.zeta == 0.0:
+            return True, spend
+        return gdp_delta(cap.value, spend.zeta) * (1 + TOLERANCE) <= cap.delta, spend
+    return spend.epsilon <= _down(cap.epsilon), spend
+
+
+def remaining(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | None]:
+    """Remaining budget, rounded down: zeta (GDP caps with all-Gaussian charges) and epsilon."""
+    spend = compose(charges, cap.delta)
+    out: dict[str, float | None] = {"zeta": None, "epsilon": None}
+    if spend.zeta is not None and cap.zeta is not None:
+        left2 = cap.zeta**2 - spend.zeta**2
+        out["zeta"] = _down(math.sqrt(left2)) if left2 > 0 else 0.0
+    out["epsilon"] = max(0.0, _down(_down(cap.epsilon) - spend.epsilon))
+    return out
+
+
+def laplace_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
+    """RDP curve of the Laplace mechanism with scale 1/epsilon: Mironov (2017), Prop. 6.
+
+    .. math:: \\varepsilon(\\alpha) = \\varepsilon + \\frac{1}{\\alpha-1}
+              \\log\\Bigl(1 + (\\alpha-1)\\frac{e^{(1-2\\alpha)\\varepsilon} - 1}{2\\alpha-1}\\Bigr)
+    """
+    a = np.asarray(orders, dtype=float)
+    return epsilon + np.log1p((a - 1) * np.expm1((1 - 2 * a) * epsilon) / (2 * a - 1)) / (a - 1)
+
+
+def pure_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
+    """RDP bound of any epsilon-DP mechanism: min(eps, alpha eps^2 / 2), Bun & Steinke Prop. 3.3."""
+    return np.minimum(epsilon, np.asarray(orders, dtype=float) * epsilon**2 / 2.0)
+
+
+def _rdp_epsilon(charges: Sequence[PrivacyCharge], delta: float) -> float:
+    grid = np.array(sorted({a for c in charges if c.mechanism == "rdp" for a in c.rdp_orders
+                            if a > 1}))
+    if grid.size == 0:
+        raise ValueError("an rdp charge needs at least one order > 1; got none")
+    total = np.zeros_like(grid)
+    approx_eps, approx_delta = 0.0, 0.0
+    for c in charges:
+        if c.mechanism == "gaussian":
+            total += gdp_rdp(c.zeta, grid)  # type: ignore[arg-type]
+        elif c.mechanism == "laplace":
+            total += laplace_rdp(c.epsilon, grid)  # type: ignore[arg-type]
+        elif c.mechanism == "pure":
+            total += pure_rdp(c.epsilon, grid)  # type: ignore[arg-type]
+        elif c.mechanism == "approx":
+            approx_eps += c.epsilon  # type: ignore[operator]
+            approx_delta += c.delta
+        else:
+            total += _curve_on(c, grid)
+    rdp_delta = delta - approx_delta
+    if rdp_delta <= 0 or not np.isfinite(total).any():
+        return math.inf
+    eps, _ = rdp_acc.compute_epsilon(grid, total, rdp_delta)
+    return float(eps) + approx_eps
+
+
+def _curve_on(charge: PrivacyCharge, grid: np.ndarray) -> np.ndarray:
+    """The charge's curve at each grid order: its value at the next order >= it, +inf beyond."""
+    orders = np.asarray(charge.rdp_orders, dtype=float)
+    values = np.asarray(charge.rdp_epsilons, dtype=float)
+    idx = np.argsort(orders)
+    orders, values = orders[idx], values[idx]
+    pos = np.searchsorted(orders, grid, side="left")
+    out = np.full(grid.shape, np.inf)
+    ok = pos < orders.size
+    out[ok] = values[pos[ok]]
+    return out
+
+
+def _pld_epsilon(charges: Sequence[PrivacyCharge], delta: float) -> float:
+    total = None
+    for key, count in Counter(_pld_key(c) for c in charges).items():
+        one = _pld_of(*key).self_compose(count) if count > 1 else _pld_of(*key)
+        total = one if total is None else total.compose(one)
+    return float(total.get_epsilon_for_delta(delta))  # type: ignore[union-attr]
+
+
+def _pld_key(c: PrivacyCharge) -> tuple[str, float, float]:
+    value = c.zeta if c.mechanism == "gaussian" else c.epsilon
+    return (c.mechanism, float(value), float(c.delta))  # type: ignore[arg-type]
+
+
+def _pld_of(mechanism: str, value: float, delta: float) -> pld.PrivacyLossDistribution:
+    if mechanism == "gaussian":
+        return pld.from_gaussian_mechanism(
+            standard_deviation=1.0 / value, sensitivity=1.0,
+            value_discretization_interval=PLD_DISCRETISATION)
+    if mechanism == "laplace":
+        return pld.from_laplace_mechanism(
+            parameter=1.0 / value, sensitivity=1.0,
+            value_discretization_interval=PLD_DISCRETISATION)
+    params = pld_common.DifferentialPrivacyParameters(epsilon=value, delta=delta)
+    return pld.from_privacy_parameters(params, value_discretization_interval=PLD_DISCRETISATION)
+
+
+def _check_budget(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}; "
+                         f"a budget cap is a positive privacy parameter, e.g. {name}=1.0")
+
+
+def _up(x: float) -> float:
+    return x if not math.isfinite(x) else x * (1 + TOLERANCE)
+
+
+def _down(x: float) -> float:
+    return x if not math.isfinite(x) else x * (1 - TOLERANCE)

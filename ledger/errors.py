@@ -1,0 +1,23 @@
+"""Exceptions raised by the ledger. Each message says what happened and what to do about it."""
+
+from __future__ import annotations
+
+
+class LedgerError(RuntimeError):
+    """The ledger database is missing, corrupt or not a dpcausal ledger (never silently replaced)."""
+
+
+class BudgetExceededError(ValueError):
+    """A release would push a dataset past its cap; nothing was recorded and no noise may be drawn."""
+
+    def __init__(self, dataset: str, spent: str, requested: str, cap: str, total: str) -> None:
+        self.dataset, self.spent, self.requested, self.cap = dataset, spent, requested, cap
+        super().__init__(
+            f"budget exhausted for dataset {dataset}: spent {spent}, requested {requested}, "
+            f"cap {cap} (together: {total}). No noise was drawn and nothing was charged; raise the "
+            f"cap with `dpcausal ledger set-budget {dataset} ...` or request a smaller release."
+        )
+
+
+class ReleaseInProgressError(RuntimeError):
+    """The release id was reserved before but never committed; its charge stays, no new noise."""

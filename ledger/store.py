@@ -1,0 +1,345 @@
+"""The privacy-budget ledger: datasets, their caps and every charge, with reserve -> release -> commit.
+
+Protocol (spec privacy_testing.md "Budgets"; issue 5)
+------------------------------------------------------
+1. ``reserve``: one serialisable transaction locks the dataset, composes every recorded charge (in
+   any status) with the new one, refuses with :class:`BudgetExceededError` if the cap would be
+   exceeded, else records the charge as ``reserved``. Only then may noise be drawn.
+2. The caller draws noise and calls ``slot.commit(result_json)``: the result is stored under the
+   release id, and only after that may it be returned or logged.
+3. A block left by an exception marks the charge ``incomplete``; a process killed in between leaves it
+   ``reserved``. Both keep their charge (conservative). The same release id never reserves twice: a
+   retry gets the committed result back (no new noise) or fails with
+   :class:`ReleaseInProgressError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
+from ledger import schema
+from ledger.composition import Cap, Spend, compose, remaining, within_cap
+from ledger.errors import BudgetExceededError, ReleaseInProgressError
+
+_T = schema.charges
+_D = schema.datasets
+
+
+@dataclass
+class ReleaseSlot:
+    """A reserved (or already committed) release. ``result`` is the committed JSON, else None."""
+
+    dataset: str
+    release_id: str
+    charge: PrivacyCharge
+    spend: Spend  # the dataset's composed spend including this charge
+    result: str | None = None
+    _ledger: Ledger | None = field(default=None, repr=False)
+    _token: str = field(default="", repr=False)
+
+    def commit(self, result: str) -> None:
+        """Store the published result under the release id; only after this may it be shown."""
+        if not isinstance(result, str):
+            raise TypeError(f"result must be a JSON string, got {type(result).__name__}; "
+                            "pass e.g. release.to_json()")
+        if self.result is not None:
+            raise ReleaseInProgressError(f"release {self.release_id} is already committed")
+        assert self._ledger is not None, "bug: a slot must come from Ledger.release"
+        self._ledger._finish(self.release_id, self._token, "committed", result)
+        self.result = result
+
+
+class Ledger:
+    """A privacy-budget ledger on a SQLAlchemy database.
+
+    Parameters
+    ----------
+    url : str, optional
+        SQLAlchemy URL. None uses ``DPCAUSAL_LEDGER_URL``, else ``sqlite:///<data>/ledger.db``.
+        ``postgresql://`` URLs use the psycopg 3 driver.
+    create : bool, default False
+        Create the ledger if its SQLite file does not exist (or a PostgreSQL database has no ledger
+        tables). An existing file is never replaced, whatever this says.
+    """
+
+    def __init__(self, url: str | None = None, *, create: bool = False) -> None:
+        self.url = url if url is not None else schema.default_url()
+        self.engine = schema.open_engine(self.url, create)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ budgets
+    def set_budget(self, dataset: str, *, zeta: float | None = None, rho: float | None = None,
+                   epsilon: float | None = None, delta: float | None = None) -> Cap:
+        """Set (or change) a dataset's cap: exactly one of ``zeta``, ``rho``, ``epsilon``+``delta``.
+
+        For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
+        reported and, for mixed mechanisms, compared. A cap below what is already spent is refused.
+        """
+        _check_name(dataset)
+        given = {k: v for k, v in {"zeta": zeta, "rho": rho, "epsilon": epsilon}.items()
+                 if v is not None}
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of zeta, rho or epsilon (with delta), got "
+                             f"{sorted(given) or 'none'}; e.g. set_budget('{dataset}', zeta=1.5)")
+        kind, value = next(iter(given.items()))
+        if kind == "epsilon" and delta is None:
+            raise ValueError("an epsilon cap needs delta too, got delta=None; "
+                             "e.g. epsilon=3.0, delta=1e-5")
+        cap = Cap(kind, value, DEFAULT_DELTA if delta is None else delta)
+        now = datetime.now(UTC)
+        with self.engine.begin() as conn:
+            row = _lock_dataset(conn, dataset)
+            recorded = _charges_of(conn, dataset)
+            ok, spend = within_cap(recorded, cap)
+            if not ok:
+                raise ValueError(
+                    f"cannot set the cap of dataset {dataset} to {cap.describe()}: it has already "
+                    f"spent {spend.describe()}, more than that cap. A cap cannot go below what is "
+                    "spent; give a cap at least as large.")
+            values = dict(cap_kind=cap.kind, cap_value=float(cap.value),
+                          cap_delta=float(cap.delta), updated_at=now)
+            if row is None:
+                conn.execute(_D.insert().values(name=dataset, created_at=now, **values))
+            else:
+                conn.execute(_D.update().where(_D.c.name == dataset).values(**values))
+        return cap
+
+    def cap(self, dataset: str) -> Cap:
+        """The dataset's cap (ValueError for an unknown dataset)."""
+        with self.engine.connect() as conn:
+            return _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
+
+    def spent(self, dataset: str) -> Spend:
+        """Composed spend of every recorded charge (zeta if all Gaussian, epsilon at the delta)."""
+        with self.engine.connect() as conn:
+            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
+            return compose(_charges_of(conn, dataset), cap.delta)
+
+    def budgets(self) -> pd.DataFrame:
+        """One row per dataset: cap, charges by status, composed spend and remaining (rounded down)."""
+        rows = []
+        with self.engine.connect() as conn:
+            for d in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
+                cap = _cap_of(d)
+                recorded = _charges_of(conn, d["name"])
+                statuses = conn.execute(
+                    sa.select(_T.c.status, sa.func.count()).where(_T.c.dataset == d["name"])
+                    .group_by(_T.c.status)).all()
+                counts = dict(statuses)
+                spend = compose(recorded, cap.delta)
+                left = remaining(recorded, cap)
+                rows.append({
+                    "dataset": d["name"], "cap": cap.describe(), "delta": cap.delta,
+                    "charges": spend.n_charges, "committed": counts.get("committed", 0),
+                    "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
+                    "spent_zeta": spend.zeta, "spent_epsilon": spend.epsilon,
+                    "remaining_zeta": left["zeta"], "remaining_epsilon": left["epsilon"],
+                    "composition": spend.method,
+                })
+        columns = ["dataset", "cap", "delta", "charges", "committed", "unfinished", "spent_zeta",
+                   "spent_epsilon", "remaining_zeta", "remaining_epsilon", "composition"]
+        return pd.DataFrame(rows, columns=columns)
+
+    def history(self, dataset: str) -> pd.DataFrame:
+        """Every charge of a dataset in reservation order, with status and run link."""
+        with self.engine.connect() as conn:
+            _require(conn, dataset, _read_dataset(conn, dataset))
+            rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
+            frame = pd.DataFrame([dict(r) for r in rows.mappings()])
+        columns = ["release_id", "status", "mechanism", "zeta", "epsilon", "delta",
+                   "reserved_at", "finished_at", "run_url"]
+        return frame[columns] if len(frame) else pd.DataFrame(columns=columns)
+
+    # ------------------------------------------------------------------ releases
+    @contextmanager
+    def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
+                run_url: str | None = None) -> Iterator[ReleaseSlot]:
+        """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
+
+        Raises
+        ------
+        BudgetExceededError
+            The cap would be exceeded (nothing recorded; draw no noise).
+        ReleaseInProgressError
+            The release id was reserved before and never committed (its charge stays recorded).
+        """
+        slot = self._reserve(dataset, release_id, charge, run_url)
+        if slot.result is not None:  # committed before: hand it back, draw nothing
+            yield slot
+            return
+        try:
+            yield slot
+        except BaseException:
+            self._finish(release_id, slot._token, "incomplete", None)
+            raise
+        if slot.result is None:
+            self._finish(release_id, slot._token, "incomplete", None)
+            raise ReleaseInProgressError(
+                f"release {release_id} left its block without slot.commit(result); its charge stays "
+                "recorded (status incomplete) and nothing may be published under it.")
+
+    def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
+                 run_url: str | None) -> ReleaseSlot:
+        _check_name(dataset)
+        if not isinstance(release_id, str) or not release_id.strip():
+            raise ValueError(f"release_id must be a non-empty string, got {release_id!r}; "
+                             "use '<prefect flow-run id>/<release name>'")
+        if not isinstance(charge, PrivacyCharge):
+            raise TypeError(f"charge must be a dpcausal.accounting.PrivacyCharge, got "
+                            f"{type(charge).__name__}")
+        outcome: ReleaseSlot | Exception
+        with self.engine.begin() as conn:
+            cap = _cap_of(_require(conn, dataset, _lock_dataset(conn, dataset)))
+            recorded = _charges_of(conn, dataset)
+            old = conn.execute(sa.select(_T).where(_T.c.release_id == release_id)).mappings().first()
+            if old is not None:
+                outcome = _retry(conn, old, dataset, charge, recorded, cap)
+            else:
+                outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, cap)
+        # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
+                run_url: str | None, recorded: list[PrivacyCharge],
+                cap: Cap) -> ReleaseSlot | Exception:
+        ok, spend = within_cap([*recorded, charge], cap)
+        if not ok:
+            before = compose(recorded, cap.delta)
+            return BudgetExceededError(dataset, before.describe(), _describe(charge),
+                                       cap.describe(), spend.describe())
+        token = uuid.uuid4().hex
+        conn.execute(_T.insert().values(
+            release_id=release_id, dataset=dataset, status="reserved", token=token,
+            owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url,
+            reserved_at=datetime.now(UTC), **_charge_row(charge)))
+        return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
+
+    def _finish(self, release_id: str, token: str, status: str, result: str | None) -> None:
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                _T.update().where(_T.c.release_id == release_id, _T.c.token == token,
+                                  _T.c.status == "reserved")
+                .values(status=status, result=result, finished_at=datetime.now(UTC)))
+            if done.rowcount != 1 and status == "committed":
+                raise ReleaseInProgressError(
+                    f"release {release_id} can no longer be committed (it was marked incomplete "
+                    "by a retry); nothing is published, its charge stays recorded.")
+
+
+def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge,
+           recorded: list[PrivacyCharge], cap: Cap) -> ReleaseSlot | Exception:
+    """A release id seen before: its committed result, or the error to raise (no new noise)."""
+    rid = old["release_id"]
+    if old["dataset"] != dataset or _row_charge(old) != charge:
+        return ValueError(
+            f"release_id {rid} is already recorded for dataset {old['dataset']} with charge "
+            f"{_describe(_row_charge(old))}; a release id names one release: use a new id for "
+            f"a different release (got dataset {dataset}, charge {_describe(charge)}).")
+    if old["status"] == "committed":
+        return ReleaseSlot(dataset, rid, charge, compose(recorded, cap.delta), old["result"])
+    status = old["status"]
+    if status == "reserved" and _owner_dead(old["owner"]):
+        conn.execute(_T.update().where(_T.c.release_id == rid).values(status="incomplete"))
+        status = "incomplete"
+    return ReleaseInProgressError(
+        f"release {rid} on dataset {dataset} was reserved at {old['reserved_at']} by "
+        f"{old['owner']} and never committed (status {status}). Its charge stays recorded and "
+        "no new noise is drawn for this id; if that run is dead, start a new release id.")
+
+
+def _check_name(dataset: object) -> None:
+    if not isinstance(dataset, str) or not dataset.strip():
+        raise ValueError(f"dataset must be a non-empty string, got {dataset!r}")
+
+
+def _read_dataset(conn: Connection, dataset: str) -> sa.RowMapping | None:
+    return conn.execute(sa.select(_D).where(_D.c.name == dataset)).mappings().first()
+
+
+def _lock_dataset(conn: Connection, dataset: str) -> sa.RowMapping | None:
+    # FOR UPDATE on PostgreSQL; SQLite compiles it away (BEGIN IMMEDIATE already serialises)
+    stmt = sa.select(_D).where(_D.c.name == dataset).with_for_update()
+    return conn.execute(stmt).mappings().first()
+
+
+def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.RowMapping:
+    if row is None:
+        known = conn.execute(sa.select(_D.c.name).order_by(_D.c.name)).scalars().all()
+        raise ValueError(f"unknown dataset {dataset!r} (known: {', '.join(known) or 'none'}); "
+                         f"set its budget first: `dpcausal ledger set-budget {dataset} --zeta ...`")
+    return row
+
+
+def _cap_of(row: sa.RowMapping) -> Cap:
+    return Cap(row["cap_kind"], row["cap_value"], row["cap_delta"])
+
+
+def _charges_of(conn: Connection, dataset: str) -> list[PrivacyCharge]:
+    rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
+    return [_row_charge(r) for r in rows.mappings()]
+
+
+def _charge_row(c: PrivacyCharge) -> dict:
+    return dict(
+        mechanism=c.mechanism, zeta=c.zeta, epsilon=c.epsilon, delta=float(c.delta),
+        rdp_orders=None if c.rdp_orders is None else json.dumps([float(a) for a in c.rdp_orders]),
+        rdp_epsilons=(None if c.rdp_epsilons is None
+                      else json.dumps([float(e) for e in c.rdp_epsilons])),
+        detail=json.dumps(c.detail, default=str, sort_keys=True),
+    )
+
+
+def _row_charge(r: sa.RowMapping) -> PrivacyCharge:
+    def curve(text: str | None) -> tuple[float, ...] | None:
+        return None if text is None else tuple(json.loads(text))
+
+    return PrivacyCharge(r["mechanism"], zeta=r["zeta"], epsilon=r["epsilon"], delta=r["delta"],
+                         rdp_orders=curve(r["rdp_orders"]), rdp_epsilons=curve(r["rdp_epsilons"]),
+                         detail=json.loads(r["detail"]))
+
+
+def _describe(c: PrivacyCharge) -> str:
+    if c.mechanism == "gaussian":
+        return f"zeta={c.zeta:.6g} (gaussian)"
+    if c.mechanism == "rdp":
+        return f"an RDP curve over {len(c.rdp_orders or ())} orders"
+    text = f"epsilon={c.epsilon:.6g}"
+    return f"{text}, delta={c.delta:g} ({c.mechanism})" if c.delta else f"{text} ({c.mechanism})"
+
+
+def _owner_dead(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's process: cannot tell, leave it reserved
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+__all__ = ["Ledger", "ReleaseSlot"]
