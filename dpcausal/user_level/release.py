@@ -1,0 +1,447 @@
+"""M_clip,post: user-level DP release of per-cell means and variances with Clip-User planning.
+
+Spec ``user_level_clip.md`` §3.7 (release), §7.1-§7.2 (mapping and preconditions), §1.5
+(privacy loss ``K * eps`` against ``G_1 * eps`` and naive composition).
+
+Two steps, so the ledger can charge between them: :meth:`UserLevelRelease.plan` reads only the
+occupancy (who has how many records in which cell), costs nothing, and exposes
+:meth:`UserLevelPlan.privacy_charge`; :meth:`UserLevelRelease.release` reads values and draws the
+noise, once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from dpcausal._results import ResultMixin
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.user_level.ate import CAVEATS, derive_ate
+from dpcausal.user_level.clip_user import clip_user
+from dpcausal.user_level.closed_forms import (
+    bias_mu, bias_var, check_error_params, delta_mu, delta_var, grid_error)
+from dpcausal.user_level.laplace import effective_scale, laplace_mechanism
+from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
+from dpcausal.user_level.pseudo_user import pseudo_user
+
+CLIPS = ("clip_user", "none")
+
+
+@dataclass(frozen=True)
+class UserLevelPlan(ResultMixin):
+    """Value-free release plan (public figures; unit-level arrays are kept out of ``to_dict``)."""
+
+    K: int
+    G1: int
+    epsilon: float
+    epsilon_total: float
+    epsilon_parallel: float
+    epsilon_naive: float
+    error_baseline: float
+    error_after_clip: float
+    error: float
+    n_units: int
+    n_cells: int
+    n_records: int
+    n_retained: int
+    n_suppressions: int
+    stages: int
+    clip: str
+    occupancy_hash: str
+    notes: tuple[str, ...]
+    cells: pd.DataFrame
+    unit: str
+    cell: tuple[str, ...]
+    order: str | None
+    config: dict = field(repr=False)
+    _retained: np.ndarray = field(repr=False)      # records kept per non-zero of A (CSR order)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.K <= self.G1 <= self.n_cells:
+            raise AssertionError(f"plan invariant 1 <= K <= G1 <= cells broken: {self} (bug)")
+        if not math.isclose(self.epsilon_total, self.K * self.epsilon):
+            raise AssertionError("epsilon_total != K * epsilon (bug)")
+        if self.error > self.error_baseline * (1 + 1e-9) and self.config["error_target"] is None:
+            raise AssertionError("planned error exceeds the baseline worst case (bug, I1)")
+
+    def privacy_charge(self) -> PrivacyCharge:
+        """Data-free cost of releasing this plan: per-unit worst case ``K * eps`` (Prop V.1, §1.5)."""
+        return PrivacyCharge(
+            mechanism="laplace", epsilon=self.epsilon_total,
+            detail={"K": self.K, "G1": self.G1, "epsilon_per_cell": self.epsilon,
+                    "epsilon_parallel": self.epsilon_parallel, "epsilon_naive": self.epsilon_naive,
+                    "clip": self.clip, "occupancy_hash": self.occupancy_hash,
+                    "neighbouring": "user-level, values only, occupancy public (spec §1.3)"})
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        rows = super().summary_rows()
+        return rows + [("note", n) for n in self.notes]
+
+
+@dataclass(frozen=True)
+class UserLevelOutput(ResultMixin):
+    """Released cells, derived ATEs and the privacy figures of one :meth:`UserLevelRelease.release`."""
+
+    cells: pd.DataFrame
+    ate: pd.DataFrame | None
+    ate_pooled: dict | None
+    privacy: dict
+    caveats: tuple[str, ...]
+    noise_sampler: str
+
+    def __post_init__(self) -> None:
+        p = self.privacy
+        if not p["epsilon_total"] <= p["epsilon_parallel"] * (1 + 1e-12) <= p["epsilon_naive"] * (
+                1 + 1e-12):
+            raise AssertionError(f"privacy figures out of order: {p} (bug)")
+
+
+class UserLevelRelease:
+    """User-level epsilon-DP per-cell means and variances with Clip-User (spec §3.7, §7).
+
+    Parameters
+    ----------
+    bounds : (float, float)
+        Public outcome range ``[a, b]``; ``U = b - a``. Values outside are refused.
+    epsilon : float
+        Per-cell epsilon (split between mean and variance); the total is ``K * epsilon``.
+    clip : {"clip_user", "none"}
+        ``"none"`` is the baseline: no suppression, total ``G_1 * epsilon``.
+    split, weights : pair of float
+        Budget split and error weights of (mean, variance), spec §7.4. A zero share means the
+        statistic is not released.
+    variant : {"corrected"}
+        Variance-bias bound; the printed (invalid) ``"paper_statement"`` is refused here (E1).
+    protect_min_grid : bool
+        Never suppress in the cell with the smallest baseline error (spec A1).
+    error_target : float, optional
+        Error budget E for Clip-User (footnote 3); default the baseline worst case.
+    random_state : None, int or numpy.random.Generator
+        Noise source; ``None`` draws OS entropy (production).
+    occupancy_public : bool
+        The caller's declaration that the occupancy array is public (spec §7.2-1). ``False``
+        refuses the release.
+    rollback_partial_stage : bool
+        Undo the suppressions of a halted stage (spec A4: production default).
+    """
+
+    def __init__(self, bounds: tuple[float, float] = (0.0, 1.0), epsilon: float = 1.0,
+                 clip: str = "clip_user", split: tuple[float, float] = (0.5, 0.5),
+                 weights: tuple[float, float] = (1.0, 1.0), variant: str = "corrected",
+                 protect_min_grid: bool = True, error_target: float | None = None,
+                 random_state: Any = None, occupancy_public: bool = True,
+                 rollback_partial_stage: bool = True) -> None:
+        self.bounds = bounds
+        self.epsilon = epsilon
+        self.clip = clip
+        self.split = split
+        self.weights = weights
+        self.variant = variant
+        self.protect_min_grid = protect_min_grid
+        self.error_target = error_target
+        self.random_state = random_state
+        self.occupancy_public = occupancy_public
+        self.rollback_partial_stage = rollback_partial_stage
+
+    # ------------------------------------------------------------------ validation
+    def _config(self) -> dict:
+        b = self.bounds
+        if (not isinstance(b, (tuple, list)) or len(b) != 2
+                or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in b)
+                or not b[0] < b[1]):
+            raise ValueError(
+                f"bounds must be a finite public range (a, b) with a < b, got {b!r}; unbounded "
+                "outcomes have unbounded sensitivity (spec §7.2-2): clamp to a public range first")
+        U = float(b[1] - b[0])
+        check_error_params(U, self.epsilon, self.variant, tuple(self.split), tuple(self.weights))
+        if self.variant != "corrected":
+            raise ValueError(
+                f"variant={self.variant!r} is the paper's printed Thm IV.2, not a valid bias bound "
+                "(spec erratum E1); releases use variant='corrected'")
+        if self.clip not in CLIPS:
+            raise ValueError(f"clip must be one of {CLIPS}, got {self.clip!r}")
+        if self.occupancy_public is not True:
+            raise ValueError(
+                "occupancy_public is not True: Clip-User's guarantee is DP conditional on the "
+                "occupancy (records per unit and cell), which must be public (spec §7.2-1). "
+                "Release the counts with their own DP mechanism first, or declare "
+                "occupancy_public=True if the design fixes them (e.g. a visit schedule)")
+        if self.error_target is not None and not (
+                isinstance(self.error_target, (int, float)) and math.isfinite(self.error_target)
+                and self.error_target > 0):
+            raise ValueError(f"error_target must be a number > 0 or None, got {self.error_target!r}")
+        if not (self.random_state is None or isinstance(self.random_state, (int, np.integer))
+                or isinstance(self.random_state, np.random.Generator)):
+            raise TypeError(
+                f"random_state must be None, an int or a numpy.random.Generator, got "
+                f"{type(self.random_state).__name__}")
+        return {"bounds": (float(b[0]), float(b[1])), "U": U, "epsilon": float(self.epsilon),
+                "clip": self.clip, "split": tuple(map(float, self.split)),
+                "weights": tuple(map(float, self.weights)), "variant": self.variant,
+                "protect_min_grid": bool(self.protect_min_grid),
+                "error_target": self.error_target,
+                "rollback_partial_stage": bool(self.rollback_partial_stage)}
+
+    # ------------------------------------------------------------------ plan
+    def plan(self, records: pd.DataFrame, unit: str = "unit_id",
+             cell: str | Sequence[str] = ("stratum", "arm"), order: str | None = None,
+             record: str | None = None, expected_occupancy_hash: str | None = None) -> UserLevelPlan:
+        """Plan the release from the occupancy alone (no values read, no privacy cost).
+
+        Parameters
+        ----------
+        records : DataFrame
+            One row per record.
+        unit, cell : str, str or list of str
+            Privacy-unit column and the disjoint cell key columns.
+        order : str, optional
+            Data-independent order (e.g. timestamp) deciding which records of a unit are kept
+            (spec A11); ties and ``None`` fall back to row order.
+        record : str, optional
+            Record-id column; a record id in two cells means overlapping cells and is refused.
+        expected_occupancy_hash : str, optional
+            Hash of the registered public occupancy (spec §7.3); a mismatch is refused.
+        """
+        cfg = self._config()
+        A, units, keys, _ = _occupancy_from_records(records, unit, cell, order, record)
+        h = _fingerprint(A, units, keys)
+        if expected_occupancy_hash is not None and h != expected_occupancy_hash:
+            raise ValueError(
+                f"expected_occupancy_hash={expected_occupancy_hash[:12]}... does not match the "
+                f"records' occupancy {h[:12]}...: the occupancy must equal the registered public one")
+        U, eps = cfg["U"], cfg["epsilon"]
+        kw = dict(variant=cfg["variant"], split=cfg["split"], weights=cfg["weights"])
+        occ = np.diff(A.indptr)
+        G1 = int(occ.max())
+        n = np.bincount(A.indices, weights=A.data, minlength=A.shape[1]).astype(np.int64)
+        mstar = np.zeros(A.shape[1], np.int64)
+        np.maximum.at(mstar, A.indices, A.data)
+        E0 = grid_error(n, n, mstar, U, eps, **kw)
+        notes: list[str] = []
+        if cfg["clip"] == "none":
+            notes.append("clip='none': baseline release, no suppression; loss G_1 * epsilon "
+                         "(Cor II.1).")
+            Gamma, Gbar, m_g, stages, nsupp = A, A, mstar, 0, 0
+            E_clip = float(E0.max())
+        elif G1 == 1:
+            notes.append("G_1 = 1: every unit lies in a single cell, so parallel composition "
+                         "already gives epsilon; Clip-User skipped (spec §7.2-4).")
+            Gamma, Gbar, m_g, stages, nsupp = A, A, mstar, 0, 0
+            E_clip = float(E0.max())
+        else:
+            res = clip_user(A, U, eps, E_target=cfg["error_target"],
+                            protect_min_grid=cfg["protect_min_grid"],
+                            rollback_partial_stage=cfg["rollback_partial_stage"], **kw)
+            Gamma, stages, nsupp = res.Gamma, res.stages, res.n_suppressions
+            E_clip = float(res.E_final.max())
+            pu = pseudo_user(n, Gamma, U, eps, **kw)
+            Gbar, m_g = pu.Gbar, pu.m
+            if stages == 0:
+                notes.append("Clip-User found no feasible stage: K = G_1 (no privacy gain at this "
+                             "epsilon and error target).")
+        # retained records per non-zero of A, aligned with A's CSR order
+        retained = _aligned_counts(A, sp.csr_matrix(Gbar))
+        K = int(np.diff(sp.csr_matrix(Gbar).indptr).max())
+        c = np.bincount(A.indices, weights=retained, minlength=A.shape[1]).astype(np.int64)
+        E_bar = grid_error(n, c, m_g, U, eps, **kw)
+        eps_mu, eps_var = cfg["split"][0] * eps, cfg["split"][1] * eps
+        cells = keys.copy()
+        d_mu, d_var = delta_mu(c, m_g, U), delta_var(c, m_g, U)
+        cells = cells.assign(
+            n=n, c=c, m_star=mstar, m_g=m_g, delta_mu=d_mu, delta_var=d_var,
+            scale_mean=d_mu / eps_mu if eps_mu > 0 else np.nan,
+            scale_var=d_var / eps_var if eps_var > 0 else np.nan,
+            bias_mean_bound=bias_mu(n, c, U), bias_var_bound=bias_var(n, c, U),
+            error_baseline=E0, error=E_bar)
+        return UserLevelPlan(
+            K=K, G1=G1, epsilon=eps, epsilon_total=K * eps, epsilon_parallel=G1 * eps,
+            epsilon_naive=A.shape[1] * eps, error_baseline=float(E0.max()),
+            error_after_clip=E_clip, error=float(E_bar.max()), n_units=A.shape[0],
+            n_cells=A.shape[1], n_records=int(n.sum()), n_retained=int(c.sum()),
+            n_suppressions=nsupp, stages=stages, clip=cfg["clip"], occupancy_hash=h,
+            notes=tuple(notes), cells=cells, unit=unit, cell=tuple(_as_list(cell)), order=order,
+            config=cfg, _retained=retained)
+
+    # ------------------------------------------------------------------ release
+    def release(self, records: pd.DataFrame, value: str = "y", plan: UserLevelPlan | None = None,
+                arm: str | None = None) -> UserLevelOutput:
+        """Release noisy per-cell means and variances following ``plan`` (draws noise once).
+
+        Every check (configuration, plan match, values within bounds, occupancy unchanged) runs
+        before the first draw. ``arm`` names the binary cell column for the ATE derivation
+        (default: a cell column called ``"arm"``; no ATE when there is none).
+        """
+        cfg = self._config()
+        if not isinstance(plan, UserLevelPlan):
+            raise TypeError(f"plan must be the UserLevelPlan from .plan(), got {type(plan).__name__}")
+        if plan.config != cfg:
+            raise ValueError("plan was made with different settings than this release "
+                             f"({plan.config} vs {cfg}); re-plan with these settings")
+        if not isinstance(records, pd.DataFrame) or value not in records.columns:
+            raise ValueError(f"value={value!r} must be a column of the records DataFrame")
+        y = records[value]
+        if not pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y):
+            raise TypeError(f"value column {value!r} must be numeric, got dtype {y.dtype}")
+        yv = y.to_numpy(np.float64)
+        a, b = cfg["bounds"]
+        bad = ~np.isfinite(yv) | (yv < a) | (yv > b)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"value column {value!r} has {int(bad.sum())} values outside bounds {cfg['bounds']} "
+                f"or missing (first at row {i}: {yv[i]!r}); clamp to the public bounds before "
+                "release or declare wider bounds")
+        A, units, keys, perm = _occupancy_from_records(records, plan.unit, list(plan.cell),
+                                                       plan.order, None)
+        if _fingerprint(A, units, keys) != plan.occupancy_hash:
+            raise ValueError("the records' occupancy differs from the plan's; plan again on "
+                             "these records (a plan is valid only for the occupancy it saw)")
+        keep_sorted = _keep_mask(perm, plan._retained)
+        x = yv[perm.order][keep_sorted] - a
+        g = perm.cell_codes[keep_sorted]
+        G = A.shape[1]
+        c = np.bincount(g, minlength=G)
+        if np.any(c != plan.cells["c"].to_numpy()):
+            raise AssertionError("retained counts differ from the plan (bug)")
+        mu = np.bincount(g, weights=x, minlength=G) / c
+        var = np.bincount(g, weights=(x - mu[g]) ** 2, minlength=G) / c
+        rng = np.random.default_rng(self.random_state)
+        eps = cfg["epsilon"]
+        eps_mu, eps_var = cfg["split"][0] * eps, cfg["split"][1] * eps
+        cells = plan.cells
+        noisy_mu = np.full(G, np.nan)
+        noisy_var = np.full(G, np.nan)
+        for j in range(G):                 # one draw per released statistic, fixed shape
+            if eps_mu > 0:
+                noisy_mu[j] = laplace_mechanism(mu[j], cells["delta_mu"].iat[j], eps_mu, rng) + a
+            if eps_var > 0:
+                noisy_var[j] = laplace_mechanism(var[j], cells["delta_var"].iat[j], eps_var, rng)
+        out = cells.assign(mean=noisy_mu, variance=noisy_var)
+        out["scale_mean"] = [effective_scale(d, eps_mu) if eps_mu > 0 else np.nan
+                             for d in cells["delta_mu"]]
+        out["scale_var"] = [effective_scale(d, eps_var) if eps_var > 0 else np.nan
+                            for d in cells["delta_var"]]
+        keys_list = list(plan.cell)
+        arm_col = arm if arm is not None else ("arm" if "arm" in keys_list else None)
+        ate = pooled = None
+        if arm_col is not None and eps_mu > 0:
+            if arm_col not in keys_list:
+                raise ValueError(f"arm={arm_col!r} must be one of the cell columns {keys_list}")
+            v_ok = eps_var > 0
+            ate, pooled = derive_ate(out if v_ok else out.assign(variance=np.nan), keys_list,
+                                     arm_col)
+        privacy = {"epsilon_total": plan.epsilon_total, "epsilon_parallel": plan.epsilon_parallel,
+                   "epsilon_naive": plan.epsilon_naive, "epsilon_per_cell": eps,
+                   "K": plan.K, "G1": plan.G1, "n_cells": plan.n_cells, "clip": plan.clip,
+                   "occupancy_hash": plan.occupancy_hash}
+        return UserLevelOutput(cells=out, ate=ate, ate_pooled=pooled, privacy=privacy,
+                               caveats=CAVEATS, noise_sampler=_SAMPLER)
+
+
+_SAMPLER = ("exact discrete Laplace (Canonne-Kamath-Steinke 2020) on a 2^-k lattice, "
+            "sensitivity rounded up to lattice steps; see dpcausal.user_level.laplace")
+
+
+# ---------------------------------------------------------------------- helpers
+def _as_list(cell: str | Sequence[str]) -> list[str]:
+    return [cell] if isinstance(cell, str) else list(cell)
+
+
+@dataclass(frozen=True)
+class _Sorted:
+    """Row permutation sorting records by (unit, cell, order, row) and the sorted codes."""
+
+    order: np.ndarray
+    unit_codes: np.ndarray
+    cell_codes: np.ndarray
+
+
+def _occupancy_from_records(records: Any, unit: str, cell: str | Sequence[str],
+                            order: str | None, record: str | None
+                            ) -> tuple[sp.csr_matrix, pd.Index, pd.DataFrame, _Sorted]:
+    """Validated occupancy A (units sorted by id x cells sorted by key) from the record table."""
+    if not isinstance(records, pd.DataFrame):
+        raise TypeError(f"records must be a pandas DataFrame, got {type(records).__name__}")
+    if len(records) == 0:
+        raise ValueError("records is empty: nothing to release")
+    cols = _as_list(cell)
+    if not cols:
+        raise ValueError("cell must name at least one column")
+    for name, col in [("unit", unit)] + [("cell", c) for c in cols] + (
+            [("order", order)] if order is not None else []) + (
+            [("record", record)] if record is not None else []):
+        if col not in records.columns:
+            raise ValueError(f"{name}={col!r} is not a column of records "
+                             f"(columns: {list(records.columns)})")
+    if unit in cols:
+        raise ValueError(f"unit={unit!r} cannot also be a cell column")
+    miss = records[unit].isna()
+    if miss.any():
+        raise ValueError(
+            f"unit column {unit!r} has {int(miss.sum())} missing ids (first at row "
+            f"{int(np.flatnonzero(miss.to_numpy())[0])}); every record needs its privacy unit, "
+            "else one person's records could be counted as several units")
+    cmiss = records[cols].isna().any(axis=1)
+    if cmiss.any():
+        raise ValueError(f"cell columns {cols} have missing keys in {int(cmiss.sum())} rows; "
+                         "every record must lie in exactly one cell")
+    if order is not None and records[order].isna().any():
+        raise ValueError(f"order column {order!r} has missing values; fill them (e.g. with a "
+                         "record id) so the kept records do not depend on values")
+    if record is not None:
+        per = records.groupby(record, sort=False)[cols].nunique()
+        over = per[(per > 1).any(axis=1)]
+        if len(over):
+            raise ValueError(
+                f"cells overlap: {len(over)} record ids (e.g. {over.index[0]!r}) fall in more "
+                "than one cell; cells must be disjoint at the record level (spec §7.2-3)")
+    ucodes, units = pd.factorize(records[unit], sort=True)
+    grp = records.groupby(cols, sort=True, dropna=False)
+    ccodes = grp.ngroup().to_numpy(np.int64)
+    keys = grp.size().reset_index()[cols]
+    L, G = len(units), len(keys)
+    ucodes = ucodes.astype(np.int64)
+    A = as_occupancy(sp.csr_matrix((np.ones(len(records), np.int64), (ucodes, ccodes)),
+                                   shape=(L, G)))
+    keys_order = [np.arange(len(records))]
+    if order is not None:
+        keys_order.append(records[order].to_numpy())
+    perm = np.lexsort(keys_order + [ccodes, ucodes])
+    return A, units, keys, _Sorted(perm, ucodes[perm], ccodes[perm])
+
+
+def _keep_mask(perm: _Sorted, retained: np.ndarray) -> np.ndarray:
+    """For records sorted by (unit, cell, order): keep the first ``retained[group]`` of each group."""
+    u, g = perm.unit_codes, perm.cell_codes
+    new = np.ones(u.size, bool)
+    new[1:] = (u[1:] != u[:-1]) | (g[1:] != g[:-1])
+    grp = np.cumsum(new) - 1                          # index of the non-zero of A (CSR order)
+    start = np.flatnonzero(new)
+    rank = np.arange(u.size) - start[grp]
+    return rank < retained[grp]
+
+
+def _aligned_counts(A: sp.csr_matrix, B: sp.csr_matrix) -> np.ndarray:
+    """Entries of B (structure within A's) laid out along A's CSR non-zeros (0 where B has none)."""
+    G = A.shape[1]
+    key_a = np.repeat(np.arange(A.shape[0], dtype=np.int64), np.diff(A.indptr)) * G + A.indices
+    B = B.copy()
+    B.eliminate_zeros()
+    B.sort_indices()
+    key_b = np.repeat(np.arange(B.shape[0], dtype=np.int64), np.diff(B.indptr)) * G + B.indices
+    out = np.zeros(A.nnz, np.int64)
+    out[np.searchsorted(key_a, key_b)] = B.data
+    return out
+
+
+def _fingerprint(A: sp.csr_matrix, units: pd.Index, keys: pd.DataFrame) -> str:
+    h = hashlib.sha256(occupancy_hash(A).encode())
+    h.update(pd.util.hash_pandas_object(pd.Series(units), index=False).to_numpy().tobytes())
+    h.update(pd.util.hash_pandas_object(keys, index=False).to_numpy().tobytes())
+    return h.hexdigest()
