@@ -1,0 +1,85 @@
+"""Synthetic data of the paper's experiments A-D: spec dp_ate_ensemble.md §6.2-§6.5 (X ~ N(0, I_d)).
+
+Each ``make_experiment_*`` returns ``(X, A, Y, true_ate)``; seeded by ``random_state``. Where the
+paper and the authors' code disagree the spec's decisions hold (slope 3 in A, noise sd 0.05 in B).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import expit
+
+Dataset = tuple[np.ndarray, np.ndarray, np.ndarray, float]
+
+BETA_PI_C = np.array([-0.15, 0.225, -0.15, -0.2, 0.1, 0.05, -0.075, 0.225, -0.15, -0.2])
+BETA_MU_C = np.array([0.175, 0.1, -0.125, 0.075, -0.1, 0.2, -0.2, 0.175, -0.1, 0.2])
+BETA_PI_D = np.array([-0.17, -0.06, 0.05, 0.14, 0.12, -0.195, -0.205, 0.07, 0.18, 0.14,
+                      -0.14, 0.05, 0.01, -0.16, -0.18, -0.1, 0.2, 0.03, -0.16, -0.1])
+BETA_Y_D = np.array([-0.0385, -0.0111, -0.105, -0.0344, 0.1405, 0.0550, 0.0344, -0.0908, -0.0023,
+                     -0.0243, -0.0076, -0.0416, 0.0193, -0.0846, 0.0582, 0.0824, 0.0184, 0.0064,
+                     -0.0895, 0.0241])
+
+
+def _observe(rng: np.random.Generator, pi: np.ndarray, y0: np.ndarray, y1: np.ndarray):
+    A = rng.binomial(1, pi)
+    return A, np.where(A == 1, y1, y0)
+
+
+def make_experiment_a(n: int = 5000, slope: float = 3.0, random_state=None) -> Dataset:
+    """Exp. A (§6.2): d=1, pi = clip(expit(-0.2 + slope X1), 0.004, 0.996), Y = -0.05 + 0.225 X1 + 0.1 A + e.
+
+    e ~ N(0, 0.1^2); potential outcomes clipped to [-1, 1]. slope 3 (code) reproduces the released
+    results, 6 is the paper's text (spec §6.2). True ATE 0.1 (before clipping, which is negligible).
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n, 1))
+    pi = np.clip(expit(-0.2 + slope * X[:, 0]), 0.004, 0.996)
+    base = -0.05 + 0.225 * X[:, 0] + rng.normal(0.0, 0.1, n)
+    A, Y = _observe(rng, pi, np.clip(base, -1, 1), np.clip(base + 0.1, -1, 1))
+    return X, A, Y, 0.1
+
+
+def make_experiment_b(n: int = 250_000, random_state=None) -> Dataset:
+    """Exp. B (§6.3): d=2, tree-structured pi and gamma(X), Y = gamma(X) + 0.2 A + e, e ~ N(0, 0.05^2)."""
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n, 2))
+    x1, x2 = X[:, 0], X[:, 1]
+    pi = np.where(x2 > 0, np.where(x1 > 0.1, 0.75, 0.6), np.where(x1 < -0.05, 0.25, 0.5))
+    gamma = np.where(x1 > 0, np.where(x2 > 0, -0.7, 0.1), np.where(x2 > 0.05, -0.4, 0.6))
+    base = gamma + rng.normal(0.0, 0.05, n)
+    A, Y = _observe(rng, pi, np.clip(base, -1, 1), np.clip(base + 0.2, -1, 1))
+    return X, A, Y, 0.2
+
+
+def make_experiment_c(n: int = 50_000, random_state=None) -> Dataset:
+    """Exp. C (§6.4): d=10, logistic pi clipped to [0.1, 0.9], binary Y ~ Bernoulli(expit(-0.05 + X b + 0.42585 A)).
+
+    The returned true ATE is the population value E[expit(.. + 0.42585) - expit(..)], computed on a
+    large independent Monte Carlo sample (about 0.1000, spec §6.4).
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n, 10))
+    pi = np.clip(expit(0.1 + X @ BETA_PI_C), 0.1, 0.9)
+    lin = -0.05 + X @ BETA_MU_C
+    u = rng.random(n)
+    y0, y1 = (u < expit(lin)).astype(float), (u < expit(lin + 0.42585)).astype(float)
+    A, Y = _observe(rng, pi, y0, y1)
+    return X, A, Y, _population_ate_c()
+
+
+@lru_cache(maxsize=1)
+def _population_ate_c(m: int = 2_000_000) -> float:
+    lin = -0.05 + np.random.default_rng(20250519).standard_normal((m, 10)) @ BETA_MU_C
+    return float(np.mean(expit(lin + 0.42585) - expit(lin)))
+
+
+def make_experiment_d(n: int = 20_000, random_state=None) -> Dataset:
+    """Exp. D (§6.5): d=20, logistic pi clipped to [0.1, 0.9], Y = -0.08 + X b + 0.15 A + e, e ~ N(0, 0.05^2)."""
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n, 20))
+    pi = np.clip(expit(0.1 + X @ BETA_PI_D), 0.1, 0.9)
+    base = -0.08 + X @ BETA_Y_D + rng.normal(0.0, 0.05, n)
+    A, Y = _observe(rng, pi, np.clip(base, -1, 1), np.clip(base + 0.15, -1, 1))
+    return X, A, Y, 0.15

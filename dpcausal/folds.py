@@ -1,0 +1,71 @@
+"""Public fold assignment: spec dp_ate_ensemble.md §2.2 step 1 and §1.3 ("implementation consequences").
+
+Folds depend only on public quantities (n, K, a seed), never on data values, so that under
+replace-one neighbouring the changed record keeps its fold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+
+def make_folds(
+    n: int,
+    n_folds: int,
+    folds: str | ArrayLike = "shuffle",
+    random_state: int | np.random.SeedSequence | None = None,
+) -> np.ndarray:
+    """Fold id (0..K-1) of every row: spec §2.2 step 1 (``np.array_split`` of a public order).
+
+    Parameters
+    ----------
+    n, n_folds : number of rows and folds K (2 <= K <= n // 2).
+    folds : ``"shuffle"`` (array_split of a permutation seeded by ``random_state``),
+        ``"contiguous"`` (array_split of ``range(n)``, as the authors' code), or an int array of
+        fold ids given by the user (it must itself be public).
+    """
+    _check_n_folds(n, n_folds)
+    if isinstance(folds, str):
+        if folds == "contiguous":
+            order = np.arange(n)
+        elif folds == "shuffle":
+            order = np.random.default_rng(random_state).permutation(n)
+        else:
+            raise ValueError(
+                f"folds must be 'shuffle', 'contiguous' or an int array of fold ids, got {folds!r}"
+            )
+        fold_ids = np.empty(n, dtype=np.int64)
+        for k, rows in enumerate(np.array_split(order, n_folds)):
+            fold_ids[rows] = k
+        return fold_ids
+    fold_ids = np.asarray(folds)
+    if fold_ids.shape != (n,) or not np.issubdtype(fold_ids.dtype, np.integer):
+        raise ValueError(
+            f"folds as an array must hold one integer fold id per row (shape ({n},)), "
+            f"got dtype {fold_ids.dtype} and shape {fold_ids.shape}"
+        )
+    present = np.unique(fold_ids)
+    if present.size != n_folds or present[0] != 0 or present[-1] != n_folds - 1:
+        raise ValueError(
+            f"folds array must use every fold id 0..{n_folds - 1} (n_folds={n_folds}); "
+            f"found {present.size} distinct ids in [{present[0]}, {present[-1]}]"
+        )
+    return fold_ids.astype(np.int64, copy=False)
+
+
+def fold_rows(fold_ids: np.ndarray, k: int) -> np.ndarray:
+    """Row indices of fold k (ascending)."""
+    return np.flatnonzero(fold_ids == k)
+
+
+def _check_n_folds(n: int, n_folds: int) -> None:
+    if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)):
+        raise TypeError(f"n_folds must be an integer, got {type(n_folds).__name__}")
+    if n_folds < 2:
+        raise ValueError(f"n_folds must be >= 2 (K=2 is plain cross-fitting), got {n_folds}")
+    if n_folds > n // 2:
+        raise ValueError(
+            f"n_folds={n_folds} is too large for n={n}: every fold needs at least 2 rows; "
+            f"use n_folds <= {n // 2} (spec §7 suggests min(500, n // 100))"
+        )

@@ -1,0 +1,113 @@
+"""Per-fold nuisance models: spec dp_ate_ensemble.md §2.2 step 2 and §2.7 (fallbacks).
+
+Model k sees only fold k's rows (and, for the outcome models, only one arm of them): any estimator
+with ``fit``/``predict`` (``predict_proba`` for the propensity, or for a classifier used as outcome
+model on binary outcomes) is cloned per fold, so preprocessing inside a user's ``Pipeline`` is
+fitted inside the fold. Degenerate folds fall back to fold-local constants (§2.7), which keeps the
+privacy analysis intact since they use fold k's data only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.base import clone, is_classifier
+from sklearn.linear_model import LinearRegression, LogisticRegression
+
+# A fitted nuisance is either a fitted estimator or a float constant (a §2.7 fallback).
+Nuisance = Any
+
+
+@dataclass(frozen=True)
+class FoldModels:
+    """The fitted nuisances of one fold k (non-private: never released or persisted publicly).
+
+    ``propensity`` predicts P(A=1|x); ``mu1``/``mu0`` predict E[Y|x, A=a] on the outcome's own
+    scale. Any of them is ``None`` when the estimator does not use it.
+    """
+
+    k: int
+    propensity: Nuisance | None
+    mu1: Nuisance | None
+    mu0: Nuisance | None
+
+
+def fit_fold(
+    X: np.ndarray,
+    A: np.ndarray,
+    Y: np.ndarray,
+    rows: np.ndarray,
+    k: int,
+    *,
+    estimator: str,
+    propensity_model: Any,
+    outcome_model: Any,
+    propensity_clip: float,
+) -> FoldModels:
+    """Fit fold k's nuisances on ``rows`` only: spec §2.2 step 2, T-learner outcomes, §2.7 fallbacks."""
+    Xk, Ak, Yk = X[rows], A[rows], Y[rows]
+    propensity = None
+    if estimator in ("ipw", "aipw"):
+        propensity = _fit_propensity(propensity_model, Xk, Ak, propensity_clip)
+    mu1 = mu0 = None
+    if estimator in ("g", "aipw"):
+        mu1 = _fit_outcome(outcome_model, Xk[Ak == 1], Yk[Ak == 1])
+        mu0 = _fit_outcome(outcome_model, Xk[Ak == 0], Yk[Ak == 0])
+    return FoldModels(k=k, propensity=propensity, mu1=mu1, mu0=mu0)
+
+
+def _fit_propensity(model: Any, Xk: np.ndarray, Ak: np.ndarray, eta_c: float) -> Nuisance:
+    """§2.7: if A is constant in the fold, pi_hat^(k) := clip(mean A_k, eta_c, 1 - eta_c)."""
+    if Ak.min() == Ak.max():
+        return float(np.clip(Ak.mean(), eta_c, 1.0 - eta_c))
+    return clone(model).fit(Xk, Ak)
+
+
+def _fit_outcome(model: Any, Xa: np.ndarray, Ya: np.ndarray) -> Nuisance:
+    """§2.7: with < 2 units of the arm, mu_hat_a^(k) := mean of Y in that arm (None if empty).
+
+    A classifier (binary outcomes) whose fold-arm holds a single class also falls back to the mean.
+    An empty arm returns ``None``, replaced by the centre of the outcome bounds at prediction time.
+    """
+    if Ya.size == 0:
+        return None
+    if Ya.size < 2 or (is_classifier(model) and Ya.min() == Ya.max()):
+        return float(Ya.mean())
+    if is_classifier(model) and not np.isin(Ya, (0.0, 1.0)).all():
+        raise ValueError(
+            f"outcome_model {type(model).__name__} is a classifier, so Y must be binary 0/1; "
+            "use a regressor for real-valued outcomes"
+        )
+    return clone(model).fit(Xa, Ya.astype(int) if is_classifier(model) else Ya)
+
+
+def predict_nuisance(model: Nuisance, X: np.ndarray, default: float) -> np.ndarray:
+    """Raw (unclipped) predictions of one fitted nuisance on X: P(A=1|x) or E[Y|x, a].
+
+    Classifiers predict through ``predict_proba``'s column for class 1; a constant fallback
+    predicts itself; ``None`` (an empty arm) predicts ``default``.
+    """
+    if model is None:
+        return np.full(X.shape[0], default)
+    if isinstance(model, float):
+        return np.full(X.shape[0], model)
+    if is_classifier(model) or not hasattr(model, "predict"):
+        proba = model.predict_proba(X)
+        col = int(np.flatnonzero(np.asarray(model.classes_) == 1)[0])
+        return np.asarray(proba[:, col], dtype=float)
+    return np.asarray(model.predict(X), dtype=float).ravel()
+
+
+def linear_form(model: Nuisance) -> tuple[str, np.ndarray, float] | None:
+    """``("linear"|"logistic", coef, intercept)`` when predictions are a (link of a) linear form.
+
+    Lets aggregation predict all K fold models with one matrix product (issue 3 performance);
+    only exact ``LinearRegression``/binary ``LogisticRegression`` instances qualify.
+    """
+    if type(model) is LinearRegression and np.ndim(model.coef_) == 1:
+        return "linear", np.asarray(model.coef_, dtype=float), float(model.intercept_)
+    if type(model) is LogisticRegression and len(model.classes_) == 2 and list(model.classes_) == [0, 1]:
+        return "logistic", np.asarray(model.coef_[0], dtype=float), float(model.intercept_[0])
+    return None

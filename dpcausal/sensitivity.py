@@ -1,0 +1,158 @@
+"""Sensitivities and noise calibration as pure functions of public parameters.
+
+Spec dp_ate_ensemble.md §1.2 (bounds, shift trick), §2.4 (Prop. 2, Lemmas 4-7, Theorem 1) and
+§2.5 (sigma1, sigma2, budget split). Nothing here touches data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dpcausal._results import ResultMixin
+
+SENSITIVITY_MODES = ("theorem1", "lemma", "released_code")
+SIGMA2_MODES = ("paper", "tight")
+
+
+def outcome_scale(estimator: str, outcome_bounds: tuple[float, float]) -> tuple[float, float]:
+    """(B_mu, centre): spec §1.2 shift trick.
+
+    G and AIPW scores are shift-invariant, so outcomes are centred at the midpoint and
+    B_mu = (hi - lo)/2; IPW is not, so centre = 0 and B_mu = max(|lo|, |hi|).
+    """
+    lo, hi = float(outcome_bounds[0]), float(outcome_bounds[1])
+    if estimator == "ipw":
+        return max(abs(lo), abs(hi)), 0.0
+    return (hi - lo) / 2.0, (lo + hi) / 2.0
+
+
+def theorem1_constant(estimator: str, B_mu: float, B_pi: float) -> float:
+    """C of Theorem 1: 16 B_mu^2 (G), 4 B_mu^2 B_pi^2 (IPW), 16 B_mu^2 (1+B_pi)^2 (AIPW); spec §2.4."""
+    return {
+        "g": 16.0 * B_mu**2,
+        "ipw": 4.0 * B_mu**2 * B_pi**2,
+        "aipw": 16.0 * B_mu**2 * (1.0 + B_pi) ** 2,
+    }[estimator]
+
+
+def lemma_constants(estimator: str, B_mu: float, B_pi: float) -> tuple[float, float]:
+    """(Delta_=, kappa) of Lemmas 4, 5, 7 (mean/harmonic aggregators over all K-1 models); spec §2.4.
+
+    Delta_= bounds the change of the replaced row's score; kappa/(K-1) bounds the change of every
+    score outside the replaced row's fold.
+    """
+    return {
+        "g": (4.0 * B_mu, 4.0 * B_mu),
+        "ipw": (2.0 * B_mu * B_pi, B_mu * B_pi),
+        "aipw": (4.0 * B_mu * (1.0 + B_pi), 4.0 * B_mu * (1.0 + B_pi)),
+    }[estimator]
+
+
+def score_bound(estimator: str, B_mu: float, B_pi: float) -> float:
+    """M = sup |Gamma_i|: 2 B_mu (G), B_mu B_pi (IPW), 2 B_mu (1 + B_pi) (AIPW); spec §1.2."""
+    return {"g": 2.0 * B_mu, "ipw": B_mu * B_pi, "aipw": 2.0 * B_mu * (1.0 + B_pi)}[estimator]
+
+
+def ate_sensitivity(
+    estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float,
+    mode: str = "theorem1", binary_outcome: bool = False,
+) -> float:
+    """sup |tau_hat(D) - tau_hat(D')| over replace-one neighbours: spec §2.4.
+
+    theorem1:      sqrt(C) (1/n + 1/(K-1))                 (what the paper calibrates with)
+    lemma:         Delta_=/n + kappa/(K-1)                  (valid; about half for IPW)
+    released_code: the authors' plotting constants (1/K, halved AIPW): NOT a valid bound, for
+                   reproducing the paper's figures only (spec §2.4, §8 item 11).
+    """
+    K = n_folds
+    if mode == "theorem1":
+        return math.sqrt(theorem1_constant(estimator, B_mu, B_pi)) * (1.0 / n + 1.0 / (K - 1))
+    if mode == "lemma":
+        d_eq, kappa = lemma_constants(estimator, B_mu, B_pi)
+        return d_eq / n + kappa / (K - 1)
+    if mode == "released_code":
+        d_eq = {"g": 4 * B_mu, "ipw": 2 * B_mu * B_pi, "aipw": 4 * B_mu * B_pi}[estimator]
+        d_ne = {"g": 4 * B_mu, "ipw": B_mu * B_pi,
+                "aipw": 2 * B_mu * B_pi if binary_outcome else (2 * B_pi + 2) * B_mu}[estimator]
+        return d_eq / n + d_ne / K
+    raise ValueError(f"sensitivity mode must be one of {SENSITIVITY_MODES}, got {mode!r}")
+
+
+def sqrt_variance_sensitivity(
+    estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float, mode: str = "paper"
+) -> float:
+    """sup |sqrt(V_hat) - sqrt(V_hat')|: spec §2.5.
+
+    paper: sqrt(2C/(n-1)) (s + sqrt(s)), s = 1/n + 1/(K-1)  (Theorem 1's sigma2 times zeta2)
+    tight: sqrt(Delta_=^2 + n kappa^2/(K-1)^2) / sqrt(n(n-1))  (projection argument, spec §2.5)
+    """
+    K = n_folds
+    if mode == "paper":
+        s = 1.0 / n + 1.0 / (K - 1)
+        C = theorem1_constant(estimator, B_mu, B_pi)
+        return math.sqrt(2.0 * C / (n - 1)) * (s + math.sqrt(s))
+    if mode == "tight":
+        d_eq, kappa = lemma_constants(estimator, B_mu, B_pi)
+        return math.sqrt(d_eq**2 + n * kappa**2 / (K - 1) ** 2) / math.sqrt(n * (n - 1))
+    raise ValueError(f"sigma2 mode must be one of {SIGMA2_MODES}, got {mode!r}")
+
+
+def split_budget(zeta: float, ci_share: float) -> tuple[float, float]:
+    """(zeta1, zeta2) = (zeta sqrt(1-r), zeta sqrt(r)), r = ci_share: spec §2.5 decision."""
+    return zeta * math.sqrt(1.0 - ci_share), zeta * math.sqrt(ci_share)
+
+
+@dataclass(frozen=True)
+class NoiseCalibration(ResultMixin):
+    """Public noise calibration of one release (spec §2.5, §2.6): all data-free."""
+
+    estimator: str
+    n: int
+    n_folds: int
+    B_mu: float
+    B_pi: float
+    centre: float
+    C: float
+    sensitivity_mode: str
+    sensitivity: float
+    sigma2_mode: str
+    sensitivity_var: float
+    zeta: float
+    zeta1: float
+    zeta2: float
+    sigma_ate: float
+    sigma_var: float
+
+    def __post_init__(self) -> None:
+        if not (self.sigma_ate > 0 and self.sensitivity > 0):
+            raise AssertionError("bug: a release must have positive sensitivity and noise")
+
+
+def calibrate(
+    estimator: str,
+    n: int,
+    n_folds: int,
+    outcome_bounds: tuple[float, float],
+    propensity_clip: float,
+    zeta: float,
+    ci_share: float = 0.1,
+    sensitivity: str = "theorem1",
+    sigma2: str = "paper",
+) -> NoiseCalibration:
+    """Theorem 1 calibration: sigma1 = Delta_tau/zeta1, sigma2 = Delta_V/zeta2; spec §2.5."""
+    B_mu, centre = outcome_scale(estimator, outcome_bounds)
+    B_pi = 1.0 / propensity_clip
+    binary = tuple(float(b) for b in outcome_bounds) == (0.0, 1.0)
+    d_tau = ate_sensitivity(estimator, n, n_folds, B_mu, B_pi, sensitivity, binary)
+    d_var = sqrt_variance_sensitivity(estimator, n, n_folds, B_mu, B_pi, sigma2)
+    zeta1, zeta2 = split_budget(zeta, ci_share)
+    return NoiseCalibration(
+        estimator=estimator, n=n, n_folds=n_folds, B_mu=B_mu, B_pi=B_pi, centre=centre,
+        C=theorem1_constant(estimator, B_mu, B_pi),
+        sensitivity_mode=sensitivity, sensitivity=d_tau,
+        sigma2_mode=sigma2, sensitivity_var=d_var,
+        zeta=zeta, zeta1=zeta1, zeta2=zeta2,
+        sigma_ate=d_tau / zeta1,
+        sigma_var=d_var / zeta2 if zeta2 > 0 else 0.0,
+    )

@@ -1,0 +1,147 @@
+"""Input checks for the private ATE: every user mistake becomes a ValueError/TypeError naming the
+argument and the fix, raised before any model is fitted or any noise is drawn (issue 3)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+ESTIMATORS = ("g", "ipw", "aipw")
+
+
+def as_covariates(X: Any) -> np.ndarray:
+    """2-d float array of covariates; DataFrames must be numeric (encode categoricals first)."""
+    if isinstance(X, pd.DataFrame):
+        non_numeric = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+        if non_numeric:
+            raise ValueError(
+                f"X has non-numeric columns {non_numeric}: encode them (e.g. one-hot inside the "
+                "model's Pipeline would need numeric input too) before calling fit"
+            )
+    arr = np.asarray(X, dtype=float)
+    if arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2:
+        raise ValueError(f"X must be 2-dimensional (n_samples, n_features), got shape {arr.shape}")
+    return arr
+
+
+def check_data(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate shapes, finiteness and the treatment coding; return float arrays (A as 0/1 ints)."""
+    Xa = as_covariates(X)
+    Aa = np.asarray(A, dtype=float).ravel()
+    Ya = np.asarray(Y, dtype=float).ravel()
+    n = Xa.shape[0]
+    if not (Aa.shape[0] == Ya.shape[0] == n):
+        raise ValueError(
+            f"X, A and Y must have the same number of rows, got {n}, {Aa.shape[0]}, {Ya.shape[0]}"
+        )
+    for name, arr in (("X", Xa), ("A", Aa), ("Y", Ya)):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise ValueError(
+                f"{name} contains {int(bad.sum())} NaN or infinite values: impute or drop them "
+                "before the release (imputation must not use other rows' values across folds)"
+            )
+    if not np.isin(Aa, (0.0, 1.0)).all():
+        values = np.unique(Aa)[:5]
+        raise ValueError(f"treatment A must be coded 0/1, got values such as {values.tolist()}")
+    n_treated = int(Aa.sum())
+    if n_treated == 0 or n_treated == n:
+        arm = "treated" if n_treated == 0 else "control"
+        raise ValueError(f"the {arm} arm is empty: an ATE needs units in both arms")
+    return Xa, Aa.astype(np.int8), Ya
+
+
+def check_params(params: dict[str, Any], n: int, d: int) -> None:
+    """Check the public parameters of :class:`~dpcausal.PrivateATE` against n and d."""
+    est = params["estimator"]
+    if est not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {est!r}")
+    lo, hi = _bounds(params["outcome_bounds"])
+    if est == "ipw" and max(abs(lo), abs(hi)) == 0:
+        raise ValueError("outcome_bounds must not be (0, 0)")
+    clip = params["propensity_clip"]
+    if not (isinstance(clip, (int, float)) and 0 < clip <= 0.5):
+        raise ValueError(
+            f"propensity_clip (eta_c, B_pi = 1/eta_c) must be in (0, 0.5], got {clip!r}"
+        )
+    _positive("zeta", params["zeta"])
+    r = params["ci_share"]
+    if not (isinstance(r, (int, float)) and 0 <= r < 1):
+        raise ValueError(f"ci_share must be in [0, 1) (0 = point estimate only), got {r!r}")
+    alpha, p1 = params["alpha"], params["p1"]
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if not (isinstance(p1, (int, float)) and 0 < p1 < alpha / 2):
+        raise ValueError(f"p1 must be in (0, alpha/2) = (0, {alpha / 2}), got {p1!r}")
+    delta = params["delta"]
+    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    for name, allowed in (
+        ("sensitivity", ("theorem1", "lemma", "released_code")),
+        ("sigma2", ("paper", "tight")),
+        ("ci", ("paper", "conservative")),
+    ):
+        if params[name] not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {params[name]!r}")
+    if params["sensitivity"] == "released_code":
+        warnings.warn(
+            "sensitivity='released_code' reproduces the paper's plotting constants, which are NOT a "
+            "valid privacy bound for AIPW (spec §2.4); never use it for a release",
+            UserWarning,
+            stacklevel=3,
+        )
+    K = params["n_folds"]
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
+        raise TypeError(f"n_folds must be an integer, got {type(K).__name__}")
+    if K < 2:
+        raise ValueError(f"n_folds must be >= 2, got {K}")
+    if K > n // 2:
+        raise ValueError(
+            f"n_folds={K} is too large for n={n}: each fold needs at least 2 rows; "
+            f"use n_folds <= {n // 2} (spec §7 default: min(500, n // 100))"
+        )
+    per_fold = n / K
+    if per_fold < max(20, 5 * (d + 1)):
+        warnings.warn(
+            f"only {per_fold:.0f} rows per fold for {d} covariates (n={n}, n_folds={K}): fold "
+            f"models will be poor; consider n_folds <= {max(2, n // max(20, 5 * (d + 1)))}",
+            UserWarning,
+            stacklevel=3,
+        )
+    _check_model(params, "propensity_model", needed=est in ("ipw", "aipw"), method="predict_proba")
+    _check_model(params, "outcome_model", needed=est in ("g", "aipw"), method="predict")
+
+
+def _check_model(params: dict[str, Any], name: str, needed: bool, method: str) -> None:
+    model = params[name]
+    if not needed:
+        return
+    if model is None:
+        raise ValueError(f"estimator={params['estimator']!r} needs {name}; got None")
+    missing = [m for m in ("fit", method) if not callable(getattr(model, m, None))]
+    if missing:
+        raise TypeError(
+            f"{name} must implement fit and {method} (any scikit-learn-style estimator or "
+            f"Pipeline); {type(model).__name__} lacks {missing}"
+        )
+
+
+def _bounds(bounds: Any) -> tuple[float, float]:
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"outcome_bounds must be a pair (low, high), got {bounds!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"outcome_bounds must be finite with low < high, got {bounds!r}")
+    return lo, hi
+
+
+def _positive(name: str, value: Any) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
