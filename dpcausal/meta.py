@@ -243,7 +243,7 @@ def _dersimonian_laird(ate: np.ndarray, var: np.ndarray) -> tuple[float, float, 
     q = float(np.dot(w, (ate - fixed) ** 2))
     df = len(ate) - 1
     scale = w.sum() - np.dot(w, w) / w.sum()
-    tau2 = (q - df) / scale
+    tau2 = max(0.0, (q - df) / scale)
     i2 = max(0.0, (q - df) / q) if q > 0 else 0.0
     return float(tau2), q, float(i2)
 
