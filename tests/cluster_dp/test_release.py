@@ -1,0 +1,153 @@
+"""ClusterDP public API (issue 10): release contents, post-processing estimate, refusals before noise."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.cluster_dp import ClusterDP, ResponseSpace, SmallGroupWarning, eps_total, lam_for
+from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
+
+from ._manual import strat_dim_loop
+
+SPACE = ResponseSpace(np.arange(-5, 7))
+
+
+@pytest.fixture(scope="module")
+def gmm_df():
+    rng = np.random.default_rng(0)
+    sub = draw_subpopulation(rng, make_gmm(1))
+    z = assign_balanced(rng, sub.cidx)[0]
+    df = pd.DataFrame({"c": np.array(["a", "b", "c"])[sub.cidx], "z": z,
+                       "y": np.where(z == 1, sub.y1, sub.y0)})
+    return df.sample(frac=1.0, random_state=1).set_index(np.arange(3500) * 3)   # shuffled, odd index
+
+
+def mech(**kw):
+    args = dict(space=SPACE, epsilon=3.0, delta=0.0, gamma=0.02, sigma=10.0, mechanism="cluster",
+                accounting="strict")
+    args.update(kw)
+    return ClusterDP(**args)
+
+
+def test_release_contents(gmm_df):
+    rel = mech().privatize(gmm_df, cluster="c", treatment="z", outcome="y", random_state=0)
+    assert list(rel.data.columns) == ["cluster", "treatment", "outcome"]
+    pd.testing.assert_index_equal(rel.data.index, gmm_df.index)
+    np.testing.assert_array_equal(rel.data["cluster"], gmm_df["c"])
+    np.testing.assert_array_equal(rel.data["treatment"], gmm_df["z"])
+    assert set(rel.data["outcome"]) <= set(SPACE.values)
+    assert list(rel.priors.columns) == ["cluster", "arm", "value", "q_tilde"]
+    assert len(rel.priors) == 3 * 2 * 12
+    assert rel.priors["q_tilde"].min() >= 0.02 - 1e-15
+    assert rel.lam == pytest.approx(lam_for(3.0, 0.0, 0.02, 10.0, mode="strict"))
+    assert set(rel.privacy) == {"epsilon", "delta", "accounting", "epsilon_paper", "epsilon_strict"}
+    assert rel.privacy["epsilon"] == pytest.approx(3.0) == rel.privacy["epsilon_strict"]
+    assert rel.privacy["epsilon_paper"] == pytest.approx(2.9)
+    # same seed, same release; a Generator is accepted
+    again = mech().privatize(gmm_df, "c", "z", "y", random_state=np.random.default_rng(0))
+    pd.testing.assert_frame_equal(rel.data, again.data)
+    # the outcome changed for roughly lambda * (1 - typical q) of the units
+    changed = (rel.data["outcome"] != gmm_df["y"]).mean()
+    assert 0.3 < changed < rel.lam
+
+
+def test_estimate_is_post_processing_with_loop_reference(gmm_df):
+    rel = mech().privatize(gmm_df, "c", "z", "y", random_state=3)
+    est = rel.estimate(strata="clusters")
+    m = {(r.cluster, r.arm): 0.0 for r in rel.priors.itertuples()}
+    for r in rel.priors.itertuples():
+        m[(r.cluster, r.arm)] += r.value * r.q_tilde
+    d = rel.data
+    y_hat = [(o - rel.lam * m[(c, t)]) / (1 - rel.lam) for c, t, o in zip(d.cluster, d.treatment, d.outcome)]
+    t_ref, v_ref = strat_dim_loop(np.array(y_hat), d.cluster.to_numpy(), d.treatment.to_numpy())
+    assert est.ate == pytest.approx(t_ref, rel=1e-12)
+    assert est.variance == pytest.approx(v_ref, rel=1e-12)
+    lo, hi = est.ci
+    assert lo < est.ate < hi and hi - lo == pytest.approx(2 * 1.959963984540054 * math.sqrt(v_ref))
+    none = rel.estimate(strata="none")
+    t_none, _ = strat_dim_loop(np.array(y_hat), np.zeros(len(d)), d.treatment.to_numpy())
+    assert none.ate == pytest.approx(t_none, rel=1e-12)
+
+
+@pytest.mark.parametrize("mechanism", ["cluster_free", "uniform"])
+def test_pooled_mechanisms_publish_one_prior_per_arm(gmm_df, mechanism):
+    rel = mech(mechanism=mechanism).privatize(gmm_df, "c", "z", "y", random_state=0)
+    wide = rel.priors.pivot_table(index=["arm", "value"], columns="cluster", values="q_tilde")
+    assert np.allclose(wide.to_numpy(), wide.to_numpy()[:, :1])          # identical across clusters
+    if mechanism == "uniform":
+        assert np.allclose(rel.priors["q_tilde"], 1 / 12)
+        assert rel.privacy["epsilon_paper"] == rel.privacy["epsilon_strict"] == pytest.approx(3.0)
+
+
+def test_sigma_inf_is_uniform_and_gamma_defaults():
+    m = mech(sigma=math.inf, gamma=0.01)
+    lam, p = m.calibrate()
+    assert p["gamma"] == pytest.approx(1 / 12) and p["epsilon_strict"] == pytest.approx(3.0)
+    lam_u, _ = mech(mechanism="uniform").calibrate()
+    assert lam == pytest.approx(lam_u)
+    _, p = ClusterDP(space=SPACE, epsilon=2.0).calibrate()     # defaults: gamma = 1/K, sigma = 2/(0.2 eps)
+    assert p["gamma"] == pytest.approx(1 / 12) and p["sigma"] == pytest.approx(5.0)
+
+
+def test_privacy_charge_is_strict_and_data_free():
+    c = mech(accounting="paper").privacy_charge()
+    assert isinstance(c, PrivacyCharge) and c.mechanism == "pure"
+    lam = lam_for(3.0, 0.0, 0.02, 10.0, mode="paper")
+    assert c.epsilon == pytest.approx(eps_total(lam, 0.02, 10.0, mode="strict")) == pytest.approx(3.1)
+    a = mech(delta=1e-4).privacy_charge()
+    assert a.mechanism == "approx" and a.delta == 1e-4 and a.epsilon == pytest.approx(3.0)
+
+
+class _TrapRng(np.random.Generator):
+    """A generator that fails the test if any noise is drawn."""
+
+    def __getattribute__(self, name):
+        if name in {"laplace", "random", "integers", "choice"}:
+            raise AssertionError("noise drawn before validation")
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize("kw, df_change, match", [
+    ({}, lambda d: d.assign(y=d["y"] + 0.5), r"outcome column 'y' has values outside the response space"),
+    ({}, lambda d: d.assign(y=d["y"].where(d["y"] < 6, 7)), r"outside the response space: \[7.0\]"),
+    ({}, lambda d: d[~((d["c"] == "b") & (d["z"] == 1))], r"groups with no units: \[\('b', 1\)\]"),
+    ({}, lambda d: d.assign(z=d["z"] * 2), "treatment column 'z' must hold only 0/1"),
+    ({"gamma": 0.1}, None, r"gamma must be in \[0, 1/K\] = \[0, 0.0833333\] for K=12, got 0.1"),
+    ({"gamma": -0.01}, None, r"gamma must be in \[0, 1/K\]"),
+    ({"sigma": 0.0}, None, "sigma=0 publishes q_tilde as a deterministic function"),
+    ({"epsilon": 0.2}, None, r"infeasible: eps=0.2 <= eps1=0.2"),
+    ({"epsilon": 0.3, "gamma": 0.001, "sigma": 100.0}, None, r"needs lambda=0.99\d+ >= 0.999"),
+    ({"mechanism": "local"}, None, "mechanism must be one of"),
+    ({"accounting": "loose"}, None, "accounting must be one of"),
+    ({"epsilon": -1.0}, None, "epsilon must be a finite number > 0, got -1.0"),
+    ({"delta": 1.0}, None, r"delta must be a number in \[0, 1\), got 1.0"),
+])
+def test_bad_input_refused_before_noise(gmm_df, kw, df_change, match):
+    df = gmm_df if df_change is None else df_change(gmm_df)
+    with pytest.raises(ValueError, match=match):
+        mech(**kw).privatize(df, "c", "z", "y", random_state=_TrapRng(np.random.PCG64(0)))
+
+
+def test_bad_columns_and_types(gmm_df):
+    with pytest.raises(ValueError, match=r"outcome='out' is not a column of df"):
+        mech().privatize(gmm_df, "c", "z", "out")
+    with pytest.raises(TypeError, match="df must be a pandas DataFrame"):
+        mech().privatize(gmm_df.to_numpy(), "c", "z", "y")
+    with pytest.raises(TypeError, match="space must be a ResponseSpace"):
+        ClusterDP(space=[1, 2, 3], epsilon=1.0).calibrate()
+
+
+def test_high_lambda_opt_in_and_paper_mode_sigma_zero(gmm_df):
+    m = mech(epsilon=0.3, gamma=0.001, sigma=100.0, allow_high_lambda=True)
+    assert m.calibrate()[0] > 0.999
+    lam, p = mech(sigma=0.0, gamma=1 / 12, epsilon=30.0, accounting="paper").calibrate()
+    assert p["epsilon_strict"] == math.inf and p["epsilon"] == pytest.approx(30.0)   # 2/gamma branch
+
+
+def test_small_groups_warn():
+    df = pd.DataFrame({"c": [0] * 6, "z": [0, 1] * 3, "y": [0, 1, 2, 3, 4, 5]})
+    with pytest.warns(SmallGroupWarning, match="only 3 < 20 units"):
+        mech().privatize(df, "c", "z", "y", random_state=0)
