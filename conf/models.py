@@ -1,0 +1,225 @@
+"""Typed release configuration: ``conf/release/*.yaml`` validated by pydantic at the flow boundary.
+
+Everything here is public (it is logged as Prefect flow parameters and MLflow params), so secrets
+such as database passwords belong in environment variables: ``data.url`` expands ``${VAR}`` only
+when the data are loaded, never in the stored config.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from conf import registry
+
+
+class ConfigError(ValueError):
+    """A release config that cannot be used; the message is one paragraph naming the problem."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataSource(_Strict):
+    """Either a CSV/Parquet ``path`` or a ``sql`` query against a SQLAlchemy ``url``."""
+
+    path: str | None = None
+    sql: str | None = None
+    url: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DataSource":
+        if (self.path is None) == (self.sql is None):
+            raise ValueError("give exactly one of data.path (CSV/Parquet) or data.sql (with data.url)")
+        if self.sql is not None and not self.url:
+            raise ValueError("data.sql needs data.url, a SQLAlchemy database URL")
+        if self.path is not None and not self.path.lower().endswith((".csv", ".parquet", ".pq")):
+            raise ValueError(f"data.path must end in .csv or .parquet, got {self.path!r}")
+        return self
+
+
+class Columns(_Strict):
+    treatment: str
+    outcome: str
+    covariates: list[str] | None = None  # None: every other column
+
+
+class ModelSpec(_Strict):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Models(_Strict):
+    propensity: ModelSpec = ModelSpec(name="logistic")
+    outcome: ModelSpec = ModelSpec(name="linear")
+
+    @model_validator(mode="after")
+    def _known(self) -> "Models":
+        registry.resolve(self.propensity.name, "propensity")
+        registry.resolve(self.outcome.name, "outcome")
+        return self
+
+
+class EstimatorConfig(_Strict):
+    """Public parameters of :class:`dpcausal.PrivateATE`; ``None`` keeps the library default."""
+
+    estimator: Literal["g", "ipw", "aipw"] = "aipw"
+    n_folds: int | Literal["auto"] | None = None
+    folds: Literal["shuffle", "contiguous"] | None = None
+    fold_seed: int = 0  # public; fixed so that fold fits can be cached across runs
+    outcome_bounds: tuple[float, float] | None = None
+    propensity_clip: float | None = None
+    zeta: float | None = None
+    ci_share: float | None = None
+    alpha: float | None = None
+    p1: float | None = None
+    sensitivity: Literal["theorem1", "lemma", "released_code"] | None = None
+    sigma2: Literal["paper", "tight"] | None = None
+    ci: Literal["paper", "conservative"] | None = None
+    delta: float | None = None
+    chunk_size: int | None = None
+
+    def library_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments for PrivateATE (models excluded), library defaults for unset ones."""
+        kw = self.model_dump(exclude_none=True, exclude={"fold_seed"})
+        kw["random_state"] = self.fold_seed
+        return kw
+
+
+class RunnerConfig(_Strict):
+    kind: Literal["threads", "dask"] = "threads"
+    address: str | None = None  # a running Dask scheduler; None starts a LocalCluster
+    max_workers: int = Field(2, ge=1)
+
+
+class LedgerConfig(_Strict):
+    dataset_id: str = Field(min_length=1)
+    budget: float | None = Field(None, gt=0)  # total zeta-GDP cap for the dataset, if set
+
+
+class MlflowConfig(_Strict):
+    experiment: str | None = None  # default: dpcausal/<dataset_id>
+    tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI (project: sqlite under data/)
+
+
+class ReleaseConfig(_Strict):
+    name: str = Field("release", pattern=r"^[A-Za-z0-9_.-]+$")
+    mode: Literal["release", "evaluation"] = "release"
+    data: DataSource
+    columns: Columns
+    estimator: EstimatorConfig = EstimatorConfig()
+    models: Models = Models()
+    folds_per_task: int | None = Field(None, ge=1)  # None: about 4 tasks per worker
+    runner: RunnerConfig = RunnerConfig()
+    ledger: LedgerConfig
+    mlflow: MlflowConfig = MlflowConfig()
+    noise_seed: int | None = None  # evaluation mode only
+
+    @model_validator(mode="after")
+    def _release_rules(self) -> "ReleaseConfig":
+        if self.mode == "release" and self.noise_seed is not None:
+            raise ValueError(
+                "noise_seed is only allowed in evaluation mode: a release draws its noise from OS "
+                "entropy (a known seed would let anyone subtract the noise)"
+            )
+        if self.mode == "release" and self.estimator.sensitivity == "released_code":
+            raise ValueError(
+                "estimator.sensitivity='released_code' is not a valid privacy bound; "
+                "use it in evaluation mode only"
+            )
+        return self
+
+    @property
+    def evaluation(self) -> bool:
+        return self.mode == "evaluation"
+
+    @property
+    def experiment_name(self) -> str:
+        return self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"
+
+
+# ---------------------------------------------------------------------------- loading
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
+                base: dict[str, Any] | None = None) -> ReleaseConfig:
+    """Read a YAML config (or start from ``base``), apply ``key=value`` overrides, validate.
+
+    Raises :class:`ConfigError` with a one-paragraph message for a missing file, invalid YAML, an
+    unknown key, a wrong type or an unknown model.
+    """
+    raw: dict[str, Any] = dict(base or {})
+    where = "config"
+    if path is not None:
+        p = Path(path)
+        where = str(p)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist; pass a YAML file such as "
+                              "conf/release/demo.yaml")
+        try:
+            loaded = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {where!r} is not valid YAML: "
+                              f"{' '.join(str(exc).split())}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {where!r} must hold a mapping of settings, "
+                              f"got {type(loaded).__name__}")
+        raw = _merge(raw, loaded)
+    for item in overrides:
+        raw = apply_override(raw, item)
+    try:
+        return ReleaseConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {where}: {format_validation_error(exc)}") from None
+
+
+def apply_override(raw: dict[str, Any], item: str) -> dict[str, Any]:
+    """Set a dotted ``key=value`` (value parsed as YAML: numbers, lists, null) in a copy of raw."""
+    key, sep, value = item.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
+        raise ConfigError(f"--set expects key=value with a dotted key (e.g. estimator.zeta=1.0), "
+                          f"got {item!r}")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError:
+        parsed = value
+    out = _merge(raw, {})
+    node = out
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        node[part] = dict(child) if isinstance(child, dict) else {}
+        node = node[part]
+    node[parts[-1]] = parsed
+    return out
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """pydantic errors as one line: ``a.b: message (got x); c: ...``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-after"))
+        msg = err["msg"].removeprefix("Value error, ")
+        got = f" (got {err['input']!r})" if err["type"] not in ("missing", "value_error") and \
+            not isinstance(err.get("input"), dict) else ""
+        parts.append(f"{loc + ': ' if loc else ''}{msg}{got}")
+    return "; ".join(parts)
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = {k: (_merge(v, {}) if isinstance(v, dict) else v) for k, v in a.items()}
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def with_absolute_paths(config: ReleaseConfig, base: Path | None = None) -> ReleaseConfig:
+    """The config with a relative ``data.path`` made absolute (against ``base`` or the cwd)."""
+    if config.data.path is None or Path(config.data.path).is_absolute():
+        return config
+    path = Path(base or Path.cwd()) / config.data.path
+    return config.model_copy(update={"data": config.data.model_copy(update={"path": str(path)})})

@@ -1,0 +1,87 @@
+"""Model registry: short names -> fresh, unfitted scikit-learn / xgboost estimators.
+
+A name resolves by role: the propensity model must be a classifier (``predict_proba``), the outcome
+model is a regressor, or a classifier for binary outcomes (``logistic``). Any importable
+``module:Class`` is accepted too. Tree ensembles default to ``n_jobs=1`` (the task runner already
+parallelises over folds) and ``random_state=0`` (deterministic fits, so cached fold models are
+reproducible); explicit params override both.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Literal
+
+Role = Literal["propensity", "outcome"]
+
+# name -> {role: "module:Class"}; defaults are merged under the user's params.
+_REGISTRY: dict[str, dict[str, str]] = {
+    "logistic": {"propensity": "sklearn.linear_model:LogisticRegression",
+                 "outcome": "sklearn.linear_model:LogisticRegression"},
+    "linear": {"outcome": "sklearn.linear_model:LinearRegression"},
+    "decision_tree": {"propensity": "sklearn.tree:DecisionTreeClassifier",
+                      "outcome": "sklearn.tree:DecisionTreeRegressor"},
+    "random_forest": {"propensity": "sklearn.ensemble:RandomForestClassifier",
+                      "outcome": "sklearn.ensemble:RandomForestRegressor"},
+    "gradient_boosting": {"propensity": "sklearn.ensemble:GradientBoostingClassifier",
+                          "outcome": "sklearn.ensemble:GradientBoostingRegressor"},
+    "xgboost": {"propensity": "xgboost:XGBClassifier", "outcome": "xgboost:XGBRegressor"},
+}
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "decision_tree": {"random_state": 0},
+    "random_forest": {"n_jobs": 1, "random_state": 0},
+    "gradient_boosting": {"random_state": 0},
+    "xgboost": {"n_jobs": 1, "random_state": 0, "verbosity": 0},
+}
+NAMES = tuple(_REGISTRY)
+
+
+def resolve(name: str, role: Role) -> str:
+    """The ``module:Class`` path a model name stands for in a role (ValueError if unknown)."""
+    if name in _REGISTRY:
+        try:
+            return _REGISTRY[name][role]
+        except KeyError:
+            allowed = [n for n, roles in _REGISTRY.items() if role in roles]
+            raise ValueError(
+                f"model {name!r} cannot be a {role} model (it has no classifier/regressor variant "
+                f"for that role); use one of {allowed} or a 'module:Class' path"
+            ) from None
+    if ":" in name:
+        return name
+    raise ValueError(
+        f"unknown {role} model {name!r}: use one of {list(NAMES)} or an importable "
+        "'module:Class' path such as 'sklearn.svm:SVR'"
+    )
+
+
+def model_class(name: str, role: Role) -> type:
+    """Import the class behind a model name (ValueError naming the model if that fails)."""
+    path = resolve(name, role)
+    module_name, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(
+            f"{role} model {name!r} cannot be imported ({type(exc).__name__}: {exc}); "
+            "check the 'module:Class' spelling and that the package is installed"
+        ) from None
+    if not isinstance(cls, type) or not hasattr(cls, "fit"):
+        raise ValueError(f"{role} model {name!r} is not an estimator class with a fit method")
+    if role == "propensity" and not hasattr(cls, "predict_proba"):
+        raise ValueError(
+            f"propensity model {name!r} ({path}) has no predict_proba: use a classifier"
+        )
+    return cls
+
+
+def build_model(name: str, params: dict[str, Any] | None, role: Role) -> Any:
+    """A fresh, unfitted estimator for ``name`` with the registry defaults under ``params``."""
+    cls = model_class(name, role)
+    kwargs = {**_DEFAULTS.get(name, {}), **(params or {})}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ValueError(
+            f"{role} model {name!r} rejected its params {sorted(kwargs)}: {exc}"
+        ) from None

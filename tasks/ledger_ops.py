@@ -1,0 +1,47 @@
+"""Every ledger call of the release flow (reserve -> noise -> commit), in one place."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from dpcausal.accounting import PrivacyCharge
+from ledger import Ledger
+
+
+def open_ledger(budget: float | None = None, dataset: str | None = None) -> Ledger:
+    """The project ledger (DPCAUSAL_LEDGER_URL); a config budget creates it and sets the cap of a
+    dataset seen for the first time (later caps are managed with `dpcausal ledger set-budget`)."""
+    led = Ledger(create=budget is not None)
+    if budget is not None and dataset is not None and dataset not in set(led.budgets()["dataset"]):
+        led.set_budget(dataset, zeta=budget)
+    return led
+
+
+def charged_release(dataset: str, release_id: str, charge: PrivacyCharge,
+                    draw: Callable[[], dict[str, Any]], *, budget: float | None = None,
+                    run_url: str | None = None) -> tuple[dict[str, Any], bool]:
+    """Reserve ``charge``, call ``draw`` (which draws the noise once), commit its JSON.
+
+    Returns ``(release, reused)``: a release id committed before returns its stored release
+    (no new noise). Raises BudgetExceededError before ``draw`` when the cap would be exceeded.
+    """
+    with open_ledger(budget, dataset) as led:
+        with led.release(dataset, release_id, charge, run_url=run_url) as slot:
+            if slot.result is not None:
+                return json.loads(slot.result), True
+            out = draw()
+            slot.commit(json.dumps(out))
+    return out, False
+
+
+def spent_zeta(dataset: str) -> float | None:
+    """The dataset's cumulative zeta (None if charges are not all Gaussian)."""
+    with Ledger() as led:
+        return led.spent(dataset).zeta
+
+
+def spent(dataset: str) -> dict[str, Any]:
+    with Ledger() as led:
+        s = led.spent(dataset)
+    return {"zeta": s.zeta, "epsilon": s.epsilon, "delta": s.delta, "n_charges": s.n_charges}

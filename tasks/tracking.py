@@ -1,0 +1,120 @@
+"""MLflow logging of a release (the only MLflow code in the project; ``mlflow`` is imported lazily).
+
+One MLflow run per release, in an experiment per dataset (``dpcausal/<dataset_id>`` unless
+configured), whose artifacts live under the project's data folder. Logged: public parameters
+(spec §2.6), the released values and privacy figures, the dataset's cumulative spend, the release
+JSON and a plot. In release mode nothing non-private reaches MLflow: the release dict carries no
+``nonprivate`` part (checked here) and no data-dependent count is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from conf.models import ReleaseConfig
+
+
+def _flat(prefix: str, value: Any, out: dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flat(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def release_params(config: ReleaseConfig, release: dict[str, Any]) -> dict[str, str]:
+    """Public parameters: the library's §2.6 list, model specs, fold seed, modes, dataset id."""
+    params: dict[str, str] = {}
+    _flat("", release.get("params", {}), params)
+    _flat("models", config.models.model_dump(), params)
+    _flat("noise", {k: v for k, v in release["noise"].items()
+                    if k in ("sensitivity_mode", "sigma2_mode", "ci_mode", "sensitivity",
+                             "sensitivity_var", "C", "B_mu", "B_pi")}, params)
+    params.update({"fold_seed": str(config.estimator.fold_seed), "mode": config.mode,
+                   "dataset_id": config.ledger.dataset_id, "release_name": config.name})
+    if config.evaluation:
+        params["noise_seed"] = str(config.noise_seed)
+    return {k: v[:6000] for k, v in params.items()}
+
+
+def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> dict[str, float]:
+    """Released values, noise scales, privacy figures and the dataset's cumulative spend."""
+    p, z = release["privacy"], release["noise"]
+    m = {"ate": release["ate"], "sigma_ate": z["sigma_ate"], "sigma_var": z["sigma_var"],
+         "zeta": p["zeta"], "zeta1": p["zeta1"], "zeta2": p["zeta2"],
+         "epsilon": p["epsilon"], "delta": p["delta"], "rho": p["rho"],
+         "n": release["n"], "n_folds": release["n_folds"]}
+    if release.get("ci"):
+        m.update(ci_low=release["ci"][0], ci_high=release["ci"][1], variance=release["variance"])
+    if spent is not None:
+        m["dataset_epsilon_spent"] = spent["epsilon"]
+        if spent.get("zeta") is not None:
+            m["dataset_zeta_spent"] = spent["zeta"]
+            m["dataset_rho_spent"] = spent["zeta"] ** 2 / 2
+    if release.get("evaluation") and release.get("nonprivate"):
+        m["nonprivate_ate"] = release["nonprivate"]["ate"]
+        m["nonprivate_variance"] = release["nonprivate"]["variance"]
+    return {k: float(v) for k, v in m.items() if v is not None}
+
+
+def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
+    """Experiment id, created with its artifacts under <data>/mlartifacts/<name> (recipe §6)."""
+    import mlflow
+    from cli.settings import data_dir
+
+    if tracking_uri:
+        mlflow.set_tracking_uri(tracking_uri)
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    location = (data_dir() / "mlartifacts" / name.replace("/", "_")).as_uri()
+    try:
+        return client.create_experiment(name, artifact_location=location)
+    except mlflow.exceptions.MlflowException:  # created concurrently
+        return client.get_experiment_by_name(name).experiment_id
+
+
+@task(name="log_release", cache_policy=NO_CACHE, persist_result=False, retries=1)
+def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
+                flow_run_id: str, flow_run_name: str,
+                spent: dict[str, Any] | None) -> dict[str, str]:
+    """One MLflow run for the release; returns ``{"run_id", "experiment_id", "tracking_uri"}``."""
+    import mlflow
+    from tasks.plots_release import plot_release
+
+    if not config.evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
+        raise AssertionError("bug: a release-mode result carries non-private values")
+    exp_id = ensure_experiment(config.experiment_name, config.mlflow.tracking_uri)
+    client = mlflow.MlflowClient()
+    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
+            "release_id": release_id, "dataset_id": config.ledger.dataset_id,
+            "evaluation": str(config.evaluation).lower(), "mode": config.mode,
+            "estimator": release["estimator"]}
+    run = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}", tags=tags)
+    run_id = run.info.run_id
+    try:
+        params = release_params(config, release)
+        metrics = release_metrics(release, spent)
+        from mlflow.entities import Metric, Param
+
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                         params=[Param(k, v) for k, v in params.items()])
+        client.log_dict(run_id, release, "release.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            client.log_artifact(run_id, str(plot_release(release, Path(tmp) / "release.png")))
+        client.set_terminated(run_id, "FINISHED")
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    return {"run_id": run_id, "experiment_id": exp_id,
+            "tracking_uri": mlflow.get_tracking_uri() or os.environ.get("MLFLOW_TRACKING_URI", "")}
