@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Sequence
 
 from scipy.optimize import brentq
@@ -35,6 +36,7 @@ def gdp_delta(epsilon: float, zeta: float) -> float:
     return max(0.0, float(norm.cdf(-epsilon / zeta + zeta / 2) - second))
 
 
+@lru_cache(maxsize=1024)
 def gdp_epsilon(zeta: float, delta: float = DEFAULT_DELTA) -> float:
     """Smallest epsilon with zeta-GDP => (epsilon, delta)-DP, by root finding on Lemma 2 (spec §1.3)."""
     _check_positive("zeta", zeta)
