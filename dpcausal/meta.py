@@ -29,7 +29,7 @@ from dpcausal.accounting import DEFAULT_DELTA, compose_gdp, gdp_epsilon
 WEIGHTINGS = ("inverse_variance", "paper_sqrt", "equal")
 MODELS = ("fixed", "random")
 CRITICALS = ("normal", "paper")
-#: p1 of the paper's CI constant (eq. 12, spec §3): c = Phi^{-1}(1 - p/2 + p1/2), 2.0537 at p = 0.05.
+#: p1 of the paper's CI constant (eq. 12, spec §3): c = Phi^{-1}(1 - p/2 + p1/2) = 2.0537 at p=0.05.
 PAPER_P1 = 0.01
 _STUDY_COLUMNS = ("label", "ate", "variance", "se", "ci_low", "ci_high", "zeta", "n", "weight")
 
@@ -109,7 +109,8 @@ class MetaResult(ResultMixin):
         model = "fixed-effect" if self.model == "fixed" else "random-effects (DerSimonian-Laird)"
         pct = f"{100 * self.level:g}%"
         lines = [f"MetaResult: {model} pooling of {self.n_studies} private releases, "
-                 f"{self.weighting} weights, {pct} CI with critical value {self.critical_value:.4f}"]
+                 f"{self.weighting} weights, {pct} CI with critical value "
+                 f"{self.critical_value:.4f}"]
         rows = [(str(r.label), r.ate, r.se, (r.ci_low, r.ci_high), _opt(r.zeta, ".3g"),
                  _opt(r.n, ".0f"), r.weight) for r in self.studies.itertuples()]
         rows.append(("pooled", self.ate, self.se, self.ci, "", "", 1.0))
@@ -127,13 +128,13 @@ class MetaResult(ResultMixin):
             lines.append(f"heterogeneity: tau2 = {self.tau2:.4g}, Q = {self.q:.4g} "
                          f"(df {self.n_studies - 1}), I2 = {100 * self.i2:.1f}%")
         lines.append(f"privacy: {self.privacy['statement']}")
+        for group in self.privacy["shared_groups"]:
+            lines.append(f"  studies {', '.join(group['studies'])} share people: composed zeta "
+                         f"{group['composed_zeta']:.4g} (epsilon "
+                         f"{group['composed_epsilon']:.4g} at delta {self.privacy['delta']:g})")
         if self.privacy["max_individual_zeta"] is not None:
             lines.append(f"  worst exposure of any one person: zeta "
                          f"{self.privacy['max_individual_zeta']:.4g}")
-        for group in self.privacy["shared_groups"]:
-            lines.append(f"  studies {', '.join(group['studies'])} share people: composed zeta "
-                         f"{group['composed_zeta']:.4g} (epsilon {group['composed_epsilon']:.4g} at "
-                         f"delta {self.privacy['delta']:g})")
         return "\n".join(lines)
 
 

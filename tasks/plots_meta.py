@@ -45,7 +45,8 @@ def forest_plot(result: MetaResult, path: str | Path) -> Path:
     for group in result.privacy["shared_groups"]:
         notes.append(f"Shared people in {', '.join(group['studies'])}: composed "
                      f"\u03b6 = {group['composed_zeta']:.3g} "
-                     f"(\u03b5 = {group['composed_epsilon']:.3g} at \u03b4 = {result.privacy['delta']:g}).")
+                     f"(\u03b5 = {group['composed_epsilon']:.3g} "
+                     f"at \u03b4 = {result.privacy['delta']:g}).")
     head = 0.75 + 0.17 * len(notes)  # inches above the axes: title and notes
     fig_height = head + 0.8 + 0.42 * (k + 2)
     fig, ax = plt.subplots(figsize=(9.5, fig_height))

@@ -1,4 +1,4 @@
-"""Tests for dpcausal.meta: pooling private ATE releases (spec dp_ate_ensemble.md §4, §5 item 10)."""
+"""Tests for dpcausal.meta: pooling private ATE releases (spec dp_ate_ensemble.md §4, §5.10)."""
 
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def test_random_effects_with_custom_or_paper_weights_adds_tau2_to_every_variance
     assert paper.weights == pytest.approx(tuple(sqrt_w / sqrt_w.sum()), rel=1e-12)
 
 
-# --- confidence interval ----------------------------------------------------------------------------
+# --- confidence interval ------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("level", "critical", "c"), [
     (0.95, "normal", 1.959964), (0.90, "normal", 1.644854), (0.95, "paper", 2.053749),
@@ -174,7 +174,7 @@ def test_ci_critical_values(level, critical, c):
     assert res.studies["ci_high"].to_numpy() == pytest.approx(ATE + c * np.sqrt(VAR), abs=1e-6)
 
 
-# --- input forms ------------------------------------------------------------------------------------
+# --- input forms --------------------------------------------------------------------------------
 
 def _release(a, v, z, n, label=None):
     ns = SimpleNamespace(ate=a, variance=v, privacy={"zeta": z, "zeta1": z}, n=n)
@@ -205,7 +205,8 @@ def test_labels_come_from_label_field_or_dataframe_index():
 
 
 def test_reads_only_released_numbers():
-    # A release whose other attributes would be non-private intermediates: combine must not read them.
+    # A release whose other attributes would be non-private intermediates: combine must not
+    # read them.
     class Release:
         def __init__(self, ate, variance):
             self.ate, self.variance = ate, variance
@@ -217,6 +218,32 @@ def test_reads_only_released_numbers():
 
     res = combine([Release(a, v) for a, v in zip(ATE, VAR)])
     assert res.ate == pytest.approx(combine(_dicts()).ate, abs=0)
+
+
+def _core_release(seed, ci_share=0.1):
+    from sklearn.linear_model import LinearRegression
+
+    from dpcausal import PrivateATE
+    from dpcausal.datasets import make_experiment_d
+
+    X, A, Y, _ = make_experiment_d(3000, random_state=seed)
+    estimator = PrivateATE(estimator="g", outcome_model=LinearRegression(), n_folds=10,
+                           outcome_bounds=(-1, 1), zeta=1.5, ci_share=ci_share,
+                           random_state=seed)
+    return estimator.fit(X, A, Y)
+
+
+def test_reads_core_ate_releases():
+    releases = [_core_release(seed) for seed in (1, 2)]
+    res = combine(releases)
+    w = np.array([1 / r.variance for r in releases])
+    assert res.ate == pytest.approx(float(np.dot(w / w.sum(), [r.ate for r in releases])),
+                                    rel=1e-12)
+    assert res.studies["n"].tolist() == [3000, 3000]
+    assert res.privacy["study_zeta"] == {"study 1": releases[0].privacy["zeta"],
+                                         "study 2": releases[1].privacy["zeta"]}
+    with pytest.raises(ValueError, match=r"releases\[1\]\.variance is None"):
+        combine([releases[0], _core_release(3, ci_share=0.0)])
 
 
 # --- privacy position ---------------------------------------------------------------------------
@@ -262,8 +289,8 @@ def test_privacy_several_shared_groups_and_no_declaration():
 # --- result object ------------------------------------------------------------------------------
 
 def test_result_is_frozen_prints_and_serialises():
-    res = combine([_release(a, v, z, n, lab) for a, v, z, n, lab in zip(ATE, VAR, ZETA, N, "ABCDE")],
-                  model="random", shared_people=["A", "B"])
+    releases = [_release(*args) for args in zip(ATE, VAR, ZETA, N, "ABCDE")]
+    res = combine(releases, model="random", shared_people=["A", "B"])
     with pytest.raises(dataclasses.FrozenInstanceError):
         res.ate = 0.0
     text = str(res)
@@ -313,10 +340,12 @@ def test_rejects_bad_variance_in_dataframe_before_anything_else():
     ([0.1, 0.2], TypeError, r"releases\[0\] must be a release"),
     ([], ValueError, "releases is empty"),
     ({"ate": 0.1, "variance": 0.01}, TypeError, "wrap a single release in a list"),
-    (pd.DataFrame({"ate": [0.1]}), ValueError, r"needs columns 'ate' and 'variance', missing \['variance'\]"),
+    (pd.DataFrame({"ate": [0.1]}), ValueError,
+     r"needs columns 'ate' and 'variance', missing \['variance'\]"),
     ([{"ate": 0.1, "variance": 0.01, "label": "x"}] * 2, ValueError, r"labels must be unique.*'x'"),
     ([{"ate": 0.1, "variance": 0.01, "zeta": -1}], ValueError, r"releases\[0\]\.zeta must be > 0"),
-    ([{"ate": 0.1, "variance": 0.01, "n": 10.5}], ValueError, r"releases\[0\]\.n must be a positive integer"),
+    ([{"ate": 0.1, "variance": 0.01, "n": 10.5}], ValueError,
+     r"releases\[0\]\.n must be a positive integer"),
 ])
 def test_rejects_malformed_releases(studies, exc, match):
     with pytest.raises(exc, match=match):
@@ -328,7 +357,8 @@ def test_rejects_malformed_releases(studies, exc, match):
     ([1, 1, -1, 1, 1], ValueError, r"weights must be finite and >= 0, got \[1\.0, 1\.0, -1\.0"),
     ([0, 0, 0, 0, 0], ValueError, "weights must have a positive sum"),
     ([1, 1, float("nan"), 1, 1], ValueError, "weights must be finite and >= 0"),
-    ("inverse", ValueError, r"weights must be one of \('inverse_variance', 'paper_sqrt', 'equal'\)"),
+    ("inverse", ValueError,
+     r"weights must be one of \('inverse_variance', 'paper_sqrt', 'equal'\)"),
     (["a"] * 5, TypeError, "weights must be one of"),
 ])
 def test_rejects_bad_weights(weights, exc, match):
