@@ -14,9 +14,11 @@ mechanism       all charges of the dataset are ``gaussian``      mixed with othe
                 zeta/rho cap is compared exactly (rationals),    (RDP ``alpha zeta^2 / 2`` if an ``rdp``
                 an (eps, delta) cap via ``gdp_delta``            charge is present)
 ``laplace``     --                                               PLD of Lap(0, 1/eps) vs Lap(1, 1/eps)
-                                                                 (RDP: Mironov 2017, Prop. 6)
+                                                                 (RDP: Mironov 2017, Prop. 6, or
+                                                                 basic composition if smaller)
 ``pure``        --                                               PLD of a generic eps-DP mechanism
-                                                                 (RDP: ``min(eps, alpha eps^2 / 2)``)
+                                                                 (RDP: ``min(eps, alpha eps^2 / 2)``,
+                                                                 or basic composition if smaller)
 ``approx``      --                                               PLD of a generic (eps, delta)-DP mechanism
                                                                  (with RDP charges: basic composition,
                                                                  eps and delta add to the RDP figure)
@@ -64,7 +66,7 @@ from dpcausal.accounting import (
 # Relative margin applied to every figure obtained by root finding or numerical conversion,
 # always against the user: spend is rounded up and remaining budget down by this much.
 TOLERANCE = 1e-9
-PLD_DISCRETISATION = 1e-4
+PLD_DISCRETISATION = 1e-3  # pessimistic rounding: error is always against the user
 
 
 @dataclass(frozen=True)
@@ -185,29 +187,40 @@ def pure_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
 
 
 def _rdp_epsilon(charges: Sequence[PrivacyCharge], delta: float) -> float:
+    """RDP composition; pure/Laplace charges go through RDP or add by basic composition,
+    whichever is smaller (both are valid bounds)."""
     grid = np.array(sorted({a for c in charges if c.mechanism == "rdp" for a in c.rdp_orders
                             if a > 1}))
     if grid.size == 0:
         raise ValueError("an rdp charge needs at least one order > 1; got none")
-    total = np.zeros_like(grid)
-    approx_eps, approx_delta = 0.0, 0.0
+    base = np.zeros_like(grid)  # curves that only RDP can compose
+    pure = np.zeros_like(grid)  # pure/Laplace charges as RDP curves
+    pure_eps, approx_eps, approx_delta = 0.0, 0.0, 0.0
     for c in charges:
         if c.mechanism == "gaussian":
-            total += gdp_rdp(c.zeta, grid)  # type: ignore[arg-type]
-        elif c.mechanism == "laplace":
-            total += laplace_rdp(c.epsilon, grid)  # type: ignore[arg-type]
-        elif c.mechanism == "pure":
-            total += pure_rdp(c.epsilon, grid)  # type: ignore[arg-type]
+            base += gdp_rdp(c.zeta, grid)  # type: ignore[arg-type]
+        elif c.mechanism == "rdp":
+            base += _curve_on(c, grid)
         elif c.mechanism == "approx":
             approx_eps += c.epsilon  # type: ignore[operator]
             approx_delta += c.delta
         else:
-            total += _curve_on(c, grid)
+            rdp = laplace_rdp if c.mechanism == "laplace" else pure_rdp
+            pure += rdp(c.epsilon, grid)  # type: ignore[arg-type]
+            pure_eps += c.epsilon  # type: ignore[operator]
     rdp_delta = delta - approx_delta
-    if rdp_delta <= 0 or not np.isfinite(total).any():
+    if rdp_delta <= 0:
         return math.inf
-    eps, _ = rdp_acc.compute_epsilon(grid, total, rdp_delta)
-    return float(eps) + approx_eps
+    both = _rdp_to_epsilon(grid, base + pure, rdp_delta)
+    apart = _rdp_to_epsilon(grid, base, rdp_delta) + pure_eps
+    return min(both, apart) + approx_eps
+
+
+def _rdp_to_epsilon(grid: np.ndarray, curve: np.ndarray, delta: float) -> float:
+    """RDP -> (epsilon, delta) by CKS 2020 Prop. 12, as implemented in dp_accounting."""
+    if not np.isfinite(curve).any():
+        return math.inf
+    return float(rdp_acc.compute_epsilon(grid, curve, delta)[0])
 
 
 def _curve_on(charge: PrivacyCharge, grid: np.ndarray) -> np.ndarray:

@@ -1,0 +1,153 @@
+"""Real processes against one ledger: the budget race, a SIGKILL between reserve and commit, retries.
+
+Processes are forked (multiprocessing "fork" context) after the parent has closed its own engine, so
+each child opens its own connections; forking keeps 16 children cheap on a 2-core machine (a spawned
+interpreter re-imports scipy/scikit-learn for ~5 s each).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcausal.accounting import PrivacyCharge, compose_gdp
+from ledger import BudgetExceededError, Ledger, ReleaseInProgressError
+
+N_PROCESSES = 16
+ZETA = 1.0
+CAP_ZETA = 2.3  # admits exactly 5 charges of zeta=1: sqrt(5)=2.236 <= 2.3 < sqrt(6)=2.449
+FIGURES: dict[str, dict] = {}
+
+_ctx = mp.get_context("fork")
+
+
+def _release(url: str, release_id: str, noise_log: Path, go=None, reserved=None,
+             hang: bool = False) -> dict:
+    """One release: reserve -> draw (fake) noise -> commit. Each noise draw appends to noise_log."""
+    led = Ledger(url)
+    if go is not None:
+        go.wait(60)
+    try:
+        with led.release("ds", release_id, PrivacyCharge("gaussian", zeta=ZETA)) as slot:
+            if slot.result is not None:
+                return {"outcome": "replayed", "result": slot.result}
+            noise = float(np.random.default_rng().normal(0.0, 1.0 / ZETA))
+            with open(noise_log, "a") as f:
+                f.write(f"{release_id} {noise!r}\n")
+            if reserved is not None:
+                reserved.set()
+            if hang:
+                time.sleep(600)  # killed here, between reserve and commit
+            time.sleep(0.02)  # widen the window between reserve and commit
+            slot.commit(json.dumps({"tau_dp": noise}))
+            return {"outcome": "committed", "result": slot.result}
+    except BudgetExceededError as exc:
+        return {"outcome": "refused", "message": str(exc)}
+    except ReleaseInProgressError as exc:
+        return {"outcome": "in_progress", "message": str(exc)}
+    finally:
+        led.close()
+
+
+def _child(url, release_id, noise_log, go, queue):  # noqa: ANN001
+    queue.put((release_id, _release(url, release_id, noise_log, go=go)))
+
+
+@pytest.mark.timeout(240)
+def test_race_16_processes_exactly_5_succeed(ledger_url: str, tmp_path: Path) -> None:
+    with Ledger(ledger_url, create=True) as led:
+        led.set_budget("ds", zeta=CAP_ZETA)
+    noise_log = tmp_path / "noise.log"
+    go, queue = _ctx.Event(), _ctx.Queue()
+    procs = [_ctx.Process(target=_child, args=(ledger_url, f"flowrun-{i}/ate", noise_log, go,
+                                               queue)) for i in range(N_PROCESSES)]
+    for p in procs:
+        p.start()
+    t0 = time.monotonic()
+    go.set()
+    results = dict(queue.get(timeout=180) for _ in procs)
+    wall = time.monotonic() - t0
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0, f"child {p.pid} exited with {p.exitcode}"
+
+    outcomes = [r["outcome"] for r in results.values()]
+    with Ledger(ledger_url) as led:
+        history, spent = led.history("ds"), led.spent("ds")
+    backend = ledger_url.split(":")[0]
+    FIGURES[backend] = dict(committed=outcomes.count("committed"), refused=outcomes.count("refused"),
+                            spent_zeta=spent.zeta, cap=CAP_ZETA, wall_s=round(wall, 2))
+    print(f"\n[race {backend}] {FIGURES[backend]}")
+    assert outcomes.count("committed") == 5, results
+    assert outcomes.count("refused") == 11, results
+    for r in results.values():
+        if r["outcome"] == "refused":
+            assert r["message"].startswith("budget exhausted for dataset ds: spent zeta=2.23607")
+            assert "requested zeta=1 (gaussian), cap zeta=2.3 (GDP)" in r["message"]
+    assert list(history["status"]) == ["committed"] * 5
+    assert compose_gdp(list(history["zeta"])) <= CAP_ZETA
+    assert spent.zeta == pytest.approx(5**0.5, rel=1e-12)
+    # noise was drawn exactly by the 5 winners, never by a refused process
+    drawn = noise_log.read_text().split("\n")[:-1]
+    winners = {rid for rid, r in results.items() if r["outcome"] == "committed"}
+    assert {line.split()[0] for line in drawn} == winners and len(drawn) == 5
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_between_reserve_and_commit(ledger_url: str, tmp_path: Path) -> None:
+    with Ledger(ledger_url, create=True) as led:
+        led.set_budget("ds", zeta=CAP_ZETA)
+    noise_log = tmp_path / "noise.log"
+    reserved = _ctx.Event()
+    victim = _ctx.Process(target=_release, args=(ledger_url, "flowrun-7/ate", noise_log),
+                          kwargs=dict(reserved=reserved, hang=True))
+    victim.start()
+    assert reserved.wait(60), "the victim never reserved"
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(30)
+    assert victim.exitcode == -signal.SIGKILL
+
+    with Ledger(ledger_url) as led:
+        row = led.history("ds").iloc[0]
+        assert (row["release_id"], row["status"]) == ("flowrun-7/ate", "reserved")
+        assert led.spent("ds").zeta == ZETA  # the charge stays recorded
+    # rerun of the same release id, in a fresh process: no new noise, clean failure
+    again = _ctx.Queue()
+    rerun = _ctx.Process(target=lambda: again.put(_release(ledger_url, "flowrun-7/ate", noise_log)))
+    rerun.start()
+    outcome = again.get(timeout=60)
+    rerun.join(30)
+    assert outcome["outcome"] == "in_progress"
+    assert "flowrun-7/ate" in outcome["message"] and "never committed" in outcome["message"]
+    assert len(noise_log.read_text().splitlines()) == 1
+    with Ledger(ledger_url) as led:
+        history = led.history("ds")
+        assert list(history["status"]) == ["incomplete"]  # the retry saw the owner dead
+        assert history["finished_at"].isna().all()
+        assert led.spent("ds").zeta == ZETA
+        # and no result was ever published under it
+        with pytest.raises(ReleaseInProgressError, match="status incomplete"):
+            with led.release("ds", "flowrun-7/ate", PrivacyCharge("gaussian", zeta=ZETA)):
+                pytest.fail("the block must not run for an unfinished release id")
+    FIGURES[f"crash {ledger_url.split(':')[0]}"] = dict(status="incomplete", noise_draws=1,
+                                                        rerun=outcome["outcome"])
+
+
+def test_retry_of_committed_release_replays_without_noise(ledger_url: str, tmp_path: Path) -> None:
+    with Ledger(ledger_url, create=True) as led:
+        led.set_budget("ds", zeta=CAP_ZETA)
+    noise_log = tmp_path / "noise.log"
+    first = _release(ledger_url, "flowrun-9/ate", noise_log)
+    second = _release(ledger_url, "flowrun-9/ate", noise_log)
+    assert first["outcome"] == "committed"
+    assert second == {"outcome": "replayed", "result": first["result"]}
+    assert len(noise_log.read_text().splitlines()) == 1
+    with Ledger(ledger_url) as led:
+        assert len(led.history("ds")) == 1 and led.spent("ds").zeta == ZETA
