@@ -1,0 +1,112 @@
+"""Release configs: loading, dotted overrides, and one-paragraph errors for bad input."""
+
+from pathlib import Path
+
+import pytest
+
+import conf
+from conf.models import ConfigError, ReleaseConfig, apply_override, load_config, with_absolute_paths
+
+DEMO = Path(conf.__file__).parent / "release" / "demo.yaml"
+EXAMPLES = sorted((Path(conf.__file__).parent / "release").glob("*.yaml"))
+
+
+def _minimal(**extra):
+    return {"data": {"path": "d.csv"}, "columns": {"treatment": "A", "outcome": "Y"},
+            "ledger": {"dataset_id": "ds"}, **extra}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_shipped_examples_validate(path):
+    cfg = load_config(path)
+    assert isinstance(cfg, ReleaseConfig) and cfg.mode == "release"
+
+
+def test_at_least_two_examples_ship():
+    assert {p.name for p in EXAMPLES} >= {"demo.yaml"} and len(EXAMPLES) >= 2
+
+
+def test_demo_values_are_read():
+    cfg = load_config(DEMO)
+    assert (cfg.estimator.estimator, cfg.estimator.n_folds, cfg.estimator.fold_seed) == ("aipw", 200, 2026)
+    assert cfg.models.propensity.name == "logistic" and cfg.models.outcome.name == "linear"
+    assert cfg.ledger.dataset_id == "demo-experiment-a"
+
+
+def test_dotted_overrides_are_typed_and_validated():
+    cfg = load_config(DEMO, ["estimator.zeta=0.5", "runner.kind=dask", "runner.address=tcp://h:1",
+                             "models.outcome.params.fit_intercept=false", "estimator.n_folds=auto"])
+    assert cfg.estimator.zeta == 0.5 and cfg.runner.kind == "dask"
+    assert cfg.runner.address == "tcp://h:1"
+    assert cfg.models.outcome.params == {"fit_intercept": False}
+    assert cfg.estimator.n_folds == "auto"
+
+
+def test_override_does_not_mutate_input():
+    raw = {"a": {"b": 1}}
+    out = apply_override(raw, "a.c=2")
+    assert raw == {"a": {"b": 1}} and out == {"a": {"b": 1, "c": 2}}
+
+
+def test_library_kwargs_pass_only_set_values_and_the_fold_seed():
+    cfg = ReleaseConfig.model_validate(_minimal(estimator={"zeta": 1.0, "fold_seed": 9}))
+    assert cfg.estimator.library_kwargs() == {"estimator": "aipw", "zeta": 1.0, "random_state": 9}
+
+
+@pytest.mark.parametrize("override, match", [
+    ("estimator.zeta=abc", r"estimator\.zeta: Input should be a valid number.*'abc'"),
+    ("bogus=1", r"bogus: Extra inputs are not permitted"),
+    ("estimator.estimator=dml", r"estimator\.estimator: Input should be 'g', 'ipw' or 'aipw'"),
+    ("models.outcome.name=nosuch", r"unknown outcome model 'nosuch'"),
+    ("models.propensity.name=linear", r"model 'linear' cannot be a propensity model"),
+    ("runner.kind=processes", r"runner\.kind"),
+    ("noise_seed=3", r"noise_seed is only allowed in evaluation mode"),
+    ("estimator.sensitivity=released_code", r"not a valid privacy bound"),
+    ("name=has space", r"name: String should match pattern"),
+    ("novalue", r"--set expects key=value"),
+])
+def test_bad_values_raise_one_paragraph_config_errors(override, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        load_config(DEMO, [override])
+    assert "\n" not in str(err.value)
+
+
+def test_noise_seed_allowed_in_evaluation_mode():
+    assert load_config(DEMO, ["mode=evaluation", "noise_seed=3"]).noise_seed == 3
+
+
+def test_missing_file_and_invalid_yaml(tmp_path):
+    with pytest.raises(ConfigError, match=r"config file .*nope\.yaml' does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncolumns: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"is not valid YAML") as err:
+        load_config(bad)
+    assert "\n" not in str(err.value)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("just a string\n")
+    with pytest.raises(ConfigError, match=r"must hold a mapping of settings, got str"):
+        load_config(scalar)
+
+
+@pytest.mark.parametrize("data, match", [
+    ({}, r"give exactly one of data\.path"),
+    ({"path": "a.csv", "sql": "select 1", "url": "sqlite://"}, r"give exactly one of data\.path"),
+    ({"sql": "select 1"}, r"data\.sql needs data\.url"),
+    ({"path": "a.xlsx"}, r"data\.path must end in \.csv or \.parquet"),
+])
+def test_data_source_rules(data, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(None, base=_minimal(data=data))
+
+
+def test_relative_data_path_made_absolute(tmp_path):
+    cfg = with_absolute_paths(ReleaseConfig.model_validate(_minimal()), tmp_path)
+    assert cfg.data.path == str(tmp_path / "d.csv")
+    assert with_absolute_paths(cfg, Path("/elsewhere")).data.path == str(tmp_path / "d.csv")
+
+
+def test_default_experiment_is_per_dataset():
+    cfg = ReleaseConfig.model_validate(_minimal())
+    assert cfg.experiment_name == "dpcausal/ds"
+    assert ReleaseConfig.model_validate(_minimal(mlflow={"experiment": "e"})).experiment_name == "e"

@@ -1,0 +1,60 @@
+"""Model registry: names resolve by role to fresh, unfitted estimators."""
+
+import pytest
+from sklearn.base import is_classifier, is_regressor
+
+from conf.registry import NAMES, build_model, resolve
+
+
+@pytest.mark.parametrize("name", ["logistic", "decision_tree", "random_forest",
+                                  "gradient_boosting", "xgboost"])
+def test_propensity_names_build_unfitted_classifiers(name):
+    model = build_model(name, {}, "propensity")
+    assert is_classifier(model) and hasattr(model, "predict_proba")
+    assert not hasattr(model, "classes_")  # unfitted
+
+
+@pytest.mark.parametrize("name", ["linear", "decision_tree", "random_forest",
+                                  "gradient_boosting", "xgboost"])
+def test_outcome_names_build_regressors(name):
+    assert is_regressor(build_model(name, {}, "outcome"))
+
+
+def test_logistic_outcome_is_a_classifier_for_binary_outcomes():
+    assert is_classifier(build_model("logistic", None, "outcome"))
+
+
+def test_defaults_single_threaded_and_seeded_but_overridable():
+    rf = build_model("random_forest", {"n_estimators": 7}, "outcome")
+    assert (rf.n_jobs, rf.random_state, rf.n_estimators) == (1, 0, 7)
+    xgb = build_model("xgboost", {"n_jobs": 2}, "propensity")
+    assert xgb.get_params()["n_jobs"] == 2
+
+
+def test_every_build_is_a_new_object():
+    assert build_model("linear", {}, "outcome") is not build_model("linear", {}, "outcome")
+
+
+def test_module_class_paths():
+    model = build_model("sklearn.svm:SVR", {"C": 2.0}, "outcome")
+    assert type(model).__name__ == "SVR" and model.C == 2.0
+    assert resolve("sklearn.svm:SVR", "outcome") == "sklearn.svm:SVR"
+
+
+@pytest.mark.parametrize("name, role, params, match", [
+    ("nosuch", "outcome", {}, r"unknown outcome model 'nosuch': use one of"),
+    ("linear", "propensity", {}, r"'linear' cannot be a propensity model"),
+    ("nosuch_pkg.mod:Thing", "outcome", {}, r"cannot be imported \(ModuleNotFoundError"),
+    ("sklearn.svm:Nope", "outcome", {}, r"cannot be imported \(AttributeError"),
+    ("sklearn.svm:SVR", "propensity", {}, r"has no predict_proba: use a classifier"),
+    ("os:path", "outcome", {}, r"is not an estimator class"),
+    ("random_forest", "outcome", {"n_trees": 3}, r"rejected its params \['n_jobs', 'n_trees'"),
+])
+def test_bad_models(name, role, params, match):
+    with pytest.raises(ValueError, match=match):
+        build_model(name, params, role)
+
+
+def test_names_listed():
+    assert set(NAMES) == {"logistic", "linear", "decision_tree", "random_forest",
+                          "gradient_boosting", "xgboost"}
