@@ -61,9 +61,11 @@ def read_frame(source: DataSource) -> pd.DataFrame:
     try:
         with engine.connect() as conn:
             return pd.read_sql_query(sqlalchemy.text(source.sql), conn)
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        raise ValueError(f"data.sql failed against data.url: {type(exc).__name__}: "
-                         f"{str(exc.orig if getattr(exc, 'orig', None) else exc).splitlines()[0]}") from None
+    except (sqlalchemy.exc.SQLAlchemyError, pd.errors.DatabaseError) as exc:
+        cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
+        cause = getattr(cause, "orig", None) or cause
+        raise ValueError(f"data.sql failed against data.url: {type(cause).__name__}: "
+                         f"{str(cause).splitlines()[0]}") from None
     finally:
         engine.dispose()
 
