@@ -115,7 +115,8 @@ def _serialise_sqlite(engine: Engine) -> None:
 
 
 def _check_schema(engine: Engine, url: str, may_create: bool, fresh: bool) -> None:
-    where = engine.url.render_as_string(hide_password=True)
+    server = engine.url.get_backend_name() != "sqlite"
+    where = engine.url.render_as_string(hide_password=True) if server else engine.url.database
     try:
         names = set(sa.inspect(engine).get_table_names())
     except (DatabaseError, OperationalError) as exc:
@@ -123,7 +124,6 @@ def _check_schema(engine: Engine, url: str, may_create: bool, fresh: bool) -> No
                           "not a SQLite database; restore it from a backup (it is never replaced "
                           "automatically, the privacy spend it records must not be lost).") from exc
     ours = set(metadata.tables)
-    server = engine.url.get_backend_name() != "sqlite"
     if may_create and (fresh or (server and not names & ours)):
         with engine.begin() as conn:
             metadata.create_all(conn)

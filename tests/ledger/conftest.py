@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,7 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> str:
+def postgres_server() -> Iterator[str]:
     """URL of the `postgres` database on a fresh local PostgreSQL server (psycopg 3 driver)."""
     t0 = time.monotonic()
     bindir = _pg_bindir() or _install_postgres()
@@ -90,7 +91,9 @@ def postgres_server() -> str:
     _run(_as_server_user([str(bindir / "initdb"), "-D", str(data), "-U", "ledger", "-A", "trust",
                           "-E", "UTF8", "--no-locale", "--no-sync"]), "initdb")
     port = _free_port()
-    options = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c max_connections=60"
+    # a throw-away server: no fsync (the tests are about transactions, not the server's disk)
+    options = (f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c max_connections=60 "
+               "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
     _run(_as_server_user([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-t", "60",
                           "-l", str(root / "server.log"), "start"]), "pg_ctl start")
     PG_SETUP_SECONDS.update(install=t_install, total=time.monotonic() - t0)

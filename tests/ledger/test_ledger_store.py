@@ -1,0 +1,221 @@
+"""The ledger store: protocol, refusals, bad input, and missing/corrupt ledger files."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from dpcausal.accounting import PrivacyCharge
+from ledger import BudgetExceededError, Ledger, LedgerError, ReleaseInProgressError
+
+
+def gauss(z: float) -> PrivacyCharge:
+    return PrivacyCharge("gaussian", zeta=z)
+
+
+def _publish(led: Ledger, release_id: str, charge: PrivacyCharge, dataset: str = "ds") -> str:
+    with led.release(dataset, release_id, charge, run_url=f"http://mlflow/#/runs/{release_id}") \
+            as slot:
+        slot.commit(json.dumps({"id": release_id}))
+    return slot.result
+
+
+# ---------------------------------------------------------------- protocol (both back ends)
+def test_refusal_message_records_nothing_and_runs_no_block(led: Ledger) -> None:
+    led.set_budget("ds", zeta=1.5)
+    _publish(led, "run-1/ate", gauss(1.2))
+    ran = []
+    msg = (r"^budget exhausted for dataset ds: spent zeta=1\.2 \(GDP\), epsilon=5\.\d+ at "
+           r"delta=1e-05, requested zeta=1 \(gaussian\), cap zeta=1\.5 \(GDP\)")
+    with pytest.raises(BudgetExceededError, match=msg) as info:
+        with led.release("ds", "run-2/ate", gauss(1.0)):
+            ran.append(True)
+    assert isinstance(info.value, ValueError) and not ran
+    assert list(led.history("ds")["release_id"]) == ["run-1/ate"]
+    _publish(led, "run-3/ate", gauss(0.9))  # sqrt(1.44 + 0.81) = 1.5: still fits exactly
+    assert led.spent("ds").zeta == pytest.approx(1.5, rel=1e-15)
+
+
+def test_exception_in_block_keeps_charge_as_incomplete(led: Ledger) -> None:
+    led.set_budget("ds", rho=1.0)
+    with pytest.raises(RuntimeError, match="estimator crashed"):
+        with led.release("ds", "run-1/ate", gauss(1.0)):
+            raise RuntimeError("estimator crashed")
+    hist = led.history("ds")
+    assert list(hist["status"]) == ["incomplete"]
+    assert led.spent("ds").zeta == 1.0
+    with pytest.raises(ReleaseInProgressError, match="never committed"):
+        with led.release("ds", "run-1/ate", gauss(1.0)):
+            pytest.fail("no block, no noise for a release id that was never committed")
+
+
+def test_leaving_block_without_commit_is_an_error(led: Ledger) -> None:
+    led.set_budget("ds", zeta=3.0)
+    with pytest.raises(ReleaseInProgressError, match="without slot.commit"):
+        with led.release("ds", "run-1/ate", gauss(1.0)):
+            pass
+    assert list(led.history("ds")["status"]) == ["incomplete"]
+
+
+def test_committed_release_is_replayed_and_not_charged_twice(led: Ledger) -> None:
+    led.set_budget("ds", zeta=3.0)
+    first = _publish(led, "run-1/ate", gauss(1.0))
+    with led.release("ds", "run-1/ate", gauss(1.0)) as slot:
+        assert slot.result == first
+        with pytest.raises(ReleaseInProgressError, match="already committed"):
+            slot.commit("{}")
+    assert len(led.history("ds")) == 1 and led.spent("ds").zeta == 1.0
+
+
+def test_release_id_names_one_release(led: Ledger) -> None:
+    led.set_budget("ds", zeta=3.0)
+    led.set_budget("other", zeta=3.0)
+    _publish(led, "run-1/ate", gauss(1.0))
+    with pytest.raises(ValueError, match="already recorded for dataset ds with charge zeta=1"):
+        led.release("ds", "run-1/ate", gauss(0.5)).__enter__()
+    with pytest.raises(ValueError, match="already recorded for dataset ds"):
+        led.release("other", "run-1/ate", gauss(1.0)).__enter__()
+
+
+def test_history_and_budgets_tables(led: Ledger) -> None:
+    led.set_budget("ds", epsilon=9.0, delta=1e-6)
+    _publish(led, "run-1/ate", gauss(1.0))
+    _publish(led, "run-2/rr", PrivacyCharge("pure", epsilon=0.5))
+    hist = led.history("ds")
+    assert list(hist["release_id"]) == ["run-1/ate", "run-2/rr"]
+    assert list(hist["mechanism"]) == ["gaussian", "pure"]
+    assert list(hist["run_url"]) == [f"http://mlflow/#/runs/{r}" for r in ("run-1/ate", "run-2/rr")]
+    row = led.budgets().set_index("dataset").loc["ds"]
+    assert row["cap"] == "epsilon=9, delta=1e-06" and row["charges"] == 2
+    assert row["composition"] == "pld" and pd.isna(row["spent_zeta"])
+    assert 0 < row["remaining_epsilon"] < 9.0 - row["spent_epsilon"] + 1e-9
+    spent = led.spent("ds")
+    assert spent.zeta is None and spent.delta == 1e-6
+
+
+def test_set_budget_cannot_go_below_spent(led: Ledger) -> None:
+    led.set_budget("ds", zeta=2.0)
+    _publish(led, "run-1/ate", gauss(1.5))
+    with pytest.raises(ValueError, match="cannot set the cap of dataset ds to zeta=1.4 .*already "
+                                         "spent zeta=1.5"):
+        led.set_budget("ds", zeta=1.4)
+    with pytest.raises(ValueError, match=r"already spent zeta=1\.5"):
+        led.set_budget("ds", epsilon=7.0, delta=1e-5)  # 1.5-GDP is (7.0514, 1e-5)
+    assert led.cap("ds").value == 2.0  # unchanged
+    assert led.set_budget("ds", zeta=1.5).value == 1.5  # exactly what is spent is allowed
+    assert led.set_budget("ds", rho=1.2).zeta == pytest.approx(math.sqrt(2.4))
+
+
+def test_unknown_dataset(led: Ledger) -> None:
+    led.set_budget("known", zeta=1.0)
+    msg = r"unknown dataset 'nope' \(known: known\); set its budget first"
+    for call in (lambda: led.release("nope", "r/1", gauss(0.1)).__enter__(),
+                 lambda: led.history("nope"), lambda: led.spent("nope"), lambda: led.cap("nope")):
+        with pytest.raises(ValueError, match=msg):
+            call()
+
+
+# ---------------------------------------------------------------- bad input (SQLite)
+@pytest.mark.parametrize("kwargs, msg", [
+    (dict(zeta=0.0), r"zeta must be a finite number > 0, got 0\.0"),
+    (dict(zeta=-1.0), r"zeta must be a finite number > 0, got -1\.0"),
+    (dict(zeta=math.nan), r"zeta must be a finite number > 0, got nan"),
+    (dict(zeta=math.inf), r"zeta must be a finite number > 0, got inf"),
+    (dict(rho=0), r"rho must be a finite number > 0, got 0"),
+    (dict(epsilon=-0.5, delta=1e-5), r"epsilon must be a finite number > 0, got -0\.5"),
+    (dict(epsilon=1.0), r"an epsilon cap needs delta too"),
+    (dict(epsilon=1.0, delta=0.0), r"delta must be in \(0, 1\), got 0\.0"),
+    (dict(zeta=1.0, delta=1.0), r"delta must be in \(0, 1\), got 1\.0"),
+    (dict(zeta=1.0, rho=0.5), r"give exactly one of zeta, rho or epsilon .*got \['rho', 'zeta'\]"),
+    (dict(), r"give exactly one of zeta, rho or epsilon .*got none"),
+    (dict(zeta=True), r"zeta must be a finite number > 0, got True"),
+])
+def test_bad_budgets(sqlite_url: str, kwargs: dict, msg: str) -> None:
+    with Ledger(sqlite_url, create=True) as led:
+        with pytest.raises(ValueError, match=msg):
+            led.set_budget("ds", **kwargs)
+        assert led.budgets().empty
+
+
+def test_bad_release_arguments(sqlite_url: str) -> None:
+    with Ledger(sqlite_url, create=True) as led:
+        led.set_budget("ds", zeta=1.0)
+        with pytest.raises(ValueError, match="release_id must be a non-empty string, got ''"):
+            led.release("ds", "", gauss(0.1)).__enter__()
+        with pytest.raises(TypeError, match="charge must be a dpcausal.accounting.PrivacyCharge"):
+            led.release("ds", "r/1", {"zeta": 0.1}).__enter__()
+        with pytest.raises(ValueError, match="dataset must be a non-empty string"):
+            led.set_budget("  ", zeta=1.0)
+        with pytest.raises(TypeError, match="result must be a JSON string, got dict"):
+            with led.release("ds", "r/2", gauss(0.1)) as slot:
+                slot.commit({"tau": 1.0})
+
+
+# ---------------------------------------------------------------- ledger files
+def test_missing_file_is_an_error_unless_create(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "ledger.db"
+    with pytest.raises(LedgerError, match=f"no ledger at {path}: the file does not exist"):
+        Ledger(f"sqlite:///{path}")
+    assert not path.exists()
+    with Ledger(f"sqlite:///{path}", create=True) as led:
+        led.set_budget("ds", zeta=1.0)
+    with Ledger(f"sqlite:///{path}") as led:  # reopened, nothing lost
+        assert led.cap("ds").value == 1.0
+
+
+@pytest.mark.parametrize("content", [b"", b"this is not a database at all" * 100])
+def test_corrupt_or_empty_file_is_never_replaced(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "ledger.db"
+    path.write_bytes(content)
+    for create in (False, True):
+        with pytest.raises(LedgerError, match=f"ledger at {path}"):
+            Ledger(f"sqlite:///{path}", create=create)
+    assert path.read_bytes() == content  # untouched
+
+
+def test_truncated_ledger_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger(f"sqlite:///{path}", create=True) as led:
+        led.set_budget("ds", zeta=1.0)
+    data = path.read_bytes()
+    path.write_bytes(data[:100] + b"\0" * (len(data) - 100))  # header kept, pages wiped
+    with pytest.raises(LedgerError, match=f"ledger at {path}"):
+        Ledger(f"sqlite:///{path}", create=True)
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mlflow.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (id INTEGER)")
+    with pytest.raises(LedgerError, match="holds no ledger tables"):
+        Ledger(f"sqlite:///{path}", create=True)
+
+
+def test_default_url_is_under_the_data_folder(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("DPCAUSAL_LEDGER_URL", raising=False)
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    with pytest.raises(LedgerError, match="ledger.db: the file does not exist"):
+        Ledger()
+    with Ledger(create=True) as led:
+        led.set_budget("ds", zeta=1.0)
+    assert (tmp_path / "data" / "ledger.db").is_file()
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    with pytest.raises(LedgerError, match="elsewhere.db: the file does not exist"):
+        Ledger()
+
+
+def test_postgres_database_without_ledger_needs_create(postgres_url: str) -> None:
+    with pytest.raises(LedgerError, match="holds no ledger tables .*create=True"):
+        Ledger(postgres_url)
+    with Ledger(postgres_url.replace("+psycopg", ""), create=True) as led:  # plain postgresql://
+        led.set_budget("ds", zeta=1.0)
+    engine = sa.create_engine(postgres_url)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("select count(*) from ledger_datasets").scalar() == 1
+    engine.dispose()
