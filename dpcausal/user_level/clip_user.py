@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpcausal._results import ResultMixin
-from dpcausal.user_level.closed_forms import check_error_params, grid_error
+from dpcausal.user_level.closed_forms import check_error_params, grid_error, scalar_grid_error
 from dpcausal.user_level.occupancy import as_occupancy
 
 
@@ -128,15 +128,19 @@ def clip_user(
     tops = _TopCounts(M)
     # per-user retained cells (Python lists: the loop below is sequential by nature)
     indptr, indices, data = M.indptr, M.indices, M.data
-    cells_of = [indices[indptr[u]:indptr[u + 1]].tolist() for u in range(L)]
-    vals_of = [data[indptr[u]:indptr[u + 1]].tolist() for u in range(L)]
+    ind_l, dat_l, ptr_l = indices.tolist(), data.tolist(), indptr.tolist()
+    cells_of = [ind_l[a:b] for a, b in zip(ptr_l[:-1], ptr_l[1:])]
+    vals_of = [dat_l[a:b] for a, b in zip(ptr_l[:-1], ptr_l[1:])]
     occ = occ0.copy()
     rank = np.empty(L, np.int64)
     rank[order] = np.arange(L)
 
+    err = scalar_grid_error(U, eps, variant, split, weights)
+    n_list = n.tolist()
+    max_without = tops.max_without
+
     def cand_error(g: int, v: int) -> float:
-        return grid_error(int(n[g]), c[g] - v, tops.max_without(g, v), U, eps, variant, split,
-                          weights)
+        return err(n_list[g], c[g] - v, max_without(g, v))
 
     suppressions: list[tuple[int, int]] = []
     trace_rows: list[tuple[int, int, dict[int, float]]] = []
@@ -155,7 +159,7 @@ def clip_user(
             for g, v in zip(cells_of[u], vals_of[u]):
                 if g == protected:
                     continue
-                e = cand_error(g, v)
+                e = err(n_list[g], c[g] - v, max_without(g, v))
                 if trace:
                     errs[g] = e
                 if e < best_e or (e == best_e and g < best_g):

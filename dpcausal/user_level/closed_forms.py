@@ -13,7 +13,7 @@ Fixed Estimation Error"; spec ``user_level_clip.md`` §2 (with erratum E1 correc
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def T(N: Any, k: Any) -> Any:
     k : int or ndarray of int
         Largest number of values that may equal ``U``, ``k >= 0``.
     """
-    if _is_array(N, k):
+    if isinstance(N, np.ndarray) or isinstance(k, np.ndarray):
         N = np.asarray(N, dtype=np.int64)
         k = np.asarray(k, dtype=np.int64)
         if np.any(N < 1) or np.any(k < 0):
@@ -46,7 +46,12 @@ def T(N: Any, k: Any) -> Any:
     N, k = int(N), int(k)
     if N < 1 or k < 0:
         raise ValueError(f"T(N, k) needs N >= 1 and k >= 0, got N={N}, k={k}")
-    j = min(k, N // 2)
+    return _t(N, k)
+
+
+def _t(N: int, k: int) -> float:
+    """:func:`T` for validated Python ints (hot path of Clip-User)."""
+    j = k if k < N // 2 else N // 2
     return j * (N - j) / (N * N)
 
 
@@ -111,27 +116,53 @@ def grid_error(
     cell's original number of records, ``c`` the retained number, ``gstar`` the largest retained
     count of one user.
     """
-    eps_mu, eps_var = split[0] * eps, split[1] * eps
-    w_mu, w_var = weights
-
-    def terms(n_: Any, c_: Any, g_: Any) -> Any:
-        out = 0.0
-        if eps_mu > 0:
-            out = out + w_mu * (bias_mu(n_, c_, U) + delta_mu(c_, g_, U) / eps_mu)
-        if eps_var > 0:
-            out = out + w_var * (bias_var(n_, c_, U, variant) + delta_var(c_, g_, U) / eps_var)
-        return out
-
     if _is_array(n, c, gstar):
+        eps_mu, eps_var = split[0] * eps, split[1] * eps
+        w_mu, w_var = weights
         n_a, c_a, g_a = np.broadcast_arrays(
             np.asarray(n, np.int64), np.asarray(c, np.int64), np.asarray(gstar, np.int64))
         res = np.full(n_a.shape, np.inf)
         ok = c_a > 0
-        res[ok] = terms(n_a[ok], c_a[ok], g_a[ok])
+        n_a, c_a, g_a = n_a[ok], c_a[ok], g_a[ok]
+        out = np.zeros(n_a.shape)
+        if eps_mu > 0:
+            out += w_mu * (bias_mu(n_a, c_a, U) + delta_mu(c_a, g_a, U) / eps_mu)
+        if eps_var > 0:
+            out += w_var * (bias_var(n_a, c_a, U, variant) + delta_var(c_a, g_a, U) / eps_var)
+        res[ok] = out
         return res
-    if c <= 0:
-        return math.inf
-    return float(terms(n, c, gstar))
+    return scalar_grid_error(U, eps, variant, split, weights)(int(n), int(c), int(gstar))
+
+
+def scalar_grid_error(
+    U: float, eps: float, variant: str = "corrected", split: tuple[float, float] = (0.5, 0.5),
+    weights: tuple[float, float] = (1.0, 1.0),
+) -> Callable[[int, int, int], float]:
+    """:func:`grid_error` with its public parameters bound, for Python-int (n, c, gstar).
+
+    The Clip-User loop evaluates millions of candidates; this closure does plain float arithmetic
+    (eq. (11)-(13), spec §2.5, same terms as the array path, tested equal) without dispatch.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    eps_mu, eps_var = split[0] * eps, split[1] * eps
+    w_mu = weights[0] if eps_mu > 0 else 0.0
+    w_var = weights[1] if eps_var > 0 else 0.0
+    inv_mu = 1.0 / eps_mu if eps_mu > 0 else 0.0
+    inv_var = 1.0 / eps_var if eps_var > 0 else 0.0
+    U2 = U * U
+    corrected = variant == "corrected"
+
+    def error(n: int, c: int, gstar: int) -> float:
+        if c <= 0:
+            return math.inf
+        out = w_mu * (U * (n - c) / n + U * gstar / c * inv_mu)         # Thm IV.1 + eq. (9)
+        if w_var:
+            bias = 0.0 if c == n else U2 * _t(n, n - c if corrected else c)   # Thm IV.2
+            out += w_var * (bias + U2 * _t(c, gstar) * inv_var)          # + Lemma III.3
+        return out
+
+    return error
 
 
 def check_error_params(

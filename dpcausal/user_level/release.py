@@ -409,10 +409,12 @@ def _occupancy_from_records(records: Any, unit: str, cell: str | Sequence[str],
     ucodes = ucodes.astype(np.int64)
     A = as_occupancy(sp.csr_matrix((np.ones(len(records), np.int64), (ucodes, ccodes)),
                                    shape=(L, G)))
-    keys_order = [np.arange(len(records))]
+    # sort by (unit, cell, order, row): stable argsorts, least significant key first
+    perm = np.arange(len(records))
     if order is not None:
-        keys_order.append(records[order].to_numpy())
-    perm = np.lexsort(keys_order + [ccodes, ucodes])
+        perm = np.argsort(records[order].to_numpy(), kind="stable")
+    key = ucodes * G + ccodes
+    perm = perm[np.argsort(key[perm], kind="stable")]
     return A, units, keys, _Sorted(perm, ucodes[perm], ccodes[perm])
 
 
