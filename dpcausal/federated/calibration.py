@@ -12,6 +12,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from scipy.optimize import brentq
+
 from dpcausal._results import ResultMixin
 from dpcausal.federated.rdp import (
     check_count, check_delta, check_epsilon, check_orders, cks_epsilon, gaussian_rho_theta,
@@ -22,17 +24,20 @@ THETA_CAP = 0.25
 _REL_TOL = 1e-7
 
 
-def _bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
-    """Largest x in [lo, hi] (to relative tolerance) with f(x) <= target; f non-decreasing."""
-    while f(lo) > target:  # widen downwards; f(0+) = 0 so this ends
-        hi, lo = lo, lo / 4.0
-    while hi - lo > _REL_TOL * hi:
-        mid = 0.5 * (lo + hi)
-        if f(mid) <= target:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+def _solve_increasing(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """Largest x in [lo, hi] (relative tolerance 1e-7) with f(x) <= target; f non-decreasing.
+
+    Widens the bracket as needed, finds the crossing with Brent's method, then steps down until
+    f(x) <= target, so the returned point never overshoots the target.
+    """
+    while f(lo) > target:
+        hi, lo = lo, lo - 2.0 * abs(lo) - 1.0 if lo <= 0 else lo / 4.0
+    x = brentq(lambda v: f(v) - target, lo, hi, xtol=1e-12, rtol=_REL_TOL / 4) if f(hi) > target else hi
+    step = _REL_TOL * max(abs(x), 1e-12)
+    while f(x) > target:
+        x -= step
+        step *= 2.0
+    return x
 
 
 def calibrate(n: int, m: int, epsilon: float, delta: float,
@@ -68,7 +73,7 @@ def calibrate(n: int, m: int, epsilon: float, delta: float,
         return THETA_CAP
     rho = gaussian_rho_for(epsilon, delta, a)
     guess = gaussian_rho_theta(rho, n, m)
-    return _bisect_increasing(eps_of, epsilon, 0.5 * guess, min(THETA_CAP, 1.02 * guess))
+    return _solve_increasing(eps_of, epsilon, 0.5 * guess, min(THETA_CAP, 1.02 * guess))
 
 
 def gaussian_rho_for(epsilon: float, delta: float, orders: Sequence[float] | None = None) -> float:
@@ -81,7 +86,7 @@ def gaussian_rho_for(epsilon: float, delta: float, orders: Sequence[float] | Non
     hi = 1.0
     while eps_of(hi) < epsilon:
         hi *= 4.0
-    return _bisect_increasing(eps_of, epsilon, hi / 4.0, hi)
+    return _solve_increasing(eps_of, epsilon, hi / 4.0, hi)
 
 
 @dataclass(frozen=True)
@@ -122,10 +127,11 @@ def composed_curve(n: Sequence[int], m1: int, theta1: Sequence[float], m2: int,
     """
     a = check_orders(orders)
     total = np.zeros(a.size)
-    for g, n_g in enumerate(n):
-        curve = pbm_rdp(n_g, m1, theta1[g], a)
-        if len(theta2):
-            curve = curve + pbm_rdp(n_g, m2, theta2[g], a)
+    groups = {(n_g, theta1[g], theta2[g] if len(theta2) else None) for g, n_g in enumerate(n)}
+    for n_g, t1, t2 in groups:  # equal groups share one curve
+        curve = pbm_rdp(n_g, m1, t1, a)
+        if t2 is not None:
+            curve = curve + pbm_rdp(n_g, m2, t2, a)
         total = np.maximum(total, curve)
     return total
 
@@ -168,17 +174,8 @@ def calibrate_joint(n: Sequence[int], m1: int, m2: int, epsilon: float, delta: f
         log_rho = math.log(rho_cap)
     else:
         rho0 = gaussian_rho_for(epsilon, delta, a)
-        lo, hi = math.log(rho0) - 1.0, min(math.log(rho0) + 0.05, math.log(rho_cap))
-        while eps_of(hi) <= epsilon:
-            lo, hi = hi, min(hi + 1.0, math.log(rho_cap))
-        # bisection in log rho to an absolute tolerance of 1e-8 (relative 1e-8 in rho)
-        while hi - lo > 1e-8:
-            mid = 0.5 * (lo + hi)
-            if eps_of(mid) <= epsilon:
-                lo = mid
-            else:
-                hi = mid
-        log_rho = lo
+        hi = math.log(rho_cap)
+        log_rho = _solve_increasing(eps_of, epsilon, math.log(rho0) - 1.0, hi)
     t1, t2 = thetas(math.exp(log_rho))
     rdp = composed_curve(sizes, m1, t1, m2, t2, a)
     eps, order = cks_epsilon(rdp, delta, a)

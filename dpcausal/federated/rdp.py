@@ -19,7 +19,7 @@ from scipy.special import gammaln, logsumexp
 #: The reproduction grid of spec §2.3 (dp_accounting's default orders).
 DEFAULT_ORDERS: tuple[float, ...] = tuple(float(a) for a in DEFAULT_RDP_ORDERS)
 
-# Terms beyond the Hoeffding window are bounded (not dropped): their total is at most
+# Terms beyond a Chernoff window are bounded (not summed): their total is at most
 # exp(-_TAIL_MARGIN) relative to the kept mass, and that bound is added back (see _window).
 _TAIL_MARGIN = 45.0
 
@@ -51,21 +51,23 @@ def check_count(name: str, value: int, minimum: int = 1) -> int:
     return int(value)
 
 
-def _window(n: int, q: float, max_order: float) -> tuple[np.ndarray, float]:
+def _window(n: int, theta: float, max_exponent: float) -> tuple[np.ndarray, float]:
     """Support points kept for the closed form, and the log of a bound on the dropped weight.
 
-    Hoeffding: P(|K - nq| >= s) <= 2 exp(-2 s^2 / n). The likelihood ratio L(k) lies in
-    [q/(1-q), (1-q)/q], so each dropped term of E[L^c] (|c| <= max_order) is at most
-    ((1-q)/q)^max_order times its probability.
+    With x_k = 2 theta (k - nq)/(q(1-q)n), log L(k) = log1p(x_k) <= x_k on the right and
+    -log L(k) <= |x_k| (1-q)/q on the left, so |c| log L(k) <= b |k - nq| with
+    b = 2 |c| theta / (q^2 n) where L^c > 1. Chernoff with Hoeffding's lemma then bounds each
+    dropped tail of E[L^c] by exp(-2 s^2/n + b s) for s = |k - nq| >= b n / 4.
     """
-    log_lr_max = math.log((1.0 - q) / q)
-    need = max_order * log_lr_max + _TAIL_MARGIN + math.log(2.0)
-    s = math.sqrt(n * need / 2.0)
+    q = 0.5 - theta
+    b = 2.0 * max_exponent * theta / (q * q * n)
+    need = _TAIL_MARGIN + math.log(2.0)
+    s = (b + math.sqrt(b * b + 8.0 * need / n)) * n / 4.0
     lo, hi = max(0, math.floor(n * q - s)), min(n, math.ceil(n * q + s))
     k = np.arange(lo, hi + 1, dtype=float)
     if lo == 0 and hi == n:
         return k, -math.inf
-    return k, math.log(2.0) - 2.0 * s * s / n + max_order * log_lr_max
+    return k, math.log(2.0) - 2.0 * s * s / n + b * s
 
 
 def _log_moments(n: int, theta: float, exponents: np.ndarray) -> np.ndarray:
@@ -75,22 +77,25 @@ def _log_moments(n: int, theta: float, exponents: np.ndarray) -> np.ndarray:
     L(k) - 1 = 2 theta (k - n q) / (q (1 - q) n), and ``expm1`` for small moments.
     """
     q = 0.5 - theta
-    k, log_tail = _window(n, q, float(np.max(np.abs(exponents))))
+    k, log_tail = _window(n, theta, float(np.max(np.abs(exponents))))
     logpmf = (gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
               + k * math.log(q) + (n - k) * math.log1p(-q))
     logpmf -= logsumexp(logpmf)
     log_l = np.log1p(2.0 * theta * (k - n * q) / (q * (1.0 - q) * n))
     pmf = np.exp(logpmf)
     out = np.empty(exponents.size)
-    for j, c in enumerate(exponents):
-        cl = c * log_l
-        big = logsumexp(logpmf + cl)
-        if abs(big) < 1e-2:  # moment close to 1: sum pmf * (L^c - 1) without cancellation
-            small = np.abs(cl) < 1.0
-            terms = np.where(small, pmf * np.expm1(np.where(small, cl, 0.0)),
-                             np.exp(logpmf + cl) - pmf)
-            big = math.log1p(math.fsum(terms))
-        out[j] = np.logaddexp(big, log_tail) if log_tail > -math.inf else big
+    block = max(1, 2_000_000 // k.size)  # bound the (orders x support) temporaries
+    for start in range(0, exponents.size, block):
+        cl = exponents[start:start + block, None] * log_l[None, :]
+        big = logsumexp(logpmf + cl, axis=1)
+        near_one = np.abs(big) < 1e-2  # moment close to 1: sum pmf * (L^c - 1), no cancellation
+        if near_one.any():
+            c_small = cl[near_one]
+            small = np.abs(c_small) < 1.0
+            terms = np.where(small, pmf * np.expm1(np.where(small, c_small, 0.0)),
+                             np.exp(np.minimum(logpmf + c_small, 700.0)) - pmf)
+            big[near_one] = np.log1p(terms.sum(axis=1))
+        out[start:start + block] = np.logaddexp(big, log_tail) if log_tail > -math.inf else big
     return out
 
 
@@ -122,7 +127,7 @@ def pbm_rdp(n: int, m: int, theta: float, orders: Sequence[float] | None = None)
     .. math:: D_\\alpha(P_1\\|P_2) = \\tfrac{1}{\\alpha-1}\\log E_{K}[L(K)^{1-\\alpha}],\\quad
               D_\\alpha(P_2\\|P_1) = \\tfrac{1}{\\alpha-1}\\log E_{K}[L(K)^{\\alpha}]
 
-    Support points outside a Hoeffding window are not summed; a rigorous upper bound on their
+    Support points outside a Chernoff window are not summed; a rigorous upper bound on their
     weight (relative size < e^-45) is added instead, so the result never understates the curve.
     """
     n = check_count("n", n)
