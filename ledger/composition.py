@@ -3,33 +3,23 @@
 Which composition each mechanism gets
 -------------------------------------
 Every charge is a :class:`dpcausal.accounting.PrivacyCharge`, already expressed relative to its
-release's own neighbouring relation and sensitivity (replace-one for the ATE releases). The
-accountant therefore only needs the dominating pair of a sensitivity-1 mechanism with the same noise.
-Charges on one dataset must share the neighbouring relation (a caveat of every ledger).
+release's own neighbouring relation and sensitivity (replace-one for the ATE releases), so the
+accountant only needs the dominating pair of a sensitivity-1 mechanism with the same noise. Charges
+on one dataset must share the neighbouring relation (a caveat of every ledger).
 
-==============  ==============================================  =========================================
-mechanism       all charges of the dataset are ``gaussian``      mixed with other mechanisms
-==============  ==============================================  =========================================
-``gaussian``    exact GDP: ``zeta = sqrt(sum zeta_j^2)``; a      PLD of N(0, 1/zeta^2) vs N(1, 1/zeta^2)
-                zeta/rho cap is compared exactly (rationals),    (RDP ``alpha zeta^2 / 2`` if an ``rdp``
-                an (eps, delta) cap via ``gdp_delta``            charge is present)
-``laplace``     --                                               PLD of Lap(0, 1/eps) vs Lap(1, 1/eps)
-                                                                 (RDP: Mironov 2017, Prop. 6, or
-                                                                 basic composition if smaller)
-``pure``        --                                               PLD of a generic eps-DP mechanism
-                                                                 (RDP: ``min(eps, alpha eps^2 / 2)``,
-                                                                 or basic composition if smaller)
-``approx``      --                                               PLD of a generic (eps, delta)-DP mechanism
-                                                                 (with RDP charges: basic composition,
-                                                                 eps and delta add to the RDP figure)
-``rdp``         --                                               RDP curves added order-wise on the union
-                                                                 of the charges' orders, converted once
-                                                                 with ``dp_accounting``'s
-                                                                 ``compute_epsilon`` (CKS 2020)
-==============  ==============================================  =========================================
+- All charges ``gaussian``: exact GDP, ``zeta = sqrt(sum zeta_j^2)``. A zeta/rho cap is compared
+  exactly (rational arithmetic on the stored floats), an (epsilon, delta) cap through ``gdp_delta``.
+- Mixed, no ``rdp`` charge: ``dp_accounting`` privacy-loss distributions, composed exactly up to
+  pessimistic discretisation. ``gaussian``: N(0, 1/zeta^2) vs N(1, 1/zeta^2); ``laplace``:
+  Lap(0, 1/eps) vs Lap(1, 1/eps); ``pure`` and ``approx``: the generic (eps, delta)-DP PLD.
+- Any ``rdp`` charge: RDP curves added order-wise on the union of the rdp charges' orders.
+  ``gaussian``: ``alpha zeta^2 / 2``; ``laplace``: Mironov (2017) Prop. 6; ``pure``:
+  ``min(eps, alpha eps^2 / 2)``; laplace and pure charges alternatively by basic composition,
+  whichever bound is smaller; ``approx``: basic composition (its epsilon adds, its delta is taken
+  off the dataset's delta). Converted once with ``dp_accounting``'s ``compute_epsilon`` (CKS 2020).
 
-PLD figures use ``dp_accounting``'s pessimistic discretisation, so they are upper bounds. A curve known
-only at its own orders is evaluated at another order by its value at the next larger order it has
+PLD figures use ``dp_accounting``'s pessimistic discretisation, so they are upper bounds. A curve
+known only at its own orders is read at another order as its value at the next larger order it has
 (RDP is non-decreasing in the order), and as +inf above its largest order. One cumulative
 (epsilon, delta) is always reported, at the dataset's delta.
 
@@ -89,7 +79,7 @@ class Cap:
 
     @property
     def zeta(self) -> float | None:
-        """The cap as zeta-GDP (rho-zCDP caps: zeta = sqrt(2 rho)); None for (epsilon, delta) caps."""
+        """The cap as zeta-GDP (a rho cap: zeta = sqrt(2 rho)); None for an (epsilon, delta) cap."""
         if self.kind == "zeta":
             return self.value
         if self.kind == "rho":
@@ -113,7 +103,7 @@ class Cap:
 
 @dataclass(frozen=True)
 class Spend:
-    """The composed cost of a set of charges: one (epsilon, delta), plus zeta when all are Gaussian."""
+    """The composed cost of some charges: one (epsilon, delta), plus zeta if all are Gaussian."""
 
     n_charges: int
     epsilon: float

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 
 class LedgerError(RuntimeError):
-    """The ledger database is missing, corrupt or not a dpcausal ledger (never silently replaced)."""
+    """The ledger database is missing, corrupt or not a dpcausal ledger (never replaced)."""
 
 
 class BudgetExceededError(ValueError):
-    """A release would push a dataset past its cap; nothing was recorded and no noise may be drawn."""
+    """A release would exceed a dataset's cap; nothing was recorded and no noise may be drawn."""
 
     def __init__(self, dataset: str, spent: str, requested: str, cap: str, total: str) -> None:
         self.dataset, self.spent, self.requested, self.cap = dataset, spent, requested, cap

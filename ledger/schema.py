@@ -1,4 +1,4 @@
-"""Ledger tables and opening a ledger database (SQLite file or PostgreSQL) without ever replacing one.
+"""Ledger tables, and opening a ledger database (SQLite or PostgreSQL) without ever replacing one.
 
 Writes are serialisable on both back ends: SQLite transactions start with ``BEGIN IMMEDIATE``
 (one writer at a time, others wait on the busy timeout); on PostgreSQL the reserve step locks the
@@ -71,8 +71,8 @@ def open_engine(url: str, create: bool) -> Engine:
     """An engine on a checked ledger; creates the schema only where no database exists yet.
 
     A missing SQLite file is created only with ``create=True``; an existing file or database must
-    already hold a dpcausal ledger, whatever ``create`` says (a truncated or foreign file is an error,
-    never overwritten with a fresh, empty ledger).
+    already hold a dpcausal ledger, whatever ``create`` says (a truncated or foreign file is an
+    error, never overwritten with a fresh, empty ledger).
     """
     parsed = make_url(url)
     if parsed.drivername == "postgresql":
@@ -80,7 +80,8 @@ def open_engine(url: str, create: bool) -> Engine:
     fresh = False
     if parsed.get_backend_name() == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
-            raise ValueError(f"url must name a SQLite file, got {url!r}; e.g. sqlite:///data/ledger.db")
+            raise ValueError(f"url must name a SQLite file, got {url!r}; "
+                             "e.g. sqlite:///data/ledger.db")
         path = Path(parsed.database)
         if not path.exists():
             if not create:
@@ -102,7 +103,7 @@ def open_engine(url: str, create: bool) -> Engine:
 
 
 def _serialise_sqlite(engine: Engine) -> None:
-    """Take pysqlite's implicit transactions away and start every transaction with BEGIN IMMEDIATE."""
+    """Replace pysqlite's implicit transactions: every transaction starts with BEGIN IMMEDIATE."""
 
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""The privacy-budget ledger: datasets, their caps and every charge, with reserve -> release -> commit.
+"""The privacy-budget ledger: datasets, caps and every charge, with reserve -> release -> commit.
 
 Protocol (spec privacy_testing.md "Budgets"; issue 5)
 ------------------------------------------------------
@@ -7,9 +7,9 @@ Protocol (spec privacy_testing.md "Budgets"; issue 5)
    exceeded, else records the charge as ``reserved``. Only then may noise be drawn.
 2. The caller draws noise and calls ``slot.commit(result_json)``: the result is stored under the
    release id, and only after that may it be returned or logged.
-3. A block left by an exception marks the charge ``incomplete``; a process killed in between leaves it
-   ``reserved``. Both keep their charge (conservative). The same release id never reserves twice: a
-   retry gets the committed result back (no new noise) or fails with
+3. A block left by an exception marks the charge ``incomplete``; a process killed in between
+   leaves it ``reserved``. Both keep their charge (conservative). The same release id never
+   reserves twice: a retry gets the committed result back (no new noise) or fails with
    :class:`ReleaseInProgressError`.
 """
 
@@ -136,7 +136,7 @@ class Ledger:
             return compose(_charges_of(conn, dataset), cap.delta)
 
     def budgets(self) -> pd.DataFrame:
-        """One row per dataset: cap, charges by status, composed spend and remaining (rounded down)."""
+        """One row per dataset: cap, charges by status, composed spend, remaining (rounded down)."""
         rows = []
         with self.engine.connect() as conn:
             for d in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
@@ -195,8 +195,8 @@ class Ledger:
         if slot.result is None:
             self._finish(release_id, slot._token, "incomplete", None)
             raise ReleaseInProgressError(
-                f"release {release_id} left its block without slot.commit(result); its charge stays "
-                "recorded (status incomplete) and nothing may be published under it.")
+                f"release {release_id} left its block without slot.commit(result); its charge "
+                "stays recorded (status incomplete) and nothing may be published under it.")
 
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
                  run_url: str | None) -> ReleaseSlot:
@@ -211,7 +211,8 @@ class Ledger:
         with self.engine.begin() as conn:
             cap = _cap_of(_require(conn, dataset, _lock_dataset(conn, dataset)))
             recorded = _charges_of(conn, dataset)
-            old = conn.execute(sa.select(_T).where(_T.c.release_id == release_id)).mappings().first()
+            same_id = sa.select(_T).where(_T.c.release_id == release_id)
+            old = conn.execute(same_id).mappings().first()
             if old is not None:
                 outcome = _retry(conn, old, dataset, charge, recorded, cap)
             else:

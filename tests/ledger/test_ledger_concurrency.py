@@ -1,4 +1,4 @@
-"""Real processes against one ledger: the budget race, a SIGKILL between reserve and commit, retries.
+"""Real processes on one ledger: the budget race, a SIGKILL between reserve and commit, retries.
 
 Processes are forked (multiprocessing "fork" context) after the parent has closed its own engine, so
 each child opens its own connections; forking keeps 16 children cheap on a 2-core machine (a spawned
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dpcausal.accounting import PrivacyCharge, compose_gdp
-from ledger import BudgetExceededError, Ledger, ReleaseInProgressError
+from ledger import BudgetExceededError, Ledger, ReleaseInProgressError, store
 
 N_PROCESSES = 16
 ZETA = 1.0
@@ -60,14 +60,13 @@ def _child(url, release_id, noise_log, go, queue):  # noqa: ANN001
     queue.put((release_id, _release(url, release_id, noise_log, go=go)))
 
 
-@pytest.mark.timeout(240)
-def test_race_16_processes_exactly_5_succeed(ledger_url: str, tmp_path: Path) -> None:
-    with Ledger(ledger_url, create=True) as led:
+def _race(url: str, tmp_path: Path) -> tuple[dict, float]:
+    """16 processes released at once, each reserve -> noise -> commit; {release_id: outcome}."""
+    with Ledger(url, create=True) as led:
         led.set_budget("ds", zeta=CAP_ZETA)
-    noise_log = tmp_path / "noise.log"
     go, queue = _ctx.Event(), _ctx.Queue()
-    procs = [_ctx.Process(target=_child, args=(ledger_url, f"flowrun-{i}/ate", noise_log, go,
-                                               queue)) for i in range(N_PROCESSES)]
+    procs = [_ctx.Process(target=_child, args=(url, f"flowrun-{i}/ate", tmp_path / "noise.log",
+                                               go, queue)) for i in range(N_PROCESSES)]
     for p in procs:
         p.start()
     t0 = time.monotonic()
@@ -77,13 +76,19 @@ def test_race_16_processes_exactly_5_succeed(ledger_url: str, tmp_path: Path) ->
     for p in procs:
         p.join(30)
         assert p.exitcode == 0, f"child {p.pid} exited with {p.exitcode}"
+    return results, wall
 
+
+@pytest.mark.timeout(240)
+def test_race_16_processes_exactly_5_succeed(ledger_url: str, tmp_path: Path) -> None:
+    results, wall = _race(ledger_url, tmp_path)
     outcomes = [r["outcome"] for r in results.values()]
     with Ledger(ledger_url) as led:
         history, spent = led.history("ds"), led.spent("ds")
     backend = ledger_url.split(":")[0]
-    FIGURES[backend] = dict(committed=outcomes.count("committed"), refused=outcomes.count("refused"),
-                            spent_zeta=spent.zeta, cap=CAP_ZETA, wall_s=round(wall, 2))
+    FIGURES[backend] = dict(committed=outcomes.count("committed"),
+                            refused=outcomes.count("refused"), spent_zeta=spent.zeta,
+                            cap=CAP_ZETA, wall_s=round(wall, 2))
     print(f"\n[race {backend}] {FIGURES[backend]}")
     assert outcomes.count("committed") == 5, results
     assert outcomes.count("refused") == 11, results
@@ -95,9 +100,28 @@ def test_race_16_processes_exactly_5_succeed(ledger_url: str, tmp_path: Path) ->
     assert compose_gdp(list(history["zeta"])) <= CAP_ZETA
     assert spent.zeta == pytest.approx(5**0.5, rel=1e-12)
     # noise was drawn exactly by the 5 winners, never by a refused process
-    drawn = noise_log.read_text().split("\n")[:-1]
+    drawn = (tmp_path / "noise.log").read_text().splitlines()
     winners = {rid for rid, r in results.items() if r["outcome"] == "committed"}
     assert {line.split()[0] for line in drawn} == winners and len(drawn) == 5
+
+
+@pytest.mark.timeout(240)
+def test_race_negative_control_without_row_lock(postgres_url: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same race with the dataset row lock removed overspends: the race test can fail."""
+
+    def unlocked(conn, dataset):  # noqa: ANN001, ANN202 - deliberately broken variant
+        row = store._read_dataset(conn, dataset)
+        time.sleep(0.3)  # everyone reads the charges before anyone commits
+        return row
+
+    monkeypatch.setattr(store, "_lock_dataset", unlocked)
+    results, _ = _race(postgres_url, tmp_path)
+    committed = [r for r in results.values() if r["outcome"] == "committed"]
+    print(f"\n[negative control postgresql, no row lock] committed={len(committed)} of 16")
+    with Ledger(postgres_url) as led:
+        assert led.spent("ds").zeta > CAP_ZETA
+    assert len(committed) > 5
 
 
 @pytest.mark.timeout(120)
