@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import norm
+from scipy.special import ndtri  # the standard normal quantile Phi^-1
 
 CI_MODES = ("paper", "conservative")
 
@@ -14,7 +14,7 @@ def critical_values(alpha: float = 0.05, p1: float = 0.01) -> tuple[float, float
 
     Phi is the standard normal CDF (App. B.1 defines it as the survival function: erratum, spec §3).
     """
-    return float(norm.ppf(1.0 - alpha / 2.0 + p1 / 2.0)), float(norm.ppf(1.0 - p1))
+    return float(ndtri(1.0 - alpha / 2.0 + p1 / 2.0)), float(ndtri(1.0 - p1))
 
 
 def private_variance(
@@ -25,7 +25,7 @@ def private_variance(
     paper (eq. 11):        r^2 + sigma1^2 + z_{1-p1} sigma2^2
     conservative (§3):     (max(0, r) + z_{1-p1} sigma2)^2 + sigma1^2  (coverage step 1 holds exactly)
     """
-    z = float(norm.ppf(1.0 - p1))
+    z = float(ndtri(1.0 - p1))
     if mode == "paper":
         return noisy_sqrt_v**2 + sigma_ate**2 + z * sigma_var**2
     if mode == "conservative":

@@ -44,7 +44,7 @@ class Population:
 def _quantize(yp: np.ndarray, k_prime: int, scale: float) -> np.ndarray:
     """y(0) = clip(round(y'/Delta), -K', K') with Delta = 2 scale / K' (spec §4.1, §4.2 Option A)."""
     delta = 2 * scale / k_prime
-    return np.clip(np.rint(yp / delta), -k_prime, k_prime)
+    return np.clip(np.rint(yp / delta), -k_prime, k_prime) + 0.0      # + 0.0: no negative zeros
 
 
 def make_gmm(seed: int, sizes: tuple[int, ...] = (2500, 5000, 10000), k_prime: int = 5, v: float = 5.0,
@@ -77,12 +77,13 @@ def youtube_like_sizes(n_clusters: int = 50, smallest: int = 199, ratio: float =
 
 
 def make_youtube_like(seed: int = 0, v: float = 0.1, coef: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0),
-                      tau: int = 1) -> Population:
+                      tau: int = 1, noise_seed: int | None = None) -> Population:
     """YouTube-like synthetic community data with Option A quantization to K = 8 levels (spec §4.2).
 
     Cluster features (n_c, internal edges, outside edges, density) are drawn from the stand-in model,
     centred and scaled to unit norm across the 50 clusters; y'(0) = x_c^T coef + N(0, v^2),
     y(0) = clip(round(y'/Delta), -3, 3) with Delta = 2 sd(y')/3, y(1) = y(0) + 1, Y = {-3..4}.
+    ``noise_seed`` (default: from ``seed``) redraws only the outcome noise w_i (Exp. 7).
     """
     rng = np.random.default_rng(seed)
     n_c = youtube_like_sizes()
@@ -93,7 +94,8 @@ def make_youtube_like(seed: int = 0, v: float = 0.1, coef: tuple[float, ...] = (
     x -= x.mean(axis=0)
     x /= np.linalg.norm(x, axis=0)
     cidx = np.repeat(np.arange(n_c.size), n_c)
-    yp = x[cidx] @ np.asarray(coef, float) + v * rng.standard_normal(cidx.size)
+    noise_rng = rng if noise_seed is None else np.random.default_rng([seed, noise_seed])
+    yp = x[cidx] @ np.asarray(coef, float) + v * noise_rng.standard_normal(cidx.size)
     y0 = _quantize(yp, 3, float(np.std(yp)))
     space = ResponseSpace(np.arange(-3, 3 + tau + 1))
     return Population(y0, y0 + tau, cidx, space, label=f"YouTube-like synthetic (seed={seed})")

@@ -76,8 +76,21 @@ def resample(y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, lam: float,
     """Keep each label with prob 1 - lam, else redraw it from its group's q_t: Algorithm 2 step 5.
 
     ``q_t`` has shape (R, G, K), ``g`` shape (n,) or (R, n); returns codes of shape (R, n).
-    The inverse-CDF draw uses one sorted array of all groups' CDFs, shifted by 2 per row so that
-    a single ``searchsorted`` serves every (repetition, group).
+    The coin and the uniform are drawn for every unit (constant shape, whatever the data).
+    """
+    R, n = q_t.shape[0], np.shape(y_idx)[-1]
+    keep = rng.random((R, n)) >= lam
+    u = rng.random((R, n))
+    return apply_resampling(y_idx, g, q_t, keep, u)
+
+
+def apply_resampling(y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, keep: np.ndarray,
+                     u: np.ndarray) -> np.ndarray:
+    """Algorithm 2 step 5 given the coins: y_tilde = y if keep else the inverse-CDF draw of q_t at u.
+
+    The inverse-CDF draw uses one sorted array of all groups' CDFs, shifted by 2 per row so that a
+    single ``searchsorted`` serves every (repetition, group). Shapes: q_t (R, G, K); g, keep, u
+    broadcastable to (R, n).
     """
     R, G, K = q_t.shape
     n = np.shape(y_idx)[-1]
@@ -86,8 +99,6 @@ def resample(y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, lam: float,
     cdf[..., -1] = 1.0
     rows = np.arange(R)[:, None] * G + g2                     # (R, n) row of each unit's CDF
     flat = (cdf.reshape(R * G, K) + 2.0 * np.arange(R * G)[:, None]).ravel()
-    keep = rng.random((R, n)) >= lam
-    u = rng.random((R, n))
     drawn = np.searchsorted(flat, u + 2.0 * rows, side="right") - rows * K
     np.minimum(drawn, K - 1, out=drawn)                         # u + 2 row rounding at the top edge
     return np.where(keep, np.broadcast_to(y_idx, (R, n)), drawn)

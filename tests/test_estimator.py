@@ -1,0 +1,203 @@
+"""PrivateATE's contract: hygiene (spec §5 item 11), determinism (item 12), bad input (issue 3),
+results that print and serialise, fallbacks for degenerate folds (§2.7)."""
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+
+from dpcausal import ATERelease, PrivateATE
+from dpcausal.datasets import make_experiment_a
+
+
+@pytest.fixture(scope="module")
+def data_a():
+    X, A, Y, _ = make_experiment_a(n=2000, random_state=0)
+    return X, A, Y
+
+
+def test_fit_returns_a_private_release(data_a):
+    rel = PrivateATE(estimator="aipw", n_folds=40, random_state=0).fit(*data_a)
+    assert isinstance(rel, ATERelease) and not rel.evaluation and rel.nonprivate is None
+    lo, hi = rel.ci
+    assert lo < rel.ate < hi and rel.variance > rel.noise["sigma_ate"] ** 2
+    assert rel.privacy["zeta"] == pytest.approx(1.5)
+    assert rel.privacy["epsilon"] == pytest.approx(7.0514, abs=1e-3)
+    assert rel.privacy["rho"] == pytest.approx(1.125)
+    assert rel.confint() == rel.ci
+    d = rel.to_dict()
+    json.dumps(d)
+    assert d["ate"] == rel.ate and d["nonprivate"] is None
+    text = str(rel)
+    assert "ATE (private)" in text and "1.5-GDP" in text and "EVALUATION" not in text
+
+
+def test_release_mode_carries_no_nonprivate_value(data_a):
+    """Item 11: the non-private estimate and variance appear nowhere in a release's dict/str."""
+    ev = PrivateATE(n_folds=40, random_state=0).fit(*data_a, evaluation=True)
+    rel = PrivateATE(n_folds=40, random_state=0).fit(*data_a)
+    secrets = {repr(ev.nonprivate["ate"]), repr(ev.nonprivate["variance"]),
+               f"{ev.nonprivate['ate']:.6g}"}
+    blob = rel.to_json() + str(rel) + repr(rel.to_dict())
+    assert not any(s in blob for s in secrets)
+    assert ev.ate == rel.ate              # evaluation mode changes only what is exposed
+
+
+def test_point_estimate_only(data_a):
+    rel = PrivateATE(estimator="g", n_folds=40, ci_share=0.0, random_state=0).fit(*data_a)
+    assert rel.ci is None and rel.variance is None and rel.se is None
+    assert rel.privacy["zeta"] == pytest.approx(1.5) and rel.privacy["zeta2"] == 0
+
+
+def test_determinism(data_a):
+    a = PrivateATE(n_folds=40, random_state=3).fit(*data_a)
+    b = PrivateATE(n_folds=40, random_state=3).fit(*data_a)
+    c = PrivateATE(n_folds=40, random_state=4).fit(*data_a)
+    assert a.to_dict() == b.to_dict()
+    assert a.ate != c.ate
+
+
+def test_fold_assignment_ignores_data_values(data_a):
+    """Item 11: same seed and n give the same folds whatever X, A, Y hold."""
+    X, A, Y = data_a
+    seen = []
+
+    class Spy(PrivateATE):
+        def fit_folds(self, X, A, Y, fold_ids, ks=None):
+            seen.append(fold_ids.copy())
+            return super().fit_folds(X, A, Y, fold_ids, ks)
+
+    rng = np.random.default_rng(0)
+    Spy(n_folds=40, random_state=9).fit(X, A, Y)
+    Spy(n_folds=40, random_state=9).fit(rng.permutation(X), rng.permutation(A), -Y)
+    assert np.array_equal(seen[0], seen[1])
+
+
+class RecordingScaler(TransformerMixin, BaseEstimator):
+    """A scaler that records which rows (by a fingerprint column) it was fitted on."""
+
+    log: list = []
+
+    def fit(self, X, y=None):
+        RecordingScaler.log.append(frozenset(np.round(X[:, -1], 12)))
+        self.mean_ = X.mean(axis=0)
+        return self
+
+    def transform(self, X):
+        return X - self.mean_
+
+
+def test_preprocessing_is_fitted_inside_the_fold():
+    """Item 11: a Pipeline's scaler only ever sees one fold's rows (never a global fit)."""
+    rng = np.random.default_rng(1)
+    n, K = 300, 5
+    X = np.column_stack([rng.standard_normal(n), np.arange(n) / 1000.0])   # fingerprint column
+    A = rng.binomial(1, 0.5, n)
+    Y = np.clip(0.2 * A + rng.normal(0, 0.2, n), -1, 1)
+    RecordingScaler.log = []
+    est = PrivateATE(estimator="aipw", n_folds=K, folds="contiguous", random_state=0,
+                     propensity_model=make_pipeline(RecordingScaler(), LogisticRegression()),
+                     outcome_model=make_pipeline(RecordingScaler(), LinearRegression()))
+    est.fit(X, A, Y)
+    folds = [frozenset(np.round(X[rows, -1], 12)) for rows in np.array_split(np.arange(n), K)]
+    assert len(RecordingScaler.log) == 3 * K
+    assert all(any(seen <= fold for fold in folds) for seen in RecordingScaler.log)
+
+
+def test_degenerate_folds_use_fold_local_fallbacks():
+    """§2.7: a fold with one arm gets constant nuisances; the release still works."""
+    rng = np.random.default_rng(2)
+    n = 200
+    X = rng.standard_normal((n, 1))
+    A = np.r_[np.ones(40), rng.binomial(1, 0.5, n - 40)].astype(int)   # fold 0 all treated
+    Y = np.clip(0.1 * A + rng.normal(0, 0.1, n), -1, 1)
+    est = PrivateATE(estimator="aipw", n_folds=5, folds="contiguous", random_state=0)
+    Xa, Aa, Ya = est.validate(X, A, Y)
+    fm = est.fit_fold(Xa, Aa, Ya, est.make_folds(n), 0)
+    assert fm.propensity == pytest.approx(0.8)      # clip(mean A = 1, eta, 1 - eta)
+    assert fm.mu0 is None and isinstance(fm.mu1, LinearRegression)
+    assert np.isfinite(est.fit(X, A, Y).ate)
+
+
+def test_binary_outcome_with_classifier():
+    rng = np.random.default_rng(4)
+    n = 1000
+    X = rng.standard_normal((n, 2))
+    A = rng.binomial(1, 0.5, n)
+    Y = rng.binomial(1, 0.3 + 0.2 * A)
+    rel = PrivateATE(estimator="g", outcome_model=LogisticRegression(), outcome_bounds=(0, 1),
+                     n_folds=10, random_state=0).fit(X, A, Y, evaluation=True)
+    assert rel.noise["B_mu"] == 0.5
+    assert rel.nonprivate["ate"] == pytest.approx(0.2, abs=0.08)
+
+
+def test_dataframe_input(data_a):
+    X, A, Y = data_a
+    df = pd.DataFrame(X, columns=["x1"])
+    a = PrivateATE(n_folds=40, random_state=0).fit(df, pd.Series(A), pd.Series(Y))
+    b = PrivateATE(n_folds=40, random_state=0).fit(X, A, Y)
+    assert a.ate == b.ate
+
+
+def _ok():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 2))
+    A = rng.binomial(1, 0.5, 100)
+    Y = np.clip(rng.normal(0, 0.3, 100), -1, 1)
+    return X, A, Y
+
+
+@pytest.mark.parametrize("kwargs, data_edit, match", [
+    ({}, lambda X, A, Y: (np.where(X > 2, np.nan, X), A, Y), "X contains .* NaN"),
+    ({}, lambda X, A, Y: (X, A, np.r_[Y[:-1], np.inf]), "Y contains 1 NaN or infinite"),
+    ({}, lambda X, A, Y: (X, A + 1, Y), "treatment A must be coded 0/1"),
+    ({}, lambda X, A, Y: (X, A[:-1], Y), "same number of rows"),
+    ({}, lambda X, A, Y: (X, np.zeros_like(A), Y), "treated arm is empty"),
+    ({"n_folds": 1}, None, "n_folds must be >= 2"),
+    ({"n_folds": 60}, None, "n_folds=60 is too large for n=100"),
+    ({"propensity_clip": 0.6}, None, r"propensity_clip .* must be in \(0, 0.5\]"),
+    ({"propensity_clip": 0.0}, None, "propensity_clip"),
+    ({"zeta": 0.0}, None, "zeta must be a finite number > 0"),
+    ({"ci_share": 1.0}, None, r"ci_share must be in \[0, 1\)"),
+    ({"estimator": "dr"}, None, "estimator must be one of"),
+    ({"outcome_bounds": (1, -1)}, None, "outcome_bounds must be finite with low < high"),
+    ({"propensity_model": LinearRegression()}, None, "propensity_model must implement fit and predict_proba"),
+    ({"sigma2": "exact"}, None, "sigma2 must be one of"),
+    ({"p1": 0.05}, None, r"p1 must be in \(0, alpha/2\)"),
+])
+def test_bad_input_is_refused_before_any_noise(kwargs, data_edit, match, monkeypatch):
+    X, A, Y = _ok()
+    if data_edit:
+        X, A, Y = data_edit(X, A, Y)
+    drawn = []
+    import dpcausal.estimator as mod
+    real = mod.draw_release
+    monkeypatch.setattr(mod, "draw_release", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    params = {"n_folds": 5, "random_state": 0, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=match):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            PrivateATE(**params).fit(X, A, Y)
+    assert drawn == []
+
+
+def test_released_code_mode_warns():
+    X, A, Y = _ok()
+    with pytest.warns(UserWarning, match="NOT a valid privacy bound"):
+        rel = PrivateATE(n_folds=5, sensitivity="released_code", random_state=0).fit(X, A, Y)
+    assert rel.privacy["valid_claim"] is False
+
+
+def test_small_folds_warn():
+    X, A, Y = _ok()
+    with pytest.warns(UserWarning, match="rows per fold"):
+        PrivateATE(n_folds=10, random_state=0).fit(X, A, Y)
+
+
+def test_repr_shows_non_defaults():
+    assert repr(PrivateATE(estimator="g", zeta=0.5)) == "PrivateATE(estimator='g', zeta=0.5)"
