@@ -41,6 +41,12 @@ def _n1c(pop: Population) -> np.ndarray:
     return np.bincount(pop.cidx, minlength=pop.C) // 2
 
 
+def _fixed_picks(pop: Population, rng: np.random.Generator) -> np.ndarray:
+    """Indices of one default sub-population (500/1000/2000 per cluster), reused across beta (CRN)."""
+    return np.sort(np.concatenate([rng.choice(np.flatnonzero(pop.cidx == c), s, replace=False)
+                                   for c, s in enumerate(SUB_SIZES)]))
+
+
 def var_nodp(pop: Population) -> float:
     """Var_z[tau_hat_NoDP] under balanced within-cluster assignment (A.2, spec §1.1)."""
     return var_nodp_exact(pop.y0, pop.y1, pop.cidx, _n1c(pop))
@@ -134,28 +140,29 @@ def exp1b(seed: int = 1, draws: int = 200, n_subpops: int = 5, rng_seed: int = 1
 
 
 # ---- Experiment 2: cluster quality (Fig. 2 1.c) ----------------------------------------------------
-def exp2(seed: int = 1, draws: int = 500, rng_seed: int = 13, betas: tuple[float, ...] = BETAS,
-         lams: tuple[float, ...] = (0.5, 0.8), gamma: float = 0.02, sigma: float = 10.0) -> pd.DataFrame:
+def exp2(seeds: tuple[int, ...] = (1,), draws: int = 500, rng_seed: int = 13,
+         betas: tuple[float, ...] = BETAS, lams: tuple[float, ...] = (0.5, 0.8), gamma: float = 0.02,
+         sigma: float = 10.0) -> pd.DataFrame:
     """Fig. 2(1.c): Var[Cluster-DP]/Var[Cluster-Free-DP] at equal (lambda, gamma, sigma) vs beta (§4.4).
 
-    Common random numbers: the same mu_c, w_i, sub-population and (z, w) stream for every beta.
-    Both use the stratified estimator; variances are analytic (§3.4).
+    Common random numbers: per super-population seed, the same mu_c, w_i, sub-population and (z, w)
+    stream for every beta. Both use the stratified estimator; variances are analytic (§3.4). Several
+    ``seeds`` give the seed sensitivity that spec §4.1/A8 asks for.
     """
-    (ss,) = np.random.SeedSequence(rng_seed).spawn(1)
-    idx_rng = np.random.default_rng(ss.spawn(1)[0])
-    base = make_gmm(seed, beta=0.0)
-    picks = np.sort(np.concatenate([idx_rng.choice(np.flatnonzero(base.cidx == c), s, replace=False)
-                                    for c, s in enumerate(SUB_SIZES)]))
     rows = []
-    for beta in betas:
-        sub = make_gmm(seed, beta=beta).subset(picks)
-        p0, p1 = phi(sub.y0, sub.y1, sub.cidx, _n1c(sub))
-        for lam in lams:
-            v = {m: analytic_var(sub, m, lam, gamma, sigma, draws, np.random.default_rng(ss.entropy + 7))
-                 for m in ("cluster", "cluster_free")}
-            rows.append((beta, lam, v["cluster"], v["cluster_free"], v["cluster"] / v["cluster_free"],
-                         p0 + p1, var_nodp(sub)))
-    return pd.DataFrame(rows, columns=["beta", "lam", "var_cluster", "var_cluster_free", "ratio",
+    for seed in seeds:
+        rng_sub, rng_sim = _streams(rng_seed + 1000 * seed, 2)
+        picks = _fixed_picks(make_gmm(seed, beta=0.0), rng_sub)
+        crn = int(rng_sim.integers(2 ** 63))
+        for beta in betas:
+            sub = make_gmm(seed, beta=beta).subset(picks)
+            p0, p1 = phi(sub.y0, sub.y1, sub.cidx, _n1c(sub))
+            for lam in lams:
+                v = {m: analytic_var(sub, m, lam, gamma, sigma, draws, np.random.default_rng(crn))
+                     for m in ("cluster", "cluster_free")}
+                rows.append((seed, beta, lam, v["cluster"], v["cluster_free"],
+                             v["cluster"] / v["cluster_free"], p0 + p1, var_nodp(sub)))
+    return pd.DataFrame(rows, columns=["seed", "beta", "lam", "var_cluster", "var_cluster_free", "ratio",
                                        "phi_sum", "var_nodp"])
 
 
@@ -213,12 +220,7 @@ def exp5(seed: int = 1, reps: int = 500, rng_seed: int = 16, betas: tuple[float,
          lam: float = 0.8, gamma: float = 0.02, sigma: float = 10.0) -> pd.DataFrame:
     """Fig. 5: empirical gap Var_hat_{DP,z} - Var_z[NoDP] against Theorem 3.5's band, beta swept (§4.7)."""
     rng_sub, rng = _streams(rng_seed, 2)
-    idx_pop = make_gmm(seed, beta=0.0)
-    sub0 = draw_subpopulation(rng_sub, idx_pop.subset(np.arange(idx_pop.n)), SUB_SIZES)
-    del sub0
-    rng_sub2, = _streams(rng_seed + 1000, 1)
-    picks = np.sort(np.concatenate([rng_sub2.choice(np.flatnonzero(idx_pop.cidx == c), s, replace=False)
-                                    for c, s in enumerate(SUB_SIZES)]))
+    picks = _fixed_picks(make_gmm(seed, beta=0.0), rng_sub)
     rows = []
     for beta in betas:
         sub = make_gmm(seed, beta=beta).subset(picks)
@@ -248,8 +250,7 @@ def exp6(seed: int = 1, n_dp_seeds: int = 50, n_subpops: int = 500, rng_seed: in
     space, K, C = pop.space, pop.space.K, pop.C
     vals = space.values
     rng_sub, rng_dp = _streams(rng_seed, 2)
-    subs = np.stack([np.sort(np.concatenate([rng_sub.choice(np.flatnonzero(pop.cidx == c), s, replace=False)
-                                             for c, s in enumerate(SUB_SIZES)])) for _ in range(n_subpops)])
+    subs = np.stack([_fixed_picks(pop, rng_sub) for _ in range(n_subpops)])
     cidx = pop.cidx[subs[0]]                                    # same cluster layout in every sub-population
     z = assign_balanced(rng_sub, cidx, n_subpops)               # (P, n)
     y_idx = np.where(z == 1, space.index(pop.y1)[subs], space.index(pop.y0)[subs])
