@@ -10,7 +10,6 @@ JSON and a plot. In release mode nothing non-private reaches MLflow: the release
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -70,9 +69,7 @@ def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
     import mlflow
     from cli.settings import data_dir
 
-    if tracking_uri:
-        mlflow.set_tracking_uri(tracking_uri)
-    client = mlflow.MlflowClient()
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
@@ -93,8 +90,9 @@ def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
 
     if not config.evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
         raise AssertionError("bug: a release-mode result carries non-private values")
-    exp_id = ensure_experiment(config.experiment_name, config.mlflow.tracking_uri)
-    client = mlflow.MlflowClient()
+    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
+    exp_id = ensure_experiment(config.experiment_name, uri)
+    client = mlflow.MlflowClient(tracking_uri=uri)
     tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
             "release_id": release_id, "dataset_id": config.ledger.dataset_id,
             "evaluation": str(config.evaluation).lower(), "mode": config.mode,
@@ -116,5 +114,4 @@ def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
     except BaseException:
         client.set_terminated(run_id, "FAILED")
         raise
-    return {"run_id": run_id, "experiment_id": exp_id,
-            "tracking_uri": mlflow.get_tracking_uri() or os.environ.get("MLFLOW_TRACKING_URI", "")}
+    return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}

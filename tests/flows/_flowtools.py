@@ -1,0 +1,112 @@
+"""Helpers of the flow tests: task states of a flow run, and the non-private-value scanner."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import struct
+from pathlib import Path
+
+
+def task_states(flow_run_id: str, prefix: str = "fit_fold") -> dict[str, str]:
+    """{task run name: state name} of one flow run's tasks whose name starts with ``prefix``."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return {r.name: r.state.name for r in runs if r.name.startswith(prefix)}
+
+
+def flow_logs(flow_run_id: str) -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+    return [log.message for log in logs]
+
+
+# ------------------------------------------------------------------ leak scanner
+_NUMBER = re.compile(rb"[-+]?(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+class Scanner:
+    """Finds secret floats in text (as decimals with >= 6 significant digits, to relative 1e-6)
+    and in binary (IEEE-754 doubles, both byte orders, as pickle, sqlite and numpy store them)."""
+
+    def __init__(self, secrets: dict[str, float]) -> None:
+        self.secrets = {k: float(v) for k, v in secrets.items()}
+        self.packed = {k: (struct.pack("<d", v), struct.pack(">d", v)) for k, v in self.secrets.items()}
+
+    def value_hits(self, x: float, where: str) -> list[str]:
+        return [f"{name} as number in {where}" for name, v in self.secrets.items()
+                if math.isfinite(x) and abs(x - v) <= 1e-9 * max(1e-12, abs(v))]
+
+    def bytes_hits(self, blob: bytes, where: str) -> list[str]:
+        hits = [f"{name} as binary double in {where}" for name, pk in self.packed.items()
+                if pk[0] in blob or pk[1] in blob]
+        for m in _NUMBER.finditer(blob):
+            digits = re.sub(rb"[^0-9]", b"", m.group().split(b"e")[0].split(b"E")[0]).lstrip(b"0")
+            if len(digits) < 6:
+                continue
+            x = float(m.group())
+            hits += [f"{name} as text {m.group().decode()} in {where}"
+                     for name, v in self.secrets.items() if abs(x - v) <= 1e-6 * abs(v)]
+        return hits
+
+    def file_hits(self, path: Path) -> list[str]:
+        blob = path.read_bytes()
+        hits = self.bytes_hits(blob, str(path))
+        try:  # Prefect result records: JSON with a base64 cloudpickle payload
+            record = json.loads(blob)
+        except (ValueError, UnicodeDecodeError):
+            return hits
+        for key, value in _walk_strings(record):
+            try:
+                decoded = base64.b64decode(value, validate=True)
+            except ValueError:
+                continue
+            hits += self.bytes_hits(decoded, f"{path} [{key}, base64-decoded]")
+        return hits
+
+    def tree_hits(self, root: Path) -> list[str]:
+        return [h for p in sorted(Path(root).rglob("*")) if p.is_file() for h in self.file_hits(p)]
+
+    def mlflow_hits(self, tracking_uri: str) -> list[str]:
+        """Params, tags, every metric value of every run, and every artifact of every run."""
+        import tempfile
+
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=tracking_uri)
+        hits: list[str] = []
+        for exp in client.search_experiments():
+            for run in client.search_runs([exp.experiment_id]):
+                rid = run.info.run_id
+                for kind, mapping in (("param", run.data.params), ("tag", run.data.tags)):
+                    for k, v in mapping.items():
+                        hits += self.bytes_hits(f"{k}={v}".encode(), f"run {rid} {kind} {k}")
+                for key in run.data.metrics:
+                    for m in client.get_metric_history(rid, key):
+                        hits += self.value_hits(m.value, f"run {rid} metric {key}")
+                with tempfile.TemporaryDirectory() as tmp:
+                    for art in client.list_artifacts(rid):
+                        local = Path(client.download_artifacts(rid, art.path, tmp))
+                        files = [local] if local.is_file() else list(local.rglob("*"))
+                        hits += [h for f in files if f.is_file() for h in self.file_hits(f)]
+        return hits
+
+
+def _walk_strings(obj, key=""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _walk_strings(v, f"{key}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk_strings(v, f"{key}[{i}]")
+    elif isinstance(obj, str) and len(obj) >= 12:
+        yield key, obj

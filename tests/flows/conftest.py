@@ -1,0 +1,61 @@
+"""Flow tests: one Prefect test server per session, with an isolated result store (the cache),
+project data folder, MLflow store and ledger under a session tmp dir (recipe §8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+QUIET = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+         "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dpcausal-data")
+    results = root / "prefect-results"
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in QUIET.items():
+            mp.setenv(key, value)
+        mp.setenv("DPCAUSAL_DATA", str(root))
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
+        mp.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{root / 'ledger.db'}")
+        mp.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(results))  # Dask workers read the env
+        from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+        from prefect.testing.utilities import prefect_test_harness
+
+        with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: results}):
+            with prefect_test_harness(server_startup_timeout=120):
+                yield SimpleNamespace(root=root, results=results)
+
+
+@pytest.fixture(scope="session")
+def exp_a_csv(project) -> Path:
+    """Experiment A (spec §6.2), n = 2000, as the CLI's demo writes it."""
+    from dpcausal.datasets import make_experiment_a
+
+    X, A, Y, _ = make_experiment_a(2000, random_state=11)
+    path = project.root / "exp_a.csv"
+    pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y}).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def make_config(exp_a_csv, request):
+    """ReleaseConfig for exp_a_csv: K = 20 in 4 chunks, its own ledger dataset and experiment."""
+    from conf.models import load_config
+
+    def make(*overrides: str, dataset: str | None = None):
+        ds = dataset or request.node.name.replace("[", "-").replace("]", "")
+        base = {"name": "t", "data": {"path": str(exp_a_csv)},
+                "columns": {"treatment": "A", "outcome": "Y"},
+                "estimator": {"estimator": "aipw", "n_folds": 20, "fold_seed": 3},
+                "folds_per_task": 5, "ledger": {"dataset_id": ds, "budget": 50.0},
+                "mlflow": {"experiment": f"test-{ds}"}}
+        return load_config(None, list(overrides), base=base)
+
+    return make
+

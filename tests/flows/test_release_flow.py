@@ -1,0 +1,122 @@
+"""dp_ate_release end to end under the Prefect test harness: caching, MLflow records, ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _flowtools import task_states
+
+from flows.release import run_release
+from ledger import BudgetExceededError, Ledger
+from tasks.model_store import model_store_dir
+
+
+def _flow_run_id(out) -> str:
+    return out["release_id"].split("/")[0]
+
+
+def test_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(make_config):
+    first = run_release(make_config())
+    states = task_states(_flow_run_id(first))
+    assert len(states) == 4 and set(states.values()) == {"Completed"}
+
+    changed = make_config("estimator.estimator=g", "estimator.zeta=0.7",
+                          "estimator.outcome_bounds=[-2, 2]", "estimator.propensity_clip=0.1",
+                          "estimator.ci=conservative", "estimator.sigma2=tight",
+                          "estimator.ci_share=0.3", "estimator.alpha=0.1")
+    second = run_release(changed)
+    assert set(task_states(_flow_run_id(second)).values()) == {"Cached"}
+    assert second["release"]["estimator"] == "g" and second["release"]["privacy"]["zeta"] == 0.7
+
+    # negative control: another outcome model must refit every chunk
+    third = run_release(make_config("models.outcome.name=decision_tree",
+                                    "models.outcome.params.max_depth=2"))
+    assert set(task_states(_flow_run_id(third)).values()) == {"Completed"}
+
+    # a chunk deleted from the private store is refitted; the other chunks stay cached
+    (path,) = [p for p in model_store_dir().glob("*.pkl")
+               if p.stat().st_mtime == min(q.stat().st_mtime for q in model_store_dir().glob("*.pkl"))]
+    path.unlink()
+    fourth = run_release(make_config())
+    states = sorted(task_states(_flow_run_id(fourth)).values())
+    assert states == ["Cached", "Cached", "Cached", "Completed"]
+    assert path.exists()
+
+
+def test_every_release_draws_fresh_noise_and_is_charged(make_config):
+    a, b = run_release(make_config()), run_release(make_config())
+    assert a["release"]["ate"] != b["release"]["ate"]
+    assert a["release_id"] != b["release_id"]
+    assert b["spent"]["n_charges"] == 2
+    assert b["spent"]["zeta"] == pytest.approx((2 * 1.5**2) ** 0.5, rel=1e-12)  # GDP composition
+    assert a["release"]["nonprivate"] is None and not a["release"]["evaluation"]
+
+
+def test_mlflow_run_holds_public_params_private_metrics_and_artifacts(make_config, project):
+    from mlflow import MlflowClient
+
+    out = run_release(make_config())
+    client = MlflowClient()
+    run = client.get_run(out["mlflow"]["run_id"])
+    exp = client.get_experiment(run.info.experiment_id)
+    assert exp.name == out["experiment"]
+    assert exp.artifact_location.startswith((project.root / "mlartifacts").as_uri())
+    tags = run.data.tags
+    assert tags["prefect.flow_run_id"] == _flow_run_id(out)
+    assert tags["prefect.flow_run_name"] and tags["evaluation"] == "false"
+    assert tags["release_id"] == out["release_id"]
+    p = run.data.params
+    assert (p["estimator"], p["n_folds"], p["n"], p["fold_seed"]) == ("aipw", "20", "2000", "3")
+    assert p["models.propensity.name"] == "logistic" and p["noise.sigma2_mode"] == "paper"
+    assert float(p["zeta1"]) ** 2 + float(p["zeta2"]) ** 2 == pytest.approx(1.5**2)
+    m = run.data.metrics
+    rel = out["release"]
+    assert m["ate"] == rel["ate"] and (m["ci_low"], m["ci_high"]) == tuple(rel["ci"])
+    assert m["variance"] == rel["variance"] and m["sigma_ate"] == rel["noise"]["sigma_ate"]
+    assert m["epsilon"] == pytest.approx(7.0514, abs=1e-3) and m["rho"] == pytest.approx(1.125)
+    assert m["dataset_zeta_spent"] == pytest.approx(1.5)
+    assert not any(k.startswith("nonprivate") for k in m)
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert arts == {"release.json", "release.png"}
+    stored = json.loads(Path(client.download_artifacts(run.info.run_id, "release.json")).read_text())
+    assert stored["ate"] == rel["ate"]
+
+
+def test_evaluation_mode_is_tagged_and_not_charged(make_config):
+    from mlflow import MlflowClient
+
+    out = run_release(make_config("mode=evaluation", "noise_seed=5"))
+    run = MlflowClient().get_run(out["mlflow"]["run_id"])
+    assert run.data.tags["evaluation"] == "true"
+    assert run.data.metrics["nonprivate_ate"] == out["release"]["nonprivate"]["ate"]
+    assert out["spent"] is None
+    again = run_release(make_config("mode=evaluation", "noise_seed=5"))
+    assert again["release"]["ate"] == out["release"]["ate"]  # seeded noise, evaluation only
+
+
+def test_exhausted_budget_stops_before_noise_and_charges_nothing(make_config, request):
+    cfg = make_config("ledger.budget=1.0")  # below the release's zeta = 1.5
+    with pytest.raises(BudgetExceededError, match=r"budget exhausted for dataset .*cap"):
+        run_release(cfg)
+    with Ledger() as led:
+        assert led.spent(cfg.ledger.dataset_id).n_charges == 0
+
+
+def test_dask_runner_gives_the_same_release_as_threads(make_config):
+    from distributed import LocalCluster
+
+    # evaluation mode with a noise seed makes the two releases comparable; a spec that fits the
+    # same models under another cache key makes the Dask run fit every fold itself
+    threads = run_release(make_config("mode=evaluation", "noise_seed=7"))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        dask = run_release(make_config("mode=evaluation", "noise_seed=7", "runner.kind=dask",
+                                       f"runner.address={cluster.scheduler_address}",
+                                       "models.outcome.name=linear",
+                                       "models.outcome.params.fit_intercept=true"))
+    assert set(task_states(_flow_run_id(dask)).values()) == {"Completed"}
+    a, b = threads["release"], dask["release"]
+    assert b["nonprivate"] == a["nonprivate"]
+    assert (b["ate"], b["ci"], b["variance"]) == (a["ate"], a["ci"], a["variance"])
