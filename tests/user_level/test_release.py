@@ -1,0 +1,189 @@
+"""UserLevelRelease: issue-11 API, privacy figures, retention order, refusals before any draw."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.user_level import (
+    UserLevelRelease, clip_user, make_user_level_panel, pseudo_user)
+
+from ._manual import pop_var
+
+
+@pytest.fixture(scope="module")
+def records():
+    return make_user_level_panel(n_units=400, n_strata=4, cells_per_unit=4, seed=3)
+
+
+def _rel(**kw):
+    base = dict(bounds=(0.0, 65.0), epsilon=1.0, clip="clip_user", split=(0.5, 0.5),
+                weights=(1.0, 1.0), variant="corrected", protect_min_grid=True,
+                error_target=None, random_state=0)
+    return UserLevelRelease(**(base | kw))
+
+
+def test_issue_example_api(records):
+    rel = _rel()
+    plan = rel.plan(records, unit="unit_id", cell=["stratum", "arm"], order="ts")
+    assert 1 <= plan.K <= plan.G1 and plan.epsilon_total == plan.K * 1.0
+    assert plan.error <= plan.error_baseline
+    charge = plan.privacy_charge()
+    assert isinstance(charge, PrivacyCharge) and charge.mechanism == "laplace"
+    assert charge.epsilon == plan.K * 1.0
+    out = rel.release(records, value="y", plan=plan)
+    for col in ("stratum", "arm", "n", "c", "m_g", "mean", "variance", "scale_mean", "scale_var",
+                "bias_mean_bound", "bias_var_bound"):
+        assert col in out.cells.columns
+    assert len(out.cells) == 8 and list(out.ate["stratum"]) == [0, 1, 2, 3]
+    assert {"ate", "se"} <= set(out.ate.columns)
+    p = out.privacy
+    assert p["epsilon_total"] == plan.K and p["epsilon_parallel"] == plan.G1
+    assert p["epsilon_naive"] == 8.0 and p["epsilon_total"] <= p["epsilon_parallel"] <= 8.0
+    assert len(out.caveats) >= 3 and "lattice" in out.noise_sampler
+    assert "K" in str(plan) and out.to_dict()["privacy"]["K"] == plan.K
+
+
+def test_plan_matches_clip_user_and_pseudo_user_on_the_same_occupancy(records):
+    plan = _rel(rollback_partial_stage=False).plan(records, order="ts")
+    A = pd.crosstab(records["unit_id"], [records["stratum"], records["arm"]]).to_numpy()
+    r = clip_user(A, 65.0, 1.0)
+    p = pseudo_user(r.n, r.Gamma, 65.0, 1.0)
+    assert plan.K == r.K and plan.G1 == r.G1 and plan.error == pytest.approx(p.E_bar_max)
+    assert plan.cells["m_g"].tolist() == p.m.tolist()
+    assert plan.cells["c"].tolist() == p.c.tolist()
+
+
+def test_clip_none_is_the_baseline(records):
+    plan = _rel(clip="none").plan(records, order="ts")
+    assert plan.K == plan.G1 and plan.epsilon_total == plan.G1 * 1.0
+    assert plan.error == pytest.approx(plan.error_baseline) and plan.n_suppressions == 0
+    assert any("baseline" in n for n in plan.notes)
+
+
+def test_G1_equal_1_skips_suppression_and_says_why():
+    df = pd.DataFrame({"unit_id": np.arange(40), "stratum": np.arange(40) % 2,
+                       "arm": (np.arange(40) // 2) % 2, "ts": 0.0, "y": 1.0})
+    plan = _rel().plan(df, order="ts")
+    assert plan.G1 == plan.K == 1 and plan.epsilon_total == 1.0
+    assert any("G_1 = 1" in n and "parallel composition" in n for n in plan.notes)
+
+
+def test_release_statistics_follow_retention_by_order():
+    """Clipped mean/variance from ts-ordered caps, checked against a loop reference.
+
+    Noise depends only on the generator and the public scales, so releasing the same plan with
+    the same seed on all-zero values isolates the noise: release(y) - release(0) = statistic.
+    """
+    rng = np.random.default_rng(0)
+    rows = []
+    for u in range(40):
+        for cell in range(3):
+            k = 1 + (u % 4) + (30 if u < 2 else 0)             # units 0 and 1 are heavy hitters
+            rows.extend((u, cell, rng.random(), rng.uniform(0, 10)) for _ in range(k))
+    df = pd.DataFrame(rows, columns=["unit_id", "site", "ts", "y"])
+    rel = UserLevelRelease(bounds=(0.0, 10.0), epsilon=0.2, random_state=11,
+                           protect_min_grid=False, weights=(1.0, 0.0))
+    plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
+    assert plan.n_retained < plan.n_records                     # caps bind somewhere
+    out = rel.release(df, value="y", plan=plan).cells
+    noise = rel.release(df.assign(y=0.0), value="y", plan=plan).cells
+    A = pd.crosstab(df["unit_id"], df["site"])
+    kw = dict(weights=(1.0, 0.0))
+    r = clip_user(A.to_numpy(), 10.0, 0.2, protect_min_grid=False, rollback_partial_stage=True,
+                  **kw)
+    caps = pseudo_user(r.n, r.Gamma, 10.0, 0.2, **kw).Gbar
+    for j, site in enumerate(A.columns):
+        kept = []
+        for i, u in enumerate(A.index):
+            grp = df[(df["unit_id"] == u) & (df["site"] == site)].sort_values("ts")
+            kept.extend(grp["y"].iloc[: caps[i, j]].tolist())
+        assert len(kept) == plan.cells["c"].iat[j]
+        step_mu = plan.cells["delta_mu"].iat[j] * 2.0**-19
+        step_var = plan.cells["delta_var"].iat[j] * 2.0**-19
+        assert out["mean"].iat[j] - noise["mean"].iat[j] == pytest.approx(np.mean(kept),
+                                                                           abs=step_mu)
+        assert out["variance"].iat[j] - noise["variance"].iat[j] == pytest.approx(
+            pop_var(kept), abs=step_var)
+
+
+def test_same_seed_same_release_and_injected_generator(records):
+    plan = _rel().plan(records, order="ts")
+    a = _rel(random_state=7).release(records, "y", plan).cells["mean"].to_numpy()
+    b = _rel(random_state=7).release(records, "y", plan).cells["mean"].to_numpy()
+    g = np.random.default_rng(7)
+    c = _rel(random_state=g).release(records, "y", plan).cells["mean"].to_numpy()
+    d = _rel(random_state=g).release(records, "y", plan).cells["mean"].to_numpy()
+    assert np.array_equal(a, b) and np.array_equal(a, c) and not np.array_equal(c, d)
+
+
+# ------------------------------------------------------------------ refusals, nothing drawn
+def _untouched(gen, state):
+    return gen.bit_generator.state == state
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda df: df.assign(y=df["y"].where(df.index != 5, 70.0)), "outside bounds"),
+    (lambda df: df.assign(y=df["y"].where(df.index != 5, np.nan)), "or missing"),
+    (lambda df: df.assign(y=df["y"].astype(str)), "numeric"),
+])
+def test_bad_values_refused_before_noise(records, mutate, match):
+    plan = _rel().plan(records, order="ts")
+    g = np.random.default_rng(1)
+    state = g.bit_generator.state
+    with pytest.raises((ValueError, TypeError), match=match):
+        _rel(random_state=g).release(mutate(records), "y", plan)
+    assert _untouched(g, state)
+
+
+def test_changed_occupancy_refused(records):
+    plan = _rel().plan(records, order="ts")
+    g = np.random.default_rng(1)
+    state = g.bit_generator.state
+    with pytest.raises(ValueError, match="occupancy differs"):
+        _rel(random_state=g).release(records.iloc[1:], "y", plan)
+    with pytest.raises(ValueError, match="different settings"):
+        _rel(random_state=g, epsilon=2.0).release(records, "y", plan)
+    assert _untouched(g, state)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(epsilon=0.0), "epsilon must be"), (dict(epsilon=-1.0), "epsilon must be"),
+    (dict(bounds=(0.0, np.inf)), "unbounded outcomes"), (dict(bounds=(5.0, 1.0)), "a < b"),
+    (dict(occupancy_public=False), "occupancy_public"),
+    (dict(variant="paper_statement"), "erratum E1"), (dict(clip="greedy"), "clip must be"),
+    (dict(split=(0.6, 0.6)), "split"), (dict(random_state="x"), "random_state"),
+])
+def test_bad_configuration_refused(records, kw, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        _rel(**kw).plan(records, order="ts")
+
+
+@pytest.mark.parametrize("mutate,kw,match", [
+    (lambda df: df.assign(unit_id=df["unit_id"].astype(float).where(df.index != 3)), {},
+     "missing ids"),
+    (lambda df: df.assign(arm=df["arm"].astype(float).where(df.index != 3)), {}, "missing keys"),
+    (lambda df: df, dict(unit="patient"), "not a column"),
+    (lambda df: df.assign(rid=np.arange(len(df)) // 2), dict(record="rid"), "cells overlap"),
+])
+def test_bad_records_refused(records, mutate, kw, match):
+    with pytest.raises(ValueError, match=match):
+        _rel().plan(mutate(records), **({"order": "ts"} | kw))
+
+
+def test_expected_occupancy_hash_checked(records):
+    plan = _rel().plan(records, order="ts")
+    assert _rel().plan(records, order="ts", expected_occupancy_hash=plan.occupancy_hash).K == plan.K
+    with pytest.raises(ValueError, match="registered public"):
+        _rel().plan(records, order="ts", expected_occupancy_hash="0" * 64)
+
+
+def test_mean_only_release_has_no_variance(records):
+    rel = _rel(split=(1.0, 0.0), weights=(1.0, 0.0))
+    plan = rel.plan(records, order="ts")
+    out = rel.release(records, "y", plan)
+    assert out.cells["variance"].isna().all() and out.ate["ate"].notna().all()
+    assert out.ate["se"].isna().all()                       # no variance, no SE
+    assert plan.error_baseline < _rel().plan(records, order="ts").error_baseline
