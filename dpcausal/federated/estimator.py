@@ -1,0 +1,229 @@
+"""FederatedATE: ATE and CI from PBM reports summed under secure aggregation.
+
+Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024): spec federated_secagg.md §3.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from dpcausal._results import ResultMixin
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.federated.intervals import (
+    ASYMPTOTIC_FORMS, ESTIMANDS, NONASYMPTOTIC_KINDS, asymptotic_halfwidth, check_alpha,
+    nonasymptotic_halfwidth, sampling_variance, z_test,
+)
+from dpcausal.federated.protocol import (
+    SECAGG_MODES, ReleasePlan, aggregate, decode_group, encode_clients, plan_release,
+)
+
+CI_FORMS = ASYMPTOTIC_FORMS + NONASYMPTOTIC_KINDS
+
+
+@dataclass(frozen=True)
+class FederatedResult(ResultMixin):
+    """One federated ATE release (raw numbers, then inference)."""
+
+    ate: float
+    ci: tuple[float, float]
+    variance_dp: float
+    sampling_variance: float
+    mean_treated: float
+    mean_control: float
+    variance_treated: float
+    variance_control: float
+    n_treated: int
+    n_control: int
+    theta: dict[str, tuple[float, ...]]
+    bits_per_client: int
+    estimand: str
+    ci_form: str
+    alpha: float
+    z_stat: float
+    p_value_one_sided: float
+    reject_two_sided: bool
+    privacy: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ci[0] <= self.ate <= self.ci[1]:
+            raise AssertionError("bug: the CI does not contain the estimate")
+        if self.variance_dp <= 0:
+            raise AssertionError("bug: a PBM release has positive noise variance")
+
+
+def _resolve_rng(random_state: Any) -> np.random.Generator:
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None or (isinstance(random_state, (int, np.integer))
+                                and not isinstance(random_state, bool) and random_state >= 0):
+        return np.random.default_rng(random_state)
+    raise TypeError(f"random_state must be None, a non-negative int or a numpy Generator, "
+                    f"got {random_state!r}")
+
+
+def _split_input(x: Any, treated: Any, outcome: str | None) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(x, pd.DataFrame):
+        if not isinstance(treated, str) or not isinstance(outcome, str):
+            raise TypeError("with a DataFrame, pass the column names: "
+                            "run(df, treated='<label column>', outcome='<outcome column>')")
+        for col in (treated, outcome):
+            if col not in x.columns:
+                raise ValueError(f"column {col!r} not in the DataFrame (columns: {list(x.columns)})")
+        x, treated = x[outcome].to_numpy(), x[treated].to_numpy()
+    xs = np.asarray(x, dtype=float).ravel()
+    t = np.asarray(treated).ravel()
+    if t.shape != xs.shape:
+        raise ValueError(f"treated has {t.size} labels but there are {xs.size} outcomes")
+    if not np.isin(t, (0, 1)).all():
+        raise ValueError("treated must hold group labels 0 (control) / 1 (treated) or booleans")
+    return xs, t.astype(bool)
+
+
+class FederatedATE:
+    """Federated difference-in-means ATE under distributed DP (PBM + secure aggregation).
+
+    Parameters
+    ----------
+    R : float
+        Public outcome bound; outcomes are clipped to [-R, R] on the client.
+    epsilon, delta : float
+        Target (epsilon, delta) of everything released (both moments, both groups).
+    m1, m2 : int
+        PBM trials of the first and second moment.
+    mean_share : float
+        Budget share of the first moment in the joint calibration (spec §2.4).
+    estimand : {"PATE", "SATE"}
+    ci_form : {"quadrature", "sum_sd", "paper", "corrected", "hoeffding"}
+        Asymptotic forms (spec §3.2) or non-asymptotic kinds (spec §3.4, beta = alpha).
+    variance_mode : {"private", "oracle_nonprivate"}
+        ``oracle_nonprivate`` uses exact sample variances (reproduction only; the result is
+        tagged ``privacy_status="NOT_PRIVATE"``) and sends the whole budget to the mean.
+    secagg : {"pairwise", "none"}
+    dropout : float
+        Fraction of each group that drops out (simulated; privacy is planned for the rest).
+    alpha : float
+        CI miscoverage (0.1 for 90%).
+    random_state : None, int or numpy.random.Generator
+    orders : sequence of float, optional
+        Rényi orders (dp_accounting defaults).
+    debias : bool
+        Add the DP-noise correction to the private variances (spec §2.2).
+    """
+
+    def __init__(self, R: float, epsilon: float, delta: float, m1: int = 1024, m2: int = 1024,
+                 mean_share: float = 0.99, estimand: str = "PATE", ci_form: str = "quadrature",
+                 variance_mode: str = "private", secagg: str = "pairwise", dropout: float = 0.0,
+                 alpha: float = 0.1, random_state: Any = None,
+                 orders: Sequence[float] | None = None, debias: bool = True) -> None:
+        self.R = R
+        self.epsilon = epsilon
+        self.delta = delta
+        self.m1 = m1
+        self.m2 = m2
+        self.mean_share = mean_share
+        self.estimand = estimand
+        self.ci_form = ci_form
+        self.variance_mode = variance_mode
+        self.secagg = secagg
+        self.dropout = dropout
+        self.alpha = alpha
+        self.random_state = random_state
+        self.orders = orders
+        self.debias = debias
+
+    # -- data-free part -------------------------------------------------------------------
+    def _check_options(self) -> None:
+        if self.estimand not in ESTIMANDS:
+            raise ValueError(f"estimand must be one of {ESTIMANDS}, got {self.estimand!r}")
+        if self.ci_form not in CI_FORMS:
+            raise ValueError(f"ci_form must be one of {CI_FORMS}, got {self.ci_form!r}")
+        if self.secagg not in SECAGG_MODES:
+            raise ValueError(f"secagg must be one of {SECAGG_MODES}, got {self.secagg!r}")
+        check_alpha(self.alpha)
+
+    def plan(self, n_treated: int, n_control: int) -> ReleasePlan:
+        """Calibrated, data-free release plan for the public group sizes (spec §2.4)."""
+        self._check_options()
+        return plan_release(n_treated, n_control, R=self.R, epsilon=self.epsilon,
+                            delta=self.delta, m1=self.m1, m2=self.m2,
+                            mean_share=self.mean_share, variance_mode=self.variance_mode,
+                            dropout=self.dropout, orders=self.orders)
+
+    def privacy_charge(self, n_treated: int, n_control: int) -> PrivacyCharge:
+        """Composed RDP curve of the release, computed without data (for the ledger)."""
+        return self.plan(n_treated, n_control).privacy_charge()
+
+    # -- release --------------------------------------------------------------------------
+    def run(self, x: Any, treated: Any, outcome: str | None = None) -> FederatedResult:
+        """Simulate the protocol on client outcomes and public labels; returns the release.
+
+        ``x`` and ``treated`` are arrays, or ``x`` is a DataFrame and ``treated``/``outcome`` are
+        column names. All input checks happen before any noise is drawn.
+        """
+        xs, t = _split_input(x, treated, outcome)
+        plan = self.plan(int(t.sum()), int((~t).sum()))
+        rng = _resolve_rng(self.random_state)
+        session = int(rng.integers(2**62))
+        groups, clipped = [], 0
+        for g, members in enumerate((~t, t)):
+            reports = encode_clients(xs[members], plan, g, rng)
+            clipped += reports.n_clipped
+            n_g = int(members.sum())
+            dropped = None
+            n_drop = n_g - plan.n_plan[g]
+            if n_drop:
+                dropped = np.zeros(n_g, dtype=bool)
+                dropped[rng.choice(n_g, n_drop, replace=False)] = True
+            first, second = aggregate(reports, plan, g, secagg=self.secagg, session=session,
+                                      dropped=dropped)
+            groups.append(decode_group(first, second, plan, g, self.debias))
+        self.client_log_ = {"n_clipped": clipped}  # client side only; not part of the release
+        if self.variance_mode == "oracle_nonprivate":
+            s2 = tuple(float(np.var(np.clip(xs[mask], -self.R, self.R), ddof=1))
+                       for mask in (~t, t))
+        else:
+            s2 = (groups[0].variance, groups[1].variance)
+        self.release_ = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
+                                 (groups[0].n_received, groups[1].n_received),
+                                 estimand=self.estimand, ci_form=self.ci_form, alpha=self.alpha)
+        return self.release_
+
+
+def interval(mean_control: float, mean_treated: float, s2_control: float, s2_treated: float,
+             plan: ReleasePlan, n_received: tuple[int, int], *, estimand: str, ci_form: str,
+             alpha: float) -> FederatedResult:
+    """ATE, CI and test from decoded group means and variances: spec §3.1-3.5 (last phase).
+
+    V_DP = sum_g R^2/(4 n_g m1 theta1_g^2) over the received counts (Theorem 4.1 bound).
+    """
+    cal = plan.calibration
+    n_c, n_t = n_received
+    v_dp = sum(plan.R**2 / (4 * n * plan.m1 * th**2) for n, th in zip(n_received, cal.theta1))
+    ate = mean_treated - mean_control
+    sig2 = sampling_variance(s2_treated, s2_control, n_t, n_c, estimand)
+    if ci_form in ASYMPTOTIC_FORMS:
+        half = asymptotic_halfwidth(sig2, v_dp, alpha, ci_form)
+    else:
+        half = nonasymptotic_halfwidth(ci_form, estimand, plan.R, n_t, n_c, plan.m1,
+                                       cal.theta1, s2_treated, s2_control, alpha, plan.m2,
+                                       cal.theta2 or None)
+    z, p = z_test(ate, sig2, v_dp)
+    lo, hi = ate - half, ate + half
+    privacy = {"epsilon": cal.epsilon, "delta": cal.delta, "optimal_order": cal.optimal_order,
+               "theta_capped": cal.theta_capped, "epsilon_target": cal.epsilon_target,
+               "mean_share": cal.mean_share, "n_plan": plan.n_plan,
+               "mechanism": "pbm", "conversion": "CKS2020",
+               "privacy_status": "PRIVATE" if plan.variance_mode == "private" else "NOT_PRIVATE"}
+    return FederatedResult(
+        ate=float(ate), ci=(float(lo), float(hi)), variance_dp=float(v_dp),
+        sampling_variance=float(sig2), mean_treated=float(mean_treated),
+        mean_control=float(mean_control), variance_treated=float(s2_treated),
+        variance_control=float(s2_control), n_treated=n_t, n_control=n_c,
+        theta={"mean": cal.theta1, "second_moment": cal.theta2},
+        bits_per_client=plan.bits_per_client, estimand=estimand, ci_form=ci_form,
+        alpha=float(alpha), z_stat=z, p_value_one_sided=p, reject_two_sided=not lo <= 0 <= hi,
+        privacy=privacy)

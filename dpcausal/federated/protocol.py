@@ -1,0 +1,173 @@
+"""The phases of Algorithm 1 (corrected) as public functions: spec federated_secagg.md §3.1, §7.5.
+
+plan_release (pure, data-free) -> encode_clients (per chunk of clients) -> aggregate (secure sum
+per group and moment) -> decode_moments -> interval (in :mod:`dpcausal.federated.estimator`).
+The orchestration layer may call them one by one and reserve the ledger charge after
+``plan_release`` and before any client encodes. Groups are ordered (control, treated).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from dpcausal._results import ResultMixin
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.federated.calibration import JointCalibration, calibrate_joint
+from dpcausal.federated.pbm import (
+    check_bound, clip_outcomes, decode_mean, decode_second_moment, mean_noise_bound, pbm2_encode,
+    pbm_encode, private_variance,
+)
+from dpcausal.federated.secagg import AggregateView, direct_sum, modulus_for, secure_sum
+
+VARIANCE_MODES = ("private", "oracle_nonprivate")
+SECAGG_MODES = ("pairwise", "none")
+GROUPS = ("control", "treated")
+
+
+@dataclass(frozen=True)
+class ReleasePlan(ResultMixin):
+    """Data-free parameters of one federated release (what the clients and server agree on)."""
+
+    R: float
+    n_clients: tuple[int, int]
+    n_plan: tuple[int, int]
+    m1: int
+    m2: int
+    variance_mode: str
+    calibration: JointCalibration
+    moduli1: tuple[int, int]
+    moduli2: tuple[int, int]
+
+    @property
+    def releases_second_moment(self) -> bool:
+        return self.variance_mode == "private"
+
+    @property
+    def bits_per_client(self) -> int:
+        """Bits a client sends: log2 M for each message (spec §4)."""
+        bits = max(int(math.log2(M)) for M in self.moduli1)
+        if self.releases_second_moment:
+            bits += max(int(math.log2(M)) for M in self.moduli2)
+        return bits
+
+    def privacy_charge(self) -> PrivacyCharge:
+        """Composed RDP curve of everything released (Theorem 3.2, spec §1)."""
+        c = self.calibration
+        return PrivacyCharge(
+            mechanism="rdp", rdp_orders=c.orders, rdp_epsilons=c.rdp_epsilons, delta=c.delta,
+            detail={"mechanism": "pbm_secagg", "epsilon": c.epsilon,
+                    "optimal_order": c.optimal_order, "theta_capped": c.theta_capped,
+                    "privacy_status": ("PRIVATE" if self.variance_mode == "private"
+                                       else "NOT_PRIVATE")})
+
+
+def plan_release(n_treated: int, n_control: int, *, R: float, epsilon: float, delta: float,
+                 m1: int, m2: int, mean_share: float = 0.99, variance_mode: str = "private",
+                 dropout: float = 0.0, orders: Sequence[float] | None = None) -> ReleasePlan:
+    """Calibrate the release for public group sizes: spec §2.4 joint calibration, §4 dropouts.
+
+    Privacy is planned for n_plan = n_g - ceil(dropout n_g) contributions per group (spec §4).
+    ``variance_mode="oracle_nonprivate"`` sends the full budget to the mean and releases no
+    second moment (reproduction recipe §6.2; NOT DP for the variance).
+    """
+    R = check_bound(R)
+    if variance_mode not in VARIANCE_MODES:
+        raise ValueError(f"variance_mode must be one of {VARIANCE_MODES}, got {variance_mode!r}")
+    if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
+        raise ValueError(f"dropout must be a fraction in [0, 1), got {dropout!r}")
+    sizes = []
+    for name, n_g in (("n_control", n_control), ("n_treated", n_treated)):
+        if isinstance(n_g, bool) or not isinstance(n_g, (int, np.integer)) or n_g < 2:
+            raise ValueError(f"{name} must be an integer >= 2 (a group needs at least 2 clients "
+                             f"for a variance), got {n_g!r}")
+        sizes.append(int(n_g))
+    n_plan = tuple(g - math.ceil(dropout * g) for g in sizes)
+    if min(n_plan) < 2:
+        raise ValueError(f"dropout={dropout} leaves fewer than 2 clients in a group "
+                         f"(n_plan={n_plan}); lower the dropout fraction")
+    cal = calibrate_joint(n_plan, m1, m2, epsilon, delta, mean_share, orders,
+                          release_second_moment=variance_mode == "private")
+    return ReleasePlan(R=R, n_clients=(sizes[0], sizes[1]), n_plan=(n_plan[0], n_plan[1]),
+                       m1=cal.m1, m2=cal.m2, variance_mode=variance_mode, calibration=cal,
+                       moduli1=tuple(modulus_for(g, cal.m1) for g in sizes),
+                       moduli2=tuple(modulus_for(g, cal.m2) for g in sizes))
+
+
+@dataclass(frozen=True)
+class ClientReports:
+    """Reports of a chunk of clients of one group (client side; never seen by the server)."""
+
+    z1: np.ndarray
+    z2: np.ndarray | None
+    n_clipped: int
+
+
+def encode_clients(x: np.ndarray, plan: ReleasePlan, group: int,
+                   rng: np.random.Generator) -> ClientReports:
+    """PBM reports of a chunk of clients in ``group`` (0 control, 1 treated): spec §2.1-2.2."""
+    cal = plan.calibration
+    xc, n_clipped = clip_outcomes(x, plan.R)
+    z1 = pbm_encode(xc, plan.R, plan.m1, cal.theta1[group], rng)
+    z2 = (pbm2_encode(xc, plan.R, plan.m2, cal.theta2[group], rng)
+          if plan.releases_second_moment else None)
+    return ClientReports(z1, z2, n_clipped)
+
+
+def aggregate(reports: ClientReports, plan: ReleasePlan, group: int, *, secagg: str,
+              session: int | str, dropped: np.ndarray | None = None
+              ) -> tuple[AggregateView, AggregateView | None]:
+    """Server view of one group's two aggregations (first, second moment): spec §7.4."""
+    if secagg not in SECAGG_MODES:
+        raise ValueError(f"secagg must be one of {SECAGG_MODES}, got {secagg!r}")
+    views: list[AggregateView | None] = []
+    for moment, z, m, moduli in ((1, reports.z1, plan.m1, plan.moduli1),
+                                 (2, reports.z2, plan.m2, plan.moduli2)):
+        if z is None:
+            views.append(None)
+            continue
+        if secagg == "pairwise":
+            views.append(secure_sum(z, m, session=session,
+                                    aggregation_id=f"{GROUPS[group]}|moment{moment}",
+                                    modulus=moduli[group], dropped=dropped,
+                                    min_received=plan.n_plan[group]))
+        else:
+            view = direct_sum(z, m, modulus=moduli[group], dropped=dropped)
+            if view.n_received < plan.n_plan[group]:
+                raise ValueError(f"only {view.n_received} contributions arrived in the "
+                                 f"{GROUPS[group]} group, fewer than the planned "
+                                 f"{plan.n_plan[group]}; nothing released")
+            views.append(view)
+    return views[0], views[1]
+
+
+@dataclass(frozen=True)
+class DecodedGroup(ResultMixin):
+    """Server-side estimates of one group."""
+
+    n_received: int
+    mean: float
+    variance: float | None
+    noise_bound: float
+
+
+def decode_group(first: AggregateView, second: AggregateView | None, plan: ReleasePlan,
+                 group: int, debias: bool = True) -> DecodedGroup:
+    """Decode one group's aggregates: eq. (3) corrected and the private variance (spec §2.1-2.2).
+
+    Takes only server views (sum mod M, number received); the received count, not the planned
+    one, divides (spec §4, dropouts). ``variance`` is None when no second moment was released.
+    """
+    cal = plan.calibration
+    n_g = first.n_received
+    mu = decode_mean(first.sum_mod_m, n_g, plan.m1, cal.theta1[group], plan.R)
+    bound = mean_noise_bound(n_g, plan.m1, cal.theta1[group], plan.R)
+    s2 = None
+    if second is not None:
+        s2_hat = decode_second_moment(second.sum_mod_m, second.n_received, plan.m2,
+                                      cal.theta2[group], plan.R)
+        s2 = private_variance(s2_hat, mu, n_g, bound, plan.R, debias)
+    return DecodedGroup(n_g, float(mu), s2, bound)
