@@ -128,7 +128,7 @@ def compose(charges: Sequence[PrivacyCharge], delta: float = DEFAULT_DELTA) -> S
         return Spend(0, 0.0, delta, "none", zeta=0.0)
     if all(c.mechanism == "gaussian" for c in charges):
         zeta = compose_gdp([c.zeta for c in charges])  # type: ignore[misc]
-        return Spend(len(charges), _up(gdp_epsilon(zeta, delta)), delta, "gdp", zeta=zeta)
+        return Spend(len(charges), _up(_gdp_epsilon_or_inf(zeta, delta)), delta, "gdp", zeta=zeta)
     if any(c.mechanism == "rdp" for c in charges):
         return Spend(len(charges), _up(_rdp_epsilon(charges, delta)), delta, "rdp")
     return Spend(len(charges), _pld_epsilon(charges, delta), delta, "pld")
@@ -250,6 +250,13 @@ def _pld_of(mechanism: str, value: float, delta: float) -> pld.PrivacyLossDistri
             value_discretization_interval=PLD_DISCRETISATION)
     params = pld_common.DifferentialPrivacyParameters(epsilon=value, delta=delta)
     return pld.from_privacy_parameters(params, value_discretization_interval=PLD_DISCRETISATION)
+
+
+def _gdp_epsilon_or_inf(zeta: float, delta: float) -> float:
+    try:
+        return gdp_epsilon(zeta, delta)
+    except ValueError:  # no finite epsilon reaches delta: report it as unbounded
+        return math.inf
 
 
 def _check_budget(name: str, value: object) -> None:

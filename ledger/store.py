@@ -138,7 +138,8 @@ class Ledger:
     def budgets(self) -> pd.DataFrame:
         """One row per dataset: cap, charges by status, composed spend, remaining (rounded down)."""
         rows = []
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
+            _mark_dead_reservations(conn)
             for d in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
                 cap = _cap_of(d)
                 recorded = _charges_of(conn, d["name"])
@@ -161,9 +162,13 @@ class Ledger:
         return pd.DataFrame(rows, columns=columns)
 
     def history(self, dataset: str) -> pd.DataFrame:
-        """Every charge of a dataset in reservation order, with status and run link."""
-        with self.engine.connect() as conn:
+        """Every charge of a dataset in reservation order, with status and run link.
+
+        Reservations whose process (on this host) is gone are marked ``incomplete`` first.
+        """
+        with self.engine.begin() as conn:
             _require(conn, dataset, _read_dataset(conn, dataset))
+            _mark_dead_reservations(conn, dataset)
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
             frame = pd.DataFrame([dict(r) for r in rows.mappings()])
         columns = ["release_id", "status", "mechanism", "zeta", "epsilon", "delta",
@@ -253,7 +258,7 @@ def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCh
            recorded: list[PrivacyCharge], cap: Cap) -> ReleaseSlot | Exception:
     """A release id seen before: its committed result, or the error to raise (no new noise)."""
     rid = old["release_id"]
-    if old["dataset"] != dataset or _row_charge(old) != charge:
+    if old["dataset"] != dataset or not _same_charge(_row_charge(old), charge):
         return ValueError(
             f"release_id {rid} is already recorded for dataset {old['dataset']} with charge "
             f"{_describe(_row_charge(old))}; a release id names one release: use a new id for "
@@ -262,12 +267,31 @@ def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCh
         return ReleaseSlot(dataset, rid, charge, compose(recorded, cap.delta), old["result"])
     status = old["status"]
     if status == "reserved" and _owner_dead(old["owner"]):
-        conn.execute(_T.update().where(_T.c.release_id == rid).values(status="incomplete"))
+        conn.execute(_T.update().where(_T.c.id == old["id"], _T.c.status == "reserved")
+                     .values(status="incomplete"))
         status = "incomplete"
     return ReleaseInProgressError(
         f"release {rid} on dataset {dataset} was reserved at {old['reserved_at']} by "
         f"{old['owner']} and never committed (status {status}). Its charge stays recorded and "
         "no new noise is drawn for this id; if that run is dead, start a new release id.")
+
+
+def _same_charge(a: PrivacyCharge, b: PrivacyCharge) -> bool:
+    """Same mechanism and parameters as stored (``detail`` is descriptive, not compared)."""
+    strip = ("detail",)
+    return ({k: v for k, v in _charge_row(a).items() if k not in strip}
+            == {k: v for k, v in _charge_row(b).items() if k not in strip})
+
+
+def _mark_dead_reservations(conn: Connection, dataset: str | None = None) -> None:
+    """Mark ``reserved`` charges whose owning process (on this host) is gone as ``incomplete``."""
+    stmt = sa.select(_T.c.id, _T.c.owner).where(_T.c.status == "reserved")
+    if dataset is not None:
+        stmt = stmt.where(_T.c.dataset == dataset)
+    dead = [row.id for row in conn.execute(stmt) if _owner_dead(row.owner)]
+    if dead:
+        conn.execute(_T.update().where(_T.c.id.in_(dead), _T.c.status == "reserved")
+                     .values(status="incomplete"))
 
 
 def _check_name(dataset: object) -> None:

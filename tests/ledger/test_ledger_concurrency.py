@@ -139,8 +139,6 @@ def test_sigkill_between_reserve_and_commit(ledger_url: str, tmp_path: Path) -> 
     assert victim.exitcode == -signal.SIGKILL
 
     with Ledger(ledger_url) as led:
-        row = led.history("ds").iloc[0]
-        assert (row["release_id"], row["status"]) == ("flowrun-7/ate", "reserved")
         assert led.spent("ds").zeta == ZETA  # the charge stays recorded
     # rerun of the same release id, in a fresh process: no new noise, clean failure
     again = _ctx.Queue()
@@ -149,11 +147,12 @@ def test_sigkill_between_reserve_and_commit(ledger_url: str, tmp_path: Path) -> 
     outcome = again.get(timeout=60)
     rerun.join(30)
     assert outcome["outcome"] == "in_progress"
-    assert "flowrun-7/ate" in outcome["message"] and "never committed" in outcome["message"]
+    assert "flowrun-7/ate" in outcome["message"] and "never committed (status incomplete)" \
+        in outcome["message"]  # the retry found the owner dead and marked the charge
     assert len(noise_log.read_text().splitlines()) == 1
     with Ledger(ledger_url) as led:
         history = led.history("ds")
-        assert list(history["status"]) == ["incomplete"]  # the retry saw the owner dead
+        assert list(history["status"]) == ["incomplete"]
         assert history["finished_at"].isna().all()
         assert led.spent("ds").zeta == ZETA
         # and no result was ever published under it
@@ -175,3 +174,20 @@ def test_retry_of_committed_release_replays_without_noise(ledger_url: str, tmp_p
     assert len(noise_log.read_text().splitlines()) == 1
     with Ledger(ledger_url) as led:
         assert len(led.history("ds")) == 1 and led.spent("ds").zeta == ZETA
+
+
+def test_history_marks_dead_reservations_incomplete(ledger_url: str, tmp_path: Path) -> None:
+    with Ledger(ledger_url, create=True) as led:
+        led.set_budget("ds", zeta=CAP_ZETA)
+    reserved = _ctx.Event()
+    victim = _ctx.Process(target=_release, args=(ledger_url, "flowrun-8/ate",
+                                                 tmp_path / "noise.log"),
+                          kwargs=dict(reserved=reserved, hang=True))
+    victim.start()
+    assert reserved.wait(60)
+    with Ledger(ledger_url) as led:
+        assert list(led.history("ds")["status"]) == ["reserved"]  # alive: left alone
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(30)
+        assert list(led.history("ds")["status"]) == ["incomplete"]
+        assert led.budgets().set_index("dataset").loc["ds", "unfinished"] == 1
