@@ -18,12 +18,13 @@ def _open(url: str | None, create: bool = False):  # noqa: ANN202 - ledger impor
 
 
 def _fmt(value: object) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
         return "-"
     if isinstance(value, float):
         return "inf" if math.isinf(value) else f"{value:.6g}"
-    if isinstance(value, pd.Timestamp):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, pd.Timestamp):  # UTC (SQLite drops the zone, PostgreSQL keeps it)
+        stamp = value.tz_convert("UTC") if value.tzinfo is not None else value
+        return stamp.strftime("%Y-%m-%d %H:%M:%S")
     return str(value)
 
 
@@ -95,5 +96,6 @@ def history(dataset: str, url: str | None) -> None:
     if frame.empty:
         click.echo(f"No charges on {dataset} yet (cap {cap.describe()}).")
         return
-    _table(frame, f"Charges on {dataset} (cap {cap.describe()}; spent {spent.describe()})")
+    _table(frame, f"Charges on {dataset} (cap {cap.describe()}; spent {spent.describe()}; "
+                  "times UTC)")
 
