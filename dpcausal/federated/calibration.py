@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
@@ -64,7 +65,12 @@ def calibrate(n: int, m: int, epsilon: float, delta: float,
     """
     n, m = check_count("n", n), check_count("m", m)
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    a = check_orders(orders)
+    return _calibrate(n, m, epsilon, delta, tuple(float(x) for x in check_orders(orders)))
+
+
+@lru_cache(maxsize=256)
+def _calibrate(n: int, m: int, epsilon: float, delta: float, orders: tuple[float, ...]) -> float:
+    a = np.asarray(orders)
 
     def eps_of(theta: float) -> float:
         return cks_epsilon(pbm_rdp(n, m, theta, a), delta, a)[0]
@@ -153,8 +159,17 @@ def calibrate_joint(n: Sequence[int], m1: int, m2: int, epsilon: float, delta: f
                                       and 0.0 < mean_share < 1.0):
         raise ValueError(f"mean_share must be in (0, 1), got {mean_share!r}; it is the budget "
                          "share of the first moment (0.99 in the paper)")
-    a = check_orders(orders)
     w = float(mean_share) if release_second_moment else 1.0
+    return _calibrate_joint(sizes, m1, m2, epsilon, delta, w,
+                            tuple(float(x) for x in check_orders(orders)), release_second_moment)
+
+
+@lru_cache(maxsize=256)
+def _calibrate_joint(sizes: tuple[int, ...], m1: int, m2: int, epsilon: float, delta: float,
+                     w: float, orders: tuple[float, ...],
+                     release_second_moment: bool) -> JointCalibration:
+    """Cached core of :func:`calibrate_joint` (pure in its hashable arguments)."""
+    a = np.asarray(orders)
 
     def thetas(rho: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
         t1 = tuple(gaussian_rho_theta(w * rho, g, m1) for g in sizes)
