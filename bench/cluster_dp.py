@@ -23,14 +23,16 @@ def _peak_mb() -> float:
 
 def main() -> None:
     sub = draw_subpopulation(np.random.default_rng(0), make_gmm(1))
-    simulate(sub, "cluster", 0.8, 0.02, 10.0, 20, np.random.default_rng(1))          # warm-up
+    simulate(sub, "cluster", 0.8, 0.02, 10.0, 20, np.random.default_rng(1))  # warm-up
     best = np.inf
     for seed in range(3):
         t = time.perf_counter()
         tau, _ = simulate(sub, "cluster", 0.8, 0.02, 10.0, 500, np.random.default_rng(seed))
         best = min(best, time.perf_counter() - t)
-    print(f"cluster_dp 500 reps x 3,500 units (z + privatize + estimate, vectorised): "
-          f"{best:.3f} s best of 3 (target < 5 s); Var(tau_hat) = {tau.var(ddof=1):.4f}")
+    print(
+        f"cluster_dp 500 reps x 3,500 units (z + privatize + estimate, vectorised): "
+        f"{best:.3f} s best of 3 (target < 5 s); Var(tau_hat) = {tau.var(ddof=1):.4f}"
+    )
 
     rng = np.random.default_rng(2)
     n, C = 1_000_000, 100
@@ -46,8 +48,10 @@ def main() -> None:
         est = rel.estimate()
         times.append((t_priv, time.perf_counter() - t))
     t_priv, t_all = min(times)
-    print(f"one release, 10^6 units, {C} clusters: privatize {t_priv:.3f} s, privatize + estimate "
-          f"{t_all:.3f} s best of 3 (target < 2 s); ate = {est.ate:.4f}")
+    print(
+        f"one release, 10^6 units, {C} clusters: privatize {t_priv:.3f} s, privatize + estimate "
+        f"{t_all:.3f} s best of 3 (target < 2 s); ate = {est.ate:.4f}"
+    )
     print(f"peak RSS {_peak_mb():.0f} MB")
 
 

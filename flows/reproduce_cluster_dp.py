@@ -35,9 +35,13 @@ def experiment_plan(reps: int | None) -> dict[str, dict[str, Any]]:
         raise ValueError(f"reps must be None or an integer >= 2, got {reps!r}")
     k = max(1, reps // 100)
     return {
-        "exp1a": {"reps": reps, "n_subpops": k}, "exp1b": {"draws": reps, "n_subpops": k},
-        "exp2": {"seeds": (0, 1, 2, 3), "draws": reps}, "exp3": {"reps": reps}, "exp4": {"reps": reps},
-        "exp5": {"reps": reps}, "exp6": {"n_dp_seeds": max(2, k * 10), "n_subpops": reps},
+        "exp1a": {"reps": reps, "n_subpops": k},
+        "exp1b": {"draws": reps, "n_subpops": k},
+        "exp2": {"seeds": (0, 1, 2, 3), "draws": reps},
+        "exp3": {"reps": reps},
+        "exp4": {"reps": reps},
+        "exp5": {"reps": reps},
+        "exp6": {"n_dp_seeds": max(2, k * 10), "n_subpops": reps},
         "exp7": {"reps": reps},
     }
 
@@ -48,10 +52,17 @@ def reproduce_cluster_dp(out_dir: str = "reports", reps: int | None = None) -> s
     plan = experiment_plan(reps)
     results, timings = {}, {}
     for name, kwargs in plan.items():
-        results[name], timings[name] = run_experiment(name, {**kwargs, "rng_seed": ROOT_SEED + len(results)})
+        results[name], timings[name] = run_experiment(
+            name, {**kwargs, "rng_seed": ROOT_SEED + len(results)}
+        )
     figures = draw_figures(results, str(Path(out_dir) / "figures"))
     settings = {name: ", ".join(f"{k}={v}" for k, v in kw.items()) for name, kw in plan.items()}
-    settings.update({"root seed": ROOT_SEED, "GMM super-population seed": "1 (Exp. 2: seeds 0-3)",
-                     "YouTube-like synthetic seed": 0,
-                     "note": "the paper uses R=500 and 50 sub-populations; counts here are reduced"})
+    settings.update(
+        {
+            "root seed": ROOT_SEED,
+            "GMM super-population seed": "1 (Exp. 2: seeds 0-3)",
+            "YouTube-like synthetic seed": 0,
+            "note": "the paper uses R=500 and 50 sub-populations; counts here are reduced",
+        }
+    )
     return write_report(results, figures, settings, timings, str(Path(out_dir) / "cluster_dp.md"))

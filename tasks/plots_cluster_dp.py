@@ -20,12 +20,24 @@ from scipy import stats
 from dpcausal.cluster_dp import experiments
 from dpcausal.cluster_dp.report import render
 
-_COL = {"cluster": "#1f4e79", "cluster_free": "#b03a2e", "uniform_stratified": "#2e7d32",
-        "uniform_unstratified": "#9e9d24", "cluster_dp": "#1f4e79", "noisy_ht": "#6a1b9a",
-        "noisy_histogram": "#ef6c00"}
-_LABEL = {"cluster": "Cluster-DP", "cluster_free": "Cluster-Free-DP", "uniform_stratified": "Uniform (strat.)",
-          "uniform_unstratified": "Uniform (unstrat.)", "cluster_dp": "Cluster-DP", "noisy_ht": "Noisy-HT",
-          "noisy_histogram": "Noisy-Histogram"}
+_COL = {
+    "cluster": "#1f4e79",
+    "cluster_free": "#b03a2e",
+    "uniform_stratified": "#2e7d32",
+    "uniform_unstratified": "#9e9d24",
+    "cluster_dp": "#1f4e79",
+    "noisy_ht": "#6a1b9a",
+    "noisy_histogram": "#ef6c00",
+}
+_LABEL = {
+    "cluster": "Cluster-DP",
+    "cluster_free": "Cluster-Free-DP",
+    "uniform_stratified": "Uniform (strat.)",
+    "uniform_unstratified": "Uniform (unstrat.)",
+    "cluster_dp": "Cluster-DP",
+    "noisy_ht": "Noisy-HT",
+    "noisy_histogram": "Noisy-Histogram",
+}
 
 
 def _plt():
@@ -51,9 +63,21 @@ def plot_fig2_1a(df: pd.DataFrame, path: Path) -> str:
     fig, ax = plt.subplots(figsize=(6, 4))
     for mech, d in df.groupby("mechanism"):
         s = d.groupby("gamma_k")["var"].agg(["mean", "std"]).fillna(0.0)
-        ax.errorbar(s.index, s["mean"], yerr=s["std"], label=_LABEL[mech], color=_COL[mech], marker="o", ms=3)
-    ax.set(yscale="log", xlabel="gamma x K", ylabel="Var[tau_hat] (Monte Carlo)",
-           title="Fig. 2(1.a): eps = 0.2, delta = 1e-4, sigma = 10 (paper accounting)")
+        ax.errorbar(
+            s.index,
+            s["mean"],
+            yerr=s["std"],
+            label=_LABEL[mech],
+            color=_COL[mech],
+            marker="o",
+            ms=3,
+        )
+    ax.set(
+        yscale="log",
+        xlabel="gamma x K",
+        ylabel="Var[tau_hat] (Monte Carlo)",
+        title="Fig. 2(1.a): eps = 0.2, delta = 1e-4, sigma = 10 (paper accounting)",
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -65,10 +89,21 @@ def plot_fig2_1b(df: pd.DataFrame, path: Path) -> str:
     best = df[df["best"]].groupby(["mechanism", "eps"])["var"].mean()
     for mech in best.index.get_level_values(0).unique():
         s = best.loc[mech]
-        ax.plot(s.index, s.to_numpy(), marker="o", ms=3, label=_LABEL[mech], color=_COL[mech],
-                ls="--" if "uniform" in mech else "-")
-    ax.set(yscale="log", xlabel="epsilon", ylabel="min Var over grid (analytic)",
-           title="Fig. 2(1.b): privacy-variance trade-off, delta = 1e-4")
+        ax.plot(
+            s.index,
+            s.to_numpy(),
+            marker="o",
+            ms=3,
+            label=_LABEL[mech],
+            color=_COL[mech],
+            ls="--" if "uniform" in mech else "-",
+        )
+    ax.set(
+        yscale="log",
+        xlabel="epsilon",
+        ylabel="min Var over grid (analytic)",
+        title="Fig. 2(1.b): privacy-variance trade-off, delta = 1e-4",
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -78,11 +113,20 @@ def plot_fig2_1c(df: pd.DataFrame, path: Path) -> str:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
     for (seed, lam), d in df.groupby(["seed", "lam"]):
-        ax.plot(d["beta"], d["ratio"], marker="o", ms=3, ls="-" if lam == 0.5 else "--",
-                label=f"seed {seed}, lambda {lam}")
+        ax.plot(
+            d["beta"],
+            d["ratio"],
+            marker="o",
+            ms=3,
+            ls="-" if lam == 0.5 else "--",
+            label=f"seed {seed}, lambda {lam}",
+        )
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set(xlabel="beta (higher = more homogeneous clusters)", ylabel="variance ratio",
-           title="Fig. 2(1.c): Cluster-DP / Cluster-Free-DP at equal privacy")
+    ax.set(
+        xlabel="beta (higher = more homogeneous clusters)",
+        ylabel="variance ratio",
+        title="Fig. 2(1.c): Cluster-DP / Cluster-Free-DP at equal privacy",
+    )
     ax.legend(fontsize=7, ncol=2)
     return _save(fig, path)
 
@@ -94,8 +138,12 @@ def plot_fig2_1d(df: pd.DataFrame, path: Path) -> str:
     for mech, d in df.groupby("mechanism"):
         ax.plot(d["eps_paper"], d["var"], marker="o", ms=3, label=_LABEL[mech], color=_COL[mech])
     ax.axhline(df["var_nodp"].iloc[0], color="black", ls=":", label="non-private")
-    ax.set(yscale="log", xlabel="epsilon (paper accounting)", ylabel="Var[tau_hat] (Monte Carlo)",
-           title="Fig. 2(1.d): YouTube-like synthetic (not the SNAP data)")
+    ax.set(
+        yscale="log",
+        xlabel="epsilon (paper accounting)",
+        ylabel="Var[tau_hat] (Monte Carlo)",
+        title="Fig. 2(1.d): YouTube-like synthetic (not the SNAP data)",
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -127,11 +175,22 @@ def plot_fig5(df: pd.DataFrame, path: Path) -> str:
     """Fig. 5: empirical gap against the Theorem 3.5 band (lower edge = first term)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.fill_between(df["beta"], df["first_term"], df["bound"], color="#cfd8dc", label="Theorem 3.5 band")
-    ax.errorbar(df["beta"], df["gap"], yerr=2 * df["gap_se"], marker="o", ms=3, color="#1f4e79",
-                label="empirical gap ± 2 s.e.")
+    ax.fill_between(
+        df["beta"], df["first_term"], df["bound"], color="#cfd8dc", label="Theorem 3.5 band"
+    )
+    ax.errorbar(
+        df["beta"],
+        df["gap"],
+        yerr=2 * df["gap_se"],
+        marker="o",
+        ms=3,
+        color="#1f4e79",
+        label="empirical gap ± 2 s.e.",
+    )
     ax.plot(df["beta"], df["first_term"], color="#b03a2e", label="first term")
-    ax.set(yscale="log", xlabel="beta", ylabel="Var_DP,z - Var_z[NoDP]", title="Fig. 5: Theorem 3.5")
+    ax.set(
+        yscale="log", xlabel="beta", ylabel="Var_DP,z - Var_z[NoDP]", title="Fig. 5: Theorem 3.5"
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -142,9 +201,21 @@ def plot_fig6(df: pd.DataFrame, path: Path) -> str:
     fig, ax = plt.subplots(figsize=(6, 4))
     for mech, d in df.assign(ab=df["bias"].abs()).groupby("mechanism"):
         s = d.groupby("eps")["ab"].agg(["mean", "std"])
-        ax.errorbar(s.index, s["mean"], yerr=s["std"], marker="o", ms=3, label=_LABEL[mech], color=_COL[mech])
-    ax.set(yscale="log", xlabel="epsilon", ylabel="|conditional bias|",
-           title="Fig. 6: one-shot release bias (paper accounting)")
+        ax.errorbar(
+            s.index,
+            s["mean"],
+            yerr=s["std"],
+            marker="o",
+            ms=3,
+            label=_LABEL[mech],
+            color=_COL[mech],
+        )
+    ax.set(
+        yscale="log",
+        xlabel="epsilon",
+        ylabel="|conditional bias|",
+        title="Fig. 6: one-shot release bias (paper accounting)",
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -166,19 +237,32 @@ def draw_figures(results: dict[str, pd.DataFrame], fig_dir: str) -> dict[str, st
         "fig2_1b": plot_fig2_1b(results["exp1b"], d / "cluster_dp_fig2_1b.png"),
         "fig2_1c": plot_fig2_1c(results["exp2"], d / "cluster_dp_fig2_1c.png"),
         "fig2_1d": plot_fig2_1d(results["exp3"], d / "cluster_dp_fig2_1d.png"),
-        "fig3": plot_hist(results["exp4"]["err"].to_numpy(), d / "cluster_dp_fig3.png",
-                          "Fig. 3: tau_hat - tau (GMM, Cluster-DP)"),
-        "fig4": plot_qq(results["exp4"]["err"].to_numpy(), d / "cluster_dp_fig4.png", "Fig. 4: QQ (GMM)"),
+        "fig3": plot_hist(
+            results["exp4"]["err"].to_numpy(),
+            d / "cluster_dp_fig3.png",
+            "Fig. 3: tau_hat - tau (GMM, Cluster-DP)",
+        ),
+        "fig4": plot_qq(
+            results["exp4"]["err"].to_numpy(), d / "cluster_dp_fig4.png", "Fig. 4: QQ (GMM)"
+        ),
         "fig5": plot_fig5(results["exp5"], d / "cluster_dp_fig5.png"),
         "fig6": plot_fig6(results["exp6"], d / "cluster_dp_fig6.png"),
-        "fig7": plot_qq(results["exp7"]["err"].to_numpy(), d / "cluster_dp_fig7.png",
-                        "Fig. 7: QQ (YouTube-like synthetic)"),
+        "fig7": plot_qq(
+            results["exp7"]["err"].to_numpy(),
+            d / "cluster_dp_fig7.png",
+            "Fig. 7: QQ (YouTube-like synthetic)",
+        ),
     }
 
 
 @task(name="cluster_dp_report", persist_result=False, cache_policy=NO_CACHE)
-def write_report(results: dict[str, pd.DataFrame], figures: dict[str, str], settings: dict[str, Any],
-                 timings: dict[str, float], out_path: str) -> str:
+def write_report(
+    results: dict[str, pd.DataFrame],
+    figures: dict[str, str],
+    settings: dict[str, Any],
+    timings: dict[str, float],
+    out_path: str,
+) -> str:
     """Render the markdown report (figure links relative to the report) and write it."""
     out = Path(out_path)
     rel = {k: str(Path(v).resolve().relative_to(out.parent.resolve())) for k, v in figures.items()}

@@ -7,21 +7,58 @@ Public API: :class:`ResponseSpace`, :func:`bin_continuous`, :class:`ClusterDP` (
 :func:`noisy_ht`, :func:`noisy_histogram`.
 """
 
-from dpcausal.cluster_dp.baselines import (noisy_histogram, noisy_histogram_scales, noisy_histogram_var,
-                                           noisy_ht, noisy_ht_scales, noisy_ht_var)
+from dpcausal.cluster_dp.baselines import (
+    noisy_histogram,
+    noisy_histogram_scales,
+    noisy_histogram_var,
+    noisy_ht,
+    noisy_ht_scales,
+    noisy_ht_var,
+)
 from dpcausal.cluster_dp.calibration import eps1, eps_total, lam_for, uniform_eps, uniform_lam
 from dpcausal.cluster_dp.estimation import ClusterDPEstimate, debias, stratified_dim, unit_weights
 from dpcausal.cluster_dp.mechanisms import privatize_arrays, qtilde, transition_matrix
 from dpcausal.cluster_dp.release import ClusterDP, ClusterDPRelease, SmallGroupWarning
 from dpcausal.cluster_dp.spaces import ResponseSpace, bin_continuous
-from dpcausal.cluster_dp.theory import (a_term, exact_cond_var, lemma_a12_bound, phi, thm35_bound,
-                                        uniform_var_exact, var_nodp_exact)
+from dpcausal.cluster_dp.theory import (
+    a_term,
+    exact_cond_var,
+    lemma_a12_bound,
+    phi,
+    thm35_bound,
+    uniform_var_exact,
+    var_nodp_exact,
+)
 
 __all__ = [
-    "ClusterDP", "ClusterDPEstimate", "ClusterDPRelease", "ResponseSpace", "SmallGroupWarning",
-    "a_term", "bin_continuous", "debias", "eps1", "eps_total", "exact_cond_var", "lam_for",
-    "lemma_a12_bound", "noisy_histogram", "noisy_histogram_scales", "noisy_histogram_var", "noisy_ht",
-    "noisy_ht_scales", "noisy_ht_var", "phi", "privatize_arrays", "qtilde", "stratified_dim",
-    "thm35_bound", "transition_matrix", "uniform_eps", "uniform_lam", "uniform_var_exact",
-    "unit_weights", "var_nodp_exact",
+    "ClusterDP",
+    "ClusterDPEstimate",
+    "ClusterDPRelease",
+    "ResponseSpace",
+    "SmallGroupWarning",
+    "a_term",
+    "bin_continuous",
+    "debias",
+    "eps1",
+    "eps_total",
+    "exact_cond_var",
+    "lam_for",
+    "lemma_a12_bound",
+    "noisy_histogram",
+    "noisy_histogram_scales",
+    "noisy_histogram_var",
+    "noisy_ht",
+    "noisy_ht_scales",
+    "noisy_ht_var",
+    "phi",
+    "privatize_arrays",
+    "qtilde",
+    "stratified_dim",
+    "thm35_bound",
+    "transition_matrix",
+    "uniform_eps",
+    "uniform_lam",
+    "uniform_var_exact",
+    "unit_weights",
+    "var_nodp_exact",
 ]

@@ -27,12 +27,15 @@ def _cells(z: np.ndarray, cidx: np.ndarray) -> np.ndarray:
     C = int(cidx.max()) + 1
     n_cell = np.bincount(2 * cidx + z, minlength=2 * C).reshape(C, 2)
     if np.any(n_cell == 0):
-        raise ValueError("every cluster needs at least one treated and one control unit (spec §1.1)")
+        raise ValueError(
+            "every cluster needs at least one treated and one control unit (spec §1.1)"
+        )
     return n_cell
 
 
-def noisy_ht_scales(n_cell: np.ndarray, space: ResponseSpace, epsilon: float, mode: str = "strict"
-                    ) -> np.ndarray:
+def noisy_ht_scales(
+    n_cell: np.ndarray, space: ResponseSpace, epsilon: float, mode: str = "strict"
+) -> np.ndarray:
     """Laplace scales eta_c = Delta_c/eps per cluster: Prop. A.2 (paper) / §6 E3 (strict), spec §2.4.
 
     Delta_c = max|y| / min(n_{0,c}, n_{1,c}) (paper) or (max Y - min Y) / min(n_{0,c}, n_{1,c}) (strict).
@@ -58,13 +61,22 @@ def _prepare(y, z, c, space):
     z = z.astype(np.int64)
     _, cidx = np.unique(np.asarray(c), return_inverse=True)
     if not (y_idx.shape == z.shape == cidx.shape):
-        raise ValueError(f"y, z, c must have the same length, got {y_idx.size}, {z.size}, {cidx.size}")
+        raise ValueError(
+            f"y, z, c must have the same length, got {y_idx.size}, {z.size}, {cidx.size}"
+        )
     return y_idx, z, cidx.astype(np.int64), _cells(z, cidx)
 
 
-def noisy_ht(y: np.ndarray, z: np.ndarray, c: np.ndarray, space: ResponseSpace, epsilon: float,
-             mode: str = "strict", random_state: int | np.random.Generator | None = None,
-             noise: np.ndarray | None = None) -> float:
+def noisy_ht(
+    y: np.ndarray,
+    z: np.ndarray,
+    c: np.ndarray,
+    space: ResponseSpace,
+    epsilon: float,
+    mode: str = "strict",
+    random_state: int | np.random.Generator | None = None,
+    noise: np.ndarray | None = None,
+) -> float:
     """Noisy Horvitz-Thompson ATE: Algorithm 3, spec §2.4.
 
     tau_hat = sum_c (n_c/n)(difference in means in c + w_c), w_c ~ Laplace(eta_c).
@@ -73,8 +85,11 @@ def noisy_ht(y: np.ndarray, z: np.ndarray, c: np.ndarray, space: ResponseSpace, 
     y_idx, z, cidx, n_cell = _prepare(y, z, c, space)
     eta = noisy_ht_scales(n_cell, space, epsilon, mode)
     if noise is None:
-        rng = random_state if isinstance(random_state, np.random.Generator) \
+        rng = (
+            random_state
+            if isinstance(random_state, np.random.Generator)
             else np.random.default_rng(random_state)
+        )
         noise = rng.laplace(0.0, 1.0, eta.size)
     C = eta.size
     tau, _ = stratified_dim(space.values[y_idx], cidx, z, C)
@@ -82,9 +97,16 @@ def noisy_ht(y: np.ndarray, z: np.ndarray, c: np.ndarray, space: ResponseSpace, 
     return float(tau[0] + np.sum(wc * eta * np.asarray(noise)[:C]))
 
 
-def noisy_histogram(y: np.ndarray, z: np.ndarray, c: np.ndarray, space: ResponseSpace, epsilon: float,
-                    mode: str = "strict", random_state: int | np.random.Generator | None = None,
-                    noise: np.ndarray | None = None) -> float:
+def noisy_histogram(
+    y: np.ndarray,
+    z: np.ndarray,
+    c: np.ndarray,
+    space: ResponseSpace,
+    epsilon: float,
+    mode: str = "strict",
+    random_state: int | np.random.Generator | None = None,
+    noise: np.ndarray | None = None,
+) -> float:
     """Noisy Histogram ATE: Algorithm 4, spec §2.5.
 
     tau_hat = sum_c (n_c/n) sum_y y (p_hat_1(y|c) + w_{1,c,y} - p_hat_0(y|c) - w_{0,c,y}).
@@ -94,28 +116,33 @@ def noisy_histogram(y: np.ndarray, z: np.ndarray, c: np.ndarray, space: Response
     eta = noisy_histogram_scales(n_cell, epsilon, mode)
     C, K = n_cell.shape[0], space.K
     if noise is None:
-        rng = random_state if isinstance(random_state, np.random.Generator) \
+        rng = (
+            random_state
+            if isinstance(random_state, np.random.Generator)
             else np.random.default_rng(random_state)
+        )
         noise = rng.laplace(0.0, 1.0, (C, 2, K))
     counts = np.bincount((2 * cidx + z) * K + y_idx, minlength=2 * C * K).reshape(C, 2, K)
     p = counts / n_cell[..., None] + np.asarray(noise) * eta[..., None]
-    means = p @ space.values                                    # (C, 2)
+    means = p @ space.values  # (C, 2)
     wc = n_cell.sum(axis=1) / z.size
     return float(np.sum(wc * (means[:, 1] - means[:, 0])))
 
 
-def noisy_ht_var(var_nodp: float, n_cell: np.ndarray, space: ResponseSpace, epsilon: float,
-                 mode: str = "strict") -> float:
+def noisy_ht_var(
+    var_nodp: float, n_cell: np.ndarray, space: ResponseSpace, epsilon: float, mode: str = "strict"
+) -> float:
     """Var = Var_z[tau_hat_NoDP] + 2 sum_c (n_c/n eta_c)^2: spec §2.4 (exact)."""
     n_cell = np.asarray(n_cell, float)
     wc = n_cell.sum(axis=1) / n_cell.sum()
     return float(var_nodp + 2 * np.sum((wc * noisy_ht_scales(n_cell, space, epsilon, mode)) ** 2))
 
 
-def noisy_histogram_var(var_nodp: float, n_cell: np.ndarray, space: ResponseSpace, epsilon: float,
-                        mode: str = "strict") -> float:
+def noisy_histogram_var(
+    var_nodp: float, n_cell: np.ndarray, space: ResponseSpace, epsilon: float, mode: str = "strict"
+) -> float:
     """Var = Var_z[tau_hat_NoDP] + 2 ||y||^2 sum_c (n_c/n)^2 (eta_0c^2 + eta_1c^2): spec §2.5 (exact)."""
     n_cell = np.asarray(n_cell, float)
     wc = n_cell.sum(axis=1) / n_cell.sum()
     eta = noisy_histogram_scales(n_cell, epsilon, mode)
-    return float(var_nodp + 2 * space.l2sq * np.sum(wc ** 2 * (eta ** 2).sum(axis=1)))
+    return float(var_nodp + 2 * space.l2sq * np.sum(wc**2 * (eta**2).sum(axis=1)))

@@ -23,8 +23,13 @@ def _check_mode(mode: str) -> None:
 
 
 def _check_unit(name: str, value: float, *, upper_open: bool = False) -> None:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 or value > 1 \
-            or (upper_open and value == 1):
+    if (
+        not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or value > 1
+        or (upper_open and value == 1)
+    ):
         bound = "[0, 1)" if upper_open else "[0, 1]"
         raise ValueError(f"{name} must be a number in {bound}, got {value!r}")
 
@@ -59,13 +64,16 @@ def _resample_eps(lam: float, p_min: float, delta: float) -> float:
     if slack <= 0:
         raise ValueError(
             f"delta={delta!r} >= 1 - lam={1 - lam!r}: the guarantee degenerates (epsilon -> 0 with a "
-            "delta that already allows publishing a label); use delta < 1 - lam")
+            "delta that already allows publishing a label); use delta < 1 - lam"
+        )
     if lam == 0 or p_min == 0:
         return math.inf
     return math.log1p(slack / (lam * p_min))
 
 
-def eps_total(lam: float, gamma: float, sigma: float, delta: float = 0.0, mode: str = "strict") -> float:
+def eps_total(
+    lam: float, gamma: float, sigma: float, delta: float = 0.0, mode: str = "strict"
+) -> float:
     """Epsilon of Cluster-DP at resampling probability lam: Theorem 3.1, spec §2.8.
 
     .. math:: \\varepsilon = \\varepsilon_1(\\sigma,\\gamma) + \\log(1 + (1-\\lambda-\\delta)/(\\lambda\\gamma))
@@ -96,13 +104,16 @@ def lam_for(eps: float, delta: float, gamma: float, sigma: float, mode: str = "s
         raise ValueError(f"delta must be < 1, got {delta!r}")
     _check_unit("gamma", gamma)
     if gamma == 0:
-        raise ValueError("gamma=0 leaves the resampling step without a finite epsilon; use gamma > 0")
+        raise ValueError(
+            "gamma=0 leaves the resampling step without a finite epsilon; use gamma > 0"
+        )
     e1 = eps1(sigma, gamma, mode)
     eps_t = eps - e1
     if not eps_t > 0:
         raise ValueError(
             f"infeasible: eps={eps!r} <= eps1={e1!r} spent on the prior release ({mode} accounting, "
-            f"sigma={sigma!r}, gamma={gamma!r}); raise sigma or eps")
+            f"sigma={sigma!r}, gamma={gamma!r}); raise sigma or eps"
+        )
     return (1.0 - delta) / (1.0 + gamma * math.expm1(eps_t))
 
 

@@ -37,18 +37,24 @@ class Population:
     def C(self) -> int:
         return int(self.cidx.max()) + 1
 
-    def subset(self, idx: np.ndarray) -> "Population":
+    def subset(self, idx: np.ndarray) -> Population:
         return Population(self.y0[idx], self.y1[idx], self.cidx[idx], self.space, self.label)
 
 
 def _quantize(yp: np.ndarray, k_prime: int, scale: float) -> np.ndarray:
     """y(0) = clip(round(y'/Delta), -K', K') with Delta = 2 scale / K' (spec §4.1, §4.2 Option A)."""
     delta = 2 * scale / k_prime
-    return np.clip(np.rint(yp / delta), -k_prime, k_prime) + 0.0      # + 0.0: no negative zeros
+    return np.clip(np.rint(yp / delta), -k_prime, k_prime) + 0.0  # + 0.0: no negative zeros
 
 
-def make_gmm(seed: int, sizes: tuple[int, ...] = (2500, 5000, 10000), k_prime: int = 5, v: float = 5.0,
-             beta: float = 4.5, tau: int = 1) -> Population:
+def make_gmm(
+    seed: int,
+    sizes: tuple[int, ...] = (2500, 5000, 10000),
+    k_prime: int = 5,
+    v: float = 5.0,
+    beta: float = 4.5,
+    tau: int = 1,
+) -> Population:
     """GMM super-population: spec §4.1.
 
     y'_i = sqrt(beta) mu_c + sqrt(v - beta) w_i with mu_c, w_i ~ N(0, 1); y(0) is y' quantized to
@@ -68,16 +74,22 @@ def make_gmm(seed: int, sizes: tuple[int, ...] = (2500, 5000, 10000), k_prime: i
     return Population(y0, y0 + tau, cidx, space, label=f"GMM(seed={seed}, beta={beta})")
 
 
-def youtube_like_sizes(n_clusters: int = 50, smallest: int = 199, ratio: float = 1.0295938,
-                       total: int = 22179) -> np.ndarray:
+def youtube_like_sizes(
+    n_clusters: int = 50, smallest: int = 199, ratio: float = 1.0295938, total: int = 22179
+) -> np.ndarray:
     """Cluster sizes round(199 r^j), residual added to the largest so they sum to 22,179 (spec §4.2)."""
     sizes = np.rint(smallest * ratio ** np.arange(n_clusters)).astype(np.int64)
     sizes[-1] += total - sizes.sum()
     return sizes
 
 
-def make_youtube_like(seed: int = 0, v: float = 0.1, coef: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0),
-                      tau: int = 1, noise_seed: int | None = None) -> Population:
+def make_youtube_like(
+    seed: int = 0,
+    v: float = 0.1,
+    coef: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0),
+    tau: int = 1,
+    noise_seed: int | None = None,
+) -> Population:
     """YouTube-like synthetic community data with Option A quantization to K = 8 levels (spec §4.2).
 
     Cluster features (n_c, internal edges, outside edges, density) are drawn from the stand-in model,
@@ -101,10 +113,14 @@ def make_youtube_like(seed: int = 0, v: float = 0.1, coef: tuple[float, ...] = (
     return Population(y0, y0 + tau, cidx, space, label=f"YouTube-like synthetic (seed={seed})")
 
 
-def draw_subpopulation(rng: np.random.Generator, pop: Population, sizes: tuple[int, ...] = (500, 1000, 2000)
-                       ) -> Population:
+def draw_subpopulation(
+    rng: np.random.Generator, pop: Population, sizes: tuple[int, ...] = (500, 1000, 2000)
+) -> Population:
     """Sample ``sizes[c]`` units without replacement from each cluster c (spec §4.1)."""
-    idx = [rng.choice(np.flatnonzero(pop.cidx == c), size=s, replace=False) for c, s in enumerate(sizes)]
+    idx = [
+        rng.choice(np.flatnonzero(pop.cidx == c), size=s, replace=False)
+        for c, s in enumerate(sizes)
+    ]
     return pop.subset(np.sort(np.concatenate(idx)))
 
 
@@ -117,5 +133,7 @@ def assign_balanced(rng: np.random.Generator, cidx: np.ndarray, reps: int = 1) -
     start = np.concatenate([[0], np.cumsum(n_c)[:-1]])
     treated_sorted = (np.arange(cidx.size) - start[sorted_c]) < n_c[sorted_c] // 2
     z = np.empty((reps, cidx.size), dtype=np.int64)
-    np.put_along_axis(z, order, np.broadcast_to(treated_sorted, order.shape).astype(np.int64), axis=1)
+    np.put_along_axis(
+        z, order, np.broadcast_to(treated_sorted, order.shape).astype(np.int64), axis=1
+    )
     return z

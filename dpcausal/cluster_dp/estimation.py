@@ -36,7 +36,9 @@ def unit_weights(s: np.ndarray, z: np.ndarray, S: int) -> np.ndarray:
     return (ns_i / n) * np.where(z2 == 1, 1.0, -1.0) / own
 
 
-def stratified_dim(v: np.ndarray, s: np.ndarray, z: np.ndarray, S: int) -> tuple[np.ndarray, np.ndarray]:
+def stratified_dim(
+    v: np.ndarray, s: np.ndarray, z: np.ndarray, S: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Stratified difference in means and its Neyman-type variance estimate, per repetition.
 
     tau_hat = sum_s (n_s/n)(mean_{1,s} v - mean_{0,s} v) (eq. 5 / Theorem 3.2, spec §3.1) and
@@ -55,9 +57,9 @@ def stratified_dim(v: np.ndarray, s: np.ndarray, z: np.ndarray, S: int) -> tuple
     ss = np.bincount(cell, weights=(dev * dev).ravel(), minlength=R * 2 * S).reshape(R, S, 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         s2_cell = np.where(cnt > 1, ss / (cnt - 1), np.nan)
-    wgt = cnt.sum(axis=2) / n                                   # n_s / n
+    wgt = cnt.sum(axis=2) / n  # n_s / n
     tau = np.sum(wgt * (mean[..., 1] - mean[..., 0]), axis=1)
-    vhat = np.sum(wgt ** 2 * (s2_cell[..., 1] / cnt[..., 1] + s2_cell[..., 0] / cnt[..., 0]), axis=1)
+    vhat = np.sum(wgt**2 * (s2_cell[..., 1] / cnt[..., 1] + s2_cell[..., 0] / cnt[..., 0]), axis=1)
     return tau, vhat
 
 
@@ -89,6 +91,12 @@ def make_estimate(tau: float, vhat: float, strata: str, level: float, n: int) ->
     """Wrap a point estimate and V_hat into a result with a normal CI: tau ± z_{(1+level)/2} sqrt(V_hat), spec §3.6."""
     se = float(np.sqrt(vhat))
     zq = float(norm.ppf(0.5 + level / 2))
-    return ClusterDPEstimate(ate=float(tau), variance=float(vhat), se=se,
-                             ci=(float(tau - zq * se), float(tau + zq * se)),
-                             level=level, strata=strata, n=int(n))
+    return ClusterDPEstimate(
+        ate=float(tau),
+        variance=float(vhat),
+        se=se,
+        ci=(float(tau - zq * se), float(tau + zq * se)),
+        level=level,
+        strata=strata,
+        n=int(n),
+    )

@@ -21,13 +21,23 @@ from scipy import stats
 
 from dpcausal.cluster_dp.baselines import noisy_histogram_scales, noisy_ht_scales
 from dpcausal.cluster_dp.calibration import eps1, eps_total, lam_for, uniform_lam
-from dpcausal.cluster_dp.data import (Population, assign_balanced, draw_subpopulation, make_gmm,
-                                      make_youtube_like)
+from dpcausal.cluster_dp.data import (
+    Population,
+    assign_balanced,
+    draw_subpopulation,
+    make_gmm,
+    make_youtube_like,
+)
 from dpcausal.cluster_dp.estimation import stratified_dim, unit_weights
 from dpcausal.cluster_dp.mechanisms import apply_resampling, group_counts, noisy_priors, qtilde
 from dpcausal.cluster_dp.simulate import simulate
-from dpcausal.cluster_dp.theory import (exact_cond_var, phi, thm35_bound, uniform_var_exact,
-                                        var_nodp_exact)
+from dpcausal.cluster_dp.theory import (
+    exact_cond_var,
+    phi,
+    thm35_bound,
+    uniform_var_exact,
+    var_nodp_exact,
+)
 
 SUB_SIZES = (500, 1000, 2000)
 BETAS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 4.9)
@@ -43,8 +53,14 @@ def _n1c(pop: Population) -> np.ndarray:
 
 def _fixed_picks(pop: Population, rng: np.random.Generator) -> np.ndarray:
     """Indices of one default sub-population (500/1000/2000 per cluster), reused across beta (CRN)."""
-    return np.sort(np.concatenate([rng.choice(np.flatnonzero(pop.cidx == c), s, replace=False)
-                                   for c, s in enumerate(SUB_SIZES)]))
+    return np.sort(
+        np.concatenate(
+            [
+                rng.choice(np.flatnonzero(pop.cidx == c), s, replace=False)
+                for c, s in enumerate(SUB_SIZES)
+            ]
+        )
+    )
 
 
 def var_nodp(pop: Population) -> float:
@@ -52,8 +68,16 @@ def var_nodp(pop: Population) -> float:
     return var_nodp_exact(pop.y0, pop.y1, pop.cidx, _n1c(pop))
 
 
-def analytic_var(pop: Population, mechanism: str, lam: float, gamma: float, sigma: float, draws: int,
-                 rng: np.random.Generator, strata: str = "clusters") -> float:
+def analytic_var(
+    pop: Population,
+    mechanism: str,
+    lam: float,
+    gamma: float,
+    sigma: float,
+    draws: int,
+    rng: np.random.Generator,
+    strata: str = "clusters",
+) -> float:
     """Var_{DP,z}[tau_hat_Q] = Var_z[NoDP] + E_z E_w[Var_DP(tau_hat | z, q_t)] (spec §3.4, §3.5).
 
     Uniform-Prior uses the closed form of Theorem A.5 / Cor. A.6 (exact, no draws). Under balanced
@@ -76,9 +100,16 @@ def analytic_var(pop: Population, mechanism: str, lam: float, gamma: float, sigm
 
 
 # ---- Experiment 1: privacy-variance trade-off (Fig. 2 1.a, 1.b) ------------------------------------
-def exp1a(seed: int = 1, reps: int = 500, n_subpops: int = 50, rng_seed: int = 11,
-          eps: float = 0.2, delta: float = 1e-4, sigma: float = 10.0,
-          gamma_k: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)) -> pd.DataFrame:
+def exp1a(
+    seed: int = 1,
+    reps: int = 500,
+    n_subpops: int = 50,
+    rng_seed: int = 11,
+    eps: float = 0.2,
+    delta: float = 1e-4,
+    sigma: float = 10.0,
+    gamma_k: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+) -> pd.DataFrame:
     """Fig. 2(1.a): Monte Carlo variance vs gamma at eps = 0.2, delta = 1e-4 (paper accounting; spec §4.3).
 
     Strict accounting is infeasible here (2/sigma = eps), so only paper mode is run. Rows:
@@ -104,10 +135,17 @@ def exp1a(seed: int = 1, reps: int = 500, n_subpops: int = 50, rng_seed: int = 1
     return pd.DataFrame(rows, columns=["subpop", "mechanism", "gamma_k", "lam", "var", "var_nodp"])
 
 
-def exp1b(seed: int = 1, draws: int = 200, n_subpops: int = 5, rng_seed: int = 12, delta: float = 1e-4,
-          eps_grid: tuple[float, ...] = (0.2, 0.5, 1, 2, 3, 4, 5, 6, 8),
-          sigmas: tuple[float, ...] = (10.0, 20.0, math.inf), gamma_k: tuple[float, ...] = (0.01, 0.1, 1.0),
-          mode: str = "paper") -> pd.DataFrame:
+def exp1b(
+    seed: int = 1,
+    draws: int = 200,
+    n_subpops: int = 5,
+    rng_seed: int = 12,
+    delta: float = 1e-4,
+    eps_grid: tuple[float, ...] = (0.2, 0.5, 1, 2, 3, 4, 5, 6, 8),
+    sigmas: tuple[float, ...] = (10.0, 20.0, math.inf),
+    gamma_k: tuple[float, ...] = (0.01, 0.1, 1.0),
+    mode: str = "paper",
+) -> pd.DataFrame:
     """Fig. 2(1.b): minimum analytic variance over the (sigma, gamma) grid per eps (spec §4.3).
 
     Returns the full grid (one row per feasible cell) with column ``best`` marking each minimum;
@@ -121,9 +159,22 @@ def exp1b(seed: int = 1, draws: int = 200, n_subpops: int = 5, rng_seed: int = 1
         sub = draw_subpopulation(rng_sub, pop, SUB_SIZES)
         for eps in eps_grid:
             lam_u = uniform_lam(eps, K, delta)
-            for name, strata in (("uniform_stratified", "clusters"), ("uniform_unstratified", "none")):
-                rows.append((s_i, name, eps, math.inf, 1.0, lam_u, eps,
-                             analytic_var(sub, "uniform", lam_u, 1 / K, math.inf, 0, rng_sim, strata)))
+            for name, strata in (
+                ("uniform_stratified", "clusters"),
+                ("uniform_unstratified", "none"),
+            ):
+                rows.append(
+                    (
+                        s_i,
+                        name,
+                        eps,
+                        math.inf,
+                        1.0,
+                        lam_u,
+                        eps,
+                        analytic_var(sub, "uniform", lam_u, 1 / K, math.inf, 0, rng_sim, strata),
+                    )
+                )
             for sigma in sigmas:
                 for gk in gamma_k:
                     if math.isinf(sigma) and gk != 1.0:
@@ -133,16 +184,26 @@ def exp1b(seed: int = 1, draws: int = 200, n_subpops: int = 5, rng_seed: int = 1
                     lam = lam_for(eps, delta, gk / K, sigma, mode=mode)
                     for mech, strata in (("cluster", "clusters"), ("cluster_free", "none")):
                         v = analytic_var(sub, mech, lam, gk / K, sigma, draws, rng_sim, strata)
-                        rows.append((s_i, mech, eps, sigma, gk, lam, eps - eps1(sigma, gk / K, mode), v))
-    df = pd.DataFrame(rows, columns=["subpop", "mechanism", "eps", "sigma", "gamma_k", "lam", "eps_t", "var"])
+                        rows.append(
+                            (s_i, mech, eps, sigma, gk, lam, eps - eps1(sigma, gk / K, mode), v)
+                        )
+    df = pd.DataFrame(
+        rows, columns=["subpop", "mechanism", "eps", "sigma", "gamma_k", "lam", "eps_t", "var"]
+    )
     best = df.groupby(["subpop", "mechanism", "eps"])["var"].transform("min")
     return df.assign(best=df["var"] == best)
 
 
 # ---- Experiment 2: cluster quality (Fig. 2 1.c) ----------------------------------------------------
-def exp2(seeds: tuple[int, ...] = (1,), draws: int = 500, rng_seed: int = 13,
-         betas: tuple[float, ...] = BETAS, lams: tuple[float, ...] = (0.5, 0.8), gamma: float = 0.02,
-         sigma: float = 10.0) -> pd.DataFrame:
+def exp2(
+    seeds: tuple[int, ...] = (1,),
+    draws: int = 500,
+    rng_seed: int = 13,
+    betas: tuple[float, ...] = BETAS,
+    lams: tuple[float, ...] = (0.5, 0.8),
+    gamma: float = 0.02,
+    sigma: float = 10.0,
+) -> pd.DataFrame:
     """Fig. 2(1.c): Var[Cluster-DP]/Var[Cluster-Free-DP] at equal (lambda, gamma, sigma) vs beta (§4.4).
 
     Common random numbers: per super-population seed, the same mu_c, w_i, sub-population and (z, w)
@@ -153,23 +214,51 @@ def exp2(seeds: tuple[int, ...] = (1,), draws: int = 500, rng_seed: int = 13,
     for seed in seeds:
         rng_sub, rng_sim = _streams(rng_seed + 1000 * seed, 2)
         picks = _fixed_picks(make_gmm(seed, beta=0.0), rng_sub)
-        crn = int(rng_sim.integers(2 ** 63))
+        crn = int(rng_sim.integers(2**63))
         for beta in betas:
             sub = make_gmm(seed, beta=beta).subset(picks)
             p0, p1 = phi(sub.y0, sub.y1, sub.cidx, _n1c(sub))
             for lam in lams:
-                v = {m: analytic_var(sub, m, lam, gamma, sigma, draws, np.random.default_rng(crn))
-                     for m in ("cluster", "cluster_free")}
-                rows.append((seed, beta, lam, v["cluster"], v["cluster_free"],
-                             v["cluster"] / v["cluster_free"], p0 + p1, var_nodp(sub)))
-    return pd.DataFrame(rows, columns=["seed", "beta", "lam", "var_cluster", "var_cluster_free", "ratio",
-                                       "phi_sum", "var_nodp"])
+                v = {
+                    m: analytic_var(sub, m, lam, gamma, sigma, draws, np.random.default_rng(crn))
+                    for m in ("cluster", "cluster_free")
+                }
+                rows.append(
+                    (
+                        seed,
+                        beta,
+                        lam,
+                        v["cluster"],
+                        v["cluster_free"],
+                        v["cluster"] / v["cluster_free"],
+                        p0 + p1,
+                        var_nodp(sub),
+                    )
+                )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "seed",
+            "beta",
+            "lam",
+            "var_cluster",
+            "var_cluster_free",
+            "ratio",
+            "phi_sum",
+            "var_nodp",
+        ],
+    )
 
 
 # ---- Experiment 3 and 7: YouTube-like synthetic (Fig. 2 1.d, Fig. 7) -------------------------------
-def exp3(seed: int = 0, reps: int = 500, rng_seed: int = 14,
-         lams: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
-         gamma: float = 0.0125, sigma: float = 5.0) -> pd.DataFrame:
+def exp3(
+    seed: int = 0,
+    reps: int = 500,
+    rng_seed: int = 14,
+    lams: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    gamma: float = 0.0125,
+    sigma: float = 5.0,
+) -> pd.DataFrame:
     """Fig. 2(1.d) on YouTube-like synthetic data: Cluster-DP vs Cluster-Free-DP, both stratified (§4.5)."""
     pop = make_youtube_like(seed)
     (rng,) = _streams(rng_seed, 1)
@@ -183,8 +272,14 @@ def exp3(seed: int = 0, reps: int = 500, rng_seed: int = 14,
     return pd.DataFrame(rows, columns=["lam", "eps_paper", "mechanism", "var", "var_nodp", "mean"])
 
 
-def exp7(seed: int = 0, reps: int = 500, rng_seed: int = 17, lam: float = 0.8, gamma: float = 0.0125,
-         sigma: float = 5.0) -> pd.DataFrame:
+def exp7(
+    seed: int = 0,
+    reps: int = 500,
+    rng_seed: int = 17,
+    lam: float = 0.8,
+    gamma: float = 0.0125,
+    sigma: float = 5.0,
+) -> pd.DataFrame:
     """Fig. 7: tau_hat - tau over realisations of (outcome noise w_i, z, DP) on YouTube-like data (§4.8)."""
     (rng,) = _streams(rng_seed, 1)
     rows = []
@@ -198,8 +293,14 @@ def exp7(seed: int = 0, reps: int = 500, rng_seed: int = 17, lam: float = 0.8, g
 
 
 # ---- Experiment 4: bias and Gaussianity (Figs. 3, 4) -----------------------------------------------
-def exp4(seed: int = 1, reps: int = 500, rng_seed: int = 15, lam: float = 0.8, gamma: float = 0.02,
-         sigma: float = 10.0) -> pd.DataFrame:
+def exp4(
+    seed: int = 1,
+    reps: int = 500,
+    rng_seed: int = 15,
+    lam: float = 0.8,
+    gamma: float = 0.02,
+    sigma: float = 10.0,
+) -> pd.DataFrame:
     """Figs. 3/4: tau_hat_Q - tau over R realisations of (z, DP) on one default sub-population (§4.6)."""
     rng_sub, rng = _streams(rng_seed, 2)
     sub = draw_subpopulation(rng_sub, make_gmm(seed), SUB_SIZES)
@@ -211,13 +312,25 @@ def normality_summary(err: np.ndarray) -> dict[str, float]:
     """Mean, sd, |mean|/(sd/sqrt R) and Shapiro-Wilk p-value of errors (spec §3.8 item 12)."""
     err = np.asarray(err, float)
     sd = float(err.std(ddof=1))
-    return {"mean": float(err.mean()), "sd": sd, "z_mean": float(abs(err.mean()) / (sd / np.sqrt(err.size))),
-            "shapiro_p": float(stats.shapiro(err).pvalue), "reps": int(err.size)}
+    return {
+        "mean": float(err.mean()),
+        "sd": sd,
+        "z_mean": float(abs(err.mean()) / (sd / np.sqrt(err.size))),
+        "shapiro_p": float(stats.shapiro(err).pvalue),
+        "reps": int(err.size),
+    }
 
 
 # ---- Experiment 5: Theorem 3.5 (Fig. 5) ------------------------------------------------------------
-def exp5(seed: int = 1, reps: int = 500, rng_seed: int = 16, betas: tuple[float, ...] = BETAS,
-         lam: float = 0.8, gamma: float = 0.02, sigma: float = 10.0) -> pd.DataFrame:
+def exp5(
+    seed: int = 1,
+    reps: int = 500,
+    rng_seed: int = 16,
+    betas: tuple[float, ...] = BETAS,
+    lam: float = 0.8,
+    gamma: float = 0.02,
+    sigma: float = 10.0,
+) -> pd.DataFrame:
     """Fig. 5: empirical gap Var_hat_{DP,z} - Var_z[NoDP] against Theorem 3.5's band, beta swept (§4.7)."""
     rng_sub, rng = _streams(rng_seed, 2)
     picks = _fixed_picks(make_gmm(seed, beta=0.0), rng_sub)
@@ -229,17 +342,39 @@ def exp5(seed: int = 1, reps: int = 500, rng_seed: int = 16, betas: tuple[float,
         v0 = var_nodp(sub)
         emp_nodp = simulate(sub, "none", 0.0, 0.0, 0.0, reps, rng)[0].var(ddof=1)
         cells = np.column_stack([np.bincount(sub.cidx) - n1c, n1c])
-        first, second = thm35_bound(cells, *phi(sub.y0, sub.y1, sub.cidx, n1c), sub.space, lam, gamma, sigma)
+        first, second = thm35_bound(
+            cells, *phi(sub.y0, sub.y1, sub.cidx, n1c), sub.space, lam, gamma, sigma
+        )
         v = tau.var(ddof=1)
-        rows.append((beta, v, v0, emp_nodp, v - v0, v * np.sqrt(2 / (reps - 1)), first, first + second))
-    return pd.DataFrame(rows, columns=["beta", "var_dp", "var_nodp", "var_nodp_empirical", "gap", "gap_se",
-                                       "first_term", "bound"])
+        rows.append(
+            (beta, v, v0, emp_nodp, v - v0, v * np.sqrt(2 / (reps - 1)), first, first + second)
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "beta",
+            "var_dp",
+            "var_nodp",
+            "var_nodp_empirical",
+            "gap",
+            "gap_se",
+            "first_term",
+            "bound",
+        ],
+    )
 
 
 # ---- Experiment 6: one-shot conditional bias (Fig. 6) ----------------------------------------------
-def exp6(seed: int = 1, n_dp_seeds: int = 50, n_subpops: int = 500, rng_seed: int = 18,
-         eps_grid: tuple[float, ...] = (0.5, 1, 2, 3, 4, 5), gamma: float = 0.02, sigma: float = 10.0,
-         mode: str = "paper") -> pd.DataFrame:
+def exp6(
+    seed: int = 1,
+    n_dp_seeds: int = 50,
+    n_subpops: int = 500,
+    rng_seed: int = 18,
+    eps_grid: tuple[float, ...] = (0.5, 1, 2, 3, 4, 5),
+    gamma: float = 0.02,
+    sigma: float = 10.0,
+    mode: str = "paper",
+) -> pd.DataFrame:
     """Fig. 6: bias of a one-shot release (DP randomness fixed) over sub-populations and z (§4.8).
 
     Per DP seed: standard Laplace W_c (Noisy-HT) and W_{a,c,y} (Noisy-Histogram and Cluster-DP), and per
@@ -251,11 +386,11 @@ def exp6(seed: int = 1, n_dp_seeds: int = 50, n_subpops: int = 500, rng_seed: in
     vals = space.values
     rng_sub, rng_dp = _streams(rng_seed, 2)
     subs = np.stack([_fixed_picks(pop, rng_sub) for _ in range(n_subpops)])
-    cidx = pop.cidx[subs[0]]                                    # same cluster layout in every sub-population
-    z = assign_balanced(rng_sub, cidx, n_subpops)               # (P, n)
+    cidx = pop.cidx[subs[0]]  # same cluster layout in every sub-population
+    z = assign_balanced(rng_sub, cidx, n_subpops)  # (P, n)
     y_idx = np.where(z == 1, space.index(pop.y1)[subs], space.index(pop.y0)[subs])
     g = 2 * cidx + z
-    counts = group_counts(y_idx, g, 2 * C, K)                   # (P, G, K)
+    counts = group_counts(y_idx, g, 2 * C, K)  # (P, G, K)
     n_g = counts.sum(-1)
     p_hat = counts / n_g[..., None]
     cells = n_g[0].reshape(C, 2)
@@ -276,10 +411,16 @@ def exp6(seed: int = 1, n_dp_seeds: int = 50, n_subpops: int = 500, rng_seed: in
             t_cdp, _ = stratified_dim((vals[yt] - lam * m) / (1 - lam), cidx, z, C)
             eta_ht = noisy_ht_scales(cells, space, eps, mode)
             t_ht = tau_nodp + np.sum(wc * eta_ht * Wc)
-            eta_h = noisy_histogram_scales(cells, eps, mode)            # (C, 2)
+            eta_h = noisy_histogram_scales(cells, eps, mode)  # (C, 2)
             noise_means = (W.reshape(C, 2, K) @ vals) * eta_h
-            t_hist = np.sum(wc * ((hist_means[..., 1] + noise_means[:, 1]) - (hist_means[..., 0] + noise_means[:, 0])),
-                            axis=1)
+            t_hist = np.sum(
+                wc
+                * (
+                    (hist_means[..., 1] + noise_means[:, 1])
+                    - (hist_means[..., 0] + noise_means[:, 0])
+                ),
+                axis=1,
+            )
             for name, t in (("cluster_dp", t_cdp), ("noisy_ht", t_ht), ("noisy_histogram", t_hist)):
                 rows.append((d, eps, name, float(np.mean(t) - 1.0)))
     return pd.DataFrame(rows, columns=["dp_seed", "eps", "mechanism", "bias"])

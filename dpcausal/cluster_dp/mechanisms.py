@@ -57,7 +57,9 @@ def draw_prior_noise(rng: np.random.Generator, sigma: float, n_g: np.ndarray, K:
     return rng.laplace(0.0, 1.0, size=scale.shape + (K,)) * scale[..., None]
 
 
-def noisy_priors(counts: np.ndarray, gamma: float, sigma: float, rng: np.random.Generator) -> np.ndarray:
+def noisy_priors(
+    counts: np.ndarray, gamma: float, sigma: float, rng: np.random.Generator
+) -> np.ndarray:
     """q_tilde for every group from its counts: Algorithm 2 steps 1-4 (spec §2.1).
 
     sigma = inf returns the uniform prior without touching the counts (spec §2.3 decision A2).
@@ -71,8 +73,9 @@ def noisy_priors(counts: np.ndarray, gamma: float, sigma: float, rng: np.random.
     return qtilde(p_hat, w, gamma)
 
 
-def resample(y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, lam: float,
-             rng: np.random.Generator) -> np.ndarray:
+def resample(
+    y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, lam: float, rng: np.random.Generator
+) -> np.ndarray:
     """Keep each label with prob 1 - lam, else redraw it from its group's q_t: Algorithm 2 step 5.
 
     ``q_t`` has shape (R, G, K), ``g`` shape (n,) or (R, n); returns codes of shape (R, n).
@@ -84,8 +87,9 @@ def resample(y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, lam: float,
     return apply_resampling(y_idx, g, q_t, keep, u)
 
 
-def apply_resampling(y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, keep: np.ndarray,
-                     u: np.ndarray) -> np.ndarray:
+def apply_resampling(
+    y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, keep: np.ndarray, u: np.ndarray
+) -> np.ndarray:
     """Algorithm 2 step 5 given the coins: y_tilde = y if keep else the inverse-CDF draw of q_t at u.
 
     The inverse-CDF draw uses one sorted array of all groups' CDFs, shifted by 2 per row so that a
@@ -97,16 +101,24 @@ def apply_resampling(y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, keep: np
     g2 = np.broadcast_to(g, (R, n))
     cdf = np.cumsum(q_t, axis=-1)
     cdf[..., -1] = 1.0
-    rows = np.arange(R)[:, None] * G + g2                     # (R, n) row of each unit's CDF
+    rows = np.arange(R)[:, None] * G + g2  # (R, n) row of each unit's CDF
     flat = (cdf.reshape(R * G, K) + 2.0 * np.arange(R * G)[:, None]).ravel()
     drawn = np.searchsorted(flat, u + 2.0 * rows, side="right") - rows * K
-    np.minimum(drawn, K - 1, out=drawn)                         # u + 2 row rounding at the top edge
+    np.minimum(drawn, K - 1, out=drawn)  # u + 2 row rounding at the top edge
     return np.where(keep, np.broadcast_to(y_idx, (R, n)), drawn)
 
 
-def privatize_arrays(y_idx: np.ndarray, g: np.ndarray, G: int, K: int, gamma: float, sigma: float,
-                     lam: float, rng: np.random.Generator, reps: int = 1
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def privatize_arrays(
+    y_idx: np.ndarray,
+    g: np.ndarray,
+    G: int,
+    K: int,
+    gamma: float,
+    sigma: float,
+    lam: float,
+    rng: np.random.Generator,
+    reps: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 2 on codes for ``reps`` repetitions: returns (y_tilde codes (R, n), q_t (R, G, K)).
 
     Cluster-DP: g = 2 * cluster + arm; Cluster-Free-DP: g = arm; Uniform-Prior-DP: sigma = inf.

@@ -15,14 +15,26 @@ import numpy as np
 import pandas as pd
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.cluster_dp.calibration import ACCOUNTINGS, eps_total, lam_for, uniform_eps, uniform_lam
-from dpcausal.cluster_dp.estimation import STRATA, ClusterDPEstimate, debias, make_estimate, stratified_dim
+from dpcausal.cluster_dp.calibration import (
+    ACCOUNTINGS,
+    eps_total,
+    lam_for,
+    uniform_eps,
+    uniform_lam,
+)
+from dpcausal.cluster_dp.estimation import (
+    STRATA,
+    ClusterDPEstimate,
+    debias,
+    make_estimate,
+    stratified_dim,
+)
 from dpcausal.cluster_dp.mechanisms import privatize_arrays
 from dpcausal.cluster_dp.spaces import ResponseSpace
 
 MECHANISMS = ("cluster", "cluster_free", "uniform")
-MAX_LAMBDA = 0.999          # spec §5: refuse lambda >= 0.999 unless the caller opts in (§6 E9)
-SMALL_GROUP = 20            # spec §5: warn when a (cluster, arm) group has fewer units
+MAX_LAMBDA = 0.999  # spec §5: refuse lambda >= 0.999 unless the caller opts in (§6 E9)
+SMALL_GROUP = 20  # spec §5: warn when a (cluster, arm) group has fewer units
 
 
 class SmallGroupWarning(UserWarning):
@@ -68,7 +80,8 @@ class ClusterDPRelease:
         """Per-unit debiased outcomes y_hat (Theorem 3.2, spec §3.1), in row order; post-processing."""
         m = self.prior_means()
         keyed = self.data[["cluster", "treatment"]].merge(
-            m, left_on=["cluster", "treatment"], right_on=["cluster", "arm"], how="left", sort=False)
+            m, left_on=["cluster", "treatment"], right_on=["cluster", "arm"], how="left", sort=False
+        )
         return debias(self.data["outcome"].to_numpy(float), keyed["m"].to_numpy(float), self.lam)
 
     def estimate(self, strata: str = "clusters", level: float = 0.95) -> ClusterDPEstimate:
@@ -134,7 +147,11 @@ class ClusterDP:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
         if self.accounting not in ACCOUNTINGS:
             raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {self.accounting!r}")
-        if not isinstance(self.epsilon, (int, float)) or not self.epsilon > 0 or math.isinf(self.epsilon):
+        if (
+            not isinstance(self.epsilon, (int, float))
+            or not self.epsilon > 0
+            or math.isinf(self.epsilon)
+        ):
             raise ValueError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
         if not isinstance(self.delta, (int, float)) or not 0 <= self.delta < 1:
             raise ValueError(f"delta must be a number in [0, 1), got {self.delta!r}")
@@ -143,10 +160,14 @@ class ClusterDP:
         if not isinstance(gamma, (int, float)) or not 0 <= gamma <= (1.0 / K) * (1 + 1e-12):
             raise ValueError(
                 f"gamma must be in [0, 1/K] = [0, {1.0 / K:.6g}] for K={K}, got {self.gamma!r}; "
-                "gamma = 1/K gives the uniform prior")
+                "gamma = 1/K gives the uniform prior"
+            )
         gamma = min(float(gamma), 1.0 / K)
-        sigma = (2.0 if self.accounting == "strict" else 1.0) / (0.2 * self.epsilon) \
-            if self.sigma is None else self.sigma
+        sigma = (
+            (2.0 if self.accounting == "strict" else 1.0) / (0.2 * self.epsilon)
+            if self.sigma is None
+            else self.sigma
+        )
         if not isinstance(sigma, (int, float)) or math.isnan(sigma) or sigma < 0:
             raise ValueError(f"sigma must be >= 0 or inf, got {self.sigma!r}")
         if self.mechanism == "uniform":
@@ -154,7 +175,8 @@ class ClusterDP:
         if sigma == 0 and self.accounting == "strict":
             raise ValueError(
                 "sigma=0 publishes q_tilde as a deterministic function of the labels: no finite epsilon "
-                "under strict accounting (spec §6 E7); use sigma > 0, or accounting='paper' for figures")
+                "under strict accounting (spec §6 E7); use sigma > 0, or accounting='paper' for figures"
+            )
         if math.isinf(sigma):
             gamma = 1.0 / K
         return gamma, float(sigma)
@@ -177,24 +199,45 @@ class ClusterDP:
         if lam >= MAX_LAMBDA and not self.allow_high_lambda:
             raise ValueError(
                 f"epsilon={eps!r} needs lambda={lam:.6f} >= {MAX_LAMBDA}: the variance grows like "
-                "1/(1-lambda)^2 (spec §5); raise epsilon or gamma, or pass allow_high_lambda=True")
-        privacy = {"epsilon": e_paper if self.accounting == "paper" else e_strict, "delta": delta,
-                   "accounting": self.accounting, "epsilon_paper": e_paper, "epsilon_strict": e_strict,
-                   "gamma": gamma, "sigma": sigma}
+                "1/(1-lambda)^2 (spec §5); raise epsilon or gamma, or pass allow_high_lambda=True"
+            )
+        privacy = {
+            "epsilon": e_paper if self.accounting == "paper" else e_strict,
+            "delta": delta,
+            "accounting": self.accounting,
+            "epsilon_paper": e_paper,
+            "epsilon_strict": e_strict,
+            "gamma": gamma,
+            "sigma": sigma,
+        }
         return lam, privacy
 
     def privacy_charge(self) -> PrivacyCharge:
         """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7)."""
         lam, p = self.calibrate()
-        return PrivacyCharge(mechanism="approx" if p["delta"] > 0 else "pure",
-                             epsilon=p["epsilon_strict"], delta=p["delta"],
-                             detail={"mechanism": self.mechanism, "accounting": p["accounting"],
-                                     "epsilon_paper": p["epsilon_paper"], "gamma": p["gamma"],
-                                     "sigma": p["sigma"], "lam": lam})
+        return PrivacyCharge(
+            mechanism="approx" if p["delta"] > 0 else "pure",
+            epsilon=p["epsilon_strict"],
+            delta=p["delta"],
+            detail={
+                "mechanism": self.mechanism,
+                "accounting": p["accounting"],
+                "epsilon_paper": p["epsilon_paper"],
+                "gamma": p["gamma"],
+                "sigma": p["sigma"],
+                "lam": lam,
+            },
+        )
 
     # ---- the release -------------------------------------------------------------------------
-    def privatize(self, df: pd.DataFrame, cluster: str, treatment: str, outcome: str,
-                  random_state: int | np.random.Generator | None = None) -> ClusterDPRelease:
+    def privatize(
+        self,
+        df: pd.DataFrame,
+        cluster: str,
+        treatment: str,
+        outcome: str,
+        random_state: int | np.random.Generator | None = None,
+    ) -> ClusterDPRelease:
         """Privatize the outcomes of ``df``; all checks run before any noise is drawn.
 
         Parameters
@@ -209,7 +252,9 @@ class ClusterDP:
             raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
         for arg, col in (("cluster", cluster), ("treatment", treatment), ("outcome", outcome)):
             if col not in df.columns:
-                raise ValueError(f"{arg}={col!r} is not a column of df (columns: {list(df.columns)})")
+                raise ValueError(
+                    f"{arg}={col!r} is not a column of df (columns: {list(df.columns)})"
+                )
         if len(df) == 0:
             raise ValueError("df has no rows; nothing to release")
         y_idx = self.space.index(df[outcome].to_numpy(), name=f"outcome column {outcome!r}")
@@ -222,22 +267,44 @@ class ClusterDP:
             shown = [(labels[c], int(a)) for c, a in empty[:5]]
             raise ValueError(
                 f"(cluster, arm) groups with no units: {shown}; every cluster needs treated and control "
-                "units (n_c >= 2, spec §1.1); merge small clusters before releasing")
+                "units (n_c >= 2, spec §1.1); merge small clusters before releasing"
+            )
         pooled = self.mechanism != "cluster"
         small = n_cell.sum(axis=0) if pooled else n_cell.ravel()
         if np.isfinite(sigma) and small.min() < SMALL_GROUP:
-            warnings.warn(f"a group has only {int(small.min())} < {SMALL_GROUP} units: Laplace(sigma/n) "
-                          "noise swamps its histogram (spec §5)", SmallGroupWarning, stacklevel=2)
-        rng = random_state if isinstance(random_state, np.random.Generator) \
+            warnings.warn(
+                f"a group has only {int(small.min())} < {SMALL_GROUP} units: Laplace(sigma/n) "
+                "noise swamps its histogram (spec §5)",
+                SmallGroupWarning,
+                stacklevel=2,
+            )
+        rng = (
+            random_state
+            if isinstance(random_state, np.random.Generator)
             else np.random.default_rng(random_state)
+        )
         G = 2 if pooled else 2 * C
         g = z if pooled else 2 * cidx + z
         y_tilde, q_t = privatize_arrays(y_idx, g, G, self.space.K, gamma, sigma, lam, rng, reps=1)
-        data = pd.DataFrame({"cluster": df[cluster].to_numpy(), "treatment": z,
-                             "outcome": self.space.values[y_tilde[0]]}, index=df.index)
+        data = pd.DataFrame(
+            {
+                "cluster": df[cluster].to_numpy(),
+                "treatment": z,
+                "outcome": self.space.values[y_tilde[0]],
+            },
+            index=df.index,
+        )
         priors = _priors_frame(q_t[0], labels, self.space, pooled)
-        return ClusterDPRelease(data=data, priors=priors, lam=lam, privacy=privacy,
-                                mechanism=self.mechanism, space=self.space, gamma=gamma, sigma=sigma)
+        return ClusterDPRelease(
+            data=data,
+            priors=priors,
+            lam=lam,
+            privacy=privacy,
+            mechanism=self.mechanism,
+            space=self.space,
+            gamma=gamma,
+            sigma=sigma,
+        )
 
 
 def _codes(col: pd.Series | np.ndarray, name: str = "cluster") -> tuple[np.ndarray, np.ndarray]:
@@ -252,13 +319,23 @@ def _treatment(col: pd.Series, name: str) -> np.ndarray:
     z = col.to_numpy()
     ok = pd.notna(z) & np.isin(z, [0, 1])
     if not np.all(ok):
-        raise ValueError(f"treatment column {name!r} must hold only 0/1, got e.g. {z[~ok][:3].tolist()}")
+        raise ValueError(
+            f"treatment column {name!r} must hold only 0/1, got e.g. {z[~ok][:3].tolist()}"
+        )
     return z.astype(np.int64)
 
 
-def _priors_frame(q_t: np.ndarray, labels: np.ndarray, space: ResponseSpace, pooled: bool) -> pd.DataFrame:
+def _priors_frame(
+    q_t: np.ndarray, labels: np.ndarray, space: ResponseSpace, pooled: bool
+) -> pd.DataFrame:
     """Long table (cluster, arm, value, q_tilde) of the published priors."""
     C, K = labels.size, space.K
     q = np.repeat(q_t[None], C, axis=0) if pooled else q_t.reshape(C, 2, K)
-    return pd.DataFrame({"cluster": np.repeat(labels, 2 * K), "arm": np.tile(np.repeat([0, 1], K), C),
-                         "value": np.tile(space.values, 2 * C), "q_tilde": q.ravel()})
+    return pd.DataFrame(
+        {
+            "cluster": np.repeat(labels, 2 * K),
+            "arm": np.tile(np.repeat([0, 1], K), C),
+            "value": np.tile(space.values, 2 * C),
+            "q_tilde": q.ravel(),
+        }
+    )

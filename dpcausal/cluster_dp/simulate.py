@@ -18,9 +18,18 @@ from dpcausal.cluster_dp.mechanisms import privatize_arrays
 MECHANISMS = ("cluster", "cluster_free", "uniform", "none")
 
 
-def simulate(pop: Population, mechanism: str, lam: float, gamma: float, sigma: float, reps: int,
-             rng: np.random.Generator, strata: str = "clusters", z: np.ndarray | None = None,
-             chunk: int = 100) -> tuple[np.ndarray, np.ndarray]:
+def simulate(
+    pop: Population,
+    mechanism: str,
+    lam: float,
+    gamma: float,
+    sigma: float,
+    reps: int,
+    rng: np.random.Generator,
+    strata: str = "clusters",
+    z: np.ndarray | None = None,
+    chunk: int = 100,
+) -> tuple[np.ndarray, np.ndarray]:
     """tau_hat and V_hat for ``reps`` repetitions of (z, DP): Theorem 3.2 / §3.6 on Algorithm 2 output.
 
     ``mechanism="none"`` gives the non-private stratified difference in means (eq. 5).

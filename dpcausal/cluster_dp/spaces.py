@@ -28,7 +28,8 @@ class ResponseSpace:
         if v.size < 2:
             raise ValueError(
                 f"values must hold at least 2 distinct outcomes (K >= 2), got {self.values!r}; "
-                "a one-point response space carries no information to estimate from")
+                "a one-point response space carries no information to estimate from"
+            )
         v.setflags(write=False)
         object.__setattr__(self, "values", v)
 
@@ -45,7 +46,7 @@ class ResponseSpace:
     @property
     def l2sq(self) -> float:
         """||yvec||_2^2 = sum_y y^2 (spec §1.1)."""
-        return float(np.sum(self.values ** 2))
+        return float(np.sum(self.values**2))
 
     @property
     def width(self) -> float:
@@ -61,7 +62,8 @@ class ResponseSpace:
             shown = np.unique(y[bad])[:5].tolist()
             raise ValueError(
                 f"{name} has values outside the response space: {shown} (Y = {self.values.tolist()}); "
-                "bin continuous outcomes first with bin_continuous(x, edges, reps) using public edges")
+                "bin continuous outcomes first with bin_continuous(x, edges, reps) using public edges"
+            )
         return idx
 
     def __repr__(self) -> str:
@@ -88,12 +90,16 @@ def bin_continuous(x: np.ndarray, edges: np.ndarray, reps: np.ndarray | None = N
     """
     edges = np.asarray(edges, dtype=float)
     if edges.ndim != 1 or edges.size < 3 or not np.all(np.diff(edges) > 0):
-        raise ValueError(f"edges must be a strictly increasing 1-d array of >= 3 public values, got {edges!r}")
+        raise ValueError(
+            f"edges must be a strictly increasing 1-d array of >= 3 public values, got {edges!r}"
+        )
     if reps is None:
         reps = (edges[:-1] + edges[1:]) / 2
     reps = np.asarray(reps, dtype=float)
     if reps.shape != (edges.size - 1,):
-        raise ValueError(f"reps must have len(edges) - 1 = {edges.size - 1} values, got {reps.size}")
+        raise ValueError(
+            f"reps must have len(edges) - 1 = {edges.size - 1} values, got {reps.size}"
+        )
     x = np.asarray(x, dtype=float)
     if not np.all(np.isfinite(x)):
         raise ValueError("x must be finite; drop or impute missing outcomes before binning")

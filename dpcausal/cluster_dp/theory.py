@@ -11,7 +11,9 @@ import numpy as np
 from dpcausal.cluster_dp.spaces import ResponseSpace
 
 
-def _cluster_stats(v: np.ndarray, cidx: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cluster_stats(
+    v: np.ndarray, cidx: np.ndarray, C: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-cluster size, mean and sample variance S^2 (ddof 1) of v."""
     n_c = np.bincount(cidx, minlength=C).astype(float)
     mean = np.bincount(cidx, weights=v, minlength=C) / n_c
@@ -43,11 +45,15 @@ def phi(y0: np.ndarray, y1: np.ndarray, cidx: np.ndarray, n1c: np.ndarray) -> tu
     n_c, _, s1 = _cluster_stats(np.asarray(y1, float), cidx, C)
     _, _, s0 = _cluster_stats(np.asarray(y0, float), cidx, C)
     n = n_c.sum()
-    return (float(np.sum((n_c / n) ** 2 * s0 / (n_c - n1c))), float(np.sum((n_c / n) ** 2 * s1 / n1c)))
+    return (
+        float(np.sum((n_c / n) ** 2 * s0 / (n_c - n1c))),
+        float(np.sum((n_c / n) ** 2 * s1 / n1c)),
+    )
 
 
-def a_term(x: np.ndarray | float, space: ResponseSpace, lam: float, gamma: float, sigma: float
-           ) -> np.ndarray | float:
+def a_term(
+    x: np.ndarray | float, space: ResponseSpace, lam: float, gamma: float, sigma: float
+) -> np.ndarray | float:
     """A(x) of Theorem 3.5 (appendix form, spec §3.3 and §6 E5).
 
     .. math:: A(x) = 2K\\Big[B^2\\big(\\tfrac{3}{(1-\\lambda)^2}+2\\big) + \\tfrac{(\\lambda\\sqrt K+1)^2}
@@ -55,8 +61,9 @@ def a_term(x: np.ndarray | float, space: ResponseSpace, lam: float, gamma: float
               \\Big[\\gamma + \\tfrac{\\sigma}{x}(e^{-\\gamma x/\\sigma} - e^{-x/\\sigma})\\Big]
     """
     K, B, l2 = space.K, space.B, space.l2sq
-    first = B ** 2 * (3 / (1 - lam) ** 2 + 2) \
-        + (lam * np.sqrt(K) + 1) ** 2 / (1 - lam) ** 2 * l2 * (1 - lam * (K - 1) * gamma)
+    first = B**2 * (3 / (1 - lam) ** 2 + 2) + (lam * np.sqrt(K) + 1) ** 2 / (1 - lam) ** 2 * l2 * (
+        1 - lam * (K - 1) * gamma
+    )
     return 2 * K * first * lemma_a12_bracket(x, gamma, sigma)
 
 
@@ -77,8 +84,15 @@ def lemma_a12_bound(K: int, n: float, gamma: float, sigma: float) -> float:
     return float(2 * K * lemma_a12_bracket(n, gamma, sigma))
 
 
-def thm35_bound(n_cell: np.ndarray, phi0: float, phi1: float, space: ResponseSpace, lam: float,
-                gamma: float, sigma: float) -> tuple[float, float]:
+def thm35_bound(
+    n_cell: np.ndarray,
+    phi0: float,
+    phi1: float,
+    space: ResponseSpace,
+    lam: float,
+    gamma: float,
+    sigma: float,
+) -> tuple[float, float]:
     """The two terms of Theorem 3.5's upper bound on Var_{DP,z}[tau_hat_Q] - Var_z[tau_hat_NoDP] (spec §3.3).
 
     Returns (first, second): first = (1/(1-lam)^2 - 1)(phi_0 + phi_1) (also the observed lower
@@ -88,12 +102,20 @@ def thm35_bound(n_cell: np.ndarray, phi0: float, phi1: float, space: ResponseSpa
     n_c = n_cell.sum(axis=1)
     n = n_c.sum()
     first = (1 / (1 - lam) ** 2 - 1) * (phi0 + phi1)
-    second = float(np.sum((n_c[:, None] / n) ** 2 * a_term(n_cell, space, lam, gamma, sigma) / n_cell))
+    second = float(
+        np.sum((n_c[:, None] / n) ** 2 * a_term(n_cell, space, lam, gamma, sigma) / n_cell)
+    )
     return float(first), second
 
 
-def exact_cond_var(y: np.ndarray, g: np.ndarray, weights: np.ndarray, q_t: np.ndarray, lam: float,
-                   space: ResponseSpace) -> np.ndarray:
+def exact_cond_var(
+    y: np.ndarray,
+    g: np.ndarray,
+    weights: np.ndarray,
+    q_t: np.ndarray,
+    lam: float,
+    space: ResponseSpace,
+) -> np.ndarray:
     """Var_DP(tau_hat_Q | z, q_t) per repetition: spec §3.4 (equals eq. 26).
 
     .. math:: \\mathrm{Var}(\\hat y_i) = \\frac{\\lambda}{1-\\lambda}(y_i - m)^2
@@ -104,19 +126,25 @@ def exact_cond_var(y: np.ndarray, g: np.ndarray, weights: np.ndarray, q_t: np.nd
     (:func:`dpcausal.cluster_dp.estimation.unit_weights`), ``q_t`` (R, G, K).
     """
     vals = space.values
-    m = q_t @ vals                                              # (R, G)
-    vq = q_t @ vals ** 2 - m ** 2
+    m = q_t @ vals  # (R, G)
+    vq = q_t @ vals**2 - m**2
     R = q_t.shape[0]
     w2 = np.atleast_2d(weights)
     g2 = np.broadcast_to(g, w2.shape)
     r = np.arange(R)[:, None]
     mi, vi = m[r, g2], vq[r, g2]
     var_i = lam / (1 - lam) * (np.broadcast_to(y, w2.shape) - mi) ** 2 + lam * vi / (1 - lam) ** 2
-    return np.sum(w2 ** 2 * var_i, axis=1)
+    return np.sum(w2**2 * var_i, axis=1)
 
 
-def uniform_var_exact(y0: np.ndarray, y1: np.ndarray, cidx: np.ndarray, n1c: np.ndarray,
-                      space: ResponseSpace, lam: float) -> float:
+def uniform_var_exact(
+    y0: np.ndarray,
+    y1: np.ndarray,
+    cidx: np.ndarray,
+    n1c: np.ndarray,
+    space: ResponseSpace,
+    lam: float,
+) -> float:
     """Var_{DP,z} of the stratified Uniform-Prior estimator (1): Theorem A.5 / Cor. A.6, spec §3.5.
 
     Pass ``cidx = 0`` for all units and ``n1c = [n_1]`` for the unstratified version (8).
@@ -127,13 +155,18 @@ def uniform_var_exact(y0: np.ndarray, y1: np.ndarray, cidx: np.ndarray, n1c: np.
     n_c = np.bincount(cidx, minlength=C).astype(float)
     n0c = n_c - n1c
     n = n_c.sum()
-    ybar, y2bar = space.values.mean(), (space.values ** 2).mean()
+    ybar, y2bar = space.values.mean(), (space.values**2).mean()
     m0 = np.bincount(cidx, weights=y0, minlength=C) / n_c
     m1 = np.bincount(cidx, weights=y1, minlength=C) / n_c
-    q0 = np.bincount(cidx, weights=y0 ** 2, minlength=C) / n_c
-    q1 = np.bincount(cidx, weights=y1 ** 2, minlength=C) / n_c
+    q0 = np.bincount(cidx, weights=y0**2, minlength=C) / n_c
+    q1 = np.bincount(cidx, weights=y1**2, minlength=C) / n_c
     w2 = (n_c / n) ** 2
-    mid = np.sum(w2 * (1 / n0c + 1 / n1c)) * (lam * y2bar - lam ** 2 * ybar ** 2) / (1 - lam) ** 2
-    last = np.sum(w2 * (lam / (1 - lam) * (q0 / n0c + q1 / n1c)
-                        - 2 * lam * ybar / (1 - lam) * (m0 / n0c + m1 / n1c)))
+    mid = np.sum(w2 * (1 / n0c + 1 / n1c)) * (lam * y2bar - lam**2 * ybar**2) / (1 - lam) ** 2
+    last = np.sum(
+        w2
+        * (
+            lam / (1 - lam) * (q0 / n0c + q1 / n1c)
+            - 2 * lam * ybar / (1 - lam) * (m0 / n0c + m1 / n1c)
+        )
+    )
     return var_nodp_exact(y0, y1, cidx, n1c) + float(mid + last)

@@ -12,7 +12,7 @@ def strat_dim_loop(v, s, z):
         k = [v[i] for i in range(n) if s[i] == c and z[i] == 0]
         w = (len(t) + len(k)) / n
         tau += w * (sum(t) / len(t) - sum(k) / len(k))
-        var += w ** 2 * (np.var(t, ddof=1) / len(t) + np.var(k, ddof=1) / len(k))
+        var += w**2 * (np.var(t, ddof=1) / len(t) + np.var(k, ddof=1) / len(k))
     return tau, var
 
 

@@ -3,8 +3,13 @@
 import numpy as np
 import pytest
 
-from dpcausal.cluster_dp import (ResponseSpace, noisy_histogram, noisy_histogram_scales, noisy_ht,
-                                 noisy_ht_scales)
+from dpcausal.cluster_dp import (
+    ResponseSpace,
+    noisy_histogram,
+    noisy_histogram_scales,
+    noisy_ht,
+    noisy_ht_scales,
+)
 
 SPACE = ResponseSpace(np.arange(-5, 7))
 CELLS = np.array([[250, 250], [500, 500], [1000, 1000]])
@@ -30,11 +35,13 @@ def test_sensitivity_fuzz_strict_holds_paper_fails():
         y2 = y.copy()
         y2[i] = SPACE.values[0] if y[i] > 0 else SPACE.values[-1]
         zero = np.zeros(2)
-        d = abs(noisy_ht(y, z, c, SPACE, 1.0, noise=zero) - noisy_ht(y2, z, c, SPACE, 1.0, noise=zero))
+        d = abs(
+            noisy_ht(y, z, c, SPACE, 1.0, noise=zero) - noisy_ht(y2, z, c, SPACE, 1.0, noise=zero)
+        )
         k = c[i]
-        worst = max(worst, d / (np.sum(c == k) / c.size))      # per-cluster difference
+        worst = max(worst, d / (np.sum(c == k) / c.size))  # per-cluster difference
         assert d <= np.sum(c == k) / c.size * SPACE.width / n_cell[k].min() + 1e-12
-    assert worst > SPACE.B / n_cell.min(axis=1).max()           # paper's max|y|/min(n) understated
+    assert worst > SPACE.B / n_cell.min(axis=1).max()  # paper's max|y|/min(n) understated
 
 
 def test_values_with_given_noise_match_loops():
@@ -56,8 +63,13 @@ def test_values_with_given_noise_match_loops():
         for a, sign in ((1, 1), (0, -1)):
             grp = y[(c == k) & (z == a)]
             eta = 2 / (len(grp) * 0.5)
-            ref += sign * np.mean(c == k) * sum(v * (np.mean(grp == v) + W[k, a, j] * eta)
-                                                for j, v in enumerate(SPACE.values))
+            ref += (
+                sign
+                * np.mean(c == k)
+                * sum(
+                    v * (np.mean(grp == v) + W[k, a, j] * eta) for j, v in enumerate(SPACE.values)
+                )
+            )
     assert noisy_histogram(y, z, c, SPACE, 0.5, noise=W) == pytest.approx(ref, rel=1e-12)
 
 

@@ -19,8 +19,17 @@ def test_t2_uniform_epsilon():
     assert uniform_eps(0.8, 12) == pytest.approx(math.log(4), rel=1e-14)
 
 
-@pytest.mark.parametrize("gk, expected", [(0.1, 0.999024), (0.2, 0.998150), (0.25, 0.997714),
-                                          (0.5, 0.995537), (0.75, 0.993370), (1.0, 0.991213)])
+@pytest.mark.parametrize(
+    "gk, expected",
+    [
+        (0.1, 0.999024),
+        (0.2, 0.998150),
+        (0.25, 0.997714),
+        (0.5, 0.995537),
+        (0.75, 0.993370),
+        (1.0, 0.991213),
+    ],
+)
 def test_t3_exp1a_lambda(gk, expected):
     assert round(lam_for(0.2, 1e-4, gk / 12, 10, mode="paper"), 6) == expected
 
@@ -44,15 +53,22 @@ def test_t8_youtube_epsilon(lam, expected):
 def test_eps1_branches():
     assert eps1(10, 0.02, "paper") == 0.1
     assert eps1(10, 0.02, "strict") == 0.2
-    assert eps1(0, 0.02, "paper") == 100.0            # the 2/gamma branch (paper only)
-    assert eps1(0, 0.02, "strict") == math.inf        # E7: sigma = 0 has no finite epsilon
+    assert eps1(0, 0.02, "paper") == 100.0  # the 2/gamma branch (paper only)
+    assert eps1(0, 0.02, "strict") == math.inf  # E7: sigma = 0 has no finite epsilon
     assert eps1(math.inf, 0.01, "strict") == 0.0 == eps1(math.inf, 0.01, "paper")
-    assert eps1(1000, 0.001, "paper") == 0.001        # 1/sigma branch below 2/gamma
+    assert eps1(1000, 0.001, "paper") == 0.001  # 1/sigma branch below 2/gamma
 
 
 @pytest.mark.parametrize("mode", ["paper", "strict"])
-@pytest.mark.parametrize("eps, delta, gamma, sigma", [(3.0, 0.0, 0.02, 10), (1.0, 1e-4, 0.05, 20),
-                                                      (8.0, 1e-6, 0.001, 5), (0.5, 0.0, 1 / 12, math.inf)])
+@pytest.mark.parametrize(
+    "eps, delta, gamma, sigma",
+    [
+        (3.0, 0.0, 0.02, 10),
+        (1.0, 1e-4, 0.05, 20),
+        (8.0, 1e-6, 0.001, 5),
+        (0.5, 0.0, 1 / 12, math.inf),
+    ],
+)
 def test_round_trip(mode, eps, delta, gamma, sigma):
     lam = lam_for(eps, delta, gamma, sigma, mode=mode)
     assert 0 < lam < 1
@@ -77,17 +93,20 @@ def test_theorem_3_1_delta_form_matches():
     assert 1 - lam + lam * gamma * (1 - math.exp(eps_t)) == pytest.approx(delta, abs=1e-14)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: lam_for(0.0, 0, 0.02, 10), "eps must be a number > 0, got 0.0"),
-    (lambda: lam_for(1.0, 0, 0.0, 10), "gamma=0 leaves the resampling step"),
-    (lambda: lam_for(1.0, 0, 1.5, 10), r"gamma must be a number in \[0, 1\], got 1.5"),
-    (lambda: lam_for(1.0, 1.0, 0.02, 10), "delta must be < 1"),
-    (lambda: eps_total(1.0, 0.02, 10), r"lam must be a number in \[0, 1\), got 1.0"),
-    (lambda: eps_total(0.5, 0.02, -1), "sigma must be >= 0"),
-    (lambda: eps_total(0.5, 0.02, 10, delta=0.6), "delta=0.6 >= 1 - lam"),
-    (lambda: eps_total(0.5, 0.02, 10, mode="loose"), "mode must be one of"),
-    (lambda: uniform_eps(0.5, 1), "K must be an integer >= 2, got 1"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: lam_for(0.0, 0, 0.02, 10), "eps must be a number > 0, got 0.0"),
+        (lambda: lam_for(1.0, 0, 0.0, 10), "gamma=0 leaves the resampling step"),
+        (lambda: lam_for(1.0, 0, 1.5, 10), r"gamma must be a number in \[0, 1\], got 1.5"),
+        (lambda: lam_for(1.0, 1.0, 0.02, 10), "delta must be < 1"),
+        (lambda: eps_total(1.0, 0.02, 10), r"lam must be a number in \[0, 1\), got 1.0"),
+        (lambda: eps_total(0.5, 0.02, -1), "sigma must be >= 0"),
+        (lambda: eps_total(0.5, 0.02, 10, delta=0.6), "delta=0.6 >= 1 - lam"),
+        (lambda: eps_total(0.5, 0.02, 10, mode="loose"), "mode must be one of"),
+        (lambda: uniform_eps(0.5, 1), "K must be an integer >= 2, got 1"),
+    ],
+)
 def test_refusals(call, match):
     with pytest.raises(ValueError, match=match):
         call()

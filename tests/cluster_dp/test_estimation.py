@@ -16,7 +16,7 @@ def test_debias_matches_explicit_inverse():
         yvec = np.sort(rng.normal(size=K))
         q = rng.dirichlet(np.ones(K))
         lam = rng.uniform(0, 0.99)
-        row = yvec @ np.linalg.inv(transition_matrix(q, lam))      # yvec^T Q^{-1}
+        row = yvec @ np.linalg.inv(transition_matrix(q, lam))  # yvec^T Q^{-1}
         m = q @ yvec
         np.testing.assert_allclose(debias(yvec, np.full(K, m), lam), row, rtol=1e-10, atol=1e-10)
 
@@ -42,8 +42,12 @@ def test_stratified_dim_vectorised_over_assignments():
     rng = np.random.default_rng(2)
     n, R = 40, 5
     s = np.repeat([0, 1], 20)
-    z = np.stack([np.concatenate([rng.permutation(np.repeat([0, 1], 10)) for _ in range(2)])
-                  for _ in range(R)])
+    z = np.stack(
+        [
+            np.concatenate([rng.permutation(np.repeat([0, 1], 10)) for _ in range(2)])
+            for _ in range(R)
+        ]
+    )
     v = rng.normal(size=(R, n))
     tau, vhat = stratified_dim(v, s, z, 2)
     for r in range(R):

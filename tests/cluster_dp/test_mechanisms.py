@@ -11,8 +11,13 @@ from scipy import stats
 
 from dpcausal.cluster_dp import qtilde, transition_matrix
 from dpcausal.cluster_dp.calibration import lam_for, uniform_lam
-from dpcausal.cluster_dp.mechanisms import (draw_prior_noise, group_counts, noisy_priors,
-                                            privatize_arrays, resample)
+from dpcausal.cluster_dp.mechanisms import (
+    draw_prior_noise,
+    group_counts,
+    noisy_priors,
+    privatize_arrays,
+    resample,
+)
 
 
 def _qtilde_loop(p_hat, w, gamma):
@@ -26,8 +31,13 @@ def _qtilde_loop(p_hat, w, gamma):
 
 
 @settings(max_examples=200, deadline=None)
-@given(K=st.integers(2, 15), n=st.integers(1, 400), gfrac=st.floats(0, 1), sigma=st.floats(0.01, 50),
-       seed=st.integers(0, 2 ** 32 - 1))
+@given(
+    K=st.integers(2, 15),
+    n=st.integers(1, 400),
+    gfrac=st.floats(0, 1),
+    sigma=st.floats(0.01, 50),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_qtilde_invariants_and_reference(K, n, gfrac, sigma, seed):
     rng = np.random.default_rng(seed)
     gamma = gfrac / K
@@ -37,26 +47,30 @@ def test_qtilde_invariants_and_reference(K, n, gfrac, sigma, seed):
     assert abs(q.sum() - 1) < 1e-12
     assert q.min() >= gamma - 1e-15
     assert q.max() <= 1 - (K - 1) * gamma + 1e-12
-    if gfrac < 1:   # at K gamma = 1 the loop's zeta/sum(zeta) is 0/0; the closed form gives uniform
+    if gfrac < 1:  # at K gamma = 1 the loop's zeta/sum(zeta) is 0/0; the closed form gives uniform
         np.testing.assert_allclose(q, _qtilde_loop(p_hat, w, gamma), rtol=0, atol=1e-12)
 
 
 def test_qtilde_special_values():
     rng = np.random.default_rng(1)
     p = np.bincount(rng.integers(0, 6, 50), minlength=6) / 50
-    np.testing.assert_allclose(qtilde(p, rng.laplace(0, 1, 6), 1 / 6), np.full(6, 1 / 6), atol=1e-15)
+    np.testing.assert_allclose(
+        qtilde(p, rng.laplace(0, 1, 6), 1 / 6), np.full(6, 1 / 6), atol=1e-15
+    )
     np.testing.assert_array_equal(qtilde(p, np.zeros(6), 0.0), p)
     # sigma = inf: uniform, no data access
     counts = np.array([[[5, 0, 0]]])
-    np.testing.assert_array_equal(noisy_priors(counts, 0.1, math.inf, rng), np.full((1, 1, 3), 1 / 3))
+    np.testing.assert_array_equal(
+        noisy_priors(counts, 0.1, math.inf, rng), np.full((1, 1, 3), 1 / 3)
+    )
 
 
 def test_closed_forms_match_spec_both_branches():
     gamma, K = 0.05, 4
-    q_over = np.array([0.6, 0.5, 0.05, 0.05])        # S = 1.2 > 1
+    q_over = np.array([0.6, 0.5, 0.05, 0.05])  # S = 1.2 > 1
     expect = gamma + (q_over - gamma) * (1 - K * gamma) / (q_over.sum() - K * gamma)
     np.testing.assert_allclose(qtilde(q_over, np.zeros(K), gamma), expect, rtol=1e-14)
-    q_under = np.array([0.3, 0.2, 0.1, 0.05])         # S = 0.65
+    q_under = np.array([0.3, 0.2, 0.1, 0.05])  # S = 0.65
     expect = q_under + (1 - q_under) * (1 - 0.65) / (K - 0.65)
     np.testing.assert_allclose(qtilde(q_under, np.zeros(K), gamma), expect, rtol=1e-14)
 
@@ -72,18 +86,20 @@ def test_lemma_a7_shared_noise():
         y2 = y.copy()
         y2[rng.integers(n)] = rng.integers(K)
         w = rng.laplace(0, sigma / n, K) if sigma else np.zeros(K)
-        d = np.abs(qtilde(np.bincount(y, minlength=K) / n, w, gamma)
-                   - qtilde(np.bincount(y2, minlength=K) / n, w, gamma)).max()
+        d = np.abs(
+            qtilde(np.bincount(y, minlength=K) / n, w, gamma)
+            - qtilde(np.bincount(y2, minlength=K) / n, w, gamma)
+        ).max()
         worst = max(worst, n * d)
     assert worst <= 2 + 1e-9
-    assert worst > 0.5            # the check is not vacuous
+    assert worst > 0.5  # the check is not vacuous
 
 
 def test_prior_noise_scale_is_sigma_over_group_size():
     """KS on the real noise path: Laplace(sigma/n_{a,c}); scales x0.7 and x1.3 must be rejected."""
     rng = np.random.default_rng(11)
     n_g = np.array([[25, 250, 2500]] * 4000)
-    w = draw_prior_noise(rng, 10.0, n_g, 5)                   # (4000, 3, 5)
+    w = draw_prior_noise(rng, 10.0, n_g, 5)  # (4000, 3, 5)
     std = (w / (10.0 / n_g[..., None])).ravel()
     assert stats.kstest(std, "laplace").pvalue > 1e-3
     assert stats.kstest(std / 0.7, "laplace").pvalue < 1e-6
@@ -112,7 +128,7 @@ def test_prior_release_epsilon_strict_holds_paper_is_exceeded():
     grid = p + rng.laplace(0, 5 * sigma / n, (20000, K))
     lr = _laplace_hist_log_ratio(p, p2, n, sigma, grid)
     assert lr.max() <= 2 / sigma + 1e-12
-    assert lr.max() > 1 / sigma * 1.5      # the paper's 1/sigma is violated (negative control)
+    assert lr.max() > 1 / sigma * 1.5  # the paper's 1/sigma is violated (negative control)
     # q_tilde is post-processing of p + w, so the same bound covers the published prior
 
 
@@ -135,15 +151,15 @@ def _enumerate_ratio(q_t, lam, eps, y, y2):
 @pytest.mark.parametrize("delta", [0.0, 1e-2])
 def test_exact_privacy_resampling_given_prior(delta):
     """Resampling step M2 given q_t >= gamma: enumerate all outputs of 3 units, K = 3 (spec §2.8)."""
-    gamma, sigma = 0.1, math.inf        # sigma irrelevant for M2; eps_t alone
-    q_t = np.array([0.1, 0.1, 0.8])     # the bound is tight at an output with q_t = gamma
+    gamma, sigma = 0.1, math.inf  # sigma irrelevant for M2; eps_t alone
+    q_t = np.array([0.1, 0.1, 0.8])  # the bound is tight at an output with q_t = gamma
     eps_t = 1.5
     lam = lam_for(eps_t, delta, gamma, sigma, mode="strict")
     y, y2 = (0, 2, 1), (1, 2, 1)
     worst, slack = _enumerate_ratio(q_t, lam, eps_t, y, y2)
     if delta == 0:
         assert worst <= eps_t + 1e-12
-        assert worst > 0.95 * eps_t          # negative control: a claim of 0.95 eps_t is caught
+        assert worst > 0.95 * eps_t  # negative control: a claim of 0.95 eps_t is caught
     assert slack <= delta + 1e-12
     # negative control: the same lambda does not give (eps_t / 1.05, delta)
     _, slack_small = _enumerate_ratio(q_t, lam, eps_t / 1.05, y, y2)
@@ -158,14 +174,14 @@ def test_exact_privacy_uniform_prior():
         assert worst == pytest.approx(eps, abs=1e-12)
         assert slack <= 1e-12
         worst_broken, _ = _enumerate_ratio(np.full(K, 1 / K), lam * 0.95, eps, y, y2)
-        assert worst_broken > eps * 1.01     # less resampling than calibrated must be caught
+        assert worst_broken > eps * 1.01  # less resampling than calibrated must be caught
 
 
 def test_sampler_matches_transition_kernel():
     """Empirical y_tilde | y frequencies match the columns of Q (chi-square, §3.8 item 4)."""
     rng = np.random.default_rng(2)
     K, lam = 4, 0.6
-    q_t = np.array([[[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.4, 0.1]]])   # 2 groups
+    q_t = np.array([[[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.4, 0.1]]])  # 2 groups
     n = 100_000
     y = rng.integers(0, K, n)
     g = rng.integers(0, 2, n)
@@ -209,4 +225,4 @@ def test_privatize_arrays_shapes_and_groups():
     np.testing.assert_allclose(q.sum(-1), 1, atol=1e-12)
     assert group_counts(y, g, 4, 5).sum() == 100
     yt0, _ = privatize_arrays(y, g, 4, 5, 0.05, 10.0, 0.0, rng, reps=2)
-    np.testing.assert_array_equal(yt0, np.broadcast_to(y, (2, 100)))     # lambda = 0 keeps everything
+    np.testing.assert_array_equal(yt0, np.broadcast_to(y, (2, 100)))  # lambda = 0 keeps everything

@@ -7,12 +7,24 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcausal.cluster_dp import (ResponseSpace, exact_cond_var, lemma_a12_bound, noisy_histogram,
-                                 noisy_histogram_var, noisy_ht, noisy_ht_var, phi, qtilde, thm35_bound,
-                                 uniform_var_exact, unit_weights, var_nodp_exact)
+from dpcausal.cluster_dp import (
+    ResponseSpace,
+    exact_cond_var,
+    lemma_a12_bound,
+    noisy_histogram,
+    noisy_histogram_var,
+    noisy_ht,
+    noisy_ht_var,
+    phi,
+    qtilde,
+    thm35_bound,
+    uniform_var_exact,
+    unit_weights,
+    var_nodp_exact,
+)
 from dpcausal.cluster_dp.data import Population, assign_balanced, draw_subpopulation, make_gmm
-from dpcausal.cluster_dp.mechanisms import group_counts, noisy_priors, resample
 from dpcausal.cluster_dp.estimation import debias, stratified_dim
+from dpcausal.cluster_dp.mechanisms import group_counts, noisy_priors, resample
 from dpcausal.cluster_dp.simulate import simulate
 
 pytestmark = pytest.mark.slow
@@ -62,12 +74,20 @@ def test_total_variance_and_thm35_bound(sub):
     y_idx = np.where(z == 1, sub.space.index(sub.y1), sub.space.index(sub.y0))
     g = 2 * sub.cidx + z
     q = noisy_priors(group_counts(y_idx, g, 6, 12), gamma, sigma, rng)
-    cond = exact_cond_var(sub.space.values[y_idx], g, unit_weights(sub.cidx, z, 3), q, lam, sub.space)
+    cond = exact_cond_var(
+        sub.space.values[y_idx], g, unit_weights(sub.cidx, z, 3), q, lam, sub.space
+    )
     assert tau.var(ddof=1) == pytest.approx(v_nodp + cond.mean(), rel=0.05)
-    assert abs(tau.mean() - 1.0) < 4 * tau.std() / np.sqrt(tau.size)        # E_{DP,z} = tau = 1
+    assert abs(tau.mean() - 1.0) < 4 * tau.std() / np.sqrt(tau.size)  # E_{DP,z} = tau = 1
     gap = tau.var(ddof=1) - v_nodp
-    first, second = thm35_bound(np.column_stack([np.bincount(sub.cidx) - n1c, n1c]),
-                                *phi(sub.y0, sub.y1, sub.cidx, n1c), sub.space, lam, gamma, sigma)
+    first, second = thm35_bound(
+        np.column_stack([np.bincount(sub.cidx) - n1c, n1c]),
+        *phi(sub.y0, sub.y1, sub.cidx, n1c),
+        sub.space,
+        lam,
+        gamma,
+        sigma,
+    )
     assert 0 <= gap <= first + second
     # V_hat (§3.6) is conservative on average and CIs cover
     assert vhat.mean() >= tau.var(ddof=1) * 0.95
@@ -83,15 +103,19 @@ def test_uniform_variance_formula_and_eq9():
     for lam in (0.5, 0.8):
         tau, _ = simulate(sub, "uniform", lam, 0, 0, 40_000, rng, chunk=2000)
         assert tau.var(ddof=1) == pytest.approx(
-            uniform_var_exact(sub.y0, sub.y1, sub.cidx, n1c, sub.space, lam), rel=0.05)
+            uniform_var_exact(sub.y0, sub.y1, sub.cidx, n1c, sub.space, lam), rel=0.05
+        )
     n = 200
     y0 = rng.integers(0, 2, n).astype(float)
-    binary = Population(y0, np.maximum(y0, rng.integers(0, 2, n)), np.zeros(n, np.int64),
-                        ResponseSpace([0, 1]))
+    binary = Population(
+        y0, np.maximum(y0, rng.integers(0, 2, n)), np.zeros(n, np.int64), ResponseSpace([0, 1])
+    )
     lam = 0.6
     tau, _ = simulate(binary, "uniform", lam, 0, 0, 40_000, rng, chunk=4000)
-    eq9 = var_nodp_exact(binary.y0, binary.y1, binary.cidx, np.array([100])) \
+    eq9 = (
+        var_nodp_exact(binary.y0, binary.y1, binary.cidx, np.array([100]))
         + (n / (100 * 100)) * (lam / 2) * (1 - lam / 2) / (1 - lam) ** 2
+    )
     assert tau.var(ddof=1) == pytest.approx(eq9, rel=0.05)
 
 
@@ -110,7 +134,9 @@ def test_aggregate_baseline_variances(sub, mode):
     cells = np.column_stack([np.bincount(sub.cidx) - n1c, n1c])
     v0 = var_nodp_exact(sub.y0, sub.y1, sub.cidx, n1c)
     assert ht.var(ddof=1) == pytest.approx(noisy_ht_var(v0, cells, sub.space, eps, mode), rel=0.07)
-    assert hist.var(ddof=1) == pytest.approx(noisy_histogram_var(v0, cells, sub.space, eps, mode), rel=0.07)
+    assert hist.var(ddof=1) == pytest.approx(
+        noisy_histogram_var(v0, cells, sub.space, eps, mode), rel=0.07
+    )
     assert abs(ht.mean() - 1) < 4 * ht.std() / np.sqrt(R)
 
 

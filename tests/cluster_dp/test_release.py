@@ -20,16 +20,23 @@ def gmm_df():
     rng = np.random.default_rng(0)
     sub = draw_subpopulation(rng, make_gmm(1))
     z = assign_balanced(rng, sub.cidx)[0]
-    df = pd.DataFrame({"c": np.array(["a", "b", "c"])[sub.cidx], "z": z,
-                       "y": np.where(z == 1, sub.y1, sub.y0)})
-    return df.sample(frac=1.0, random_state=1).set_index(np.arange(3500) * 3)   # shuffled, odd index
+    df = pd.DataFrame(
+        {"c": np.array(["a", "b", "c"])[sub.cidx], "z": z, "y": np.where(z == 1, sub.y1, sub.y0)}
+    )
+    return df.sample(frac=1.0, random_state=1).set_index(np.arange(3500) * 3)  # shuffled, odd index
 
 
 def mech(**kw):
-    args = dict(space=SPACE, epsilon=3.0, delta=0.0, gamma=0.02, sigma=10.0, mechanism="cluster",
-                accounting="strict")
-    args.update(kw)
-    return ClusterDP(**args)
+    args = {
+        "space": SPACE,
+        "epsilon": 3.0,
+        "delta": 0.0,
+        "gamma": 0.02,
+        "sigma": 10.0,
+        "mechanism": "cluster",
+        "accounting": "strict",
+    }
+    return ClusterDP(**(args | kw))
 
 
 def test_release_contents(gmm_df):
@@ -61,7 +68,10 @@ def test_estimate_is_post_processing_with_loop_reference(gmm_df):
     for r in rel.priors.itertuples():
         m[(r.cluster, r.arm)] += r.value * r.q_tilde
     d = rel.data
-    y_hat = [(o - rel.lam * m[(c, t)]) / (1 - rel.lam) for c, t, o in zip(d.cluster, d.treatment, d.outcome)]
+    y_hat = [
+        (o - rel.lam * m[(c, t)]) / (1 - rel.lam)
+        for c, t, o in zip(d.cluster, d.treatment, d.outcome)
+    ]
     t_ref, v_ref = strat_dim_loop(np.array(y_hat), d.cluster.to_numpy(), d.treatment.to_numpy())
     assert est.ate == pytest.approx(t_ref, rel=1e-12)
     assert est.variance == pytest.approx(v_ref, rel=1e-12)
@@ -76,7 +86,7 @@ def test_estimate_is_post_processing_with_loop_reference(gmm_df):
 def test_pooled_mechanisms_publish_one_prior_per_arm(gmm_df, mechanism):
     rel = mech(mechanism=mechanism).privatize(gmm_df, "c", "z", "y", random_state=0)
     wide = rel.priors.pivot_table(index=["arm", "value"], columns="cluster", values="q_tilde")
-    assert np.allclose(wide.to_numpy(), wide.to_numpy()[:, :1])          # identical across clusters
+    assert np.allclose(wide.to_numpy(), wide.to_numpy()[:, :1])  # identical across clusters
     if mechanism == "uniform":
         assert np.allclose(rel.priors["q_tilde"], 1 / 12)
         assert rel.privacy["epsilon_paper"] == rel.privacy["epsilon_strict"] == pytest.approx(3.0)
@@ -88,7 +98,9 @@ def test_sigma_inf_is_uniform_and_gamma_defaults():
     assert p["gamma"] == pytest.approx(1 / 12) and p["epsilon_strict"] == pytest.approx(3.0)
     lam_u, _ = mech(mechanism="uniform").calibrate()
     assert lam == pytest.approx(lam_u)
-    _, p = ClusterDP(space=SPACE, epsilon=2.0).calibrate()     # defaults: gamma = 1/K, sigma = 2/(0.2 eps)
+    _, p = ClusterDP(
+        space=SPACE, epsilon=2.0
+    ).calibrate()  # defaults: gamma = 1/K, sigma = 2/(0.2 eps)
     assert p["gamma"] == pytest.approx(1 / 12) and p["sigma"] == pytest.approx(5.0)
 
 
@@ -96,7 +108,9 @@ def test_privacy_charge_is_strict_and_data_free():
     c = mech(accounting="paper").privacy_charge()
     assert isinstance(c, PrivacyCharge) and c.mechanism == "pure"
     lam = lam_for(3.0, 0.0, 0.02, 10.0, mode="paper")
-    assert c.epsilon == pytest.approx(eps_total(lam, 0.02, 10.0, mode="strict")) == pytest.approx(3.1)
+    assert (
+        c.epsilon == pytest.approx(eps_total(lam, 0.02, 10.0, mode="strict")) == pytest.approx(3.1)
+    )
     a = mech(delta=1e-4).privacy_charge()
     assert a.mechanism == "approx" and a.delta == 1e-4 and a.epsilon == pytest.approx(3.0)
 
@@ -110,21 +124,36 @@ class _TrapRng(np.random.Generator):
         return super().__getattribute__(name)
 
 
-@pytest.mark.parametrize("kw, df_change, match", [
-    ({}, lambda d: d.assign(y=d["y"] + 0.5), r"outcome column 'y' has values outside the response space"),
-    ({}, lambda d: d.assign(y=d["y"].where(d["y"] < 6, 7)), r"outside the response space: \[7.0\]"),
-    ({}, lambda d: d[~((d["c"] == "b") & (d["z"] == 1))], r"groups with no units: \[\('b', 1\)\]"),
-    ({}, lambda d: d.assign(z=d["z"] * 2), "treatment column 'z' must hold only 0/1"),
-    ({"gamma": 0.1}, None, r"gamma must be in \[0, 1/K\] = \[0, 0.0833333\] for K=12, got 0.1"),
-    ({"gamma": -0.01}, None, r"gamma must be in \[0, 1/K\]"),
-    ({"sigma": 0.0}, None, "sigma=0 publishes q_tilde as a deterministic function"),
-    ({"epsilon": 0.2}, None, r"infeasible: eps=0.2 <= eps1=0.2"),
-    ({"epsilon": 0.3, "gamma": 0.001, "sigma": 100.0}, None, r"needs lambda=0.99\d+ >= 0.999"),
-    ({"mechanism": "local"}, None, "mechanism must be one of"),
-    ({"accounting": "loose"}, None, "accounting must be one of"),
-    ({"epsilon": -1.0}, None, "epsilon must be a finite number > 0, got -1.0"),
-    ({"delta": 1.0}, None, r"delta must be a number in \[0, 1\), got 1.0"),
-])
+@pytest.mark.parametrize(
+    "kw, df_change, match",
+    [
+        (
+            {},
+            lambda d: d.assign(y=d["y"] + 0.5),
+            r"outcome column 'y' has values outside the response space",
+        ),
+        (
+            {},
+            lambda d: d.assign(y=d["y"].where(d["y"] < 6, 7)),
+            r"outside the response space: \[7.0\]",
+        ),
+        (
+            {},
+            lambda d: d[~((d["c"] == "b") & (d["z"] == 1))],
+            r"groups with no units: \[\('b', 1\)\]",
+        ),
+        ({}, lambda d: d.assign(z=d["z"] * 2), "treatment column 'z' must hold only 0/1"),
+        ({"gamma": 0.1}, None, r"gamma must be in \[0, 1/K\] = \[0, 0.0833333\] for K=12, got 0.1"),
+        ({"gamma": -0.01}, None, r"gamma must be in \[0, 1/K\]"),
+        ({"sigma": 0.0}, None, "sigma=0 publishes q_tilde as a deterministic function"),
+        ({"epsilon": 0.2}, None, r"infeasible: eps=0.2 <= eps1=0.2"),
+        ({"epsilon": 0.3, "gamma": 0.001, "sigma": 100.0}, None, r"needs lambda=0.99\d+ >= 0.999"),
+        ({"mechanism": "local"}, None, "mechanism must be one of"),
+        ({"accounting": "loose"}, None, "accounting must be one of"),
+        ({"epsilon": -1.0}, None, "epsilon must be a finite number > 0, got -1.0"),
+        ({"delta": 1.0}, None, r"delta must be a number in \[0, 1\), got 1.0"),
+    ],
+)
 def test_bad_input_refused_before_noise(gmm_df, kw, df_change, match):
     df = gmm_df if df_change is None else df_change(gmm_df)
     with pytest.raises(ValueError, match=match):
@@ -143,8 +172,8 @@ def test_bad_columns_and_types(gmm_df):
 def test_high_lambda_opt_in_and_paper_mode_sigma_zero(gmm_df):
     m = mech(epsilon=0.3, gamma=0.001, sigma=100.0, allow_high_lambda=True)
     assert m.calibrate()[0] > 0.999
-    lam, p = mech(sigma=0.0, gamma=1 / 12, epsilon=30.0, accounting="paper").calibrate()
-    assert p["epsilon_strict"] == math.inf and p["epsilon"] == pytest.approx(30.0)   # 2/gamma branch
+    _, p = mech(sigma=0.0, gamma=1 / 12, epsilon=30.0, accounting="paper").calibrate()
+    assert p["epsilon_strict"] == math.inf and p["epsilon"] == pytest.approx(30.0)  # 2/gamma branch
 
 
 def test_small_groups_warn():

@@ -11,11 +11,15 @@ def test_space_sorts_and_indexes():
     assert s.values.tolist() == [-1.0, 0.0, 3.0] and s.K == 3 and s.B == 3.0 and s.l2sq == 10.0
     assert s.width == 4.0
     np.testing.assert_array_equal(s.index(np.array([3, -1, 0, 0])), [2, 0, 1, 1])
-    with pytest.raises(ValueError, match=r"outcome has values outside the response space: \[1.0, 5.0\]"):
+    with pytest.raises(
+        ValueError, match=r"outcome has values outside the response space: \[1.0, 5.0\]"
+    ):
         s.index(np.array([1, 5, 0]))
 
 
-@pytest.mark.parametrize("bad, match", [([1], "at least 2 distinct"), ([0, np.nan], "must be finite")])
+@pytest.mark.parametrize(
+    "bad, match", [([1], "at least 2 distinct"), ([0, np.nan], "must be finite")]
+)
 def test_space_refuses_degenerate(bad, match):
     with pytest.raises(ValueError, match=match):
         ResponseSpace(bad)
@@ -27,12 +31,17 @@ def test_binning_midpoints_and_clipping():
     np.testing.assert_array_equal(bin_continuous(x, edges), [0.5, 0.5, 0.5, 1.5, 3.0, 3.0, 3.0])
     np.testing.assert_array_equal(bin_continuous(x, edges, reps=[0, 1, 2]), [0, 0, 0, 1, 2, 2, 2])
     space = ResponseSpace((edges[:-1] + edges[1:]) / 2)
-    space.index(bin_continuous(x, edges))           # binned values lie in the space
+    space.index(bin_continuous(x, edges))  # binned values lie in the space
 
 
-@pytest.mark.parametrize("edges, reps, match", [([0, 1], None, "strictly increasing"),
-                                                ([0, 2, 1], None, "strictly increasing"),
-                                                ([0, 1, 2], [1], "reps must have")])
+@pytest.mark.parametrize(
+    "edges, reps, match",
+    [
+        ([0, 1], None, "strictly increasing"),
+        ([0, 2, 1], None, "strictly increasing"),
+        ([0, 1, 2], [1], "reps must have"),
+    ],
+)
 def test_binning_refusals(edges, reps, match):
     with pytest.raises(ValueError, match=match):
         bin_continuous([0.5], edges, reps)

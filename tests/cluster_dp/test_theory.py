@@ -5,8 +5,17 @@ import math
 import numpy as np
 import pytest
 
-from dpcausal.cluster_dp import (ResponseSpace, a_term, exact_cond_var, lemma_a12_bound, phi,
-                                 thm35_bound, uniform_var_exact, unit_weights, var_nodp_exact)
+from dpcausal.cluster_dp import (
+    ResponseSpace,
+    a_term,
+    exact_cond_var,
+    lemma_a12_bound,
+    phi,
+    thm35_bound,
+    uniform_var_exact,
+    unit_weights,
+    var_nodp_exact,
+)
 
 from ._manual import s2, var_nodp_loop
 
@@ -16,7 +25,7 @@ DESIGN = np.array([[250, 250], [500, 500], [1000, 1000]])
 
 def test_gmm_space_constants():
     assert (GMM.K, GMM.B, GMM.l2sq) == (12, 6.0, 146.0)
-    assert GMM.values.mean() == 0.5 and round((GMM.values ** 2).mean(), 4) == 12.1667
+    assert GMM.values.mean() == 0.5 and round((GMM.values**2).mean(), 4) == 12.1667
 
 
 def test_t5_a_of_x():
@@ -54,7 +63,10 @@ def test_var_nodp_and_phi_match_loops():
     assert var_nodp_exact(y0, y1, c, n1c) == pytest.approx(var_nodp_loop(y0, y1, c, n1c), rel=1e-12)
     p0, p1 = phi(y0, y1, c, n1c)
     n = c.size
-    ref0 = sum((np.sum(c == k) / n) ** 2 * s2(list(y0[c == k])) / (np.sum(c == k) - n1c[k]) for k in range(3))
+    ref0 = sum(
+        (np.sum(c == k) / n) ** 2 * s2(list(y0[c == k])) / (np.sum(c == k) - n1c[k])
+        for k in range(3)
+    )
     ref1 = sum((np.sum(c == k) / n) ** 2 * s2(list(y1[c == k])) / n1c[k] for k in range(3))
     assert (p0, p1) == pytest.approx((ref0, ref1), rel=1e-12)
 
@@ -74,9 +86,9 @@ def test_exact_cond_var_matches_eq_26_with_explicit_inverse():
     ref = 0.0
     for i in range(12):
         Q = (1 - lam) * np.eye(K) + lam * np.outer(q[0, g[i]], np.ones(K))
-        coef = space.values @ np.linalg.inv(Q)            # y_hat value per output
+        coef = space.values @ np.linalg.inv(Q)  # y_hat value per output
         p = Q[:, y_idx[i]]
-        ref += w[i] ** 2 * (p @ coef ** 2 - (p @ coef) ** 2)
+        ref += w[i] ** 2 * (p @ coef**2 - (p @ coef) ** 2)
     assert got == pytest.approx(ref, rel=1e-10)
 
 
@@ -93,7 +105,10 @@ def test_uniform_var_binary_matches_eq_9():
     base = var_nodp_exact(y0, y1, c, np.array([15]))
     n1, n0 = 15, 25
     extra = n / (n0 * n1) * (lam / 2) * (1 - lam / 2) / (1 - lam) ** 2
-    mean_terms = lam / (1 - lam) * (y0.mean() / n0 + y1.mean() / n1) \
-        - 2 * lam * 0.5 / (1 - lam) * (y0.mean() / n0 + y1.mean() / n1)
+    mean_terms = lam / (1 - lam) * (y0.mean() / n0 + y1.mean() / n1) - 2 * lam * 0.5 / (1 - lam) * (
+        y0.mean() / n0 + y1.mean() / n1
+    )
     assert got == pytest.approx(base + extra + mean_terms, rel=1e-12)
-    assert mean_terms == pytest.approx(0.0, abs=1e-15)       # for Y = {0,1}: y2bar_c = ybar_c, ybar = 1/2
+    assert mean_terms == pytest.approx(
+        0.0, abs=1e-15
+    )  # for Y = {0,1}: y2bar_c = ybar_c, ybar = 1/2
