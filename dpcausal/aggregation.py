@@ -4,23 +4,27 @@ For row i the K-1 models not trained on i's fold are combined: the harmonic mean
 separately, for 1 - pi (stored as the means of the inverses, as the authors' code does), and the
 arithmetic mean for mu_1, mu_0. Predictions are clipped first (Assumption 4, §1.2).
 
-Memory is O(n + chunk * K): rows are streamed in chunks, and inside a chunk the K predictions of a
-row are summed with its own fold's entry set to exactly 0.0, so that a change to model k leaves
-the aggregates of fold k's rows bit-for-bit unchanged (locality, spec §5 item 2).
+Memory is O(n + block): rows are streamed in cache-sized blocks of (rows x K) predictions, and
+inside a block each row's own-fold entry is set to exactly 0.0 before the row sum, so a change
+to model k leaves the aggregates of fold k's rows bit-for-bit unchanged (locality, spec §5 item 2).
+Blocks are spread over threads (numpy releases the GIL in its kernels).
 """
 
 from __future__ import annotations
 
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.special import expit
 
 from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance
 
-# Entries of one (rows x K) prediction block; 2**21 float64 = 16 MiB per block.
-_BLOCK_ENTRIES = 2**21
+# Predictions per block: 2**16 float64 = 512 KiB, small enough to stay in cache between passes.
+_BLOCK_ENTRIES = 2**16
 
 
 @dataclass(frozen=True)
@@ -47,91 +51,106 @@ def aggregate(
     outcome_bounds: tuple[float, float],
     propensity_clip: float,
     chunk_size: int | None = None,
+    n_threads: int | None = None,
 ) -> EnsembleNuisances:
-    """Eq. 5 with clipped fold predictions, streamed over row chunks: spec §2.2 step 3, §2.7 step 3."""
+    """Eq. 5 with clipped fold predictions, streamed over row blocks: spec §2.2 step 3, §2.7 step 3."""
     K = len(fold_models)
     if [fm.k for fm in fold_models] != list(range(K)):
         raise ValueError("fold_models must be ordered by fold id 0..K-1")
     lo, hi = outcome_bounds
     eta = propensity_clip
-    centre = (lo + hi) / 2.0
-
-    def clip_pi(p: np.ndarray) -> np.ndarray:
-        return np.clip(p, eta, 1.0 - eta)
-
-    def clip_mu(m: np.ndarray) -> np.ndarray:
-        return np.clip(m, lo, hi)
-
+    rows = chunk_size or max(1, _BLOCK_ENTRIES // K)
+    threads = n_threads or min(2, os.cpu_count() or 1)
     out: dict[str, np.ndarray | None] = {}
     if estimator in ("ipw", "aipw"):
-        props = [fm.propensity for fm in fold_models]
-        out["inv_pi1"] = _oof_mean(X, fold_ids, props, lambda p: 1.0 / clip_pi(p), 0.5, chunk_size)
-        out["inv_pi0"] = _oof_mean(
-            X, fold_ids, props, lambda p: 1.0 / (1.0 - clip_pi(p)), 0.5, chunk_size
-        )
+        plan = _PredictionPlan([fm.propensity for fm in fold_models], default=0.5)
+        out["inv_pi1"], out["inv_pi0"] = _oof_means(
+            X, fold_ids, plan, _inverse_propensities(eta), 2, rows, threads)
     if estimator in ("g", "aipw"):
         for arm in ("mu1", "mu0"):
-            models = [getattr(fm, arm) for fm in fold_models]
-            out[arm] = _oof_mean(X, fold_ids, models, clip_mu, centre, chunk_size)
-    return EnsembleNuisances(
-        inv_pi1=out.get("inv_pi1"), inv_pi0=out.get("inv_pi0"),
-        mu1=out.get("mu1"), mu0=out.get("mu0"),
-    )
+            plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2)
+            (out[arm],) = _oof_means(X, fold_ids, plan, _clipped(lo, hi), 1, rows, threads)
+    return EnsembleNuisances(out.get("inv_pi1"), out.get("inv_pi0"), out.get("mu1"), out.get("mu0"))
 
 
-def _oof_mean(X, fold_ids, models, transform, default, chunk_size) -> np.ndarray:
-    """(1/(K-1)) sum_{k != k(i)} transform(model_k(X_i)), streamed over chunks of rows."""
-    n, K = X.shape[0], len(models)
-    rows_per_chunk = chunk_size or max(1, _BLOCK_ENTRIES // K)
-    plan = _PredictionPlan(models, default)
-    total = np.empty(n)
-    for start in range(0, n, rows_per_chunk):
-        stop = min(n, start + rows_per_chunk)
-        block = transform(plan.predict(X[start:stop]))            # (rows, K), clipped
-        own = fold_ids[start:stop]
-        block[np.arange(stop - start), own] = 0.0                 # exclude the row's own fold
-        total[start:stop] = block.sum(axis=1)
-    return total / (K - 1)
+def _inverse_propensities(eta: float) -> Callable:
+    """(1/clip(p), 1/(1 - clip(p))), clip to [eta, 1 - eta]; on logits z, with z clipped to
+    [logit eta, logit(1 - eta)]: 1/p = 1 + e^-z and 1/(1-p) = 1 + e^z (one exp, same values)."""
+    z_lo, z_hi = math.log(eta / (1 - eta)), math.log((1 - eta) / eta)
+
+    def transform(block: np.ndarray, on_logits: bool) -> tuple[np.ndarray, np.ndarray]:
+        if on_logits:
+            np.clip(block, z_lo, z_hi, out=block)
+            inv0 = np.exp(block)
+            inv1 = np.reciprocal(inv0, out=block)
+            inv1 += 1.0
+            inv0 += 1.0
+            return inv1, inv0
+        np.clip(block, eta, 1.0 - eta, out=block)
+        inv0 = np.subtract(1.0, block)
+        np.reciprocal(inv0, out=inv0)
+        return np.reciprocal(block, out=block), inv0
+
+    return transform
+
+
+def _clipped(lo: float, hi: float) -> Callable:
+    def transform(block: np.ndarray, on_logits: bool) -> tuple[np.ndarray]:
+        if on_logits:                                   # a logistic model used as outcome model
+            expit(block, out=block)
+        return (np.clip(block, lo, hi, out=block),)
+
+    return transform
+
+
+def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.ndarray]:
+    """(1/(K-1)) sum_{k != k(i)} transform(model_k(X_i)) for each output of ``transform``."""
+    n, K = X.shape[0], len(plan.models)
+    sums = [np.empty(n) for _ in range(n_out)]
+
+    def work(start: int) -> None:
+        stop = min(n, start + rows)
+        block, on_logits = plan.predict(X[start:stop])
+        own = (np.arange(stop - start), fold_ids[start:stop])
+        for total, values in zip(sums, transform(block, on_logits)):
+            values[own] = 0.0                                   # exclude the row's own fold
+            total[start:stop] = values.sum(axis=1)
+
+    starts = range(0, n, rows)
+    if threads > 1 and n > 4 * rows:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(work, starts))
+    else:
+        for start in starts:
+            work(start)
+    for total in sums:
+        total /= K - 1
+    return sums
 
 
 class _PredictionPlan:
-    """Predicts all K fold models on a chunk: one matrix product for linear/logistic models
-    (coefficients stacked), constants broadcast, any other model through its own predict."""
+    """Predicts all K fold models on a block of rows: one matrix product when every model is
+    linear (or every one logistic, returned as logits), else column by column."""
 
     def __init__(self, models: Sequence, default: float) -> None:
         self.models = list(models)
         self.default = default
-        forms = [linear_form(m) if not isinstance(m, float) and m is not None else None
-                 for m in self.models]
-        self.lin_idx = np.array([k for k, f in enumerate(forms) if f and f[0] == "linear"], int)
-        self.log_idx = np.array([k for k, f in enumerate(forms) if f and f[0] == "logistic"], int)
-        self.const_idx = np.array(
-            [k for k, m in enumerate(self.models) if m is None or isinstance(m, float)], int
-        )
-        self.const_val = np.array(
-            [self.default if self.models[k] is None else self.models[k] for k in self.const_idx]
-        )
-        taken = set(self.lin_idx) | set(self.log_idx) | set(self.const_idx)
-        self.generic_idx = [k for k in range(len(self.models)) if k not in taken]
-        self.lin = self._stack(forms, self.lin_idx)
-        self.log = self._stack(forms, self.log_idx)
+        forms = [None if m is None or isinstance(m, float) else linear_form(m) for m in self.models]
+        kinds = {f[0] if f else None for f in forms}
+        self.stacked = None
+        if len(kinds) == 1 and None not in kinds:
+            coef = np.column_stack([f[1] for f in forms])           # (d, K)
+            intercept = np.array([f[2] for f in forms])              # (K,)
+            self.stacked = (coef, intercept, kinds.pop() == "logistic")
 
-    @staticmethod
-    def _stack(forms, idx):
-        if idx.size == 0:
-            return None
-        coef = np.column_stack([forms[k][1] for k in idx])          # (d, m)
-        intercept = np.array([forms[k][2] for k in idx])            # (m,)
-        return coef, intercept
-
-    def predict(self, Xc: np.ndarray) -> np.ndarray:
+    def predict(self, Xc: np.ndarray) -> tuple[np.ndarray, bool]:
+        """(block of shape (rows, K), whether it holds logits rather than predictions)."""
+        if self.stacked is not None:
+            coef, intercept, logits = self.stacked
+            block = Xc @ coef
+            block += intercept
+            return block, logits
         block = np.empty((Xc.shape[0], len(self.models)))
-        if self.lin is not None:
-            block[:, self.lin_idx] = Xc @ self.lin[0] + self.lin[1]
-        if self.log is not None:
-            block[:, self.log_idx] = expit(Xc @ self.log[0] + self.log[1])
-        if self.const_idx.size:
-            block[:, self.const_idx] = self.const_val
-        for k in self.generic_idx:
-            block[:, k] = predict_nuisance(self.models[k], Xc, self.default)
-        return block
+        for k, model in enumerate(self.models):
+            block[:, k] = predict_nuisance(model, Xc, self.default)
+        return block, False
