@@ -8,6 +8,7 @@ Public API: :class:`ResponseSpace`, :func:`bin_continuous`, :class:`ClusterDP` (
 """
 
 from dpcausal.cluster_dp.baselines import (
+    aggregate_charge,
     noisy_histogram,
     noisy_histogram_scales,
     noisy_histogram_var,
@@ -37,6 +38,7 @@ __all__ = [
     "ResponseSpace",
     "SmallGroupWarning",
     "a_term",
+    "aggregate_charge",
     "bin_continuous",
     "debias",
     "eps1",

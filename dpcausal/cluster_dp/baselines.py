@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from dpcausal.accounting import PrivacyCharge
 from dpcausal.cluster_dp.calibration import ACCOUNTINGS
 from dpcausal.cluster_dp.estimation import stratified_dim
 from dpcausal.cluster_dp.spaces import ResponseSpace
@@ -146,3 +147,26 @@ def noisy_histogram_var(
     wc = n_cell.sum(axis=1) / n_cell.sum()
     eta = noisy_histogram_scales(n_cell, epsilon, mode)
     return float(var_nodp + 2 * space.l2sq * np.sum(wc**2 * (eta**2).sum(axis=1)))
+
+
+def aggregate_charge(
+    method: str, epsilon: float, space: ResponseSpace, mode: str = "strict"
+) -> PrivacyCharge:
+    """Data-free ledger charge of a Noisy-HT / Noisy-Histogram release under substitution (§6 E2, E3).
+
+    In strict mode the charge is ``epsilon``. In paper mode the scales are too small for
+    substitution neighbours, so the true cost is charged: Noisy-Histogram 2 epsilon (L1 sensitivity
+    2/n_{a,c}, not 1/n_{a,c}); Noisy-HT epsilon (max Y - min Y)/max|y| (equal to epsilon only when
+    Y lies in [0, B]).
+    """
+    _check(epsilon, mode)
+    if method not in ("noisy_ht", "noisy_histogram"):
+        raise ValueError(f"method must be 'noisy_ht' or 'noisy_histogram', got {method!r}")
+    factor = 1.0
+    if mode == "paper":
+        factor = 2.0 if method == "noisy_histogram" else max(1.0, space.width / space.B)
+    return PrivacyCharge(
+        mechanism="laplace",
+        epsilon=epsilon * factor,
+        detail={"method": method, "mode": mode, "epsilon_requested": epsilon},
+    )

@@ -81,3 +81,15 @@ def test_refusals():
         noisy_histogram(np.array([0.5, 1, 2]), z, c, SPACE, 1.0, random_state=0)
     with pytest.raises(ValueError, match="epsilon must be a finite number > 0"):
         noisy_ht(y, z, np.array([0, 0, 0]), SPACE, 0.0, random_state=0)
+
+
+def test_aggregate_charge_paper_mode_charges_the_true_cost():
+    from dpcausal.cluster_dp import aggregate_charge
+
+    assert aggregate_charge("noisy_ht", 1.0, SPACE, "strict").epsilon == 1.0
+    assert aggregate_charge("noisy_ht", 1.0, SPACE, "paper").epsilon == pytest.approx(11 / 6)
+    assert aggregate_charge("noisy_histogram", 1.0, SPACE, "paper").epsilon == 2.0
+    nonneg = ResponseSpace([0, 1, 2])
+    assert aggregate_charge("noisy_ht", 0.5, nonneg, "paper").epsilon == 0.5  # Y in [0, B]: exact
+    with pytest.raises(ValueError, match="method must be 'noisy_ht' or 'noisy_histogram'"):
+        aggregate_charge("ht", 1.0, SPACE)
