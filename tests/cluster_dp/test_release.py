@@ -1,5 +1,6 @@
 """ClusterDP public API (issue 10): release contents, post-processing estimate, refusals before noise."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -180,3 +181,12 @@ def test_small_groups_warn():
     df = pd.DataFrame({"c": [0] * 6, "z": [0, 1] * 3, "y": [0, 1, 2, 3, 4, 5]})
     with pytest.warns(SmallGroupWarning, match="only 3 < 20 units"):
         mech().privatize(df, "c", "z", "y", random_state=0)
+
+
+def test_estimate_invariant_to_row_order(gmm_df):
+    rel = mech().privatize(gmm_df, "c", "z", "y", random_state=5)
+    shuffled = dataclasses.replace(rel, data=rel.data.sample(frac=1.0, random_state=2))
+    a, b = rel.estimate(), shuffled.estimate()
+    assert a.ate == pytest.approx(b.ate, rel=1e-12) and a.variance == pytest.approx(
+        b.variance, rel=1e-12
+    )
