@@ -23,8 +23,10 @@ from scipy.special import expit
 
 from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance
 
-# Predictions per block: 2**16 float64 = 512 KiB, small enough to stay in cache between passes.
-_BLOCK_ENTRIES = 2**16
+# Predictions per block: 2**17 float64 = 1 MiB for stacked linear/logistic models (stays in cache
+# between the passes); 2**21 for other models, whose cost is the number of predict calls.
+_BLOCK_ENTRIES = 2**17
+_GENERIC_BLOCK_ENTRIES = 2**21
 
 
 @dataclass(frozen=True)
@@ -59,17 +61,17 @@ def aggregate(
         raise ValueError("fold_models must be ordered by fold id 0..K-1")
     lo, hi = outcome_bounds
     eta = propensity_clip
-    rows = chunk_size or max(1, _BLOCK_ENTRIES // K)
     threads = n_threads or min(2, os.cpu_count() or 1)
     out: dict[str, np.ndarray | None] = {}
     if estimator in ("ipw", "aipw"):
         plan = _PredictionPlan([fm.propensity for fm in fold_models], default=0.5)
         out["inv_pi1"], out["inv_pi0"] = _oof_means(
-            X, fold_ids, plan, _inverse_propensities(eta), 2, rows, threads)
+            X, fold_ids, plan, _inverse_propensities(eta), 2, chunk_size or plan.rows, threads)
     if estimator in ("g", "aipw"):
         for arm in ("mu1", "mu0"):
             plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2)
-            (out[arm],) = _oof_means(X, fold_ids, plan, _clipped(lo, hi), 1, rows, threads)
+            (out[arm],) = _oof_means(
+                X, fold_ids, plan, _clipped(lo, hi), 1, chunk_size or plan.rows, threads)
     return EnsembleNuisances(out.get("inv_pi1"), out.get("inv_pi0"), out.get("mu1"), out.get("mu0"))
 
 
@@ -142,6 +144,8 @@ class _PredictionPlan:
             coef = np.column_stack([f[1] for f in forms])           # (d, K)
             intercept = np.array([f[2] for f in forms])              # (K,)
             self.stacked = (coef, intercept, kinds.pop() == "logistic")
+        entries = _BLOCK_ENTRIES if self.stacked is not None else _GENERIC_BLOCK_ENTRIES
+        self.rows = max(1, entries // len(self.models))
 
     def predict(self, Xc: np.ndarray) -> tuple[np.ndarray, bool]:
         """(block of shape (rows, K), whether it holds logits rather than predictions)."""
