@@ -187,3 +187,44 @@ def test_mean_only_release_has_no_variance(records):
     assert out.cells["variance"].isna().all() and out.ate["ate"].notna().all()
     assert out.ate["se"].isna().all()                       # no variance, no SE
     assert plan.error_baseline < _rel().plan(records, order="ts").error_baseline
+
+
+def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
+    """Same seed => same noise, so out(D) - out(D') is the statistic's change: it stays within the
+    plan's declared sensitivities on random neighbours, attains delta_mu on the witness pair, and a
+    halved sensitivity would be caught. Also epsilon_total = max_l eps * #cells retained (Thm II.3)."""
+    rng = np.random.default_rng(4)
+    rows = [(u, cell, rng.random(), rng.uniform(0, 10))
+            for u in range(30) for cell in range(3) if (u + cell) % 4
+            for _ in range(1 + (u % 5) + (25 if u < 2 else 0))]
+    df = pd.DataFrame(rows, columns=["unit_id", "site", "ts", "y"])
+    rel = UserLevelRelease(bounds=(0.0, 10.0), epsilon=0.3, random_state=9, weights=(1.0, 0.0))
+    plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
+    A = pd.crosstab(df["unit_id"], df["site"])
+    kw = dict(weights=(1.0, 0.0))
+    r = clip_user(A.to_numpy(), 10.0, 0.3, rollback_partial_stage=True, **kw)
+    caps = pseudo_user(r.n, r.Gamma, 10.0, 0.3, **kw).Gbar
+    assert plan.epsilon_total == pytest.approx(0.3 * (caps > 0).sum(1).max())
+    base = rel.release(df, "y", plan).cells
+    d_mu = plan.cells["delta_mu"].to_numpy()
+    d_var = plan.cells["delta_var"].to_numpy()
+    step = 2.0**-19
+    for trial in range(15):
+        u = int(rng.integers(30))
+        mask = df["unit_id"] == u
+        other = df.assign(y=df["y"].where(~mask, rng.choice([0.0, 10.0], size=len(df))))
+        out = rel.release(other, "y", plan).cells
+        assert np.all(np.abs(out["mean"] - base["mean"]) <= d_mu * (1 + step))
+        assert np.all(np.abs(out["variance"] - base["variance"]) <= d_var * (1 + step))
+    # witness for the mean (§2.1): the capped unit's retained records at U vs 0, others at 0
+    j = int(np.argmax(plan.cells["m_g"].to_numpy()))
+    i = int(np.argmax(caps[:, j]))
+    assert caps[i, j] == plan.cells["m_g"].iat[j]
+    site, unit = A.columns[j], A.index[i]
+    sel = (df["unit_id"] == unit) & (df["site"] == site)
+    d1 = df.assign(y=np.where(sel, 10.0, 0.0))
+    d2 = df.assign(y=0.0)
+    gap = abs(rel.release(d1, "y", plan).cells["mean"].iat[j]
+              - rel.release(d2, "y", plan).cells["mean"].iat[j])
+    assert gap == pytest.approx(d_mu[j], rel=step)
+    assert gap > (d_mu[j] / 2) * (1 + step)           # negative control: Delta/2 is caught
