@@ -94,6 +94,7 @@ class UserLevelOutput(ResultMixin):
     privacy: dict
     caveats: tuple[str, ...]
     noise_sampler: str
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         p = self.privacy
@@ -341,7 +342,7 @@ class UserLevelRelease:
                    "K": plan.K, "G1": plan.G1, "n_cells": plan.n_cells, "clip": plan.clip,
                    "occupancy_hash": plan.occupancy_hash}
         return UserLevelOutput(cells=out, ate=ate, ate_pooled=pooled, privacy=privacy,
-                               caveats=CAVEATS, noise_sampler=_SAMPLER)
+                               caveats=CAVEATS, noise_sampler=_SAMPLER, notes=plan.notes)
 
 
 _SAMPLER = ("exact discrete Laplace (Canonne-Kamath-Steinke 2020) on a 2^-k lattice, "

@@ -69,6 +69,8 @@ def test_G1_equal_1_skips_suppression_and_says_why():
     plan = _rel().plan(df, order="ts")
     assert plan.G1 == plan.K == 1 and plan.epsilon_total == 1.0
     assert any("G_1 = 1" in n and "parallel composition" in n for n in plan.notes)
+    out = _rel().release(df, "y", plan)
+    assert out.notes == plan.notes and out.privacy["epsilon_total"] == 1.0
 
 
 def test_release_statistics_follow_retention_by_order():
