@@ -230,3 +230,13 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
               - rel.release(d2, "y", plan).cells["mean"].iat[j])
     assert gap == pytest.approx(d_mu[j], rel=step)
     assert gap > (d_mu[j] / 2) * (1 + step)           # negative control: Delta/2 is caught
+
+
+def test_release_invariant_to_row_order(records):
+    shuffled = records.sample(frac=1.0, random_state=1)
+    p1 = _rel().plan(records, order="ts")
+    p2 = _rel().plan(shuffled, order="ts")
+    assert p1.occupancy_hash == p2.occupancy_hash and p1.K == p2.K
+    a = _rel(random_state=3).release(records, "y", p1).cells
+    b = _rel(random_state=3).release(shuffled, "y", p1).cells
+    assert np.array_equal(a["mean"], b["mean"]) and np.array_equal(a["variance"], b["variance"])
