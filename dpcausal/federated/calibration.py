@@ -33,7 +33,9 @@ def _solve_increasing(f: Callable[[float], float], target: float, lo: float, hi:
     """
     while f(lo) > target:
         hi, lo = lo, lo - 2.0 * abs(lo) - 1.0 if lo <= 0 else lo / 4.0
-    x = brentq(lambda v: f(v) - target, lo, hi, xtol=1e-12, rtol=_REL_TOL / 4) if f(hi) > target else hi
+    x = hi
+    if f(hi) > target:
+        x = brentq(lambda v: f(v) - target, lo, hi, xtol=1e-12, rtol=_REL_TOL / 4)
     step = _REL_TOL * max(abs(x), 1e-12)
     while f(x) > target:
         x -= step

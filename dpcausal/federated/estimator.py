@@ -72,7 +72,8 @@ def _split_input(x: Any, treated: Any, outcome: str | None) -> tuple[np.ndarray,
                             "run(df, treated='<label column>', outcome='<outcome column>')")
         for col in (treated, outcome):
             if col not in x.columns:
-                raise ValueError(f"column {col!r} not in the DataFrame (columns: {list(x.columns)})")
+                raise ValueError(f"column {col!r} not in the DataFrame "
+                                 f"(columns: {list(x.columns)})")
         x, treated = x[outcome].to_numpy(), x[treated].to_numpy()
     xs = np.asarray(x, dtype=float).ravel()
     t = np.asarray(treated).ravel()

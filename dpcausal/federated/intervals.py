@@ -106,6 +106,6 @@ def nonasymptotic_halfwidth(kind: str, estimand: str, R: float, n_treated: int, 
 
 
 def z_test(ate: float, sampling_var: float, variance_dp: float) -> tuple[float, float]:
-    """One-sided test of H1: Delta > 0: z = ate / sqrt(sigma^2 + V_DP), p = 1 - Phi(z): spec §3.5."""
+    """One-sided test of H1: Delta > 0, z = ate / sqrt(sigma^2 + V_DP), p = 1 - Phi(z): §3.5."""
     z = ate / math.sqrt(sampling_var + variance_dp)
     return float(z), float(norm.sf(z))

@@ -141,7 +141,7 @@ def pbm_rdp(n: int, m: int, theta: float, orders: Sequence[float] | None = None)
 
 def cks_epsilon(rdp: Sequence[float], delta: float,
                 orders: Sequence[float] | None = None) -> tuple[float, float]:
-    """(epsilon, optimal order) of an RDP curve at ``delta``: CKS 2020 Prop. 12, spec §1 (DP notion).
+    """(epsilon, optimal order) of an RDP curve at ``delta``: CKS 2020 Prop. 12, spec §1.
 
     Delegates to ``dp_accounting.rdp.compute_epsilon``:
     eps = min_a { eps(a) + [log(1/delta) + (a-1) log(1 - 1/a) - log a] / (a - 1) }.
