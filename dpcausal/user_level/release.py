@@ -70,6 +70,19 @@ class UserLevelPlan(ResultMixin):
         if self.error > self.error_baseline * (1 + 1e-9) and self.config["error_target"] is None:
             raise AssertionError("planned error exceeds the baseline worst case (bug, I1)")
 
+    def metrics(self) -> dict[str, float]:
+        """The public run metrics of spec §7.5 (no unit ids), e.g. for MLflow."""
+        cells = self.cells
+        supp = 1.0 - cells["c"] / cells["n"]
+        return {"G_1": self.G1, "K": self.K, "eps_total": self.epsilon_total,
+                "eps_parallel_bound": self.epsilon_parallel, "eps_naive": self.epsilon_naive,
+                "E_baseline": self.error_baseline, "E_post_clipuser": self.error_after_clip,
+                "E_bar": self.error, "n_stages": self.stages,
+                "n_suppressed_pairs": self.n_suppressions,
+                "frac_records_suppressed": 1.0 - self.n_retained / self.n_records,
+                "max_cell_frac_suppressed": float(supp.max()),
+                "n_cells_capped": int((cells["m_g"] < cells["gamma_star"]).sum())}
+
     def privacy_charge(self) -> PrivacyCharge:
         """Data-free cost of releasing this plan: per-unit worst case ``K * eps`` (Prop V.1, §1.5)."""
         return PrivacyCharge(
@@ -255,7 +268,8 @@ class UserLevelRelease:
         cells = keys.copy()
         d_mu, d_var = delta_mu(c, m_g, U), delta_var(c, m_g, U)
         cells = cells.assign(
-            n=n, c=c, m_star=mstar, m_g=m_g, delta_mu=d_mu, delta_var=d_var,
+            n=n, c=c, m_star=mstar, gamma_star=_column_max(sp.csr_matrix(Gamma)), m_g=m_g,
+            delta_mu=d_mu, delta_var=d_var,
             scale_mean=d_mu / eps_mu if eps_mu > 0 else np.nan,
             scale_var=d_var / eps_var if eps_var > 0 else np.nan,
             bias_mean_bound=bias_mu(n, c, U), bias_var_bound=bias_var(n, c, U),
@@ -428,6 +442,12 @@ def _keep_mask(perm: _Sorted, retained: np.ndarray) -> np.ndarray:
     start = np.flatnonzero(new)
     rank = np.arange(u.size) - start[grp]
     return rank < retained[grp]
+
+
+def _column_max(M: sp.csr_matrix) -> np.ndarray:
+    out = np.zeros(M.shape[1], np.int64)
+    np.maximum.at(out, M.indices, M.data)
+    return out
 
 
 def _aligned_counts(A: sp.csr_matrix, B: sp.csr_matrix) -> np.ndarray:

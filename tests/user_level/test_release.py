@@ -54,6 +54,11 @@ def test_plan_matches_clip_user_and_pseudo_user_on_the_same_occupancy(records):
     assert plan.K == r.K and plan.G1 == r.G1 and plan.error == pytest.approx(p.E_bar_max)
     assert plan.cells["m_g"].tolist() == p.m.tolist()
     assert plan.cells["c"].tolist() == p.c.tolist()
+    assert plan.cells["gamma_star"].tolist() == r.Gamma.max(0).tolist()
+    m = plan.metrics()
+    assert m["K"] == r.K and m["n_suppressed_pairs"] == r.n_suppressions
+    assert m["frac_records_suppressed"] == pytest.approx(1 - p.c.sum() / A.sum())
+    assert m["n_cells_capped"] == int((p.m < r.Gamma.max(0)).sum())
 
 
 def test_clip_none_is_the_baseline(records):
