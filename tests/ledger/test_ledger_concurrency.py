@@ -1,8 +1,9 @@
 """Real processes on one ledger: the budget race, a SIGKILL between reserve and commit, retries.
 
-Processes are forked (multiprocessing "fork" context) after the parent has closed its own engine, so
-each child opens its own connections; forking keeps 16 children cheap on a 2-core machine (a spawned
-interpreter re-imports scipy/scikit-learn for ~5 s each).
+Children come from a multiprocessing "forkserver" whose server has preloaded the ledger: each child
+is a fresh process (no state inherited from the test session, e.g. Prefect or dask finalizers) that
+opens its own connections, yet starts in milliseconds (a spawned interpreter re-imports
+scipy/scikit-learn for ~5 s each, too slow for 16 children on 2 cores).
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ ZETA = 1.0
 CAP_ZETA = 2.3  # admits exactly 5 charges of zeta=1: sqrt(5)=2.236 <= 2.3 < sqrt(6)=2.449
 FIGURES: dict[str, dict] = {}
 
-_ctx = mp.get_context("fork")
+_ctx = mp.get_context("forkserver")
+_ctx.set_forkserver_preload(["numpy", "sqlalchemy", "psycopg", "ledger"])
 
 
 def _release(url: str, release_id: str, noise_log: Path, go=None, reserved=None,
-             hang: bool = False) -> dict:
+             hang: bool = False, ready=None) -> dict:
     """One release: reserve -> draw (fake) noise -> commit. Each noise draw appends to noise_log."""
     led = Ledger(url)
+    if ready is not None:
+        ready.release()
     if go is not None:
         go.wait(60)
     try:
@@ -56,19 +60,31 @@ def _release(url: str, release_id: str, noise_log: Path, go=None, reserved=None,
         led.close()
 
 
-def _child(url, release_id, noise_log, go, queue):  # noqa: ANN001
-    queue.put((release_id, _release(url, release_id, noise_log, go=go)))
+def _unlocked_lock_dataset(conn, dataset):  # noqa: ANN001, ANN202
+    """Deliberately broken variant for the negative control: no row lock, a wide window."""
+    row = store._read_dataset(conn, dataset)
+    time.sleep(0.3)  # everyone reads the charges before anyone commits
+    return row
 
 
-def _race(url: str, tmp_path: Path) -> tuple[dict, float]:
+def _child(url, release_id, noise_log, go, queue, broken=False, ready=None):  # noqa: ANN001
+    if broken:
+        store._lock_dataset = _unlocked_lock_dataset
+    queue.put((release_id, _release(url, release_id, noise_log, go=go, ready=ready)))
+
+
+def _race(url: str, tmp_path: Path, broken: bool = False) -> tuple[dict, float]:
     """16 processes released at once, each reserve -> noise -> commit; {release_id: outcome}."""
     with Ledger(url, create=True) as led:
         led.set_budget("ds", zeta=CAP_ZETA)
-    go, queue = _ctx.Event(), _ctx.Queue()
+    go, queue, ready = _ctx.Event(), _ctx.Queue(), _ctx.Semaphore(0)
     procs = [_ctx.Process(target=_child, args=(url, f"flowrun-{i}/ate", tmp_path / "noise.log",
-                                               go, queue)) for i in range(N_PROCESSES)]
+                                               go, queue, broken, ready))
+             for i in range(N_PROCESSES)]
     for p in procs:
         p.start()
+    for _ in procs:  # every child has its ledger open: release them all at once
+        assert ready.acquire(timeout=120), "a child never got ready"
     t0 = time.monotonic()
     go.set()
     results = dict(queue.get(timeout=180) for _ in procs)
@@ -106,17 +122,9 @@ def test_race_16_processes_exactly_5_succeed(ledger_url: str, tmp_path: Path) ->
 
 
 @pytest.mark.timeout(240)
-def test_race_negative_control_without_row_lock(postgres_url: str, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_race_negative_control_without_row_lock(postgres_url: str, tmp_path: Path) -> None:
     """The same race with the dataset row lock removed overspends: the race test can fail."""
-
-    def unlocked(conn, dataset):  # noqa: ANN001, ANN202 - deliberately broken variant
-        row = store._read_dataset(conn, dataset)
-        time.sleep(0.3)  # everyone reads the charges before anyone commits
-        return row
-
-    monkeypatch.setattr(store, "_lock_dataset", unlocked)
-    results, _ = _race(postgres_url, tmp_path)
+    results, _ = _race(postgres_url, tmp_path, broken=True)
     committed = [r for r in results.values() if r["outcome"] == "committed"]
     print(f"\n[negative control postgresql, no row lock] committed={len(committed)} of 16")
     with Ledger(postgres_url) as led:
@@ -142,9 +150,9 @@ def test_sigkill_between_reserve_and_commit(ledger_url: str, tmp_path: Path) -> 
         assert led.spent("ds").zeta == ZETA  # the charge stays recorded
     # rerun of the same release id, in a fresh process: no new noise, clean failure
     again = _ctx.Queue()
-    rerun = _ctx.Process(target=lambda: again.put(_release(ledger_url, "flowrun-7/ate", noise_log)))
+    rerun = _ctx.Process(target=_child, args=(ledger_url, "flowrun-7/ate", noise_log, None, again))
     rerun.start()
-    outcome = again.get(timeout=60)
+    _, outcome = again.get(timeout=60)
     rerun.join(30)
     assert outcome["outcome"] == "in_progress"
     assert "flowrun-7/ate" in outcome["message"] and "never committed (status incomplete)" \
