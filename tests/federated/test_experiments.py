@@ -46,3 +46,12 @@ def test_report_marks_cells_outside_tolerance():
     bad.loc[bad["method"] == "CG", "within_tol"] = False
     text = render({"T4": bad}, "figures/f.png", {"reps": 10}, {"T4": 0.1})
     assert "✗" in text and "Table 4" in text and "![width vs epsilon](figures/f.png)" in text
+
+
+def test_flow_repetition_plan():
+    from flows.reproduce_federated import table_reps
+
+    assert table_reps(None) == {"T2": 4000, "T3": 4000, "T4": 4000, "T6": 1000, "T7": 1000}
+    assert set(table_reps(50).values()) == {50}
+    with pytest.raises(ValueError, match="reps must be None or an integer >= 2"):
+        table_reps(1)
