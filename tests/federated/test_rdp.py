@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpcausal.federated import DEFAULT_ORDERS, cks_epsilon, composed_curve, pbm_rdp
 
@@ -137,3 +139,15 @@ def test_bad_orders_and_counts_refused():
         pbm_rdp(0, 4, 0.1)
     with pytest.raises(ValueError, match="delta must be in"):
         cks_epsilon(pbm_rdp(100, 4, 0.1), 0.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(x=st.lists(st.floats(-1.0, 1.0), min_size=2, max_size=5),
+       new=st.floats(-1.0, 1.0), m=st.integers(1, 3), theta=st.floats(0.01, 0.25),
+       order=st.sampled_from([1.5, 2.0, 8.0, 32.0]))
+def test_random_neighbours_never_exceed_curve(x, new, m, theta, order):
+    """Sensitivity fuzz: any replace-one neighbour pair stays within the worst-case curve."""
+    d = sum_distribution(x, 1.0, m, theta)
+    d_prime = sum_distribution(x[:-1] + [new], 1.0, m, theta)
+    true = max(renyi(d, d_prime, order), renyi(d_prime, d, order))
+    assert pbm_rdp(len(x), m, theta, [order])[0] >= true - 1e-12
