@@ -24,10 +24,11 @@ def _quiet_console(verbose: bool) -> None:
     """Keep Prefect's and MLflow's console chatter from drawing over the progress bar."""
     if verbose:
         return
-    for handler in ("CONSOLE", "CONSOLE_FLOW_RUNS", "CONSOLE_TASK_RUNS"):
-        os.environ.setdefault(f"PREFECT_LOGGING_HANDLERS_{handler}_LEVEL", "ERROR")
-    for name in ("mlflow", "alembic", "prefect"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    # failures reach the user as one paragraph from this command, not as Prefect log tracebacks
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _fail(exc: BaseException) -> None:
