@@ -18,11 +18,15 @@ def _flow_run_id(out) -> str:
 
 
 def test_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(make_config):
-    first = run_release(make_config())
+    seed = "estimator.fold_seed=101"  # a fold plan no other test uses: this test's own cache
+    before = set(model_store_dir().glob("*.pkl"))
+    first = run_release(make_config(seed))
     states = task_states(_flow_run_id(first))
     assert len(states) == 4 and set(states.values()) == {"Completed"}
+    chunks = set(model_store_dir().glob("*.pkl")) - before
+    assert len(chunks) == 4
 
-    changed = make_config("estimator.estimator=g", "estimator.zeta=0.7",
+    changed = make_config(seed, "estimator.estimator=g", "estimator.zeta=0.7",
                           "estimator.outcome_bounds=[-2, 2]", "estimator.propensity_clip=0.1",
                           "estimator.ci=conservative", "estimator.sigma2=tight",
                           "estimator.ci_share=0.3", "estimator.alpha=0.1")
@@ -30,19 +34,19 @@ def test_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(make_
     assert set(task_states(_flow_run_id(second)).values()) == {"Cached"}
     assert second["release"]["estimator"] == "g" and second["release"]["privacy"]["zeta"] == 0.7
 
-    # negative control: another outcome model must refit every chunk
-    third = run_release(make_config("models.outcome.name=decision_tree",
+    # negative controls: another outcome model, or another fold plan, refits every chunk
+    third = run_release(make_config(seed, "models.outcome.name=decision_tree",
                                     "models.outcome.params.max_depth=2"))
     assert set(task_states(_flow_run_id(third)).values()) == {"Completed"}
+    fourth = run_release(make_config("estimator.fold_seed=102"))
+    assert set(task_states(_flow_run_id(fourth)).values()) == {"Completed"}
 
     # a chunk deleted from the private store is refitted; the other chunks stay cached
-    (path,) = [p for p in model_store_dir().glob("*.pkl")
-               if p.stat().st_mtime == min(q.stat().st_mtime for q in model_store_dir().glob("*.pkl"))]
-    path.unlink()
-    fourth = run_release(make_config())
-    states = sorted(task_states(_flow_run_id(fourth)).values())
-    assert states == ["Cached", "Cached", "Cached", "Completed"]
-    assert path.exists()
+    gone = sorted(chunks)[0]
+    gone.unlink()
+    fifth = run_release(make_config(seed))
+    assert sorted(task_states(_flow_run_id(fifth)).values()) == ["Cached", "Cached", "Cached", "Completed"]
+    assert gone.exists()
 
 
 def test_every_release_draws_fresh_noise_and_is_charged(make_config):
