@@ -182,10 +182,11 @@ def demo(n_rows: int, overrides: tuple[str, ...], as_json: bool, no_progress: bo
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
     if not as_json:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        mlflow_bin = Path(sys.executable).with_name("mlflow")
         click.echo(f"\nMLflow run recorded in {uri}. Browse it with:\n"
-                   f"  .venv/bin/mlflow ui --backend-store-uri {uri} --workers 1\n"
-                   "then open http://127.0.0.1:5000 (experiment 'dpcausal-demo'). "
-                   "Ledger: `./dev ledger` (if available) or data/ledger.db.")
+                   f"  {mlflow_bin} ui --backend-store-uri {uri} --workers 1\n"
+                   "then open http://127.0.0.1:5000 (experiment 'dpcausal-demo').\n"
+                   "Privacy spend per dataset: ./dev ledger budgets")
 
 
 def write_demo_data(path: Path, n: int) -> Path:
