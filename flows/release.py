@@ -3,7 +3,6 @@ aggregate -> release (ledger, noise once) -> log to MLflow. It only composes tas
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, unmapped

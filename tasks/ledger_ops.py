@@ -35,13 +35,8 @@ def charged_release(dataset: str, release_id: str, charge: PrivacyCharge,
     return out, False
 
 
-def spent_zeta(dataset: str) -> float | None:
-    """The dataset's cumulative zeta (None if charges are not all Gaussian)."""
-    with Ledger() as led:
-        return led.spent(dataset).zeta
-
-
 def spent(dataset: str) -> dict[str, Any]:
+    """The dataset's cumulative spend: zeta (None unless all charges are Gaussian), epsilon at delta."""
     with Ledger() as led:
         s = led.spent(dataset)
     return {"zeta": s.zeta, "epsilon": s.epsilon, "delta": s.delta, "n_charges": s.n_charges}
