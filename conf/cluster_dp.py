@@ -1,0 +1,126 @@
+"""Typed config of a Cluster-DP release (``kind: cluster_dp`` in a ``conf/release/*.yaml``).
+
+It reuses the core config's data source, MLflow settings and ``--set`` override rules
+(:mod:`conf.models`); only the mechanism and the ledger cap differ: Cluster-DP is a label-DP
+(epsilon, delta) mechanism, so the dataset's cap is an (epsilon, delta) cap, not a zeta cap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from conf.models import (
+    ConfigError,
+    DataSource,
+    MlflowConfig,
+    _merge,
+    apply_override,
+    format_validation_error,
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterColumns(_Strict):
+    """Column names; any other column (e.g. a unit id) is dropped when the data are loaded."""
+
+    cluster: str
+    treatment: str
+    outcome: str
+
+
+class MechanismConfig(_Strict):
+    """Public parameters of :class:`dpcausal.cluster_dp.ClusterDP`; ``None`` keeps its default."""
+
+    values: list[float] = Field(min_length=2)  # the public response space Y
+    epsilon: float = Field(gt=0)
+    delta: float = Field(0.0, ge=0, lt=1)
+    gamma: float | None = None
+    sigma: float | None = None
+    mechanism: Literal["cluster", "cluster_free", "uniform"] = "cluster"
+    accounting: Literal["strict", "paper"] = "strict"
+    allow_high_lambda: bool = False
+
+    def library_kwargs(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True, exclude={"values"})
+
+
+class EstimateConfig(_Strict):
+    """The analyst-side estimate (post-processing of the published release)."""
+
+    strata: Literal["clusters", "none"] = "clusters"
+    level: float = Field(0.95, gt=0, lt=1)
+
+
+class ClusterLedgerConfig(_Strict):
+    """Ledger dataset and, for a dataset seen for the first time, its (epsilon, delta) cap."""
+
+    dataset_id: str = Field(min_length=1)
+    epsilon: float | None = Field(None, gt=0)
+    delta: float = Field(1e-5, gt=0, lt=1)
+
+
+class ClusterDPConfig(_Strict):
+    kind: Literal["cluster_dp"]
+    name: str = Field("cluster_dp", pattern=r"^[A-Za-z0-9_.-]+$")
+    data: DataSource
+    columns: ClusterColumns
+    mechanism: MechanismConfig
+    estimate: EstimateConfig = EstimateConfig()
+    ledger: ClusterLedgerConfig
+    mlflow: MlflowConfig = MlflowConfig()
+
+    @model_validator(mode="after")
+    def _distinct_columns(self) -> "ClusterDPConfig":
+        c = self.columns
+        if len({c.cluster, c.treatment, c.outcome}) < 3:
+            raise ValueError(f"columns.cluster, columns.treatment and columns.outcome must be three "
+                             f"different columns, got {c.model_dump()}")
+        return self
+
+    @property
+    def experiment_name(self) -> str:
+        return self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"
+
+
+def load_cluster_dp_config(path: str | Path | None = None,
+                           overrides: list[str] | tuple[str, ...] = (),
+                           base: dict[str, Any] | None = None) -> ClusterDPConfig:
+    """Read a ``kind: cluster_dp`` YAML (or start from ``base``), apply ``key=value`` overrides,
+    validate; a relative ``data.path`` is made absolute against the working directory.
+
+    Raises :class:`conf.models.ConfigError` with a one-paragraph message, as the core loader does.
+    """
+    raw: dict[str, Any] = dict(base or {})
+    where = "config"
+    if path is not None:
+        p = Path(path)
+        where = str(p)
+        if not p.is_file():
+            raise ConfigError(f"config file {where!r} does not exist; pass a YAML file such as "
+                              "conf/release/cluster_dp_demo.yaml")
+        try:
+            loaded = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {where!r} is not valid YAML: "
+                              f"{' '.join(str(exc).split())}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {where!r} must hold a mapping of settings, "
+                              f"got {type(loaded).__name__}")
+        raw = _merge(raw, loaded)
+    for item in overrides:
+        raw = apply_override(raw, item)
+    try:
+        config = ClusterDPConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {where}: {format_validation_error(exc)}") from None
+    if config.data.path is not None and not Path(config.data.path).is_absolute():
+        data = config.data.model_copy(update={"path": str(Path.cwd() / config.data.path)})
+        config = config.model_copy(update={"data": data})
+    return config
