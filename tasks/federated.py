@@ -1,0 +1,218 @@
+"""Tasks of the federated ATE release flow (PBM + secure aggregation, spec federated_secagg.md).
+
+``load_federated_data`` and ``release_federated`` see raw outcomes: never persisted, cached or
+retried. ``calibrate_federated`` is data-free (public group sizes and mechanism parameters) and
+cached on its inputs (spec §7.5). ``release_federated`` reserves the plan's RDP charge in the
+ledger BEFORE the clients encode, then runs encode (chunked) -> four secure sums -> decode -> CI
+once per release id. ``log_federated_release`` is the only MLflow code of this mechanism.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from typing import Any
+
+import numpy as np
+from prefect import get_run_logger, task
+from prefect.cache_policies import INPUTS, NO_CACHE
+
+from conf.federated import FederatedConfig, FederatedMechanism
+from dpcausal.federated import (
+    ClientReports, ReleasePlan, aggregate, decode_group, encode_clients, interval, pbm_rdp,
+    plan_release,
+)
+from ledger import Ledger
+from tasks import ledger_ops
+from tasks.data import read_frame
+from tasks.tracking import _flat, ensure_experiment
+
+_PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
+CURVE_ARTIFACT, PLAN_ARTIFACT = "rdp_curve.csv", "calibration.json"
+
+
+def split_outcomes(frame: Any, config: FederatedConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Outcomes (float) and public group labels (bool) of the configured columns, validated."""
+    cols = config.columns
+    for arg, col in (("treatment", cols.treatment), ("outcome", cols.outcome)):
+        if col not in frame.columns:
+            raise ValueError(f"columns.{arg}={col!r} is not a column of the data (columns: "
+                             f"{list(frame.columns)}); fix columns.{arg} in the config")
+    t = frame[cols.treatment].to_numpy()
+    if not np.isin(t, (0, 1)).all():
+        raise ValueError(f"treatment column {cols.treatment!r} must hold 0 (control) / 1 "
+                         "(treated) labels only; recode it before the release")
+    try:
+        x = frame[cols.outcome].to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"outcome column {cols.outcome!r} must be numeric; fix the data or "
+                         "columns.outcome") from None
+    if not np.isfinite(x).all():
+        raise ValueError(f"outcome column {cols.outcome!r} has missing or infinite values; "
+                         "drop those clients before the release")
+    return x, t.astype(bool)
+
+
+@task(name="load_federated_data", **_PRIVATE_TASK)
+def load_federated_data(config: FederatedConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Assign: client outcomes and their public group labels (other columns, e.g. ids, dropped)."""
+    return split_outcomes(read_frame(config.data), config)
+
+
+@task(name="calibrate_federated", cache_policy=INPUTS, persist_result=True, retries=0)
+def calibrate_federated(n_treated: int, n_control: int,
+                        mechanism: FederatedMechanism) -> ReleasePlan:
+    """Data-free plan (thetas, achieved epsilon, RDP curve): spec §2.4, cached on its inputs.
+
+    Raises the library's ValueError for bad parameters or group sizes before any charge."""
+    m = mechanism
+    return plan_release(n_treated, n_control, R=m.R, epsilon=m.epsilon, delta=m.delta, m1=m.m1,
+                        m2=m.m2, mean_share=m.mean_share, variance_mode=m.variance_mode,
+                        dropout=m.dropout)
+
+
+def encode_chunked(x: np.ndarray, plan: ReleasePlan, group: int, rng: np.random.Generator,
+                   chunk_size: int) -> ClientReports:
+    """Client encoding of one group in chunks of ``chunk_size`` clients (independent streams)."""
+    starts = range(0, x.size, chunk_size)
+    parts = [encode_clients(x[s:s + chunk_size], plan, group, r)
+             for s, r in zip(starts, rng.spawn(len(starts)))]
+    z2 = None if parts[0].z2 is None else np.concatenate([p.z2 for p in parts])
+    return ClientReports(np.concatenate([p.z1 for p in parts]), z2,
+                         sum(p.n_clipped for p in parts))
+
+
+def run_protocol(x: np.ndarray, t: np.ndarray, plan: ReleasePlan, config: FederatedConfig,
+                 rng: np.random.Generator) -> dict[str, Any]:
+    """Encode -> four secure sums -> decode -> CI (Algorithm 1, spec §3.1); the release as JSON.
+
+    Simulated dropouts are drawn as in :meth:`FederatedATE.run` (spec §4)."""
+    m = config.mechanism
+    session = int(rng.integers(2**62))
+    groups = []
+    for g, members in enumerate((~t, t)):
+        reports = encode_chunked(x[members], plan, g, rng, config.chunk_size)
+        n_g, n_drop = int(members.sum()), int(members.sum()) - plan.n_plan[g]
+        dropped = None
+        if n_drop:
+            dropped = np.zeros(n_g, dtype=bool)
+            dropped[rng.choice(n_g, n_drop, replace=False)] = True
+        first, second = aggregate(reports, plan, g, secagg=m.secagg, session=session,
+                                  dropped=dropped)
+        groups.append(decode_group(first, second, plan, g, m.debias))
+    if m.variance_mode == "oracle_nonprivate":  # evaluation mode only (config refuses it otherwise)
+        s2 = tuple(float(np.var(np.clip(x[k], -m.R, m.R), ddof=1)) for k in (~t, t))
+    else:
+        s2 = (groups[0].variance, groups[1].variance)
+    res = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
+                   (groups[0].n_received, groups[1].n_received), estimand=m.estimand,
+                   ci_form=m.ci_form, alpha=m.alpha)
+    return json.loads(res.to_json())
+
+
+@task(name="release_federated", **_PRIVATE_TASK)
+def release_federated(config: FederatedConfig, x: np.ndarray, t: np.ndarray, plan: ReleasePlan,
+                      release_id: str) -> dict[str, Any]:
+    """Reserve ``plan.privacy_charge()`` (the RDP curve, composed with the dataset's other
+    charges), run the protocol once with OS entropy, commit; returns ``{"release", "reused",
+    "spent"}``. A refused release raises BudgetExceededError before any client encodes."""
+    dataset = config.ledger.dataset_id
+    with Ledger(create=True) as led:
+        if config.ledger.epsilon is not None and dataset not in set(led.budgets()["dataset"]):
+            led.set_budget(dataset, epsilon=config.ledger.epsilon, delta=config.ledger.delta)
+    out, reused = ledger_ops.charged_release(
+        dataset, release_id, plan.privacy_charge(),
+        lambda: run_protocol(x, t, plan, config, np.random.default_rng()))  # OS entropy
+    get_run_logger().info("released %s (epsilon=%.4g, delta=%g)%s", release_id,
+                          plan.calibration.epsilon, plan.calibration.delta,
+                          " - returned the committed release, no new noise" if reused else "")
+    return {"release": out, "reused": reused, "spent": ledger_ops.spent(dataset)}
+
+
+def rdp_curve_csv(plan: ReleasePlan) -> str:
+    """RDP curve artefact (spec §7.5): order, eps1_g, eps2_g per group, composed total."""
+    cal = plan.calibration
+    a = np.asarray(cal.orders, float)
+    cols: dict[str, np.ndarray] = {"order": a}
+    for g, name in enumerate(("control", "treated")):
+        cols[f"eps1_{name}"] = pbm_rdp(plan.n_plan[g], plan.m1, cal.theta1[g], a)
+        cols[f"eps2_{name}"] = (pbm_rdp(plan.n_plan[g], plan.m2, cal.theta2[g], a)
+                                if cal.theta2 else np.zeros(a.size))
+    cols["total"] = np.asarray(cal.rdp_epsilons, float)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(cols)
+    w.writerows(zip(*(v.tolist() for v in cols.values())))
+    return buf.getvalue()
+
+
+def release_params(config: FederatedConfig, plan: ReleasePlan) -> dict[str, str]:
+    """Public parameters (spec §7.5): mechanism settings, group sizes, thetas, orders, columns."""
+    cal = plan.calibration
+    params: dict[str, str] = {}
+    _flat("mechanism", config.mechanism.model_dump(), params)
+    _flat("columns", config.columns.model_dump(), params)
+    params.update({"kind": "federated", "mechanism": "pbm_secagg", "dataset_id":
+                   config.ledger.dataset_id, "release_name": config.name,
+                   "n_control": str(plan.n_clients[0]), "n_treated": str(plan.n_clients[1]),
+                   "m1": str(plan.m1), "m2": str(plan.m2), "conversion": "CKS2020",
+                   "orders_id": f"{len(cal.orders)}:{cal.orders[0]:g}-{cal.orders[-1]:g}",
+                   "chunk_size": str(config.chunk_size)})
+    for g, name in enumerate(("control", "treated")):
+        params[f"theta1_{name}"] = repr(cal.theta1[g])
+        if cal.theta2:
+            params[f"theta2_{name}"] = repr(cal.theta2[g])
+    return params
+
+
+def release_metrics(release: dict[str, Any], plan: ReleasePlan,
+                    spent: dict[str, Any] | None) -> dict[str, float]:
+    """Privacy figures (eps achieved from the composed curve, optimal order), the release and
+    its CI, V_DP, bits per client, and the dataset's cumulative spend (spec §7.5)."""
+    cal = plan.calibration
+    lo, hi = release["ci"]
+    m = {"epsilon": cal.epsilon, "delta": cal.delta, "epsilon_target": cal.epsilon_target,
+         "optimal_order": cal.optimal_order, "theta_capped": float(cal.theta_capped),
+         "ate": release["ate"], "ci_low": lo, "ci_high": hi, "width": hi - lo,
+         "variance_dp": release["variance_dp"],
+         "sampling_variance": release["sampling_variance"],
+         "bits_per_client": plan.bits_per_client}
+    if spent is not None:
+        m.update(dataset_epsilon_spent=spent["epsilon"], dataset_delta=spent["delta"],
+                 dataset_n_charges=spent["n_charges"])
+    return {k: float(v) for k, v in m.items() if v is not None}
+
+
+@task(name="log_federated_release", cache_policy=NO_CACHE, persist_result=False, retries=1)
+def log_federated_release(config: FederatedConfig, release: dict[str, Any], plan: ReleasePlan,
+                          release_id: str, flow_run_id: str, flow_run_name: str,
+                          spent: dict[str, Any] | None) -> dict[str, str]:
+    """One MLflow run (experiment per dataset): params, metrics, the RDP-curve CSV and the
+    data-free calibration as artifacts; returns run/experiment ids and the tracking URI."""
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
+    exp_id = ensure_experiment(config.experiment_name, uri)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
+            "release_id": release_id, "dataset_id": config.ledger.dataset_id,
+            "kind": "federated", "evaluation": str(config.evaluation).lower(),
+            "mode": config.mode, "privacy_status": release["privacy"]["privacy_status"]}
+    run_id = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}",
+                               tags=tags).info.run_id
+    try:
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, params=[Param(k, v) for k, v in
+                                         release_params(config, plan).items()],
+                         metrics=[Metric(k, v, now, 0) for k, v in
+                                  release_metrics(release, plan, spent).items()])
+        client.log_text(run_id, rdp_curve_csv(plan), CURVE_ARTIFACT)
+        client.log_text(run_id, plan.to_json(), PLAN_ARTIFACT)
+        client.set_terminated(run_id, "FINISHED")
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
