@@ -393,6 +393,7 @@ def test_rejects_shared_people_without_zeta():
 # --- simulation (spec §5 item 10) ---------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 500 private fits at n = 20,000: longer than the suite's 600 s default
 def test_meta_of_five_private_experiment_d_studies_is_unbiased_and_covers():
     """Five independent studies of exp. D (n = 20,000 each), private G-formula releases with a CI
     at 1.5-GDP (K = 100: 200 rows per fold for 20 covariates), pooled by inverse variance:
