@@ -80,8 +80,8 @@ class ClusterDPConfig(_Strict):
     def _distinct_columns(self) -> "ClusterDPConfig":
         c = self.columns
         if len({c.cluster, c.treatment, c.outcome}) < 3:
-            raise ValueError(f"columns.cluster, columns.treatment and columns.outcome must be three "
-                             f"different columns, got {c.model_dump()}")
+            raise ValueError("columns.cluster, columns.treatment and columns.outcome must be "
+                             f"three different columns, got {c.model_dump()}")
         return self
 
     @property

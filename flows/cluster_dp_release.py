@@ -54,7 +54,8 @@ def print_cluster_dp_release(result: dict[str, Any], console: Any) -> None:
     table.add_row("mechanism", f"{rel['mechanism']}  (n={rel['n']}, K={len(rel['values'])})")
     table.add_row("privacy", f"({p['epsilon']:.4g}, {p['delta']:g}) label-DP, {p['accounting']} "
                   f"accounting (paper {p['epsilon_paper']:.4g}, strict {p['epsilon_strict']:.4g})")
-    table.add_row("calibration", f"lambda={rel['lam']:.4g}, gamma={rel['gamma']:.4g}, sigma={sigma}")
+    table.add_row("calibration",
+                  f"lambda={rel['lam']:.4g}, gamma={rel['gamma']:.4g}, sigma={sigma}")
     table.add_row("ATE (post-processing)", f"{est['ate']:.6g}  (se {est['se']:.4g}, "
                   f"strata={est['strata']})")
     table.add_row(f"{100 * est['level']:g}% CI", f"[{est['ci'][0]:.6g}, {est['ci'][1]:.6g}]")

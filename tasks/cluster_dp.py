@@ -30,7 +30,8 @@ from tasks.data import read_frame
 from tasks.tracking import _flat, ensure_experiment
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
-DATA_ARTIFACT, PRIORS_ARTIFACT, META_ARTIFACT = "privatized.parquet", "priors.parquet", "release.json"
+DATA_ARTIFACT, PRIORS_ARTIFACT = "privatized.parquet", "priors.parquet"
+META_ARTIFACT = "release.json"
 
 
 def build_mechanism(config: ClusterDPConfig) -> ClusterDP:

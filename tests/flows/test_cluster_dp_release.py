@@ -65,7 +65,8 @@ def test_release_charges_ledger_and_logs_mlflow(raw, draws):
     h = history("cdp-ok")
     assert list(h["status"]) == ["committed"] and list(h["mechanism"]) == ["pure"]
     assert h["epsilon"].iloc[0] == pytest.approx(EPS, rel=1e-6)  # strict epsilon = the target
-    assert out["spent"]["n_charges"] == 1 and out["spent"]["epsilon"] == pytest.approx(EPS, rel=1e-3)
+    assert out["spent"]["n_charges"] == 1
+    assert out["spent"]["epsilon"] == pytest.approx(EPS, rel=1e-3)
 
     client = mlflow.MlflowClient()
     run = client.get_run(out["mlflow"]["run_id"])
@@ -164,8 +165,9 @@ def test_leak_scan(raw, project, tmp_path):
     scanner = Scanner(secrets)
     ids = [u.encode() for u in frame["unit_id"]]
 
-    where = [tmp_path / "leak-mlflow.db", project.root / "mlartifacts" / "leak-cdp", project.results]
-    files = [p for w in where for p in ([w] if w.is_file() else sorted(w.rglob("*"))) if p.is_file()]
+    where = [project.root / "mlartifacts" / "leak-cdp", project.results]
+    files = [tmp_path / "leak-mlflow.db"] + [p for w in where for p in sorted(w.rglob("*"))
+                                             if p.is_file()]
     hits = scanner.mlflow_hits(uri) + [h for f in files for h in scanner.file_hits(f)]
     logs = flow_logs(out["release_id"].split("/")[0])
     hits += [h for msg in logs for h in scanner.bytes_hits(msg.encode(), "flow log")]
