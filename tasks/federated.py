@@ -117,7 +117,14 @@ def release_federated(config: FederatedConfig, x: np.ndarray, t: np.ndarray, pla
                       release_id: str) -> dict[str, Any]:
     """Reserve ``plan.privacy_charge()`` (the RDP curve, composed with the dataset's other
     charges), run the protocol once with OS entropy, commit; returns ``{"release", "reused",
-    "spent"}``. A refused release raises BudgetExceededError before any client encodes."""
+    "spent"}``. A refused release raises BudgetExceededError before any client encodes.
+    Evaluation mode (as the core release): no ledger, the result is tagged NOT_PRIVATE when it
+    uses ``oracle_nonprivate`` variances."""
+    if config.evaluation:
+        rel = run_protocol(x, t, plan, config, np.random.default_rng())
+        get_run_logger().warning("EVALUATION mode: no ledger charge; privacy_status=%s",
+                                 rel["privacy"]["privacy_status"])
+        return {"release": rel, "reused": False, "spent": None}
     dataset = config.ledger.dataset_id
     with Ledger(create=True) as led:
         if config.ledger.epsilon is not None and dataset not in set(led.budgets()["dataset"]):
