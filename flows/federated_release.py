@@ -12,6 +12,7 @@ from prefect.runtime import flow_run
 from conf.federated import FederatedConfig, load_federated_config
 from tasks.federated import (
     calibrate_federated,
+    calibration_inputs,
     load_federated_data,
     log_federated_release,
     release_federated,
@@ -27,7 +28,8 @@ def federated_ate(config: FederatedConfig) -> dict[str, Any]:
     "mlflow", "experiment"}`` (the release holds only privatized figures in release mode)."""
     x, t = load_federated_data(config)
     n_treated = int(t.sum())
-    plan = calibrate_federated(n_treated, int(t.size - n_treated), config.mechanism)
+    plan = calibrate_federated(n_treated, int(t.size - n_treated),
+                               **calibration_inputs(config.mechanism))
     release_id = f"{flow_run.id}/{config.name}"
     out = release_federated(config, x, t, plan, release_id)
     del x, t

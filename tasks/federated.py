@@ -61,16 +61,21 @@ def load_federated_data(config: FederatedConfig) -> tuple[np.ndarray, np.ndarray
     return split_outcomes(read_frame(config.data), config)
 
 
-@task(name="calibrate_federated", cache_policy=INPUTS, persist_result=True, retries=0)
-def calibrate_federated(n_treated: int, n_control: int,
-                        mechanism: FederatedMechanism) -> ReleasePlan:
-    """Data-free plan (thetas, achieved epsilon, RDP curve): spec §2.4, cached on its inputs.
+def calibration_inputs(mechanism: FederatedMechanism) -> dict[str, Any]:
+    """The mechanism settings the calibration depends on (the cache key; CI settings excluded)."""
+    return mechanism.model_dump(include={"R", "epsilon", "delta", "m1", "m2", "mean_share",
+                                         "variance_mode", "dropout"})
 
-    Raises the library's ValueError for bad parameters or group sizes before any charge."""
-    m = mechanism
-    return plan_release(n_treated, n_control, R=m.R, epsilon=m.epsilon, delta=m.delta, m1=m.m1,
-                        m2=m.m2, mean_share=m.mean_share, variance_mode=m.variance_mode,
-                        dropout=m.dropout)
+
+@task(name="calibrate_federated", cache_policy=INPUTS, persist_result=True, retries=0)
+def calibrate_federated(n_treated: int, n_control: int, *, R: float, epsilon: float,
+                        delta: float, m1: int, m2: int, mean_share: float, variance_mode: str,
+                        dropout: float) -> ReleasePlan:
+    """Data-free plan (thetas, achieved epsilon, RDP curve): spec §2.4, cached on its inputs
+    (spec §7.5). Raises the library's ValueError for bad parameters or group sizes, before any
+    ledger charge."""
+    return plan_release(n_treated, n_control, R=R, epsilon=epsilon, delta=delta, m1=m1, m2=m2,
+                        mean_share=mean_share, variance_mode=variance_mode, dropout=dropout)
 
 
 def encode_chunked(x: np.ndarray, plan: ReleasePlan, group: int, rng: np.random.Generator,

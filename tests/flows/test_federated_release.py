@@ -102,6 +102,26 @@ def test_release_is_charged_and_tracked_in_mlflow(make_fed, draws, tmp_path):
                                                      client.list_artifacts(r.info.run_id)}
 
 
+def test_calibration_is_cached_and_releases_compose(make_fed):
+    from _flowtools import task_states
+
+    cfg = make_fed()
+    first = run(cfg)
+    # CI settings do not enter the calibration: cached; a new epsilon recalibrates
+    second = run(make_fed("mechanism.ci_form=sum_sd", "mechanism.alpha=0.05",
+                          dataset=cfg.ledger.dataset_id))
+    third = run(make_fed("mechanism.epsilon=0.5", dataset=cfg.ledger.dataset_id))
+    states = [set(task_states(o["release_id"].split("/")[0], "calibrate_federated").values())
+              for o in (second, third)]
+    assert states == [{"Cached"}, {"Completed"}]
+    assert first["release"]["ate"] != second["release"]["ate"]  # fresh noise per release id
+    with Ledger() as led:
+        spend = led.spent(cfg.ledger.dataset_id)
+    assert spend.n_charges == 3
+    # RDP composition: more than the largest charge, less than the sum 1 + 1 + 0.5 of epsilons
+    assert 1.0 < spend.epsilon < 2.5
+
+
 def test_release_over_the_cap_is_refused_before_any_noise(make_fed, draws):
     cfg = make_fed("ledger.epsilon=1.1")  # RDP composes two eps=1 to ~1.4
     run(cfg)
