@@ -51,9 +51,6 @@ class FederatedMechanism(_Strict):
     alpha: float = Field(0.1, gt=0, lt=1)
     debias: bool = True
 
-    def library_kwargs(self) -> dict[str, Any]:
-        return self.model_dump()
-
 
 class FederatedLedgerConfig(_Strict):
     """Ledger dataset and, for a dataset seen for the first time, its (epsilon, delta) cap."""
