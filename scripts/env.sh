@@ -11,3 +11,4 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=${PREFECT_SERVER_EPHEMER
 export PREFECT_HOME=${PREFECT_HOME:-$here/data/prefect}
 export PREFECT_RESULTS_LOCAL_STORAGE_PATH=${PREFECT_RESULTS_LOCAL_STORAGE_PATH:-$here/data/prefect/results}
 export PYTHONDONTWRITEBYTECODE=1
+mkdir -p "$PREFECT_HOME"  # Prefect creates its home without parents; a fresh clone has no ./data
