@@ -132,16 +132,50 @@ def print_release(result: dict[str, Any], console: Any) -> None:
 
 
 def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | None = None) -> Any:
-    from conf.models import ConfigError, load_config, with_absolute_paths
+    """The validated config of the kind it declares; a core config's models are also built, so an
+    unknown or unbuildable model fails here, before any data is read."""
+    from conf.kinds import load_any
+    from conf.models import ConfigError
 
     try:
-        config = with_absolute_paths(load_config(path, overrides, base=base))
-        from tasks.build import build_estimator
+        config = load_any(path, overrides, base=base)
+        if config.kind == "ate":
+            from tasks.build import build_estimator
 
-        build_estimator(config)  # unknown/unbuildable models fail here, before any data is read
+            build_estimator(config)
     except (ConfigError, ValueError, TypeError) as exc:
         _fail(exc)
     return config
+
+
+def execute_mechanism(config: Any, *, as_json: bool, verbose: bool) -> dict[str, Any]:
+    """Run the release flow of a further mechanism (``flows/<kind>_release.py``: its
+    ``run_<kind>_from_config`` and ``print_<kind>_release``); bad input and refusals exit 2."""
+    import importlib
+
+    from rich.console import Console
+
+    from ledger import BudgetExceededError, LedgerError, ReleaseInProgressError
+
+    _quiet_console(verbose)
+    flow_module = importlib.import_module(f"flows.{config.kind}_release")
+    err = Console(stderr=True)
+    try:
+        with err.status(f"{config.kind} release {config.name!r}: load, charge, release, log..."):
+            result = getattr(flow_module, f"run_{config.kind}_from_config")(config)
+    except (BudgetExceededError, ReleaseInProgressError, LedgerError, ValueError, TypeError) as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        getattr(flow_module, f"print_{config.kind}_release")(result, Console())
+    return result
+
+
+def _execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -> dict[str, Any]:
+    if config.kind == "ate":
+        return execute(config, as_json=as_json, show_progress=show_progress, verbose=verbose)
+    return execute_mechanism(config, as_json=as_json, verbose=verbose)
 
 
 @click.command()
@@ -153,39 +187,54 @@ def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | N
 @click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
 def run(config_path: str, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
         verbose: bool) -> None:
-    """Run the dp_ate_release flow on CONFIG (a conf/release/*.yaml file)."""
+    """Run the release flow of CONFIG (a conf/release/*.yaml file): the core dp_ate_release, or
+    the flow of the mechanism its top-level `kind:` names (cluster_dp, federated, user_level)."""
     config = _load(config_path, overrides)
-    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
+    _execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
 
 
 @click.command()
-@click.option("--n", "n_rows", default=5000, show_default=True, help="Rows of synthetic data.")
+@click.option("--kind", type=click.Choice(["ate", "cluster_dp", "federated", "user_level"]),
+              default="ate", show_default=True,
+              help="The core ATE release, or a further mechanism's demo release.")
+@click.option("--n", "n_rows", default=5000, show_default=True,
+              help="Rows of synthetic data (core ATE demo).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a value of the embedded demo config.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
-def demo(n_rows: int, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
+def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
          verbose: bool) -> None:
-    """Write synthetic experiment-A data, then run a full private release on it."""
+    """Write synthetic data, then run a full private release on it (conf/release/*demo.yaml)."""
+    import importlib
+
     import yaml
 
     import conf
     from cli.settings import data_dir
 
-    path = write_demo_data(data_dir() / "demo" / "experiment_a.csv", n_rows)
-    base = yaml.safe_load((Path(conf.__file__).parent / "release" / "demo.yaml").read_text())
+    if kind == "ate":
+        path = write_demo_data(data_dir() / "demo" / "experiment_a.csv", n_rows)
+        about = f"experiment A, n={n_rows}, true ATE 0.1"
+        config_file = "demo.yaml"
+    else:
+        writer = importlib.import_module(f"tasks.{kind}_demo_data").write_demo_csv
+        path = writer(data_dir() / "demo" / f"{kind}.csv")
+        about = f"synthetic {kind} demo data"
+        config_file = f"{kind}_demo.yaml"
+    base = yaml.safe_load((Path(conf.__file__).parent / "release" / config_file).read_text())
     base["data"] = {"path": str(path)}
     config = _load(None, overrides, base=base)
     if not as_json:
-        click.echo(f"demo data: {path} (experiment A, n={n_rows}, true ATE 0.1)", err=True)
-    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
+        click.echo(f"demo data: {path} ({about})", err=True)
+    _execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
     if not as_json:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")
         mlflow_bin = Path(sys.executable).with_name("mlflow")
         click.echo(f"\nMLflow run recorded in {uri}. Browse it with:\n"
                    f"  {mlflow_bin} ui --backend-store-uri {uri} --workers 1\n"
-                   "then open http://127.0.0.1:5000 (experiment 'dpcausal-demo').\n"
+                   f"then open http://127.0.0.1:5000 (experiment {config.experiment_name!r}).\n"
                    "Privacy spend per dataset: ./dev ledger budgets")
 
 

@@ -10,17 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from conf.models import (
-    ConfigError,
-    DataSource,
-    MlflowConfig,
-    _merge,
-    apply_override,
-    format_validation_error,
-)
+from conf.models import DataSource, MlflowConfig, load_typed, with_absolute_paths
 
 
 class _Strict(BaseModel):
@@ -100,30 +92,6 @@ def load_federated_config(path: str | Path | None = None,
 
     Raises :class:`conf.models.ConfigError` with a one-paragraph message, as the core loader does.
     """
-    raw: dict[str, Any] = dict(base or {})
-    where = "config"
-    if path is not None:
-        p = Path(path)
-        where = str(p)
-        if not p.is_file():
-            raise ConfigError(f"config file {where!r} does not exist; pass a YAML file such as "
-                              "conf/release/federated_demo.yaml")
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {where!r} is not valid YAML: "
-                              f"{' '.join(str(exc).split())}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {where!r} must hold a mapping of settings, "
-                              f"got {type(loaded).__name__}")
-        raw = _merge(raw, loaded)
-    for item in overrides:
-        raw = apply_override(raw, item)
-    try:
-        config = FederatedConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid {where}: {format_validation_error(exc)}") from None
-    if config.data.path is not None and not Path(config.data.path).is_absolute():
-        data = config.data.model_copy(update={"path": str(Path.cwd() / config.data.path)})
-        config = config.model_copy(update={"data": data})
-    return config
+    config = load_typed(FederatedConfig, path, overrides, base,
+                        example="conf/release/federated_demo.yaml")
+    return with_absolute_paths(config)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from conf import registry
+
+_M = TypeVar("_M", bound=BaseModel)
+_C = TypeVar("_C", bound=BaseModel)
 
 
 class ConfigError(ValueError):
@@ -108,6 +111,7 @@ class MlflowConfig(_Strict):
 
 
 class ReleaseConfig(_Strict):
+    kind: Literal["ate"] = "ate"  # the core estimator; other kinds: conf/kinds.py
     name: str = Field("release", pattern=r"^[A-Za-z0-9_.-]+$")
     mode: Literal["release", "evaluation"] = "release"
     data: DataSource
@@ -152,14 +156,32 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     Raises :class:`ConfigError` with a one-paragraph message for a missing file, invalid YAML, an
     unknown key, a wrong type or an unknown model.
     """
+    return load_typed(ReleaseConfig, path, overrides, base, example="conf/release/demo.yaml")
+
+
+def load_typed(model: type[_M], path: str | Path | None, overrides: list[str] | tuple[str, ...],
+               base: dict[str, Any] | None, *, example: str) -> _M:
+    """The shared loader of every config kind: YAML file (merged over ``base``), then ``--set``
+    overrides, then pydantic validation; every failure is one :class:`ConfigError` paragraph."""
+    raw, where = read_raw(path, overrides, base, example=example)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {where}: {format_validation_error(exc)}") from None
+
+
+def read_raw(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
+             base: dict[str, Any] | None = None, *, example: str = "conf/release/demo.yaml"
+             ) -> tuple[dict[str, Any], str]:
+    """The unvalidated settings (``base`` <- YAML file <- overrides) and where they came from."""
     raw: dict[str, Any] = dict(base or {})
     where = "config"
     if path is not None:
         p = Path(path)
         where = str(p)
         if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist; pass a YAML file such as "
-                              "conf/release/demo.yaml")
+            raise ConfigError(f"config file {where!r} does not exist; pass a YAML file such as "
+                              f"{example}")
         try:
             loaded = yaml.safe_load(p.read_text())
         except yaml.YAMLError as exc:
@@ -171,10 +193,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         raw = _merge(raw, loaded)
     for item in overrides:
         raw = apply_override(raw, item)
-    try:
-        return ReleaseConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid {where}: {format_validation_error(exc)}") from None
+    return raw, where
 
 
 def apply_override(raw: dict[str, Any], item: str) -> dict[str, Any]:
@@ -217,8 +236,9 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_absolute_paths(config: ReleaseConfig, base: Path | None = None) -> ReleaseConfig:
-    """The config with a relative ``data.path`` made absolute (against ``base`` or the cwd)."""
+def with_absolute_paths(config: _C, base: Path | None = None) -> _C:
+    """The config (any kind) with a relative ``data.path`` made absolute (against ``base`` or the
+    cwd)."""
     if config.data.path is None or Path(config.data.path).is_absolute():
         return config
     path = Path(base or Path.cwd()) / config.data.path

@@ -3,8 +3,10 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 import conf
+from conf.kinds import kind_of, load_any
 from conf.models import ConfigError, ReleaseConfig, apply_override, load_config, with_absolute_paths
 
 DEMO = Path(conf.__file__).parent / "release" / "demo.yaml"
@@ -18,8 +20,27 @@ def _minimal(**extra):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_shipped_examples_validate(path):
-    cfg = load_config(path)
-    assert isinstance(cfg, ReleaseConfig) and cfg.mode == "release"
+    """Every shipped config validates as the kind it declares (the core kind when none)."""
+    declared = yaml.safe_load(path.read_text()).get("kind", "ate")
+    assert kind_of(path) == declared
+    cfg = load_any(path)
+    assert cfg.kind == declared and Path(cfg.data.path).is_absolute()
+    if declared == "ate":
+        assert isinstance(cfg, ReleaseConfig) and cfg.mode == "release"
+
+
+def test_unknown_kind_is_refused_in_one_paragraph(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"kind": "laplace", **_minimal()}))
+    with pytest.raises(ConfigError, match=r"kind 'laplace' is not one of .*cluster_dp"):
+        load_any(path)
+
+
+def test_kind_can_be_overridden_and_then_validates_as_that_kind():
+    with pytest.raises(ConfigError, match="kind: Input should be 'ate'"):
+        load_config(DEMO, ["kind=federated"])
+    with pytest.raises(ConfigError, match="invalid .*demo.yaml"):
+        load_any(DEMO, ["kind=federated"])  # a core config is not a valid federated one
 
 
 def test_at_least_two_examples_ship():
