@@ -49,7 +49,10 @@ class PrivateATE:
     sensitivity : "theorem1" (default), "lemma", or "released_code" (not a valid bound).
     sigma2 : "paper" or "tight".   ci : "paper" or "conservative".
     delta : the delta at which epsilon is reported.
-    random_state : seeds the public fold permutation and the noise (independent streams).
+    random_state : seeds the public fold permutation and the noise (independent streams); OS
+        entropy when None. A seeded noise draw is reproducible by anyone who knows the seed, so
+        a release meant for publication leaves it None (or keeps it secret): the published
+        parameters record only whether a seed was set, never its value.
     chunk_size : rows per aggregation block (default: about 2M predictions per block).
     """
 
@@ -153,7 +156,7 @@ class PrivateATE:
             "zeta": self.zeta, "ci_share": self.ci_share, "zeta1": cal.zeta1, "zeta2": cal.zeta2,
             "alpha": self.alpha, "p1": self.p1, "sensitivity": self.sensitivity,
             "sigma2": self.sigma2, "ci": self.ci, "delta": self.delta,
-            "random_state": self.random_state,
+            "seeded": self.random_state is not None,  # never the seed: it would reveal the noise
         }
 
     # ------------------------------------------------------------------ phases

@@ -62,6 +62,17 @@ def test_determinism(data_a):
     assert a.ate != c.ate
 
 
+def test_published_parameters_never_carry_the_noise_seed(data_a):
+    """A seeded draw is reproducible from its seed, so the release records only that a seed was
+    set; without a seed two releases differ (OS entropy)."""
+    seed = 987_654_321
+    seeded = PrivateATE(n_folds=20, random_state=seed).fit(*data_a)
+    assert str(seed) not in json.dumps(seeded.to_dict())
+    assert seeded.params["seeded"] is True
+    a, b = (PrivateATE(n_folds=20).fit(*data_a) for _ in range(2))
+    assert a.params["seeded"] is False and a.ate != b.ate
+
+
 def test_fold_assignment_ignores_data_values(data_a):
     """Item 11: same seed and n give the same folds whatever X, A, Y hold."""
     X, A, Y = data_a
