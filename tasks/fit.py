@@ -45,7 +45,7 @@ def fit_fold(X: np.ndarray, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
     return the store key. The cache key is (data fingerprint, plan, folds, model specs, code
     version): see :mod:`tasks.model_store`."""
     est = build_estimator(config, for_fitting=True)
-    fitted = [est.fit_fold(X, A, Y, fold_ids, k) for k in folds]
+    fitted = est.fit_folds(X, A, Y, fold_ids, ks=folds)
     key = chunk_key(data_fp, plan, folds, models)
     save_chunk(store, key, fitted)
     return key
