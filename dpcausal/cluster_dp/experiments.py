@@ -309,14 +309,15 @@ def exp4(
 
 
 def normality_summary(err: np.ndarray) -> dict[str, float]:
-    """Mean, sd, |mean|/(sd/sqrt R) and Shapiro-Wilk p-value of errors (spec §3.8 item 12)."""
+    """Mean, sd, |mean|/(sd/sqrt R) and Shapiro-Wilk p-value of errors (spec §3.8 item 12); the
+    p-value is NaN below the test's minimum of 3 repetitions."""
     err = np.asarray(err, float)
     sd = float(err.std(ddof=1))
     return {
         "mean": float(err.mean()),
         "sd": sd,
         "z_mean": float(abs(err.mean()) / (sd / np.sqrt(err.size))),
-        "shapiro_p": float(stats.shapiro(err).pvalue),
+        "shapiro_p": float(stats.shapiro(err).pvalue) if err.size >= 3 else float("nan"),
         "reps": int(err.size),
     }
 
