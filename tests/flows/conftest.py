@@ -3,6 +3,9 @@ project data folder, MLflow store and ledger under a session tmp dir (recipe §8
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -59,3 +62,17 @@ def make_config(exp_a_csv, request):
 
     return make
 
+
+@pytest.fixture
+def invoke(project):
+    """Run ``dpcausal`` as a subprocess (a real exit code), against the test Prefect server."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "COLUMNS": "120"}
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True,
+                              text=True, env=env, timeout=300)
+        return SimpleNamespace(exit_code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
+                               output=proc.stdout + proc.stderr)
+    return run

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -39,21 +38,6 @@ def _charges(dataset: str) -> int:
         if dataset not in set(led.budgets()["dataset"]):
             led.set_budget(dataset, zeta=50.0)
         return led.spent(dataset).n_charges
-
-
-@pytest.fixture
-def invoke(project):
-    """Run ``dpcausal`` as a subprocess (a real exit code), against the test Prefect server."""
-    from prefect.settings import PREFECT_API_URL
-
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "COLUMNS": "120"}
-
-    def run(*args):
-        proc = subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True,
-                              text=True, env=env, timeout=300)
-        return SimpleNamespace(exit_code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                               output=proc.stdout + proc.stderr)
-    return run
 
 
 def _assert_bad(result, match):
