@@ -11,27 +11,39 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from conf.models import ReleaseConfig
+from ledger import BudgetExceededError
 from tasks import progress
 from tasks.build import model_specs
 from tasks.data import load_data
 from tasks.fit import fit_fold, models_key, split_folds
 from tasks.model_store import model_store_dir
-from tasks.release import aggregate, release
+from tasks.release import aggregate, check_budget, release
 from tasks.runners import task_runner
-from tasks.tracking import log_release
+from tasks.tracking import log_refusal, log_release
 
 
 @flow(name="dp_ate_release", persist_result=False, retries=0,
       task_runner=ThreadPoolTaskRunner(max_workers=2))
 def dp_ate_release(config: ReleaseConfig) -> dict[str, Any]:
     """One private ATE release from ``config``; returns the release (private values only in
-    release mode) with its ids: ``{"release", "release_id", "reused", "mlflow", "spent"}``."""
+    release mode) with its ids: ``{"release", "release_id", "reused", "mlflow", "spent"}``.
+    A release over the dataset's budget is refused (before any fit when already known then),
+    recorded in MLflow, and ends the run Failed with the ledger's message."""
+    try:
+        return _release_steps(config)
+    except BudgetExceededError as exc:
+        log_refusal(config, str(exc), str(flow_run.id), str(flow_run.name))
+        raise
+
+
+def _release_steps(config: ReleaseConfig) -> dict[str, Any]:
     progress.phase("load data")
     data = load_data(config)
 
     progress.phase("split folds")
     workers = config.runner.max_workers
     plan = split_folds(config, data.n, workers)
+    check_budget(config, data.n)
 
     progress.phase("fit folds", total=plan.n_folds)
     store = str(model_store_dir())

@@ -124,6 +124,11 @@ class Ledger:
                 conn.execute(_D.update().where(_D.c.name == dataset).values(**values))
         return cap
 
+    def has_dataset(self, dataset: str) -> bool:
+        """Whether the dataset has a cap in this ledger."""
+        with self.engine.connect() as conn:
+            return _read_dataset(conn, dataset) is not None
+
     def cap(self, dataset: str) -> Cap:
         """The dataset's cap (ValueError for an unknown dataset)."""
         with self.engine.connect() as conn:
@@ -176,6 +181,18 @@ class Ledger:
         return frame[columns] if len(frame) else pd.DataFrame(columns=columns)
 
     # ------------------------------------------------------------------ releases
+    def check(self, dataset: str, charge: PrivacyCharge) -> None:
+        """Raise BudgetExceededError now if ``charge`` would not fit under the cap today.
+
+        Advisory and read-only, so a flow can refuse before hours of model fitting; only the
+        reservation in :meth:`release` is authoritative (another release may land in between).
+        """
+        with self.engine.connect() as conn:
+            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
+            refusal, _ = _admit(dataset, charge, _charges_of(conn, dataset), cap)
+        if refusal is not None:
+            raise refusal
+
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None = None) -> Iterator[ReleaseSlot]:
@@ -230,11 +247,9 @@ class Ledger:
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None, recorded: list[PrivacyCharge],
                 cap: Cap) -> ReleaseSlot | Exception:
-        ok, spend = within_cap([*recorded, charge], cap)
-        if not ok:
-            before = compose(recorded, cap.delta)
-            return BudgetExceededError(dataset, before.describe(), _describe(charge),
-                                       cap.describe(), spend.describe())
+        refusal, spend = _admit(dataset, charge, recorded, cap)
+        if refusal is not None:
+            return refusal
         token = uuid.uuid4().hex
         conn.execute(_T.insert().values(
             release_id=release_id, dataset=dataset, status="reserved", token=token,
@@ -252,6 +267,17 @@ class Ledger:
                 raise ReleaseInProgressError(
                     f"release {release_id} can no longer be committed (it was marked incomplete "
                     "by a retry); nothing is published, its charge stays recorded.")
+
+
+def _admit(dataset: str, charge: PrivacyCharge, recorded: list[PrivacyCharge],
+           cap: Cap) -> tuple[BudgetExceededError | None, Spend]:
+    """(the refusal of ``charge`` on top of ``recorded`` under ``cap``, or None; the spend with
+    ``charge`` included)."""
+    ok, spend = within_cap([*recorded, charge], cap)
+    if ok:
+        return None, spend
+    return BudgetExceededError(dataset, compose(recorded, cap.delta).describe(),
+                               _describe(charge), cap.describe(), spend.describe()), spend
 
 
 def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge,

@@ -13,9 +13,16 @@ def open_ledger(budget: float | None = None, dataset: str | None = None) -> Ledg
     """The project ledger (DPCAUSAL_LEDGER_URL); a config budget creates it and sets the cap of a
     dataset seen for the first time (later caps are managed with `dpcausal ledger set-budget`)."""
     led = Ledger(create=budget is not None)
-    if budget is not None and dataset is not None and dataset not in set(led.budgets()["dataset"]):
+    if budget is not None and dataset is not None and not led.has_dataset(dataset):
         led.set_budget(dataset, zeta=budget)
     return led
+
+
+def check_budget(dataset: str, charge: PrivacyCharge, *, budget: float | None = None) -> None:
+    """Refuse now (BudgetExceededError) a charge that would not fit under the dataset's cap:
+    before any model is fitted. The reservation at release time stays authoritative."""
+    with open_ledger(budget, dataset) as led:
+        led.check(dataset, charge)
 
 
 def charged_release(dataset: str, release_id: str, charge: PrivacyCharge,

@@ -23,6 +23,16 @@ from tasks.model_store import load_chunk
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 
 
+@task(name="check_budget", cache_policy=NO_CACHE, persist_result=False, retries=0)
+def check_budget(config: ReleaseConfig, n: int) -> None:
+    """Refuse an over-budget release before any fold is fitted (release mode; data-free: the
+    charge depends on the public n and parameters only)."""
+    if not config.evaluation:
+        ledger_ops.check_budget(config.ledger.dataset_id,
+                                build_estimator(config).privacy_charge(n),
+                                budget=config.ledger.budget)
+
+
 @task(name="aggregate", **_PRIVATE_TASK)
 def aggregate(config: ReleaseConfig, data: LoadedData, plan: FoldPlan, keys: list[str],
               store: str) -> EnsembleNuisances:

@@ -115,3 +115,21 @@ def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
         client.set_terminated(run_id, "FAILED")
         raise
     return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
+
+
+@task(name="log_refusal", cache_policy=NO_CACHE, persist_result=False, retries=1)
+def log_refusal(config: Any, message: str, flow_run_id: str, flow_run_name: str) -> str:
+    """An MLflow run recording a release the ledger refused (any config kind): tagged
+    ``refused=true`` with the ledger's message, ended FAILED, with no estimate (none was drawn).
+    Returns the run id."""
+    import mlflow
+
+    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
+            "dataset_id": config.ledger.dataset_id, "kind": config.kind, "refused": "true",
+            "refusal": message[:5000], "evaluation": "false"}
+    run = client.create_run(ensure_experiment(config.experiment_name, uri),
+                            run_name=f"{config.name}-{flow_run_name}-refused", tags=tags)
+    client.set_terminated(run.info.run_id, "FAILED")
+    return run.info.run_id

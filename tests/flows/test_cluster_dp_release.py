@@ -114,7 +114,12 @@ def test_refused_release_draws_no_noise(raw, draws):
         run_cluster_dp_from_config(make(path, "cdp-cap", "ledger.epsilon=4.0"))
     assert len(draws) == 1  # no noise for the refused release
     assert list(history("cdp-cap")["status"]) == ["committed"]
-    assert len(mlflow.search_runs(experiment_names=["test-cdp-cap"])) == len(runs_before) == 1
+    runs = mlflow.search_runs(experiment_names=["test-cdp-cap"])
+    assert len(runs_before) == 1 and len(runs) == 2  # the refusal is recorded, without estimate
+    refused = runs[runs["tags.refused"] == "true"]
+    assert len(refused) == 1 and refused["status"].iloc[0] == "FAILED"
+    assert refused["tags.refusal"].iloc[0].startswith("budget exhausted for dataset cdp-cap")
+    assert refused.filter(like="metrics.").isna().all(axis=None)
     assert first["spent"]["n_charges"] == 1
 
 

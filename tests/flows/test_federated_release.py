@@ -131,6 +131,13 @@ def test_release_over_the_cap_is_refused_before_any_noise(make_fed, draws):
     assert len(draws) == 1  # the refused release encoded no client
     with Ledger() as led:
         assert led.spent(cfg.ledger.dataset_id).n_charges == 1
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(cfg.experiment_name)
+    refused = client.search_runs([exp.experiment_id], "tags.refused = 'true'")
+    assert len(refused) == 1 and refused[0].info.status == "FAILED" and not refused[0].data.metrics
+    assert refused[0].data.tags["refusal"].startswith(f"budget exhausted for dataset {cfg.ledger.dataset_id}")
 
 
 @pytest.mark.parametrize("override, data_fix, match", [

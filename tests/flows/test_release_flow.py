@@ -101,11 +101,43 @@ def test_evaluation_mode_is_tagged_and_not_charged(make_config):
 
 
 def test_exhausted_budget_stops_before_noise_and_charges_nothing(make_config, request):
+    """Refused before any fold is fitted; the flow run ends Failed with the ledger's message and
+    MLflow holds a refusal run without an estimate."""
+    from mlflow import MlflowClient
+    from prefect.client.orchestration import get_client
+
     cfg = make_config("ledger.budget=1.0")  # below the release's zeta = 1.5
     with pytest.raises(BudgetExceededError, match=r"budget exhausted for dataset .*cap"):
         run_release(cfg)
     with Ledger() as led:
         assert led.spent(cfg.ledger.dataset_id).n_charges == 0
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(cfg.experiment_name)
+    [run] = client.search_runs([exp.experiment_id])
+    assert run.data.tags["refused"] == "true" and run.info.status == "FAILED"
+    assert run.data.tags["refusal"].startswith(f"budget exhausted for dataset {cfg.ledger.dataset_id}")
+    assert not run.data.metrics  # nothing was released
+    flow_run_id = run.data.tags["prefect.flow_run_id"]
+    assert task_states(flow_run_id) == {}  # no fold was fitted
+    with get_client(sync_client=True) as prefect:
+        state = prefect.read_flow_run(flow_run_id).state
+    assert state.is_failed() and "budget exhausted" in state.message
+
+
+def test_a_release_refused_at_reservation_is_also_recorded(make_config, monkeypatch):
+    """The authoritative refusal (another release used the budget after the early check)."""
+    from mlflow import MlflowClient
+
+    from tasks import ledger_ops
+
+    monkeypatch.setattr(ledger_ops, "check_budget", lambda *a, **k: None)  # the early check missed it
+    cfg = make_config("ledger.budget=1.0")
+    with pytest.raises(BudgetExceededError):
+        run_release(cfg)
+    exp = MlflowClient().get_experiment_by_name(cfg.experiment_name)
+    [run] = MlflowClient().search_runs([exp.experiment_id])
+    assert run.data.tags["refused"] == "true" and not run.data.metrics
+    assert set(task_states(run.data.tags["prefect.flow_run_id"]).values()) == {"Completed"}
 
 
 def test_dask_runner_gives_the_same_release_as_threads(make_config):

@@ -42,6 +42,18 @@ def test_refusal_message_records_nothing_and_runs_no_block(led: Ledger) -> None:
     assert led.spent("ds").zeta == pytest.approx(1.5, rel=1e-15)
 
 
+def test_check_refuses_exactly_what_a_reservation_would_and_records_nothing(led: Ledger) -> None:
+    led.set_budget("ds", zeta=1.5)
+    _publish(led, "run-1/ate", gauss(0.9))
+    fits = math.sqrt(1.5**2 - 0.9**2)  # 1.2: exactly the remaining zeta
+    led.check("ds", gauss(fits))
+    with pytest.raises(BudgetExceededError, match=r"^budget exhausted for dataset ds: spent zeta=0\.9"):
+        led.check("ds", gauss(fits * 1.001))
+    assert list(led.history("ds")["release_id"]) == ["run-1/ate"]  # read-only
+    assert led.has_dataset("ds") and not led.has_dataset("other")
+    _publish(led, "run-2/ate", gauss(fits))  # what check admitted, the reservation admits
+
+
 def test_exception_in_block_keeps_charge_as_incomplete(led: Ledger) -> None:
     led.set_budget("ds", rho=1.0)
     with pytest.raises(RuntimeError, match="estimator crashed"):
