@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 import time
-from typing import Any
-
 import click
 
 CORE = ("A", "B", "C", "D")
@@ -24,40 +22,12 @@ MECHANISMS = {  # target -> "module:flow(out_dir, reps)"
 TARGETS = (*CORE, "all", *MECHANISMS)
 
 
-class _Bar:
-    """Progress listener (tasks.progress): one bar per experiment over its repetitions."""
-
-    def __init__(self, progress: Any) -> None:
-        self.progress, self.task = progress, None
-
-    def phase(self, name: str, total: int | None = None) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=self.progress.tasks[self.task].total)
-        self.task = self.progress.add_task(name, total=total) if total else None
-        if not total:
-            self.progress.console.print(f"[dim]- {name}[/dim]")
-
-    def advance(self, n: int = 1) -> None:
-        if self.task is not None:
-            self.progress.advance(self.task, n)
-
-
 def _run_core(which: list[str], reps: int | None, out_dir: str, show_progress: bool) -> str:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from cli.progress_bar import progress_bar
     from flows.experiments import reproduce_experiments
-    from tasks import progress as events
 
-    if not show_progress:
+    with progress_bar("reps", enabled=show_progress):
         return reproduce_experiments(which=which, reps=reps, out_dir=out_dir)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("reps"), TimeElapsedColumn(), console=Console(stderr=True)) as bar:
-        unsubscribe = events.subscribe(_Bar(bar))
-        try:
-            return reproduce_experiments(which=which, reps=reps, out_dir=out_dir)
-        finally:
-            unsubscribe()
 
 
 def _run_mechanism(target: str, reps: int | None, out_dir: str) -> str:

@@ -37,26 +37,6 @@ def _fail(exc: BaseException) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
-class _Bar:
-    """Progress listener: a rich bar over fold fits, a line per phase."""
-
-    def __init__(self, progress: Any) -> None:
-        self.progress, self.task = progress, None
-
-    def phase(self, name: str, total: int | None = None) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=self.progress.tasks[self.task].total)
-            self.task = None
-        if total:
-            self.task = self.progress.add_task(name, total=total)
-        else:
-            self.progress.console.print(f"[dim]- {name}[/dim]")
-
-    def advance(self, n: int = 1) -> None:
-        if self.task is not None:
-            self.progress.advance(self.task, n)
-
-
 def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -> dict[str, Any]:
     """Preflight (data and models, no Prefect), then the flow with a progress bar; prints the
     release. Bad input exits with code 2 before anything is charged."""
@@ -70,23 +50,12 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -
         _fail(exc)
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from cli.progress_bar import progress_bar
     from flows.release import run_release
-    from tasks import progress as events
 
-    err = Console(stderr=True)
     try:
-        if show_progress:
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TextColumn("folds"), TimeElapsedColumn(), console=err,
-                          transient=False) as bar:
-                unsubscribe = events.subscribe(_Bar(bar))
-                try:
-                    result = run_release(config)
-                finally:
-                    unsubscribe()
-        else:
+        with progress_bar("folds", enabled=show_progress):
             result = run_release(config)
     except (BudgetExceededError, ReleaseInProgressError, LedgerError, ValueError, TypeError) as exc:
         _fail(exc)
