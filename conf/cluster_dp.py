@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from conf.models import DataSource, MlflowConfig, load_typed, with_absolute_paths
+from conf.models import DataSource, MlflowConfig, Tracked, load_typed, with_absolute_paths
 
 
 class _Strict(BaseModel):
@@ -58,7 +58,7 @@ class ClusterLedgerConfig(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
 
 
-class ClusterDPConfig(_Strict):
+class ClusterDPConfig(_Strict, Tracked):
     kind: Literal["cluster_dp"]
     name: str = Field("cluster_dp", pattern=r"^[A-Za-z0-9_.-]+$")
     data: DataSource
@@ -75,10 +75,6 @@ class ClusterDPConfig(_Strict):
             raise ValueError("columns.cluster, columns.treatment and columns.outcome must be "
                              f"three different columns, got {c.model_dump()}")
         return self
-
-    @property
-    def experiment_name(self) -> str:
-        return self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"
 
 
 def load_cluster_dp_config(path: str | Path | None = None,

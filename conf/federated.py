@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from conf.models import DataSource, MlflowConfig, load_typed, with_absolute_paths
+from conf.models import DataSource, MlflowConfig, Tracked, load_typed, with_absolute_paths
 
 
 class _Strict(BaseModel):
@@ -52,7 +52,7 @@ class FederatedLedgerConfig(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
 
 
-class FederatedConfig(_Strict):
+class FederatedConfig(_Strict, Tracked):
     kind: Literal["federated"]
     name: str = Field("federated", pattern=r"^[A-Za-z0-9_.-]+$")
     mode: Literal["release", "evaluation"] = "release"
@@ -74,14 +74,6 @@ class FederatedConfig(_Strict):
                              "refused in release mode: use variance_mode='private', or "
                              "mode='evaluation' for a reproduction on synthetic data")
         return self
-
-    @property
-    def evaluation(self) -> bool:
-        return self.mode == "evaluation"
-
-    @property
-    def experiment_name(self) -> str:
-        return self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"
 
 
 def load_federated_config(path: str | Path | None = None,

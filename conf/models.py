@@ -110,7 +110,19 @@ class MlflowConfig(_Strict):
     tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI (project: sqlite under data/)
 
 
-class ReleaseConfig(_Strict):
+class Tracked:
+    """What every release config kind derives the same way (needs ``ledger`` and ``mlflow``)."""
+
+    @property
+    def evaluation(self) -> bool:
+        return getattr(self, "mode", "release") == "evaluation"
+
+    @property
+    def experiment_name(self) -> str:
+        return self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"
+
+
+class ReleaseConfig(_Strict, Tracked):
     kind: Literal["ate"] = "ate"  # the core estimator; other kinds: conf/kinds.py
     name: str = Field("release", pattern=r"^[A-Za-z0-9_.-]+$")
     mode: Literal["release", "evaluation"] = "release"
@@ -137,14 +149,6 @@ class ReleaseConfig(_Strict):
                 "use it in evaluation mode only"
             )
         return self
-
-    @property
-    def evaluation(self) -> bool:
-        return self.mode == "evaluation"
-
-    @property
-    def experiment_name(self) -> str:
-        return self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"
 
 
 # ---------------------------------------------------------------------------- loading
