@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from conf.models import DataSource, MlflowConfig, Tracked, load_typed, with_absolute_paths
+from conf.models import (
+    DataSource, EpsilonLedgerConfig, MlflowConfig, Tracked, load_typed, with_absolute_paths)
 
 
 class _Strict(BaseModel):
@@ -50,14 +51,6 @@ class EstimateConfig(_Strict):
     level: float = Field(0.95, gt=0, lt=1)
 
 
-class ClusterLedgerConfig(_Strict):
-    """Ledger dataset and, for a dataset seen for the first time, its (epsilon, delta) cap."""
-
-    dataset_id: str = Field(min_length=1)
-    epsilon: float | None = Field(None, gt=0)
-    delta: float = Field(1e-5, gt=0, lt=1)
-
-
 class ClusterDPConfig(_Strict, Tracked):
     kind: Literal["cluster_dp"]
     name: str = Field("cluster_dp", pattern=r"^[A-Za-z0-9_.-]+$")
@@ -65,7 +58,7 @@ class ClusterDPConfig(_Strict, Tracked):
     columns: ClusterColumns
     mechanism: MechanismConfig
     estimate: EstimateConfig = EstimateConfig()
-    ledger: ClusterLedgerConfig
+    ledger: EpsilonLedgerConfig
     mlflow: MlflowConfig = MlflowConfig()
 
     @model_validator(mode="after")

@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from conf.models import DataSource, MlflowConfig, Tracked, load_typed, with_absolute_paths
+from conf.models import (
+    DataSource, EpsilonLedgerConfig, MlflowConfig, Tracked, load_typed, with_absolute_paths)
 
 
 class _Strict(BaseModel):
@@ -44,14 +45,6 @@ class FederatedMechanism(_Strict):
     debias: bool = True
 
 
-class FederatedLedgerConfig(_Strict):
-    """Ledger dataset and, for a dataset seen for the first time, its (epsilon, delta) cap."""
-
-    dataset_id: str = Field(min_length=1)
-    epsilon: float | None = Field(None, gt=0)
-    delta: float = Field(1e-5, gt=0, lt=1)
-
-
 class FederatedConfig(_Strict, Tracked):
     kind: Literal["federated"]
     name: str = Field("federated", pattern=r"^[A-Za-z0-9_.-]+$")
@@ -60,7 +53,7 @@ class FederatedConfig(_Strict, Tracked):
     columns: FederatedColumns
     mechanism: FederatedMechanism
     chunk_size: int = Field(100_000, ge=1)  # clients encoded per chunk
-    ledger: FederatedLedgerConfig
+    ledger: EpsilonLedgerConfig
     mlflow: MlflowConfig = MlflowConfig()
 
     @model_validator(mode="after")

@@ -105,6 +105,15 @@ class LedgerConfig(_Strict):
     budget: float | None = Field(None, gt=0)  # total zeta-GDP cap for the dataset, if set
 
 
+class EpsilonLedgerConfig(_Strict):
+    """Ledger dataset of an (epsilon, delta) mechanism and, for a dataset seen for the first
+    time, its (epsilon, delta) cap."""
+
+    dataset_id: str = Field(min_length=1)
+    epsilon: float | None = Field(None, gt=0)
+    delta: float = Field(1e-5, gt=0, lt=1)
+
+
 class MlflowConfig(_Strict):
     experiment: str | None = None  # default: dpcausal/<dataset_id>
     tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI (project: sqlite under data/)

@@ -24,7 +24,6 @@ from prefect.cache_policies import NO_CACHE
 from conf.cluster_dp import ClusterDPConfig
 from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ResponseSpace
 from dpcausal.cluster_dp.release import _codes, _treatment
-from ledger import Ledger
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.tracking import _flat, ensure_experiment
@@ -86,9 +85,7 @@ def privatize_cluster_dp(config: ClusterDPConfig, frame: pd.DataFrame,
     mech = build_mechanism(config)
     charge = mech.privacy_charge()
     dataset, cols = config.ledger.dataset_id, config.columns
-    with Ledger(create=True) as led:
-        if config.ledger.epsilon is not None and dataset not in set(led.budgets()["dataset"]):
-            led.set_budget(dataset, epsilon=config.ledger.epsilon, delta=config.ledger.delta)
+    ledger_ops.ensure_epsilon_cap(dataset, config.ledger.epsilon, config.ledger.delta)
 
     def draw() -> dict[str, Any]:
         rel = mech.privatize(frame, cols.cluster, cols.treatment, cols.outcome,

@@ -24,7 +24,6 @@ from dpcausal.federated import (
     ClientReports, ReleasePlan, aggregate, decode_group, encode_clients, interval, pbm_rdp,
     plan_release,
 )
-from ledger import Ledger
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.tracking import _flat, ensure_experiment
@@ -131,9 +130,7 @@ def release_federated(config: FederatedConfig, x: np.ndarray, t: np.ndarray, pla
                                  rel["privacy"]["privacy_status"])
         return {"release": rel, "reused": False, "spent": None}
     dataset = config.ledger.dataset_id
-    with Ledger(create=True) as led:
-        if config.ledger.epsilon is not None and dataset not in set(led.budgets()["dataset"]):
-            led.set_budget(dataset, epsilon=config.ledger.epsilon, delta=config.ledger.delta)
+    ledger_ops.ensure_epsilon_cap(dataset, config.ledger.epsilon, config.ledger.delta)
     out, reused = ledger_ops.charged_release(
         dataset, release_id, plan.privacy_charge(),
         lambda: run_protocol(x, t, plan, config, np.random.default_rng()))  # OS entropy

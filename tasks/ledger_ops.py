@@ -18,6 +18,14 @@ def open_ledger(budget: float | None = None, dataset: str | None = None) -> Ledg
     return led
 
 
+def ensure_epsilon_cap(dataset: str, epsilon: float | None, delta: float) -> None:
+    """Create the ledger if needed and give a dataset seen for the first time its (epsilon,
+    delta) cap (the ``ledger`` block of an (epsilon, delta) mechanism's config)."""
+    with Ledger(create=True) as led:
+        if epsilon is not None and not led.has_dataset(dataset):
+            led.set_budget(dataset, epsilon=epsilon, delta=delta)
+
+
 def check_budget(dataset: str, charge: PrivacyCharge, *, budget: float | None = None) -> None:
     """Refuse now (BudgetExceededError) a charge that would not fit under the dataset's cap:
     before any model is fitted. The reservation at release time stays authoritative."""
