@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dpcausal.cluster_dp.data import assign_balanced, make_gmm
+from tasks.demo_io import write_csv
 
 DEFAULT_PATH = Path("data/demo/cluster_dp.csv")
 
@@ -28,10 +29,7 @@ def demo_frame(seed: int = 7, sizes: tuple[int, ...] = (300, 600, 900)) -> pd.Da
 
 
 def write_demo_csv(path: str | Path = DEFAULT_PATH, seed: int = 7) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    demo_frame(seed).to_csv(path, index=False)
-    return path
+    return write_csv(demo_frame(seed), path)
 
 
 if __name__ == "__main__":

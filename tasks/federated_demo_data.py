@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tasks.demo_io import write_csv
+
 DEFAULT_PATH = Path("data/demo/federated.csv")
 
 
@@ -26,10 +28,7 @@ def demo_frame(seed: int = 5, n: int = 4000, effect: float = 0.3) -> pd.DataFram
 
 
 def write_demo_csv(path: str | Path = DEFAULT_PATH, seed: int = 5) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    demo_frame(seed).to_csv(path, index=False)
-    return path
+    return write_csv(demo_frame(seed), path)
 
 
 if __name__ == "__main__":

@@ -136,3 +136,36 @@ def write_report(results: dict, figures: dict[str, str], reps: int, path: str) -
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return str(out)
+
+
+def plot_release(release: dict, path: Path) -> str:
+    """A release at a glance: per-stratum ATE with +-1.96 SE (sampling) and +-1.96 noise scale
+    (DP noise), and the privacy loss per unit with Clip-User against the two baselines."""
+    plt = _plt()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), width_ratios=(2, 1))
+    if release.get("ate"):
+        ate = pd.DataFrame(release["ate"])
+        label = ate.drop(columns=["ate", "se", "ate_bias_bound", "noise_scale_ate", "c_treated",
+                                  "c_control"], errors="ignore")
+        names = (label.apply(lambda r: ", ".join(f"{k}={v}" for k, v in r.items()), axis=1)
+                 if label.shape[1] else ["all"] * len(ate))
+        y = range(len(ate))
+        ax1.errorbar(ate["ate"], y, xerr=1.96 * ate["noise_scale_ate"], fmt="none",
+                     ecolor="#b03a2e", alpha=0.5, lw=6, label="+-1.96 DP noise scale")
+        ax1.errorbar(ate["ate"], y, xerr=1.96 * ate["se"], fmt="o", color="#1f4e79",
+                     capsize=3, label="ATE +-1.96 SE")
+        pooled = release.get("ate_pooled") or {}
+        if pooled.get("ate") is not None:
+            ax1.axvline(pooled["ate"], color="k", ls="--", lw=1, label="pooled ATE")
+        ax1.set_yticks(list(y), list(names))
+        ax1.set_xlabel("private ATE per stratum")
+        ax1.legend(fontsize=8, loc="best")
+    else:
+        ax1.text(0.5, 0.5, "no arm column: cell means only", ha="center", transform=ax1.transAxes)
+    p = release["privacy"]
+    bars = {"Clip-User\nK eps": p["epsilon_total"], "parallel\nG_1 eps": p["epsilon_parallel"],
+            "naive\ncells eps": p["epsilon_naive"]}
+    ax2.bar(list(bars), list(bars.values()), color=["#2e7d32", "#7f8c8d", "#bdc3c7"])
+    ax2.set_ylabel("epsilon per unit")
+    ax2.set_title(f"K={p['K']} of G_1={p['G1']}", fontsize=9)
+    return _save(fig, path)
