@@ -96,7 +96,7 @@ def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
     tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
             "release_id": release_id, "dataset_id": config.ledger.dataset_id,
             "evaluation": str(config.evaluation).lower(), "mode": config.mode,
-            "estimator": release["estimator"]}
+            "estimator": release["estimator"], "kind": "ate"}
     run = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}", tags=tags)
     run_id = run.info.run_id
     try:

@@ -1,0 +1,102 @@
+"""dp_meta_analysis and ``dpcausal meta``: pools released values only, records the pooled run
+with its forest plot, states the privacy position; bad sources refused."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conf.meta import load_meta_config
+from flows.meta import dp_meta_analysis
+from flows.release import run_release
+
+DATASET = "meta-studies"
+
+
+@pytest.fixture(scope="module")
+def releases(exp_a_csv):
+    """Three private core releases of one dataset and one evaluation run of it (whose
+    non-private and seeded values must never enter the pool)."""
+    from conf.models import load_config
+
+    def config(*overrides):
+        base = {"name": "m", "data": {"path": str(exp_a_csv)},
+                "columns": {"treatment": "A", "outcome": "Y"},
+                "estimator": {"estimator": "aipw", "n_folds": 20, "fold_seed": 3},
+                "folds_per_task": 10, "ledger": {"dataset_id": DATASET, "budget": 50.0},
+                "mlflow": {"experiment": "test-meta-sources"}}
+        return load_config(None, list(overrides), base=base)
+
+    private = [run_release(config(f"estimator.estimator={e}")) for e in ("aipw", "g", "ipw")]
+    evaluation = run_release(config("mode=evaluation", "noise_seed=1", "estimator.zeta=50"))
+    return private, evaluation
+
+
+def _by_hand(outs):
+    ate = np.array([o["release"]["ate"] for o in outs])
+    var = np.array([o["release"]["variance"] for o in outs])
+    w = (1 / var) / np.sum(1 / var)
+    return float(w @ ate), float(w**2 @ var)
+
+
+def test_pools_named_runs_with_inverse_variance_weights(releases, tmp_path):
+    from mlflow import MlflowClient
+
+    private, _ = releases
+    ids = [o["mlflow"]["run_id"] for o in private]
+    out = dp_meta_analysis(load_meta_config(None, base={"runs": ids, "shared": ["*"]}))
+    r = out["result"]
+    want_ate, want_var = _by_hand(private)
+    assert r["ate"] == pytest.approx(want_ate, rel=1e-12)
+    assert r["variance"] == pytest.approx(want_var, rel=1e-12)
+    assert sum(r["weights"]) == pytest.approx(1.0)
+    assert r["privacy"]["composed_zeta"] == pytest.approx(1.5 * math.sqrt(3))
+
+    client = MlflowClient()
+    run = client.get_run(out["mlflow"]["run_id"])
+    assert run.data.params["source_runs"].split(",") == ids
+    assert run.data.params["weights"] == "inverse_variance"
+    assert run.data.metrics["pooled_ate"] == r["ate"] and run.data.metrics["additional_zeta"] == 0
+    assert run.data.tags["privacy_cost"].startswith("0")
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"forest.png", "studies.csv", "privacy.json"} <= arts
+    table = pd.read_csv(client.download_artifacts(run.info.run_id, "studies.csv", str(tmp_path)))
+    assert list(table["ate"]) == [o["release"]["ate"] for o in private]
+
+
+def test_reads_only_released_values(releases):
+    private, evaluation = releases
+    # the evaluation run would change the pooled answer if it were read
+    assert _by_hand([*private, evaluation])[0] != pytest.approx(_by_hand(private)[0], rel=1e-6)
+    out = dp_meta_analysis(load_meta_config(
+        None, base={"query": f"tags.dataset_id = '{DATASET}'"}))
+    assert out["result"]["ate"] == pytest.approx(_by_hand(private)[0], rel=1e-12)
+    assert out["result"]["n_studies"] == 3
+    assert any("evaluation-mode" in note for note in out["notes"])
+    with pytest.raises(ValueError, match=r"is an evaluation-mode run .*cannot be pooled"):
+        dp_meta_analysis(load_meta_config(
+            None, base={"runs": [private[0]["mlflow"]["run_id"], evaluation["mlflow"]["run_id"]]}))
+
+
+def test_csv_and_cli(tmp_path, invoke):
+    path = tmp_path / "published.csv"
+    pd.DataFrame({"label": ["site A", "site B", "site C"], "ate": [0.1, 0.3, 0.2],
+                  "variance": [0.01, 0.04, 0.02], "zeta": [1.0, 1.5, 0.5]}).to_csv(path,
+                                                                                 index=False)
+    out = invoke("meta", "--csv", str(path), "--model", "random", "--json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)["result"]
+    assert r["n_studies"] == 3 and r["tau2"] is not None and r["model"] == "random"
+    table = invoke("meta", "--csv", str(path), "--shared", "site A", "--shared", "site B")
+    assert table.exit_code == 0, table.output
+    assert "pooled" in table.stdout and "no additional cost" in table.stdout
+    assert "zeta=1.803" in table.stdout  # sqrt(1.0^2 + 1.5^2)
+    for args, match in [(("--csv", str(tmp_path / "none.csv")), "does not exist"),
+                        ((), "give exactly one source"),
+                        (("--csv", str(path), "--runs", "abc"), "give exactly one source")]:
+        bad = invoke("meta", *args)
+        assert bad.exit_code == 2 and bad.stderr.startswith("Error: ") and match in bad.stderr
