@@ -1,0 +1,96 @@
+"""Thin Prefect tasks of the experiments A-D reproduction (``flows/experiments.py``).
+
+The per-repetition work is cached per (experiment, repetition, method group = propensity model,
+outcome model, K) plus size overrides and :data:`CODE_VERSION`: small inputs only, never arrays
+(recipe §4). Bump :data:`CODE_VERSION` when ``dpcausal.experiments`` or the estimator changes.
+MLflow logging follows ``tasks/tracking.py`` (lazy ``import mlflow``; evaluation=true: these are
+simulations, so the non-private values may be logged).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
+
+from dpcausal import experiments as ex
+
+CODE_VERSION = "experiments-v1"
+POLICY = INPUTS + TASK_SOURCE + CacheKeyFnPolicy(cache_key_fn=lambda ctx, p: CODE_VERSION)
+
+
+@task(name="experiment_group", cache_policy=POLICY, retries=0,
+      task_run_name="{experiment}-rep{rep}-{group}")
+def run_group(experiment: str, rep: int, group: list, n: int | None = None,
+              max_folds: int | None = None) -> list[dict[str, Any]]:
+    """Non-private tau_hat, V_hat of one repetition's method group (one set of fold fits)."""
+    return ex.run_group(experiment, rep, tuple(group), n=n, max_folds=max_folds)
+
+
+@task(name="log_experiment", cache_policy=NO_CACHE, persist_result=False, retries=1)
+def log_experiment(experiment: str, settings: dict[str, Any], metrics: dict[str, float],
+                   artifacts: list[str], flow_run_id: str, flow_run_name: str) -> dict[str, str]:
+    """One MLflow run in the experiment's figure (``dpcausal/reproduce-<figure>``), tagged
+    evaluation=true; returns ``{"run_id", "experiment_id"}``."""
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    from tasks.tracking import ensure_experiment
+
+    exp = ex.EXPERIMENTS[experiment]
+    name = f"dpcausal/reproduce-{exp.figure.lower().replace('.', '').replace(' ', '-')}"
+    exp_id = ensure_experiment(name)
+    client = mlflow.MlflowClient()
+    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
+            "evaluation": "true", "kind": "reproduction", "experiment": experiment,
+            "figure": exp.figure, "note": "released_code rows: not a valid privacy claim"}
+    run_id = client.create_run(exp_id, run_name=f"experiment-{experiment}-{flow_run_name}",
+                               tags=tags).info.run_id
+    try:
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in settings.items()])
+        for i in range(0, len(metrics), 900):
+            chunk = list(metrics.items())[i:i + 900]
+            client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in chunk])
+        for path in artifacts:
+            client.log_artifact(run_id, path)
+        client.set_terminated(run_id, "FINISHED")
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    return {"run_id": run_id, "experiment_id": exp_id}
+
+
+def metric_key(*parts: Any) -> str:
+    """An MLflow-safe metric name from its parts (letters, digits, ``_-./ ``)."""
+    text = ".".join(str(p) for p in parts)
+    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in text)
+
+
+def summary_metrics(tables: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """Flat per-method metrics from the summary tables (non-finite values dropped)."""
+    out: dict[str, float] = {}
+    stats = ("mean", "bias", "sd", "rmse", "q05", "q50", "q95", "coverage", "ci_width")
+    for table_name, table in tables.items():
+        keys = [c for c in table.columns if c not in stats and c != "reps"]
+        for row in table.to_dict("records"):
+            for s in stats:
+                v = row.get(s)
+                if v is not None and pd.notna(v):
+                    out[metric_key(table_name, *(row[k] for k in keys), s)] = float(v)
+    return out
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def scratch_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="dpcausal-exp-"))
