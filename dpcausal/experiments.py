@@ -10,8 +10,8 @@ released-code constants appear for comparison only and are not a valid privacy c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -20,13 +20,23 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from dpcausal.datasets import (
-    BETA_PI_C, BETA_PI_D, make_experiment_a, make_experiment_b, make_experiment_c,
-    make_experiment_d)
+    BETA_PI_C,
+    BETA_PI_D,
+    make_experiment_a,
+    make_experiment_b,
+    make_experiment_c,
+    make_experiment_d,
+)
 from dpcausal.estimator import PrivateATE
 from dpcausal.release import draw_release
 from dpcausal.scores import ate_and_variance
 from dpcausal.sensitivity import (
-    SENSITIVITY_MODES, SIGMA2_MODES, calibrate, outcome_scale, sqrt_variance_sensitivity)
+    SENSITIVITY_MODES,
+    SIGMA2_MODES,
+    calibrate,
+    outcome_scale,
+    sqrt_variance_sensitivity,
+)
 
 BOUNDS = (-1.0, 1.0)  # B_mu = 1 in all experiments (spec §6.1)
 ZETA = 1.5
