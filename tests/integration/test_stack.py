@@ -1,0 +1,169 @@
+"""The served stack end to end (issue 8), in order: a release triggered like the UI's Run button,
+a one-minute cron schedule refused by an exhausted budget, both UIs in a real browser, basic auth,
+and stop leaving no process behind. Tests share the session stack and run in file order."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from browser import browser
+from conftest import ARTIFACTS, AUTH, Stack
+
+pytestmark = pytest.mark.integration
+
+DATASET = "it-demo"
+# zeta 1.0 per release against a cap of 1.2 (GDP composes as sqrt(sum zeta^2)): the first release
+# fits, a second one (sqrt 2 = 1.41) is over the budget
+RELEASE = {"name": "it-release", "estimator.zeta": 1.0, "ledger.dataset_id": DATASET,
+           "ledger.budget": 1.2}
+state: dict[str, object] = {}
+
+
+def _deployment(stack: Stack, name: str) -> dict:
+    return stack.api("GET", f"/deployments/name/release_from_config/{name}")
+
+
+def _runs_of(stack: Stack, release_name: str) -> list[dict]:
+    exp = stack.ml("GET", "/experiments/get-by-name?experiment_name=dpcausal-demo")["experiment"]
+    found = stack.ml("POST", "/runs/search", {
+        "experiment_ids": [exp["experiment_id"]],
+        "filter": f"params.release_name = '{release_name}'"})
+    return found.get("runs", [])
+
+
+def _spent(stack: Stack) -> tuple[int, float | None]:
+    from ledger import Ledger
+
+    with Ledger(stack.env["DPCAUSAL_LEDGER_URL"]) as led:
+        s = led.spent(DATASET)
+    return s.n_charges, s.zeta
+
+
+def test_run_button_release_completes_and_is_in_mlflow(stack: Stack) -> None:
+    dep = _deployment(stack, "demo")
+    t0 = time.monotonic()
+    # the REST call the Prefect UI's Run > Custom run makes
+    run = stack.api("POST", f"/deployments/{dep['id']}/create_flow_run",
+                    {"parameters": {"overrides": RELEASE}})
+    done = stack.wait_flow_run(run["id"], timeout=180)
+    print(f"\n[integration] trigger to {done['state_name']}: {time.monotonic() - t0:.1f} s")
+    assert done["state_type"] == "COMPLETED", done["state"]["message"]
+    runs = _runs_of(stack, "it-release")
+    assert len(runs) == 1
+    params = {p["key"]: p["value"] for p in runs[0]["data"]["params"]}
+    metrics = {m["key"]: m["value"] for m in runs[0]["data"]["metrics"]}
+    assert params["dataset_id"] == DATASET and params["mode"] == "release"
+    assert metrics["zeta"] == pytest.approx(1.0)
+    assert {"ate", "epsilon"} <= set(metrics)
+    assert _spent(stack) == (1, pytest.approx(1.0))
+    state.update(flow_run=done, mlflow_run=runs[0], exp_id=runs[0]["info"]["experiment_id"])
+
+
+def test_cron_schedule_fires_and_exhausted_budget_is_refused(stack: Stack) -> None:
+    assert "flow_run" in state, "needs the first release (previous test)"
+    before = _spent(stack)
+    dep = _deployment(stack, "nightly")
+    created = datetime.now(timezone.utc)
+    sched = stack.api("POST", f"/deployments/{dep['id']}/schedules", [{
+        "schedule": {"cron": "* * * * *", "timezone": "UTC"}, "active": True,
+        "parameters": {"overrides": {**RELEASE, "name": "it-scheduled"}}}])
+    try:
+        deadline = time.monotonic() + 150
+        run = None
+        while run is None:
+            runs = stack.api("POST", "/flow_runs/filter", {
+                "deployments": {"id": {"any_": [dep["id"]]}},
+                "flow_runs": {"expected_start_time": {"after_": created.isoformat()}},
+                "sort": "EXPECTED_START_TIME_ASC", "limit": 1})
+            if runs and runs[0]["state_type"] in ("FAILED", "COMPLETED", "CRASHED"):
+                run = runs[0]
+            elif time.monotonic() > deadline:
+                pytest.fail(f"the one-minute cron produced no finished run within 150 s: {runs}")
+            else:
+                time.sleep(2)
+    finally:
+        for s in sched:
+            stack.api("DELETE", f"/deployments/{dep['id']}/schedules/{s['id']}")
+    assert run["auto_scheduled"] is True
+    assert run["state_type"] == "FAILED"
+    assert "budget exhausted for dataset it-demo" in run["state"]["message"]
+    assert _spent(stack) == before  # nothing charged
+    assert _runs_of(stack, "it-scheduled") == []  # no released run
+    exp_id = state["exp_id"]
+    refused = stack.ml("POST", "/runs/search", {
+        "experiment_ids": [exp_id],
+        "filter": f"tags.refused = 'true' and tags.dataset_id = '{DATASET}'"})["runs"]
+    assert len(refused) >= 1
+    assert all(not r["data"].get("metrics") for r in refused)  # recorded, nothing released
+    assert "budget exhausted" in {t["key"]: t["value"] for t in refused[0]["data"]["tags"]}["refusal"]
+
+
+def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None:
+    assert "flow_run" in state, "needs the first release"
+    fr, ml = state["flow_run"], state["mlflow_run"]
+    metrics = {m["key"]: m["value"] for m in ml["data"]["metrics"]}
+    headers = {"Authorization": stack.headers["Authorization"]}
+    with browser(headers) as page:
+        # the Prefect UI keeps its auth string in localStorage (its login form does the same)
+        page.goto(stack.prefect + "/")
+        time.sleep(1)
+        page.send("Runtime.evaluate", expression=f"localStorage.setItem('prefect-password', "
+                                                 f"btoa({AUTH!r}))")
+        page.goto(f"{stack.prefect}/runs/flow-run/{fr['id']}")
+        page.wait_text([fr["name"], "Completed"], 60, "Prefect flow-run page")
+        page.screenshot(ARTIFACTS / "prefect_flow_run.png")
+        page.goto(f"{stack.mlflow}/#/experiments/{state['exp_id']}/runs/{ml['info']['run_id']}")
+        text = page.wait_text(["ate", "epsilon"], 60, "MLflow run page")
+        page.screenshot(ARTIFACTS / "mlflow_run.png")
+    for key in ("ate", "epsilon"):
+        shown = [f"{metrics[key]:.{d}g}" for d in range(3, 17)]
+        assert any(s in text for s in shown), f"MLflow page does not show {key}={metrics[key]}"
+
+
+@pytest.mark.parametrize("service", ["prefect", "mlflow"])
+def test_unauthenticated_requests_are_refused(stack: Stack, service: str) -> None:
+    base, path, body = ((stack.prefect + "/api", "/flow_runs/filter", {"limit": 1})
+                        if service == "prefect" else
+                        (stack.mlflow + "/api/2.0/mlflow", "/experiments/search",
+                         {"max_results": 1}))
+    with pytest.raises(urllib.error.HTTPError) as err:
+        stack.call(base, "POST", path, body, auth=False)
+    assert err.value.code == 401
+    assert stack.call(base, "POST", path, body) is not None  # with credentials: 200
+
+
+def _proc_matches(data: Path, pgids: set[int]) -> list[str]:
+    """Live processes in the recorded groups, or whose command line or environment names the
+    session's data dir."""
+    hits = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        if int(fields[2]) in pgids or str(data) in cmd or f"DPCAUSAL_DATA={data}".encode() in env:
+            hits.append(f"{entry.name}: {cmd[:200]}")
+    return hits
+
+
+def test_stop_leaves_no_processes(stack: Stack) -> None:
+    import json
+
+    recs = [json.loads(p.read_text()) for p in (stack.data / "services").glob("*.json")]
+    assert {r["name"] for r in recs} == {"prefect", "mlflow", "worker"}
+    pgids = {r["pgid"] for r in recs}
+    assert _proc_matches(stack.data, pgids), "the stack's processes should be visible before stop"
+    done = stack.dpcausal("stop", timeout=120)
+    assert done.returncode == 0, done.stderr
+    left = _proc_matches(stack.data, pgids)
+    assert left == [], f"processes left after stop: {left}"
