@@ -132,6 +132,7 @@ def test_unauthenticated_requests_are_refused(stack: Stack, service: str) -> Non
                          {"max_results": 1}))
     with pytest.raises(urllib.error.HTTPError) as err:
         stack.call(base, "POST", path, body, auth=False)
+    err.value.close()  # an HTTPError holds the response's socket
     assert err.value.code == 401
     assert stack.call(base, "POST", path, body) is not None  # with credentials: 200
 
