@@ -25,7 +25,7 @@ def test_sizes_and_truths_match_the_spec():
     assert got == {"A": (5000, 1, 0.1), "B": (250_000, 2, 0.2), "C": (50_000, 10, 0.1),
                    "D": (20_000, 20, 0.15)}
     for name, e in ex.EXPERIMENTS.items():
-        X, A, Y, _ = ex.make_data(name, 0, n=300)
+        X = ex.make_data(name, 0, n=300)[0]
         assert X.shape == (300, e.d)
 
 
@@ -58,7 +58,7 @@ def test_experiments_c_and_d():
     assert c["AIPW_log"].outcome == "logistic" and all(x.clip == 0.1 for x in c.values())
     assert ex.EXPERIMENTS["C"].outcome_bounds == (0.0, 1.0)
     d = _by_name("D")
-    ks = lambda fam: sorted(x.n_folds for x in d.values() if x.name.startswith(fam))  # noqa: E731
+    ks = lambda fam: sorted(x.n_folds for x in d.values() if x.name.startswith(fam))
     assert ks("G_lin") == [2, 50, 100, 200, 300, 400, 500]
     assert ks("IPW_log") == ks("AIPW_log") == [2, 25, 50, 75, 100, 200]
     assert not ex.EXPERIMENTS["D"].private
