@@ -61,6 +61,10 @@ def plot_violins(estimates: pd.DataFrame, private: pd.DataFrame, experiment: str
         data = [frame.loc[frame["method"] == m, col].to_numpy(float) for m in present]
         ax.violinplot(data, showmedians=True)
         ax.axhline(exp.true_ate, color="k", ls="--", lw=1, label=f"true ATE {exp.true_ate:.4g}")
+        half = _view(data, exp.true_ate)
+        if half is not None:
+            ax.set_ylim(exp.true_ate - half, exp.true_ate + half)
+            title += f" (view: truth ± {half:.2g}; wider violins are cut)"
         ax.set_xticks(range(1, len(present) + 1), present, rotation=35, ha="right", fontsize=7)
         ax.set_title(f"Exp. {experiment} ({exp.figure}): {title}", fontsize=9)
         ax.legend(fontsize=7, loc="upper right")
@@ -68,6 +72,17 @@ def plot_violins(estimates: pd.DataFrame, private: pd.DataFrame, experiment: str
         fig.text(0.01, 0.003, "* released-code constants: comparison only, not a valid privacy "
                  "claim", fontsize=7)
     return _save(fig, path)
+
+
+def _view(data: list[np.ndarray], truth: float) -> float | None:
+    """Half-height of a readable view: every method's median and 4x the median per-method spread
+    (at least 0.02), or None when every violin fits anyway (the noisiest methods would otherwise
+    flatten the rest)."""
+    data = [x for x in data if len(x)]
+    spread = [np.quantile(np.abs(x - truth), 0.95) for x in data]
+    half = max(4 * float(np.median([np.std(x) for x in data])),
+               1.15 * max(abs(float(np.median(x)) - truth) for x in data), 0.02)
+    return half if spread and max(spread) > half else None
 
 
 def plot_k_sweep(summary: pd.DataFrame, path: Path) -> str:

@@ -184,10 +184,14 @@ def test_ci_modes_release_intervals_and_point_mode_does_not():
     assert (ci["ci_low"] < ci["ate"]).all() and (ci["ate"] < ci["ci_high"]).all()
 
 
-def test_oracle_reference_gets_no_noise():
+def test_non_private_references_get_no_noise():
     est = pd.concat([_estimates(2), _estimates(2).assign(method=ex.ORACLE,
-                                                         estimator="oracle_ipw")])
+                                                         estimator="oracle_ipw"),
+                     _estimates(2).assign(method="IPW K=2 clip=0.1", estimator="ipw",
+                                          n_folds=2, clip=0.1)])
     assert set(ex.privatise(est)["method"]) == {"G_lin"}
+    refs = {m.name for m in ex.EXPERIMENTS["A"].methods if m.reference}
+    assert refs == {ex.ORACLE, "IPW K=2 clip=0.0035", "IPW K=2 clip=0.1", "IPW K=2 clip=0.2"}
 
 
 def test_compare_means_tolerance_and_verdict():
