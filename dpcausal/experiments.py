@@ -69,6 +69,7 @@ class Method:
     outcome: str | None
     n_folds: int
     clip: float
+    reference: bool = False  # a non-private sanity reference (spec §6.6): never noised
 
     @property
     def group(self) -> tuple[str, str, int]:
@@ -100,8 +101,8 @@ class Experiment:
         return sorted({m.clip for m in self.methods if m.estimator != "oracle_ipw"})
 
 
-def _m(name, est, prop, out, K, clip):
-    return Method(name, est, prop, out, K, clip)
+def _m(name, est, prop, out, K, clip, reference=False):
+    return Method(name, est, prop, out, K, clip, reference or est == "oracle_ipw")
 
 
 ORACLE = "oracle-pi IPW"
@@ -113,7 +114,8 @@ def _exp_a() -> tuple[Method, ...]:
     for c in (0.0035, 0.05, 0.2):
         out += [_m(f"AIPW clip={c}", "aipw", "logistic", "linear", 200, c),
                 _m(f"IPW clip={c}", "ipw", "logistic", None, 200, c)]
-    out += [_m(f"IPW K=2 clip={c}", "ipw", "logistic", None, 2, c) for c in (0.0035, 0.1, 0.2)]
+    out += [_m(f"IPW K=2 clip={c}", "ipw", "logistic", None, 2, c, reference=True)
+            for c in (0.0035, 0.1, 0.2)]
     return (*out, _m(ORACLE, "oracle_ipw", None, None, 2, 0.0))
 
 
@@ -257,12 +259,13 @@ def privatise(estimates: pd.DataFrame, seed: int = 2025, ci_modes=POINT,
 
     ``ci_share=0`` releases the point estimate only at zeta1 = zeta (the paper's figures); a CI
     needs ``ci_share > 0`` (spec §2.5: zeta1 = zeta sqrt(1-r), zeta2 = zeta sqrt(r)). The oracle
-    reference is not a DP method and is left out. Released-code rows are labelled
-    :data:`NOT_A_CLAIM`.
+    and K=2 references (spec §6.6) are not DP methods and are left out. Released-code rows are
+    labelled :data:`NOT_A_CLAIM`.
     """
     rng = np.random.default_rng(seed)
     rows = []
-    for r in estimates[estimates["estimator"] != "oracle_ipw"].itertuples(index=False):
+    refs = {m.name for e in EXPERIMENTS.values() for m in e.methods if m.reference}
+    for r in estimates[~estimates["method"].isin(refs)].itertuples(index=False):
         bounds = EXPERIMENTS[r.experiment].outcome_bounds
         for mode in modes:
             for ci, sigma2 in ci_modes:
