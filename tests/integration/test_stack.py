@@ -137,6 +137,38 @@ def test_unauthenticated_requests_are_refused(stack: Stack, service: str) -> Non
     assert stack.call(base, "POST", path, body) is not None  # with credentials: 200
 
 
+def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documented scale-out route through a deployment: ``runner.kind=dask`` at a running
+    scheduler's address gives the threads release (evaluation mode, same noise seed; the flow-level
+    equality test is tests/flows/test_release_flow.py)."""
+    from distributed import LocalCluster
+
+    # the Dask workers run Prefect tasks: they report to the served API and share the data dir
+    for key, value in {**stack.env, "PREFECT_API_URL": stack.prefect + "/api",
+                       "PREFECT_API_AUTH_STRING": AUTH}.items():
+        monkeypatch.setenv(key, value)
+    dep = _deployment(stack, "demo")
+    base = {"mode": "evaluation", "noise_seed": 7, "ledger.dataset_id": "it-dask"}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        ids = {}
+        for name, extra in (("it-threads", {}), ("it-dask", {
+                "runner.kind": "dask", "runner.address": cluster.scheduler_address,
+                # the same models under another cache key: the Dask workers fit every fold
+                "models.outcome.params.fit_intercept": True})):
+            ids[name] = stack.api("POST", f"/deployments/{dep['id']}/create_flow_run", {
+                "parameters": {"overrides": {**base, **extra, "name": name}}})["id"]
+        done = {name: stack.wait_flow_run(i, timeout=180) for name, i in ids.items()}
+    for name, run in done.items():
+        assert run["state_type"] == "COMPLETED", f"{name}: {run['state']['message']}"
+    ate = {}
+    for name in done:
+        (run,) = _runs_of(stack, name)
+        ate[name] = {m["key"]: m["value"] for m in run["data"]["metrics"]}["ate"]
+    assert ate["it-dask"] == ate["it-threads"]
+
+
 def _proc_matches(data: Path, pgids: set[int]) -> list[str]:
     """Live processes in the recorded groups, or whose command line or environment names the
     session's data dir."""
