@@ -4,6 +4,7 @@ and stop leaving no process behind. Tests share the session stack and run in fil
 
 from __future__ import annotations
 
+import os
 import time
 import urllib.error
 from datetime import datetime, timezone
@@ -171,8 +172,9 @@ def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
 
 def _proc_matches(data: Path, pgids: set[int]) -> list[str]:
     """Live processes in the recorded groups, or whose command line or environment names the
-    session's data dir."""
-    hits = []
+    session's data dir (children of this pytest process, e.g. multiprocessing's resource tracker
+    left by the Dask test's LocalCluster, are the test's own, not the stack's)."""
+    hits, me = [], os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -182,7 +184,7 @@ def _proc_matches(data: Path, pgids: set[int]) -> list[str]:
             env = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if fields[0] == "Z":
+        if fields[0] == "Z" or int(fields[1]) == me:
             continue
         if int(fields[2]) in pgids or str(data) in cmd or f"DPCAUSAL_DATA={data}".encode() in env:
             hits.append(f"{entry.name}: {cmd[:200]}")
