@@ -152,9 +152,9 @@ EXPERIMENTS: dict[str, Experiment] = {
                     True),
     "B": Experiment("B", "Fig. 1 right", make_experiment_b, 250_000, 2, 0.2, BOUNDS, _exp_b(), 3,
                     True),
-    "C": Experiment("C", "Fig. 2", make_experiment_c, 50_000, 10, 0.1, (0.0, 1.0), _exp_c(), 10,
+    "C": Experiment("C", "Fig. 2", make_experiment_c, 50_000, 10, 0.1, (0.0, 1.0), _exp_c(), 25,
                     True),
-    "D": Experiment("D", "Figs. 3-4", make_experiment_d, 20_000, 20, 0.15, BOUNDS, _exp_d(), 12,
+    "D": Experiment("D", "Figs. 3-4", make_experiment_d, 20_000, 20, 0.15, BOUNDS, _exp_d(), 25,
                     False),
 }
 
