@@ -20,7 +20,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from dpcausal import experiments as ex
-from tasks.experiments import log_experiment, scratch_dir, summary_metrics, write_csv
+from tasks.experiments import (
+    CODE_VERSION,
+    log_experiment,
+    scratch_dir,
+    summary_metrics,
+    write_csv,
+)
 
 NOISE_SEED = 2025
 MODE_LABEL = {"theorem1": "Theorem 1", "lemma": "lemma", ex.NOT_A_CLAIM: "released code *"}
@@ -142,7 +148,7 @@ def finish_experiment(experiment: str, rows: list[dict[str, Any]], seconds: floa
                 "outcome_bounds": list(exp.outcome_bounds), "reps": reps,
                 "methods": [m.name for m in exp.methods], "max_folds": overrides["max_folds"],
                 "zeta": ex.ZETA, "ci_share": 0.1, "noise_seed": NOISE_SEED, "data_seed": 42,
-                "folds": "contiguous", "code_version": "experiments-v1"}
+                "folds": "contiguous", "code_version": CODE_VERSION}
     metrics = summary_metrics(done["tables"])
     metrics.update({"seconds": seconds, "seconds_per_rep": seconds / reps,
                     "targets_passed": float(done["targets"]["pass"].sum()) if len(done["targets"])
