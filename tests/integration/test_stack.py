@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from browser import browser
-from conftest import ARTIFACTS, AUTH, Stack
+from _browser import browser
+from _stack import ARTIFACTS, AUTH, Stack
 
 pytestmark = pytest.mark.integration
 
