@@ -194,22 +194,16 @@ def _files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()]
 
 
-def test_cli_runs_the_user_level_config_and_demo(tmp_path, ul_data, invoke):
-    import yaml
+def test_cli_runs_the_user_level_config_and_demo(ul_data, invoke):
+    import json
 
     import conf
 
-    cfg = yaml.safe_load((Path(conf.__file__).parent / "release" / "user_level_demo.yaml")
-                         .read_text())
-    cfg["data"] = {"path": str(ul_data[0])}
-    cfg["ledger"]["dataset_id"] = "ul-cli"
-    path = tmp_path / "ul.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    out = invoke("run", str(path))
+    demo_yaml = Path(conf.__file__).parent / "release" / "user_level_demo.yaml"
+    out = invoke("run", str(demo_yaml), "--set", f"data.path={ul_data[0]}",
+                 "--set", "ledger.dataset_id=ul-cli")
     assert out.exit_code == 0, out.output
     assert "privacy loss per unit" in out.stdout and "without Clip-User" in out.stdout
     demo = invoke("demo", "--kind", "user_level", "--json")
     assert demo.exit_code == 0, demo.output
-    import json
-
     assert json.loads(demo.stdout)["release"]["privacy"]["clip"] == "clip_user"
