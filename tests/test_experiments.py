@@ -215,6 +215,7 @@ def test_one_small_repetition_returns_every_method():
 
 # ------------------------------------------------------------------ slow: §6.8(b)
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:only .* rows per fold:UserWarning")  # Exp. D's K sweep, §6.5
 @pytest.mark.parametrize(("experiment", "reps"), [("A", 40), ("D", 8)])
 def test_pre_noise_means_reproduce_the_targets(experiment, reps):
     est = pd.concat([ex.run_repetition(experiment, rep) for rep in range(reps)])
