@@ -137,7 +137,9 @@ def test_a_release_refused_at_reservation_is_also_recorded(make_config, monkeypa
     exp = MlflowClient().get_experiment_by_name(cfg.experiment_name)
     [run] = MlflowClient().search_runs([exp.experiment_id])
     assert run.data.tags["refused"] == "true" and not run.data.metrics
-    assert set(task_states(run.data.tags["prefect.flow_run_id"]).values()) == {"Completed"}
+    # the folds were fitted (or reused from an earlier test's cache) before the reservation refused
+    fits = set(task_states(run.data.tags["prefect.flow_run_id"]).values())
+    assert fits and fits <= {"Completed", "Cached"}
 
 
 def test_dask_runner_gives_the_same_release_as_threads(make_config):
