@@ -9,14 +9,13 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from conf.cluster_dp import ClusterDPConfig, load_cluster_dp_config
-from ledger import BudgetExceededError
 from tasks.cluster_dp import (
     estimate_cluster_dp,
     load_cluster_data,
     log_cluster_dp_release,
     privatize_cluster_dp,
 )
-from tasks.tracking import log_refusal
+from tasks.tracking import refusals_recorded
 
 __all__ = ["cluster_dp_release", "load_cluster_dp_config", "print_cluster_dp_release",
            "run_cluster_dp_from_config"]
@@ -27,11 +26,8 @@ def cluster_dp_release(config: ClusterDPConfig) -> dict[str, Any]:
     """One label-DP release; returns ``{"release" (public parameters and privacy figures, no
     data), "release_id", "reused", "spent", "mlflow", "estimate", "experiment"}``.
     A release over the dataset's budget is recorded in MLflow and ends the run Failed."""
-    try:
+    with refusals_recorded(config):
         return _cluster_dp_steps(config)
-    except BudgetExceededError as exc:
-        log_refusal(config, str(exc), str(flow_run.id), str(flow_run.name))
-        raise
 
 
 def _cluster_dp_steps(config: ClusterDPConfig) -> dict[str, Any]:

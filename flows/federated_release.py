@@ -10,7 +10,6 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from conf.federated import FederatedConfig, load_federated_config
-from ledger import BudgetExceededError
 from tasks.federated import (
     calibrate_federated,
     calibration_inputs,
@@ -18,7 +17,7 @@ from tasks.federated import (
     log_federated_release,
     release_federated,
 )
-from tasks.tracking import log_refusal
+from tasks.tracking import refusals_recorded
 
 __all__ = ["federated_ate", "load_federated_config", "print_federated_release",
            "run_federated_from_config"]
@@ -29,11 +28,8 @@ def federated_ate(config: FederatedConfig) -> dict[str, Any]:
     """One federated ATE release; returns ``{"release", "release_id", "reused", "spent",
     "mlflow", "experiment"}`` (the release holds only privatized figures in release mode).
     A release over the dataset's budget is recorded in MLflow and ends the run Failed."""
-    try:
+    with refusals_recorded(config):
         return _federated_steps(config)
-    except BudgetExceededError as exc:
-        log_refusal(config, str(exc), str(flow_run.id), str(flow_run.name))
-        raise
 
 
 def _federated_steps(config: FederatedConfig) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from conf.models import ReleaseConfig
-from ledger import BudgetExceededError
 from tasks import progress
 from tasks.build import model_specs
 from tasks.data import load_data
@@ -19,7 +18,7 @@ from tasks.fit import fit_fold, models_key, split_folds
 from tasks.model_store import model_store_dir
 from tasks.release import aggregate, check_budget, release
 from tasks.runners import task_runner
-from tasks.tracking import log_refusal, log_release
+from tasks.tracking import log_release, refusals_recorded
 
 
 @flow(name="dp_ate_release", persist_result=False, retries=0,
@@ -29,11 +28,8 @@ def dp_ate_release(config: ReleaseConfig) -> dict[str, Any]:
     release mode) with its ids: ``{"release", "release_id", "reused", "mlflow", "spent"}``.
     A release over the dataset's budget is refused (before any fit when already known then),
     recorded in MLflow, and ends the run Failed with the ledger's message."""
-    try:
+    with refusals_recorded(config):
         return _release_steps(config)
-    except BudgetExceededError as exc:
-        log_refusal(config, str(exc), str(flow_run.id), str(flow_run.name))
-        raise
 
 
 def _release_steps(config: ReleaseConfig) -> dict[str, Any]:

@@ -10,8 +10,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from conf.user_level import UserLevelConfig, load_user_level_config
-from ledger import BudgetExceededError
-from tasks.tracking import log_refusal
+from tasks.tracking import refusals_recorded
 from tasks.user_level import (
     load_user_level_data,
     log_user_level_release,
@@ -28,11 +27,8 @@ def user_level_release(config: UserLevelConfig) -> dict[str, Any]:
     """One user-level DP release of per-cell means/variances and derived ATEs; returns
     ``{"release", "plan", "release_id", "reused", "spent", "mlflow", "experiment"}``.
     A release over the dataset's budget is recorded in MLflow and ends the run Failed."""
-    try:
+    with refusals_recorded(config):
         return _user_level_steps(config)
-    except BudgetExceededError as exc:
-        log_refusal(config, str(exc), str(flow_run.id), str(flow_run.name))
-        raise
 
 
 def _user_level_steps(config: UserLevelConfig) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ResponseSpace
 from dpcausal.cluster_dp.release import _codes, _treatment
 from tasks import ledger_ops
 from tasks.data import read_frame
-from tasks.tracking import _flat, ensure_experiment
+from tasks.tracking import _flat, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 DATA_ARTIFACT, PRIORS_ARTIFACT = "privatized.parquet", "priors.parquet"
@@ -128,34 +128,17 @@ def log_cluster_dp_release(config: ClusterDPConfig, release: dict[str, Any], rel
                            spent: dict[str, Any] | None) -> dict[str, str]:
     """One MLflow run: params, privacy metrics, the privatized data and priors as Parquet
     artifacts, the public parameters as release.json; returns run/experiment ids and the URI."""
-    import mlflow
-    from mlflow.entities import Metric, Param
-
-    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
-    exp_id = ensure_experiment(config.experiment_name, uri)
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
-            "release_id": release_id, "dataset_id": config.ledger.dataset_id,
-            "kind": "cluster_dp", "evaluation": "false", "mode": "release"}
-    run_id = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}",
-                               tags=tags).info.run_id
-    try:
-        now = int(time.time() * 1000)
-        client.log_batch(run_id, params=[Param(k, v) for k, v in
-                                         release_params(config, release).items()],
-                         metrics=[Metric(k, v, now, 0) for k, v in
-                                  release_metrics(release, spent).items()])
+    with release_run(config, release_id, flow_run_id, flow_run_name,
+                     release_params(config, release), release_metrics(release, spent),
+                     evaluation="false", mode="release") as (client, tracked):
+        run_id = tracked["run_id"]
         meta = {k: v for k, v in release.items() if k not in ("data", "priors")}
         client.log_dict(run_id, meta | {"release_id": release_id}, META_ARTIFACT)
         with tempfile.TemporaryDirectory() as tmp:
             for name, part in ((DATA_ARTIFACT, "data"), (PRIORS_ARTIFACT, "priors")):
                 pd.DataFrame(release[part]).to_parquet(Path(tmp) / name, index=False)
                 client.log_artifact(run_id, str(Path(tmp) / name))
-        client.set_terminated(run_id, "FINISHED")
-    except BaseException:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
+    return tracked
 
 
 def published_release(tracked: dict[str, str]) -> ClusterDPRelease:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from dpcausal.federated import (
 )
 from tasks import ledger_ops
 from tasks.data import read_frame
-from tasks.tracking import _flat, ensure_experiment
+from tasks.tracking import _flat, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CURVE_ARTIFACT, PLAN_ARTIFACT = "rdp_curve.csv", "calibration.json"
@@ -200,28 +199,10 @@ def log_federated_release(config: FederatedConfig, release: dict[str, Any], plan
                           spent: dict[str, Any] | None) -> dict[str, str]:
     """One MLflow run (experiment per dataset): params, metrics, the RDP-curve CSV and the
     data-free calibration as artifacts; returns run/experiment ids and the tracking URI."""
-    import mlflow
-    from mlflow.entities import Metric, Param
-
-    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
-    exp_id = ensure_experiment(config.experiment_name, uri)
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
-            "release_id": release_id, "dataset_id": config.ledger.dataset_id,
-            "kind": "federated", "evaluation": str(config.evaluation).lower(),
-            "mode": config.mode, "privacy_status": release["privacy"]["privacy_status"]}
-    run_id = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}",
-                               tags=tags).info.run_id
-    try:
-        now = int(time.time() * 1000)
-        client.log_batch(run_id, params=[Param(k, v) for k, v in
-                                         release_params(config, plan).items()],
-                         metrics=[Metric(k, v, now, 0) for k, v in
-                                  release_metrics(release, plan, spent).items()])
-        client.log_text(run_id, rdp_curve_csv(plan), CURVE_ARTIFACT)
-        client.log_text(run_id, plan.to_json(), PLAN_ARTIFACT)
-        client.set_terminated(run_id, "FINISHED")
-    except BaseException:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
+    with release_run(config, release_id, flow_run_id, flow_run_name,
+                     release_params(config, plan), release_metrics(release, plan, spent),
+                     evaluation=str(config.evaluation).lower(), mode=config.mode,
+                     privacy_status=release["privacy"]["privacy_status"]) as (client, tracked):
+        client.log_text(tracked["run_id"], rdp_curve_csv(plan), CURVE_ARTIFACT)
+        client.log_text(tracked["run_id"], plan.to_json(), PLAN_ARTIFACT)
+    return tracked

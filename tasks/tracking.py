@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from conf.models import ReleaseConfig
+from ledger import BudgetExceededError
 
 
 def _flat(prefix: str, value: Any, out: dict[str, str]) -> None:
@@ -80,41 +83,54 @@ def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
         return client.get_experiment_by_name(name).experiment_id
 
 
-@task(name="log_release", cache_policy=NO_CACHE, persist_result=False, retries=1)
-def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
-                flow_run_id: str, flow_run_name: str,
-                spent: dict[str, Any] | None) -> dict[str, str]:
-    """One MLflow run for the release; returns ``{"run_id", "experiment_id", "tracking_uri"}``."""
+@contextmanager
+def release_run(config: Any, release_id: str, flow_run_id: str, flow_run_name: str,
+                params: dict[str, str], metrics: dict[str, float],
+                **tags: str) -> Iterator[tuple[Any, dict[str, str]]]:
+    """An MLflow run for one release of any kind, in the config's experiment: tagged with the
+    flow run, release and dataset (plus ``tags``), params and metrics logged in one batch. The
+    block logs its artifacts with the yielded client; the run ends FINISHED, or FAILED if the
+    block raises. Yields ``(client, {"run_id", "experiment_id", "tracking_uri"})``."""
     import mlflow
-    from tasks.plots_release import plot_release
+    from mlflow.entities import Metric, Param
 
-    if not config.evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
-        raise AssertionError("bug: a release-mode result carries non-private values")
     uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
     exp_id = ensure_experiment(config.experiment_name, uri)
     client = mlflow.MlflowClient(tracking_uri=uri)
     tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
             "release_id": release_id, "dataset_id": config.ledger.dataset_id,
-            "evaluation": str(config.evaluation).lower(), "mode": config.mode,
-            "estimator": release["estimator"], "kind": "ate"}
-    run = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}", tags=tags)
-    run_id = run.info.run_id
+            "kind": config.kind, **tags}
+    run_id = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}",
+                               tags=tags).info.run_id
     try:
-        params = release_params(config, release)
-        metrics = release_metrics(release, spent)
-        from mlflow.entities import Metric, Param
-
         now = int(time.time() * 1000)
-        client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-                         params=[Param(k, v) for k, v in params.items()])
-        client.log_dict(run_id, release, "release.json")
-        with tempfile.TemporaryDirectory() as tmp:
-            client.log_artifact(run_id, str(plot_release(release, Path(tmp) / "release.png")))
+        client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()],
+                         metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])
+        yield client, {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
         client.set_terminated(run_id, "FINISHED")
     except BaseException:
         client.set_terminated(run_id, "FAILED")
         raise
-    return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
+
+
+@task(name="log_release", cache_policy=NO_CACHE, persist_result=False, retries=1)
+def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
+                flow_run_id: str, flow_run_name: str,
+                spent: dict[str, Any] | None) -> dict[str, str]:
+    """One MLflow run for the release; returns ``{"run_id", "experiment_id", "tracking_uri"}``."""
+    from tasks.plots_release import plot_release
+
+    if not config.evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
+        raise AssertionError("bug: a release-mode result carries non-private values")
+    with release_run(config, release_id, flow_run_id, flow_run_name,
+                     release_params(config, release), release_metrics(release, spent),
+                     evaluation=str(config.evaluation).lower(), mode=config.mode,
+                     estimator=release["estimator"]) as (client, tracked):
+        client.log_dict(tracked["run_id"], release, "release.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            client.log_artifact(tracked["run_id"],
+                                str(plot_release(release, Path(tmp) / "release.png")))
+    return tracked
 
 
 @task(name="log_refusal", cache_policy=NO_CACHE, persist_result=False, retries=1)
@@ -133,3 +149,17 @@ def log_refusal(config: Any, message: str, flow_run_id: str, flow_run_name: str)
                             run_name=f"{config.name}-{flow_run_name}-refused", tags=tags)
     client.set_terminated(run.info.run_id, "FAILED")
     return run.info.run_id
+
+
+@contextmanager
+def refusals_recorded(config: Any) -> Iterator[None]:
+    """Inside a flow run: a ``BudgetExceededError`` raised in the block is recorded by
+    :func:`log_refusal` under this flow run, then re-raised (the run ends Failed with the
+    ledger's message)."""
+    from prefect.runtime import flow_run
+
+    try:
+        yield
+    except BudgetExceededError as exc:
+        log_refusal(config, str(exc), str(flow_run.id), str(flow_run.name))
+        raise

@@ -11,7 +11,6 @@ statistics and derived ATEs, the privacy loss with and without Clip-User; never 
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from dpcausal.user_level import UserLevelPlan, UserLevelRelease
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.model_store import digest, fingerprint
-from tasks.tracking import _flat, ensure_experiment
+from tasks.tracking import _flat, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CELLS_ARTIFACT, ATE_ARTIFACT, META_ARTIFACT = "cells.csv", "ate.csv", "release.json"
@@ -140,24 +139,12 @@ def log_user_level_release(config: UserLevelConfig, release: dict[str, Any],
                            plan_metrics: dict[str, float], release_id: str, flow_run_id: str,
                            flow_run_name: str, spent: dict[str, Any] | None) -> dict[str, str]:
     """One MLflow run: params, metrics, cells.csv, ate.csv, release.json and a plot."""
-    import mlflow
-    from mlflow.entities import Metric, Param
-
     from tasks.plots_user_level import plot_release
 
-    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
-    exp_id = ensure_experiment(config.experiment_name, uri)
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
-            "release_id": release_id, "dataset_id": config.ledger.dataset_id,
-            "kind": "user_level", "evaluation": "false", "mode": "release"}
-    run_id = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}",
-                               tags=tags).info.run_id
-    try:
-        now = int(time.time() * 1000)
-        client.log_batch(run_id, params=[Param(k, v) for k, v in release_params(config).items()],
-                         metrics=[Metric(k, v, now, 0) for k, v in
-                                  release_metrics(plan_metrics, release, spent).items()])
+    with release_run(config, release_id, flow_run_id, flow_run_name, release_params(config),
+                     release_metrics(plan_metrics, release, spent),
+                     evaluation="false", mode="release") as (client, tracked):
+        run_id = tracked["run_id"]
         client.log_dict(run_id, release | {"release_id": release_id}, META_ARTIFACT)
         with tempfile.TemporaryDirectory() as tmp:
             pd.DataFrame(release["cells"]).to_csv(Path(tmp) / CELLS_ARTIFACT, index=False)
@@ -166,8 +153,4 @@ def log_user_level_release(config: UserLevelConfig, release: dict[str, Any],
                 pd.DataFrame(release["ate"]).to_csv(Path(tmp) / ATE_ARTIFACT, index=False)
                 client.log_artifact(run_id, str(Path(tmp) / ATE_ARTIFACT))
             client.log_artifact(run_id, plot_release(release, Path(tmp) / "release.png"))
-        client.set_terminated(run_id, "FINISHED")
-    except BaseException:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
+    return tracked
