@@ -19,6 +19,7 @@ from scipy import stats
 
 from dpcausal.cluster_dp import experiments
 from dpcausal.cluster_dp.report import render
+from tasks.figures import pyplot, save
 
 _COL = {
     "cluster": "#1f4e79",
@@ -40,26 +41,11 @@ _LABEL = {
 }
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    _plt().close(fig)
-    return str(path)
 
 
 def plot_fig2_1a(df: pd.DataFrame, path: Path) -> str:
     """Fig. 2(1.a): variance vs gamma K at eps = 0.2 (mean ± sd over sub-populations, log scale)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for mech, d in df.groupby("mechanism"):
         s = d.groupby("gamma_k")["var"].agg(["mean", "std"]).fillna(0.0)
@@ -79,12 +65,12 @@ def plot_fig2_1a(df: pd.DataFrame, path: Path) -> str:
         title="Fig. 2(1.a): eps = 0.2, delta = 1e-4, sigma = 10 (paper accounting)",
     )
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_fig2_1b(df: pd.DataFrame, path: Path) -> str:
     """Fig. 2(1.b): minimum variance over the (sigma, gamma) grid vs eps."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     best = df[df["best"]].groupby(["mechanism", "eps"])["var"].mean()
     for mech in best.index.get_level_values(0).unique():
@@ -105,12 +91,12 @@ def plot_fig2_1b(df: pd.DataFrame, path: Path) -> str:
         title="Fig. 2(1.b): privacy-variance trade-off, delta = 1e-4",
     )
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_fig2_1c(df: pd.DataFrame, path: Path) -> str:
     """Fig. 2(1.c): Var[Cluster-DP]/Var[Cluster-Free-DP] vs beta, one line per (seed, lambda)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for (seed, lam), d in df.groupby(["seed", "lam"]):
         ax.plot(
@@ -128,12 +114,12 @@ def plot_fig2_1c(df: pd.DataFrame, path: Path) -> str:
         title="Fig. 2(1.c): Cluster-DP / Cluster-Free-DP at equal privacy",
     )
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_fig2_1d(df: pd.DataFrame, path: Path) -> str:
     """Fig. 2(1.d): variance vs eps on YouTube-like synthetic data, with the non-private line."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for mech, d in df.groupby("mechanism"):
         ax.plot(d["eps_paper"], d["var"], marker="o", ms=3, label=_LABEL[mech], color=_COL[mech])
@@ -145,35 +131,35 @@ def plot_fig2_1d(df: pd.DataFrame, path: Path) -> str:
         title="Fig. 2(1.d): YouTube-like synthetic (not the SNAP data)",
     )
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_hist(err: np.ndarray, path: Path, title: str) -> str:
     """Fig. 3: histogram of tau_hat - tau with the fitted normal density."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.hist(err, bins=30, density=True, color="#90a4ae")
     xs = np.linspace(err.min(), err.max(), 200)
     ax.plot(xs, stats.norm.pdf(xs, err.mean(), err.std(ddof=1)), color="#b03a2e")
     ax.axvline(0, color="black", lw=0.8)
     ax.set(xlabel="tau_hat - tau", ylabel="density", title=title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_qq(err: np.ndarray, path: Path, title: str) -> str:
     """Figs. 4/7: normal QQ-plot of tau_hat - tau."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     (osm, osr), (slope, icpt, _) = stats.probplot(err, dist="norm")
     ax.plot(osm, osr, ".", ms=3, color="#1f4e79")
     ax.plot(osm, slope * osm + icpt, color="#b03a2e")
     ax.set(xlabel="normal quantiles", ylabel="sample quantiles", title=title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_fig5(df: pd.DataFrame, path: Path) -> str:
     """Fig. 5: empirical gap against the Theorem 3.5 band (lower edge = first term)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.fill_between(
         df["beta"], df["first_term"], df["bound"], color="#cfd8dc", label="Theorem 3.5 band"
@@ -192,12 +178,12 @@ def plot_fig5(df: pd.DataFrame, path: Path) -> str:
         yscale="log", xlabel="beta", ylabel="Var_DP,z - Var_z[NoDP]", title="Fig. 5: Theorem 3.5"
     )
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_fig6(df: pd.DataFrame, path: Path) -> str:
     """Fig. 6: one-shot |bias| vs eps, mean ± sd over DP seeds."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for mech, d in df.assign(ab=df["bias"].abs()).groupby("mechanism"):
         s = d.groupby("eps")["ab"].agg(["mean", "std"])
@@ -217,7 +203,7 @@ def plot_fig6(df: pd.DataFrame, path: Path) -> str:
         title="Fig. 6: one-shot release bias (paper accounting)",
     )
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 @task(name="cluster_dp_experiment", persist_result=False, cache_policy=NO_CACHE)

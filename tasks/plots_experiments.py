@@ -27,33 +27,19 @@ from tasks.experiments import (
     summary_metrics,
     write_csv,
 )
+from tasks.figures import pyplot, save
 
 NOISE_SEED = 2025
 MODE_LABEL = {"theorem1": "Theorem 1", "lemma": "lemma", ex.NOT_A_CLAIM: "released code *"}
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    _plt().close(fig)
-    return str(path)
 
 
 def plot_violins(estimates: pd.DataFrame, private: pd.DataFrame, experiment: str,
                  path: Path) -> str:
     """Violin plots of the estimates against the true ATE (the paper's Figs. 1-2): pre-noise,
     then with the noise of each sensitivity mode (Exp. D: pre-noise only, as Figs. 3-4)."""
-    plt = _plt()
+    plt = pyplot()
     exp = ex.EXPERIMENTS[experiment]
     panels = [("pre-noise (non-private)", estimates, "tau_hat")]
     if exp.private:
@@ -77,7 +63,7 @@ def plot_violins(estimates: pd.DataFrame, private: pd.DataFrame, experiment: str
     if exp.private:
         fig.text(0.01, 0.003, "* released-code constants: comparison only, not a valid privacy "
                  "claim", fontsize=7)
-    return _save(fig, path)
+    return save(fig, path, dpi=100)
 
 
 def _view(data: list[np.ndarray], truth: float) -> float | None:
@@ -93,7 +79,7 @@ def _view(data: list[np.ndarray], truth: float) -> float | None:
 
 def plot_k_sweep(summary: pd.DataFrame, path: Path) -> str:
     """Exp. D (Figs. 3-4): bias and SD of the pre-noise estimate against K, per estimator."""
-    plt = _plt()
+    plt = pyplot()
     s = summary[summary["method"].str.contains(" K=")].copy()
     s["family"] = s["method"].str.split(" K=").str[0]
     s["K"] = s["method"].str.split(" K=").str[1].astype(int)
@@ -107,7 +93,7 @@ def plot_k_sweep(summary: pd.DataFrame, path: Path) -> str:
     a2.set(xlabel="K (folds)", ylabel="SD over repetitions", yscale="log",
            title="Exp. D: spread vs K (pre-noise)")
     a1.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path, dpi=100)
 
 
 @task(name="finish_experiment", cache_policy=NO_CACHE, persist_result=False)

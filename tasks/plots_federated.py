@@ -17,20 +17,13 @@ from prefect.cache_policies import NO_CACHE
 
 from dpcausal.federated import experiments
 from dpcausal.federated.report import render
+from tasks.figures import pyplot, save
 
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_width_vs_epsilon(df: pd.DataFrame, path: Path) -> str:
     """Width of the 90% CI against epsilon, one line per mechanism (log scale)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for mech, sub in df.groupby("mechanism", sort=False):
         style = "--" if "Gaussian" in mech else ("-" if "PBM" in mech else ":")
@@ -41,11 +34,7 @@ def plot_width_vs_epsilon(df: pd.DataFrame, path: Path) -> str:
     ax.set_title("PATE, n_c = n_t = 500, s = 0.01: width vs ε per mechanism")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return save(fig, path)
 
 
 @task(name="federated_table", persist_result=False, cache_policy=NO_CACHE)

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from dpcausal.meta import MetaResult
+from tasks.figures import pyplot
 
 _STUDY_COLOUR = "#1f4e79"
 _POOLED_COLOUR = "#b03a2e"
@@ -23,10 +24,7 @@ def forest_plot(result: MetaResult, path: str | Path) -> Path:
     the right margin lists zeta, weight and the numbers. The pooled estimate is a diamond over
     its CI, with a dashed vertical line at the pooled ATE.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Polygon
     from matplotlib.transforms import blended_transform_factory
 

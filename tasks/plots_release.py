@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tasks.figures import pyplot
+
 
 def noise_share(release: dict[str, Any]) -> float | None:
     """sigma_ate^2 / V_DP: the part of the private variance due to the ATE noise (None w/o CI)."""
@@ -18,10 +20,7 @@ def noise_share(release: dict[str, Any]) -> float | None:
 
 def plot_release(release: dict[str, Any], path: str | Path) -> Path:
     """Write a PNG: estimate, CI (or a +-1.96 sigma_ate noise band) and the noise share."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ate, sigma = release["ate"], release["noise"]["sigma_ate"]
     share = noise_share(release)

@@ -15,30 +15,16 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from dpcausal.user_level import experiments
+from tasks.figures import pyplot, save
 
 _GAMMA_COL = {3: "#1f4e79", 6: "#b03a2e", 9: "#2e7d32"}
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    _plt().close(fig)
-    return str(path)
 
 
 def plot_privacy_itms(itms: pd.DataFrame, path: Path) -> str:
     """Fig. 1 equivalent: P_eps (mean over draws, min-max band) vs eps against 11 eps."""
-    plt = _plt()
+    plt = pyplot()
     s = experiments.summarise(itms, [])
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(s["eps"], s["P_hat"], marker="o", ms=3, label="Clip-User: mean K eps")
@@ -47,12 +33,12 @@ def plot_privacy_itms(itms: pd.DataFrame, path: Path) -> str:
     ax.set(xscale="log", xlabel="per-cell epsilon", ylabel="total privacy loss",
            title="Fig. 1 equivalent (ITMS-like substitute, G=50, L=223)")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_error_itms(itms: pd.DataFrame, path: Path) -> str:
     """Fig. 2 equivalent: Ebar vs eps against the baseline E (log-log)."""
-    plt = _plt()
+    plt = pyplot()
     s = experiments.summarise(itms, [])
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(s["eps"], s["E"], "k--", label="original worst-case error E")
@@ -60,12 +46,12 @@ def plot_error_itms(itms: pd.DataFrame, path: Path) -> str:
     ax.set(xscale="log", yscale="log", xlabel="per-cell epsilon", ylabel="worst-case error",
            title="Fig. 2 equivalent (ITMS-like substitute)")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_privacy_synthetic(synth: pd.DataFrame, path: Path) -> str:
     """Figs 3-5 equivalent: P_hat vs eps per gamma against 12 eps (one panel per gamma)."""
-    plt = _plt()
+    plt = pyplot()
     s = experiments.summarise(synth, ["gamma"])
     gammas = sorted(s["gamma"].unique())
     fig, axes = plt.subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.8), sharey=True)
@@ -78,12 +64,12 @@ def plot_privacy_synthetic(synth: pd.DataFrame, path: Path) -> str:
                f"equiv.: gamma={gamma}, q=0.01")
     axes[0].set_ylabel("total privacy loss")
     axes[0].legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_error_synthetic(synth: pd.DataFrame, path: Path) -> str:
     """Figs 6-8 equivalent: Ebar_hat vs eps per gamma against mean E (log-log)."""
-    plt = _plt()
+    plt = pyplot()
     s = experiments.summarise(synth, ["gamma"])
     gammas = sorted(s["gamma"].unique())
     fig, axes = plt.subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.8), sharey=True)
@@ -96,7 +82,7 @@ def plot_error_synthetic(synth: pd.DataFrame, path: Path) -> str:
                title=f"Fig. {gammas.index(gamma) + 6} equiv.: gamma={gamma}")
     axes[0].set_ylabel("worst-case error")
     axes[0].legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 @task(cache_policy=NO_CACHE)
@@ -141,7 +127,7 @@ def write_report(results: dict, figures: dict[str, str], reps: int, path: str) -
 def plot_release(release: dict, path: Path) -> str:
     """A release at a glance: per-stratum ATE with +-1.96 SE (sampling) and +-1.96 noise scale
     (DP noise), and the privacy loss per unit with Clip-User against the two baselines."""
-    plt = _plt()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), width_ratios=(2, 1))
     if release.get("ate"):
         ate = pd.DataFrame(release["ate"])
@@ -168,4 +154,4 @@ def plot_release(release: dict, path: Path) -> str:
     ax2.bar(list(bars), list(bars.values()), color=["#2e7d32", "#7f8c8d", "#bdc3c7"])
     ax2.set_ylabel("epsilon per unit")
     ax2.set_title(f"K={p['K']} of G_1={p['G1']}", fontsize=9)
-    return _save(fig, path)
+    return save(fig, path)
