@@ -31,7 +31,9 @@ def flow_logs(flow_run_id: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ leak scanner
-_NUMBER = re.compile(rb"[-+]?(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# A decimal with >= 6 significant digits has >= 7 digit-or-point characters in its mantissa: the
+# lookahead skips the short numbers that binary blobs are full of before Python sees them.
+_NUMBER = re.compile(rb"[-+]?(?=[\d.]{7})(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 class Scanner:

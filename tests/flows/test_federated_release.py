@@ -177,12 +177,13 @@ def test_oracle_variance_runs_only_in_evaluation_mode_tagged_not_private(make_fe
         assert cfg.ledger.dataset_id not in set(led.budgets()["dataset"])  # nothing charged
 
 
-def test_release_mode_leaks_no_raw_or_pre_noise_value(make_fed, fed_data, project):
+def test_release_mode_leaks_no_raw_or_pre_noise_value(make_fed, fed_data, project, tmp_path):
     import mlflow
     from _flowtools import Scanner, flow_logs
 
     frame = fed_data[1]
-    out = run(make_fed(dataset="fed-leak"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # its own store: the scan sees this release only
+    out = run(make_fed(f"mlflow.tracking_uri={uri}", dataset="fed-leak"))
     y = np.clip(frame.outcome.to_numpy(), -R, R)
     t = frame.treatment.to_numpy() == 1
     secrets = {f"outcome_{i}": frame.outcome[i] for i in range(5)}
@@ -190,13 +191,12 @@ def test_release_mode_leaks_no_raw_or_pre_noise_value(make_fed, fed_data, projec
                 "true_ate": y[t].mean() - y[~t].mean(), "var_treated": y[t].var(ddof=1),
                 "var_control": y[~t].var(ddof=1), "sum_treated": y[t].sum()}
     scanner = Scanner(secrets)
-    uri = mlflow.get_tracking_uri()
     hits = scanner.mlflow_hits(uri) + scanner.tree_hits(project.results)
     hits += [h for msg in flow_logs(out["release_id"].split("/")[0])
              for h in scanner.bytes_hits(msg.encode(), "flow log")]
     assert hits == []
     run_id = out["mlflow"]["run_id"]
-    blobs = [f"{k}={v}" for r in [mlflow.MlflowClient().get_run(run_id)]
+    blobs = [f"{k}={v}" for r in [mlflow.MlflowClient(uri).get_run(run_id)]
              for k, v in {**r.data.params, **r.data.tags}.items()]
     assert not any("secret-client" in b for b in blobs)
     # negative control: the same scan finds the released (public) estimate in MLflow

@@ -160,18 +160,17 @@ def test_bad_config_is_a_config_error(make_ul, override, match):
         make_ul(override)
 
 
-def test_release_mode_leaks_no_unit_id_or_raw_value(make_ul, ul_data, project):
-    import mlflow
+def test_release_mode_leaks_no_unit_id_or_raw_value(make_ul, ul_data, project, tmp_path):
     from _flowtools import Scanner, flow_logs
 
     frame = ul_data[1]
-    out = run(make_ul(dataset="ul-leak"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # its own store: the scan sees this release only
+    out = run(make_ul(f"mlflow.tracking_uri={uri}", dataset="ul-leak"))
     by_cell = frame.groupby(["stratum", "arm"])["y"]
     secrets = {f"y_{i}": frame.y.iloc[i] for i in range(5)}
     secrets |= {f"raw_mean_{k}": v for k, v in by_cell.mean().items()}
     secrets |= {f"raw_var_{k}": v for k, v in by_cell.var(ddof=0).items()}
     scanner = Scanner(secrets)
-    uri = mlflow.get_tracking_uri()
     hits = scanner.mlflow_hits(uri) + scanner.tree_hits(project.results)
     hits += [h for msg in flow_logs(out["release_id"].split("/")[0])
              for h in scanner.bytes_hits(msg.encode(), "flow log")]
