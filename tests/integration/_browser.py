@@ -77,6 +77,14 @@ class Page:
                                      f"starts: {text[:1500]!r}")
             time.sleep(1)
 
+    def scroll_to(self, heading: str) -> bool:
+        """Scroll the first leaf element whose text is exactly ``heading`` into view."""
+        js = ("(() => { const e = [...document.querySelectorAll('body *')].find(n => "
+              f"n.childElementCount === 0 && n.textContent.trim() === {heading!r}); "
+              "if (e) e.scrollIntoView({block: 'start'}); return !!e; })()")
+        res = self.send("Runtime.evaluate", expression=js, returnByValue=True)
+        return bool(res.get("result", {}).get("value"))
+
     def screenshot(self, path: Path) -> None:
         data = self.send("Page.captureScreenshot", format="png")["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
