@@ -13,7 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from conf.models import (
-    DataSource, EpsilonLedgerConfig, MlflowConfig, Tracked, load_typed, with_absolute_paths)
+    DataSource, EpsilonLedgerConfig, MlflowConfig, RunnerConfig, Tracked, load_typed,
+    with_absolute_paths)
 
 
 class _Strict(BaseModel):
@@ -53,6 +54,7 @@ class FederatedConfig(_Strict, Tracked):
     columns: FederatedColumns
     mechanism: FederatedMechanism
     chunk_size: int = Field(100_000, ge=1)  # clients encoded per chunk
+    runner: RunnerConfig = RunnerConfig()  # where the chunks are encoded: threads or Dask
     ledger: EpsilonLedgerConfig
     mlflow: MlflowConfig = MlflowConfig()
 

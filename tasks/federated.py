@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from dpcausal.federated import (
 )
 from tasks import ledger_ops
 from tasks.data import read_frame
+from tasks.runners import chunk_executor
 from tasks.tracking import _flat, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
@@ -77,11 +79,15 @@ def calibrate_federated(n_treated: int, n_control: int, *, R: float, epsilon: fl
 
 
 def encode_chunked(x: np.ndarray, plan: ReleasePlan, group: int, rng: np.random.Generator,
-                   chunk_size: int) -> ClientReports:
-    """Client encoding of one group in chunks of ``chunk_size`` clients (independent streams)."""
+                   chunk_size: int, executor: Executor | None = None) -> ClientReports:
+    """Client encoding of one group in chunks of ``chunk_size`` clients, each with its own stream
+    spawned from ``rng``, mapped in order on ``executor``: every executor gives the same reports."""
     starts = range(0, x.size, chunk_size)
-    parts = [encode_clients(x[s:s + chunk_size], plan, group, r)
-             for s, r in zip(starts, rng.spawn(len(starts)))]
+    chunks = [x[s:s + chunk_size] for s in starts]
+    streams = rng.spawn(len(chunks))
+    mapper = executor.map if executor is not None else map
+    n = len(chunks)
+    parts = list(mapper(encode_clients, chunks, [plan] * n, [group] * n, streams))
     z2 = None if parts[0].z2 is None else np.concatenate([p.z2 for p in parts])
     return ClientReports(np.concatenate([p.z1 for p in parts]), z2,
                          sum(p.n_clipped for p in parts))
@@ -91,20 +97,22 @@ def run_protocol(x: np.ndarray, t: np.ndarray, plan: ReleasePlan, config: Federa
                  rng: np.random.Generator) -> dict[str, Any]:
     """Encode -> four secure sums -> decode -> CI (Algorithm 1, spec §3.1); the release as JSON.
 
+    The chunks of client encoding run on the config's runner (threads, or Dask workers).
     Simulated dropouts are drawn as in :meth:`FederatedATE.run` (spec §4)."""
     m = config.mechanism
     session = int(rng.integers(2**62))
     groups = []
-    for g, members in enumerate((~t, t)):
-        reports = encode_chunked(x[members], plan, g, rng, config.chunk_size)
-        n_g, n_drop = int(members.sum()), int(members.sum()) - plan.n_plan[g]
-        dropped = None
-        if n_drop:
-            dropped = np.zeros(n_g, dtype=bool)
-            dropped[rng.choice(n_g, n_drop, replace=False)] = True
-        first, second = aggregate(reports, plan, g, secagg=m.secagg, session=session,
-                                  dropped=dropped)
-        groups.append(decode_group(first, second, plan, g, m.debias))
+    with chunk_executor(config.runner) as executor:
+        for g, members in enumerate((~t, t)):
+            reports = encode_chunked(x[members], plan, g, rng, config.chunk_size, executor)
+            n_g, n_drop = int(members.sum()), int(members.sum()) - plan.n_plan[g]
+            dropped = None
+            if n_drop:
+                dropped = np.zeros(n_g, dtype=bool)
+                dropped[rng.choice(n_g, n_drop, replace=False)] = True
+            first, second = aggregate(reports, plan, g, secagg=m.secagg, session=session,
+                                      dropped=dropped)
+            groups.append(decode_group(first, second, plan, g, m.debias))
     if m.variance_mode == "oracle_nonprivate":  # evaluation mode only (config refuses it otherwise)
         s2 = tuple(float(np.var(np.clip(x[k], -m.R, m.R), ddof=1)) for k in (~t, t))
     else:

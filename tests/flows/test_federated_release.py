@@ -201,3 +201,43 @@ def test_release_mode_leaks_no_raw_or_pre_noise_value(make_fed, fed_data, projec
     assert not any("secret-client" in b for b in blobs)
     # negative control: the same scan finds the released (public) estimate in MLflow
     assert Scanner({"ate": out["release"]["ate"]}).mlflow_hits(uri)
+
+
+def test_client_encoding_runs_on_dask_workers_with_the_same_reports(make_fed, fed_data):
+    """Chunked encoding gives the same reports in-process, on threads and on Dask workers; a
+    release configured with ``runner.kind=dask`` encodes on the cluster and is charged."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import Client, LocalCluster
+
+    from conf.models import RunnerConfig
+    from dpcausal.federated import plan_release
+    from tasks.federated import encode_chunked
+    from tasks.runners import chunk_executor
+
+    x = fed_data[1].outcome.to_numpy()[:N_T]
+    plan = plan_release(N_T, N_C, R=R, epsilon=1.0, delta=1e-5, m1=256, m2=256,
+                        mean_share=0.99, variance_mode="private", dropout=0.0)
+
+    def reports(executor):
+        r = encode_chunked(x, plan, 1, np.random.default_rng(5), 64, executor)
+        return r.z1.tolist(), r.z2.tolist(), r.n_clipped
+
+    reference = reports(None)
+    with ThreadPoolExecutor(2) as pool:
+        assert reports(pool) == reference
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        runner = RunnerConfig(kind="dask", address=cluster.scheduler_address)
+        with chunk_executor(runner) as executor:
+            assert reports(executor) == reference
+
+        def tasks_done():
+            return sum(client.run(lambda dask_worker: len(dask_worker.state.log)).values())
+
+        before = tasks_done()
+        out = run(make_fed("runner.kind=dask", f"runner.address={cluster.scheduler_address}"))
+        after = tasks_done()
+    assert reference[2] > 0 and len(reference[0]) == N_T
+    assert out["spent"]["n_charges"] == 1 and out["release"]["n_treated"] == N_T
+    assert after > before, "the release encoded no chunk on the Dask workers"
