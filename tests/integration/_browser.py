@@ -78,9 +78,9 @@ class Page:
             time.sleep(1)
 
     def scroll_to(self, heading: str) -> bool:
-        """Scroll the first leaf element whose text is exactly ``heading`` into view."""
+        """Scroll the first leaf element whose text starts with ``heading`` into view."""
         js = ("(() => { const e = [...document.querySelectorAll('body *')].find(n => "
-              f"n.childElementCount === 0 && n.textContent.trim() === {heading!r}); "
+              f"n.childElementCount === 0 && n.textContent.trim().startsWith({heading!r})); "
               "if (e) e.scrollIntoView({block: 'start'}); return !!e; })()")
         res = self.send("Runtime.evaluate", expression=js, returnByValue=True)
         return bool(res.get("result", {}).get("value"))
