@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import linalg
 from sklearn.base import is_classifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
@@ -85,7 +86,24 @@ def _fit_outcome(model: Any, Xa: np.ndarray, Ya: np.ndarray) -> Nuisance:
             f"outcome_model {type(model).__name__} is a classifier, so Y must be binary 0/1; "
             "use a regressor for real-valued outcomes"
         )
+    if type(model) is LinearRegression and not model.positive:
+        return _fit_least_squares(model, Xa, Ya)
     return copy.deepcopy(model).fit(Xa, Ya.astype(int) if is_classifier(model) else Ya)
+
+
+def _fit_least_squares(model: LinearRegression, X: np.ndarray, y: np.ndarray) -> LinearRegression:
+    """``LinearRegression.fit`` on validated dense data, as sklearn computes it (``lstsq`` on
+    centred data, intercept = y_offset - x_offset . coef) without its per-call input checks,
+    which dominate a K=200 fit of small folds (issue 3 performance)."""
+    fitted = copy.deepcopy(model)
+    x_offset = X.mean(axis=0) if model.fit_intercept else np.zeros(X.shape[1])
+    y_offset = y.mean() if model.fit_intercept else 0.0
+    coef, _, fitted.rank_, fitted.singular_ = linalg.lstsq(X - x_offset, y - y_offset,
+                                                           cond=model.tol)
+    fitted.coef_ = coef
+    fitted.intercept_ = y_offset - x_offset @ coef if model.fit_intercept else 0.0
+    fitted.n_features_in_ = X.shape[1]
+    return fitted
 
 
 def predict_nuisance(model: Nuisance, X: np.ndarray, default: float) -> np.ndarray:
