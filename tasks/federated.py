@@ -13,6 +13,7 @@ import csv
 import io
 import json
 from concurrent.futures import Executor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,7 @@ from prefect.cache_policies import INPUTS, NO_CACHE
 
 from conf.federated import FederatedConfig, FederatedMechanism
 from dpcausal.federated import (
-    ClientReports, ReleasePlan, aggregate, decode_group, encode_clients, interval, pbm_rdp,
-    plan_release,
+    ClientReports, ReleasePlan, encode_clients, pbm_rdp, plan_release, simulate_release,
 )
 from tasks import ledger_ops
 from tasks.data import read_frame
@@ -95,31 +95,14 @@ def encode_chunked(x: np.ndarray, plan: ReleasePlan, group: int, rng: np.random.
 
 def run_protocol(x: np.ndarray, t: np.ndarray, plan: ReleasePlan, config: FederatedConfig,
                  rng: np.random.Generator) -> dict[str, Any]:
-    """Encode -> four secure sums -> decode -> CI (Algorithm 1, spec §3.1); the release as JSON.
-
-    The chunks of client encoding run on the config's runner (threads, or Dask workers).
-    Simulated dropouts are drawn as in :meth:`FederatedATE.run` (spec §4)."""
+    """:func:`simulate_release` (Algorithm 1, spec §3.1) with the client encoding chunked on the
+    config's runner (threads, or Dask workers); the release as JSON."""
     m = config.mechanism
-    session = int(rng.integers(2**62))
-    groups = []
     with chunk_executor(config.runner) as executor:
-        for g, members in enumerate((~t, t)):
-            reports = encode_chunked(x[members], plan, g, rng, config.chunk_size, executor)
-            n_g, n_drop = int(members.sum()), int(members.sum()) - plan.n_plan[g]
-            dropped = None
-            if n_drop:
-                dropped = np.zeros(n_g, dtype=bool)
-                dropped[rng.choice(n_g, n_drop, replace=False)] = True
-            first, second = aggregate(reports, plan, g, secagg=m.secagg, session=session,
-                                      dropped=dropped)
-            groups.append(decode_group(first, second, plan, g, m.debias))
-    if m.variance_mode == "oracle_nonprivate":  # evaluation mode only (config refuses it otherwise)
-        s2 = tuple(float(np.var(np.clip(x[k], -m.R, m.R), ddof=1)) for k in (~t, t))
-    else:
-        s2 = (groups[0].variance, groups[1].variance)
-    res = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
-                   (groups[0].n_received, groups[1].n_received), estimand=m.estimand,
-                   ci_form=m.ci_form, alpha=m.alpha)
+        res, _ = simulate_release(
+            x, t, plan, rng, secagg=m.secagg, debias=m.debias, variance_mode=m.variance_mode,
+            estimand=m.estimand, ci_form=m.ci_form, alpha=m.alpha,
+            encode=partial(encode_chunked, chunk_size=config.chunk_size, executor=executor))
     return json.loads(res.to_json())
 
 

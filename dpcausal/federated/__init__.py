@@ -12,7 +12,9 @@ from dpcausal.federated.central import (
     CentralGaussianScales, central_gaussian_ate, central_gaussian_charge,
     central_gaussian_scales, gaussian_noise_multiplier,
 )
-from dpcausal.federated.estimator import FederatedATE, FederatedResult, interval
+from dpcausal.federated.estimator import (
+    FederatedATE, FederatedResult, interval, simulate_release,
+)
 from dpcausal.federated.intervals import (
     asymptotic_halfwidth, nonasymptotic_halfwidth, sampling_variance, z_test,
 )
@@ -38,5 +40,5 @@ __all__ = [
     "direct_sum", "encode_clients", "gaussian_noise_multiplier", "gaussian_rho_for", "interval",
     "mean_noise_bound", "modulus_for", "nonasymptotic_halfwidth", "pbm2_encode", "pbm_encode",
     "pbm_rdp", "plan_release", "private_variance", "sampling_variance", "secure_sum",
-    "suggest_allocation", "z_test",
+    "simulate_release", "suggest_allocation", "z_test",
 ]

@@ -6,7 +6,7 @@ Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024): spec federated_s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,8 @@ from dpcausal.federated.intervals import (
     nonasymptotic_halfwidth, sampling_variance, z_test,
 )
 from dpcausal.federated.protocol import (
-    SECAGG_MODES, ReleasePlan, aggregate, decode_group, encode_clients, plan_release,
+    SECAGG_MODES, ClientReports, ReleasePlan, aggregate, decode_group, encode_clients,
+    plan_release,
 )
 
 CI_FORMS = ASYMPTOTIC_FORMS + NONASYMPTOTIC_KINDS
@@ -167,31 +168,45 @@ class FederatedATE:
         """
         xs, t = _split_input(x, treated, outcome)
         plan = self.plan(int(t.sum()), int((~t).sum()))
-        rng = _resolve_rng(self.random_state)
-        session = int(rng.integers(2**62))
-        groups, clipped = [], 0
-        for g, members in enumerate((~t, t)):
-            reports = encode_clients(xs[members], plan, g, rng)
-            clipped += reports.n_clipped
-            n_g = int(members.sum())
-            dropped = None
-            n_drop = n_g - plan.n_plan[g]
-            if n_drop:
-                dropped = np.zeros(n_g, dtype=bool)
-                dropped[rng.choice(n_g, n_drop, replace=False)] = True
-            first, second = aggregate(reports, plan, g, secagg=self.secagg, session=session,
-                                      dropped=dropped)
-            groups.append(decode_group(first, second, plan, g, self.debias))
+        self.release_, clipped = simulate_release(
+            xs, t, plan, _resolve_rng(self.random_state), secagg=self.secagg, debias=self.debias,
+            variance_mode=self.variance_mode, estimand=self.estimand, ci_form=self.ci_form,
+            alpha=self.alpha)
         self.client_log_ = {"n_clipped": clipped}  # client side only; not part of the release
-        if self.variance_mode == "oracle_nonprivate":
-            s2 = tuple(float(np.var(np.clip(xs[mask], -self.R, self.R), ddof=1))
-                       for mask in (~t, t))
-        else:
-            s2 = (groups[0].variance, groups[1].variance)
-        self.release_ = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
-                                 (groups[0].n_received, groups[1].n_received),
-                                 estimand=self.estimand, ci_form=self.ci_form, alpha=self.alpha)
         return self.release_
+
+
+def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
+                     rng: np.random.Generator, *, secagg: str, debias: bool, variance_mode: str,
+                     estimand: str, ci_form: str, alpha: float,
+                     encode: Callable[..., ClientReports] = encode_clients,
+                     ) -> tuple[FederatedResult, int]:
+    """Algorithm 1 (spec §3.1) on validated outcomes and boolean labels, control group first:
+    ``encode(x_g, plan, g, rng)`` per group, simulated dropouts (spec §4), the two secure sums
+    and the decoding per group, then :func:`interval`. Returns the release and the number of
+    outcomes the clients clipped (client side only)."""
+    session = int(rng.integers(2**62))
+    groups, clipped = [], 0
+    for g, members in enumerate((~treated, treated)):
+        reports = encode(x[members], plan, g, rng)
+        clipped += reports.n_clipped
+        n_g = int(members.sum())
+        dropped = None
+        if n_g > plan.n_plan[g]:
+            dropped = np.zeros(n_g, dtype=bool)
+            dropped[rng.choice(n_g, n_g - plan.n_plan[g], replace=False)] = True
+        first, second = aggregate(reports, plan, g, secagg=secagg, session=session,
+                                  dropped=dropped)
+        groups.append(decode_group(first, second, plan, g, debias))
+    if variance_mode == "oracle_nonprivate":  # exact sample variances: NOT private (spec §3.3)
+        s2 = tuple(float(np.var(np.clip(x[m], -plan.R, plan.R), ddof=1))
+                   for m in (~treated, treated))
+    else:
+        s2 = (groups[0].variance, groups[1].variance)
+    release = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
+                       (groups[0].n_received, groups[1].n_received), estimand=estimand,
+                       ci_form=ci_form, alpha=alpha)
+    return release, clipped
 
 
 def interval(mean_control: float, mean_treated: float, s2_control: float, s2_treated: float,
