@@ -26,7 +26,7 @@ from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ResponseSpace
 from dpcausal.cluster_dp.release import _codes, _treatment
 from tasks import ledger_ops
 from tasks.data import read_frame
-from tasks.tracking import _flat, release_run
+from tasks.tracking import _flat, as_metrics, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 DATA_ARTIFACT, PRIORS_ARTIFACT = "privatized.parquet", "priors.parquet"
@@ -116,10 +116,7 @@ def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> di
     m = {"epsilon": p["epsilon"], "delta": p["delta"], "epsilon_paper": p["epsilon_paper"],
          "epsilon_strict": p["epsilon_strict"], "lam": release["lam"], "gamma": release["gamma"],
          "sigma": release["sigma"], "n": release["n"]}
-    if spent is not None:
-        m.update(dataset_epsilon_spent=spent["epsilon"], dataset_delta=spent["delta"],
-                 dataset_n_charges=spent["n_charges"])
-    return {k: float(v) for k, v in m.items() if v is not None}
+    return as_metrics(m, spent)
 
 
 @task(name="log_cluster_dp_release", cache_policy=NO_CACHE, persist_result=False, retries=1)

@@ -27,7 +27,7 @@ from dpcausal.federated import (
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.runners import chunk_executor
-from tasks.tracking import _flat, release_run
+from tasks.tracking import _flat, as_metrics, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CURVE_ARTIFACT, PLAN_ARTIFACT = "rdp_curve.csv", "calibration.json"
@@ -178,10 +178,7 @@ def release_metrics(release: dict[str, Any], plan: ReleasePlan,
          "variance_dp": release["variance_dp"],
          "sampling_variance": release["sampling_variance"],
          "bits_per_client": plan.bits_per_client}
-    if spent is not None:
-        m.update(dataset_epsilon_spent=spent["epsilon"], dataset_delta=spent["delta"],
-                 dataset_n_charges=spent["n_charges"])
-    return {k: float(v) for k, v in m.items() if v is not None}
+    return as_metrics(m, spent)
 
 
 @task(name="log_federated_release", cache_policy=NO_CACHE, persist_result=False, retries=1)

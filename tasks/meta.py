@@ -20,7 +20,7 @@ from prefect.cache_policies import NO_CACHE
 
 from conf.meta import MetaConfig
 from dpcausal.meta import MetaResult, combine
-from tasks.tracking import ensure_experiment
+from tasks.tracking import as_metrics, ensure_experiment
 
 RELEASED = ("ate", "variance", "zeta", "n")  # the only metrics a study contributes
 
@@ -107,7 +107,7 @@ def meta_metrics(result: MetaResult) -> dict[str, float]:
          "tau2": result.tau2, "q": result.q, "i2": result.i2, "additional_zeta": 0.0,
          "composed_zeta": result.privacy.get("composed_zeta"),
          "max_individual_zeta": result.privacy.get("max_individual_zeta")}
-    return {k: float(v) for k, v in m.items() if v is not None}
+    return as_metrics(m)
 
 
 @task(name="log_meta_analysis", cache_policy=NO_CACHE, persist_result=False, retries=1)

@@ -10,6 +10,7 @@ JSON and a plot. In release mode nothing non-private reaches MLflow: the release
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from collections.abc import Iterator
@@ -64,7 +65,16 @@ def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> di
     if release.get("evaluation") and release.get("nonprivate"):
         m["nonprivate_ate"] = release["nonprivate"]["ate"]
         m["nonprivate_variance"] = release["nonprivate"]["variance"]
-    return {k: float(v) for k, v in m.items() if v is not None}
+    return as_metrics(m)
+
+
+def as_metrics(m: dict[str, Any], spent: dict[str, Any] | None = None) -> dict[str, float]:
+    """MLflow metrics: the finite numbers of ``m`` and, when given, the cumulative (epsilon,
+    delta) spend of the release's ledger dataset."""
+    if spent is not None:
+        m = m | {"dataset_epsilon_spent": spent["epsilon"], "dataset_delta": spent["delta"],
+                 "dataset_n_charges": spent["n_charges"]}
+    return {k: float(v) for k, v in m.items() if v is not None and math.isfinite(float(v))}
 
 
 def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:

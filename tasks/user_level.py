@@ -24,7 +24,7 @@ from dpcausal.user_level import UserLevelPlan, UserLevelRelease
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.model_store import digest, fingerprint
-from tasks.tracking import _flat, release_run
+from tasks.tracking import _flat, as_metrics, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CELLS_ARTIFACT, ATE_ARTIFACT, META_ARTIFACT = "cells.csv", "ate.csv", "release.json"
@@ -128,10 +128,7 @@ def release_metrics(plan_metrics: dict[str, float], release: dict[str, Any],
     pooled = release.get("ate_pooled")
     if pooled:
         m.update(ate_pooled=pooled["ate"], ate_pooled_se=pooled["se"])
-    if spent is not None:
-        m.update(dataset_epsilon_spent=spent["epsilon"], dataset_delta=spent["delta"],
-                 dataset_n_charges=spent["n_charges"])
-    return {k: float(v) for k, v in m.items() if v is not None and np.isfinite(v)}
+    return as_metrics(m, spent)
 
 
 @task(name="log_user_level_release", cache_policy=NO_CACHE, persist_result=False, retries=1)
