@@ -26,7 +26,7 @@ from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ResponseSpace
 from dpcausal.cluster_dp.release import _codes, _treatment
 from tasks import ledger_ops
 from tasks.data import read_frame
-from tasks.tracking import _flat, as_metrics, release_run
+from tasks.tracking import flatten_params, as_metrics, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 DATA_ARTIFACT, PRIORS_ARTIFACT = "privatized.parquet", "priors.parquet"
@@ -102,9 +102,9 @@ def privatize_cluster_dp(config: ClusterDPConfig, frame: pd.DataFrame,
 def release_params(config: ClusterDPConfig, release: dict[str, Any]) -> dict[str, str]:
     """Public parameters: the mechanism's settings, columns, dataset id, release name."""
     params: dict[str, str] = {}
-    _flat("mechanism", config.mechanism.model_dump(), params)
-    _flat("columns", config.columns.model_dump(), params)
-    _flat("estimate", config.estimate.model_dump(), params)
+    flatten_params("mechanism", config.mechanism.model_dump(), params)
+    flatten_params("columns", config.columns.model_dump(), params)
+    flatten_params("estimate", config.estimate.model_dump(), params)
     params.update({"kind": "cluster_dp", "dataset_id": config.ledger.dataset_id,
                    "release_name": config.name, "K": str(len(release["values"]))})
     return {k: v[:6000] for k, v in params.items()}

@@ -27,7 +27,7 @@ from dpcausal.federated import (
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.runners import chunk_executor
-from tasks.tracking import _flat, as_metrics, release_run
+from tasks.tracking import flatten_params, as_metrics, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CURVE_ARTIFACT, PLAN_ARTIFACT = "rdp_curve.csv", "calibration.json"
@@ -151,8 +151,8 @@ def release_params(config: FederatedConfig, plan: ReleasePlan) -> dict[str, str]
     """Public parameters (spec §7.5): mechanism settings, group sizes, thetas, orders, columns."""
     cal = plan.calibration
     params: dict[str, str] = {}
-    _flat("mechanism", config.mechanism.model_dump(), params)
-    _flat("columns", config.columns.model_dump(), params)
+    flatten_params("mechanism", config.mechanism.model_dump(), params)
+    flatten_params("columns", config.columns.model_dump(), params)
     params.update({"kind": "federated", "mechanism": "pbm_secagg", "dataset_id":
                    config.ledger.dataset_id, "release_name": config.name,
                    "n_control": str(plan.n_clients[0]), "n_treated": str(plan.n_clients[1]),

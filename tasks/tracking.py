@@ -25,10 +25,11 @@ from conf.models import ReleaseConfig
 from ledger import BudgetExceededError
 
 
-def _flat(prefix: str, value: Any, out: dict[str, str]) -> None:
+def flatten_params(prefix: str, value: Any, out: dict[str, str]) -> None:
+    """Nested config dicts as MLflow params: dotted keys, lists as JSON, the rest as str."""
     if isinstance(value, dict):
         for k, v in value.items():
-            _flat(f"{prefix}.{k}" if prefix else str(k), v, out)
+            flatten_params(f"{prefix}.{k}" if prefix else str(k), v, out)
     else:
         out[prefix] = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
 
@@ -36,9 +37,9 @@ def _flat(prefix: str, value: Any, out: dict[str, str]) -> None:
 def release_params(config: ReleaseConfig, release: dict[str, Any]) -> dict[str, str]:
     """Public parameters: the library's §2.6 list, model specs, fold seed, modes, dataset id."""
     params: dict[str, str] = {}
-    _flat("", release.get("params", {}), params)
-    _flat("models", config.models.model_dump(), params)
-    _flat("noise", {k: v for k, v in release["noise"].items()
+    flatten_params("", release.get("params", {}), params)
+    flatten_params("models", config.models.model_dump(), params)
+    flatten_params("noise", {k: v for k, v in release["noise"].items()
                     if k in ("sensitivity_mode", "sigma2_mode", "ci_mode", "sensitivity",
                              "sensitivity_var", "C", "B_mu", "B_pi")}, params)
     params.update({"fold_seed": str(config.estimator.fold_seed), "mode": config.mode,

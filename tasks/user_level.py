@@ -24,7 +24,7 @@ from dpcausal.user_level import UserLevelPlan, UserLevelRelease
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.model_store import digest, fingerprint
-from tasks.tracking import _flat, as_metrics, release_run
+from tasks.tracking import flatten_params, as_metrics, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CELLS_ARTIFACT, ATE_ARTIFACT, META_ARTIFACT = "cells.csv", "ate.csv", "release.json"
@@ -110,8 +110,8 @@ def release_user_level(config: UserLevelConfig, frame: pd.DataFrame, plan: UserL
 
 def release_params(config: UserLevelConfig) -> dict[str, str]:
     params: dict[str, str] = {}
-    _flat("mechanism", config.mechanism.model_dump(), params)
-    _flat("columns", config.columns.model_dump(), params)
+    flatten_params("mechanism", config.mechanism.model_dump(), params)
+    flatten_params("columns", config.columns.model_dump(), params)
     params.update({"kind": "user_level", "dataset_id": config.ledger.dataset_id,
                    "release_name": config.name})
     return {k: v[:6000] for k, v in params.items()}
