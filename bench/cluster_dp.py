@@ -1,4 +1,5 @@
-"""Benchmark Cluster-DP (issue 10): 500 repetitions on the 3,500-unit design and one 10^6-unit release.
+"""Benchmark Cluster-DP (issue 10): 500 repetitions on the 3,500-unit design and one 10^6-unit
+release.
 
 Targets on 2 cores: under 5 s and under 2 s. Prints wall times and peak resident memory.
 Run: .venv/bin/python bench/cluster_dp.py

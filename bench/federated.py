@@ -40,7 +40,8 @@ def one(n_arm: int, m: int) -> None:
     t_cal = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{n_arm:>9,d} per arm  m={m:<6d} end-to-end {t_run:6.2f} s (of which "
-          f"calibration {t_cal:5.2f} s)  peak RSS {peak_mb:7.0f} MB  bits/client {res.bits_per_client:3d}  "
+          f"calibration {t_cal:5.2f} s)  peak RSS {peak_mb:7.0f} MB  "
+          f"bits/client {res.bits_per_client:3d}  "
           f"eps {res.privacy['epsilon']:.4f} capped={cal.theta_capped}  "
           f"ate {res.ate:+.4f} width {res.ci[1] - res.ci[0]:.4f}", flush=True)
 

@@ -2,7 +2,8 @@
 
 Sparse occupancy (about 10 cells per unit, 100 strata x 2 arms). Prints data generation, planning
 and release wall times, the plan's figures and peak memory (the process's max RSS from
-``resource.getrusage``; tracemalloc is not used because it slows the Python planning loop ~3x). Target on 2 cores: under 30 s and under 2 GB.
+``resource.getrusage``; tracemalloc is not used because it slows the Python planning loop ~3x).
+Target on 2 cores: under 30 s and under 2 GB.
 
 Run: ``.venv/bin/python bench/user_level.py [--units 100000] [--strata 100] [--cells-per-unit 10]``
 """

@@ -74,7 +74,8 @@ def print_meta(out: dict[str, Any]) -> None:
     for col in ("study", "ATE", level, "zeta", "n", "weight"):
         table.add_column(col, justify="left" if col == "study" else "right")
     for s in r["studies"]:
-        table.add_row(str(s["label"]), f"{s['ate']:.4g}", f"[{s['ci_low']:.4g}, {s['ci_high']:.4g}]",
+        table.add_row(str(s["label"]), f"{s['ate']:.4g}",
+                      f"[{s['ci_low']:.4g}, {s['ci_high']:.4g}]",
                       "-" if s["zeta"] is None else f"{s['zeta']:.3g}",
                       "-" if s["n"] is None else str(s["n"]), f"{s['weight']:.3f}")
     table.add_row("[bold]pooled[/bold]", f"[bold]{r['ate']:.4g}[/bold]",

@@ -45,7 +45,8 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -
     from tasks.data import load_data
 
     try:
-        load_data.fn(config)  # the same checks the flow runs first: fail fast, before Prefect starts
+        # the same checks the flow runs first: fail fast, before Prefect starts
+        load_data.fn(config)
     except (ValueError, TypeError) as exc:
         _fail(exc)
 
@@ -72,7 +73,8 @@ def print_release(result: dict[str, Any], console: Any) -> None:
 
     rel = result["release"]
     p, z = rel["privacy"], rel["noise"]
-    table = Table(title=f"{'EVALUATION (not private)' if rel['evaluation'] else 'Private'} ATE release",
+    table = Table(title=f"{'EVALUATION (not private)' if rel['evaluation'] else 'Private'} "
+                        "ATE release",
                   show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()

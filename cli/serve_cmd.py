@@ -70,8 +70,9 @@ def _start(name: str, cmd: list[str], env: dict[str, str], url: str, extra: dict
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, cwd=PROJECT_ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
     record = {"name": name, "pid": proc.pid, "pgid": os.getpgid(proc.pid), "url": url,
               "log": str(log), "cmd": cmd, "started": time.time(), **extra}
     (services_dir() / f"{name}.json").write_text(json.dumps(record, indent=2))
@@ -116,8 +117,8 @@ def _mlflow_auth_config(user: str, password: str) -> dict[str, str]:
     try:
         import flask_wtf  # noqa: F401  (the basic-auth app needs it: pip install mlflow[auth])
     except ImportError:
-        raise click.ClickException("--auth needs MLflow's basic-auth extra (Flask-WTF), which is not "
-                                   "installed: pip install 'mlflow[auth]==3.17.2'") from None
+        raise click.ClickException("--auth needs MLflow's basic-auth extra (Flask-WTF), which "
+                                   "is not installed: pip install 'mlflow[auth]==3.17.2'") from None
     ini = services_dir() / "mlflow_basic_auth.ini"
     ini.write_text("[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
                    f"database_uri = sqlite:///{data_dir() / 'mlflow_auth.db'}\n"
@@ -128,7 +129,8 @@ def _mlflow_auth_config(user: str, password: str) -> dict[str, str]:
     if not secret.is_file():
         secret.write_text(base64.b64encode(os.urandom(24)).decode())
         secret.chmod(0o600)
-    return {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": secret.read_text()}
+    return {"MLFLOW_AUTH_CONFIG_PATH": str(ini),
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": secret.read_text()}
 
 
 def running() -> list[dict[str, Any]]:
@@ -154,7 +156,8 @@ def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, au
     t0 = time.monotonic()
     if auth is not None and (":" not in auth or len(auth.split(":", 1)[1]) < 12):
         raise click.BadParameter("expected USER:PASS with a password of at least 12 characters "
-                                 "(MLflow's basic-auth app refuses shorter ones)", param_hint="--auth")
+                                 "(MLflow's basic-auth app refuses shorter ones)",
+                                 param_hint="--auth")
     services_dir().mkdir(parents=True, exist_ok=True)
     if live := running():
         raise click.ClickException("already running: " + ", ".join(
@@ -175,7 +178,8 @@ def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, a
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "MLFLOW_TRACKING_URI": mlflow_url,
            "DPCAUSAL_ROOT": str(PROJECT_ROOT), "DPCAUSAL_DATA": str(data),
            "PREFECT_WORKER_QUERY_SECONDS": os.environ.get("PREFECT_WORKER_QUERY_SECONDS", "3"),
-           "PREFECT_WORKER_PREFETCH_SECONDS": os.environ.get("PREFECT_WORKER_PREFETCH_SECONDS", "5")}
+           "PREFECT_WORKER_PREFETCH_SECONDS": os.environ.get("PREFECT_WORKER_PREFETCH_SECONDS",
+                                                             "5")}
     server_env = dict(env)
     mlflow_cmd = [_bin("mlflow"), "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
                   "--workers", "1", "--backend-store-uri",
@@ -212,7 +216,8 @@ def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, a
                f"(servers healthy after {t_servers:.1f} s, stack ready after {elapsed:.1f} s; "
                f"logs in {services_dir() / 'logs'})")
     if not no_deploy:
-        click.echo("Trigger a release: Prefect UI > Deployments > release_from_config/demo > Run, or\n"
+        click.echo("Trigger a release: Prefect UI > Deployments > release_from_config/demo > "
+                   "Run, or\n"
                    f"  PREFECT_API_URL={prefect_api} prefect deployment run "
                    "release_from_config/demo -p overrides='{\"estimator.zeta\": 1.0}'")
     click.echo("Stop everything: dpcausal stop")

@@ -38,7 +38,8 @@ class DataSource(_Strict):
     @model_validator(mode="after")
     def _one_source(self) -> "DataSource":
         if (self.path is None) == (self.sql is None):
-            raise ValueError("give exactly one of data.path (CSV/Parquet) or data.sql (with data.url)")
+            raise ValueError("give exactly one of data.path (CSV/Parquet) or data.sql "
+                             "(with data.url)")
         if self.sql is not None and not self.url:
             raise ValueError("data.sql needs data.url, a SQLAlchemy database URL")
         if self.path is not None and not self.path.lower().endswith((".csv", ".parquet", ".pq")):
@@ -88,7 +89,8 @@ class EstimatorConfig(_Strict):
     chunk_size: int | None = None
 
     def library_kwargs(self) -> dict[str, Any]:
-        """Constructor arguments for PrivateATE (models excluded), library defaults for unset ones."""
+        """Constructor arguments for PrivateATE (models excluded), library defaults for unset
+        ones."""
         kw = self.model_dump(exclude_none=True, exclude={"fold_seed"})
         kw["random_state"] = self.fold_seed
         return kw

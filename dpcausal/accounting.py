@@ -38,7 +38,8 @@ def gdp_delta(epsilon: float, zeta: float) -> float:
 
 @lru_cache(maxsize=1024)
 def gdp_epsilon(zeta: float, delta: float = DEFAULT_DELTA) -> float:
-    """Smallest epsilon with zeta-GDP => (epsilon, delta)-DP, by root finding on Lemma 2 (spec §1.3)."""
+    """Smallest epsilon with zeta-GDP => (epsilon, delta)-DP, by root finding on Lemma 2
+    (spec §1.3)."""
     _check_positive("zeta", zeta)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
@@ -53,7 +54,8 @@ def gdp_epsilon(zeta: float, delta: float = DEFAULT_DELTA) -> float:
 
 
 def gdp_zeta_for(epsilon: float, delta: float) -> float:
-    """Largest zeta whose GDP guarantee implies (epsilon, delta)-DP (inverse of :func:`gdp_epsilon`)."""
+    """Largest zeta whose GDP guarantee implies (epsilon, delta)-DP (inverse of
+    :func:`gdp_epsilon`)."""
     _check_positive("epsilon", epsilon)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
@@ -83,7 +85,8 @@ def zcdp_to_gdp(rho: float) -> float:
 
 
 def gdp_rdp(zeta: float, order: float) -> float:
-    """RDP curve of the zeta-GDP Gaussian mechanism: epsilon(alpha) = alpha zeta^2 / 2 (spec §1.3)."""
+    """RDP curve of the zeta-GDP Gaussian mechanism: epsilon(alpha) = alpha zeta^2 / 2
+    (spec §1.3)."""
     return order * zeta * zeta / 2.0
 
 
@@ -110,7 +113,9 @@ class PrivacyCharge:
             raise ValueError(f"mechanism must be one of {sorted(kinds)}, got {self.mechanism!r}")
         if self.mechanism == "gaussian" and not (self.zeta and self.zeta > 0):
             raise ValueError("a gaussian charge needs zeta > 0")
-        if self.mechanism in {"laplace", "pure", "approx"} and not (self.epsilon and self.epsilon > 0):
+        if self.mechanism in {"laplace", "pure", "approx"} and not (
+            self.epsilon and self.epsilon > 0
+        ):
             raise ValueError(f"a {self.mechanism} charge needs epsilon > 0")
         if self.mechanism == "rdp" and (
             not self.rdp_orders or len(self.rdp_orders) != len(self.rdp_epsilons or ())

@@ -1,4 +1,5 @@
-"""Ensemble aggregation of out-of-fold predictions: spec dp_ate_ensemble.md §2.2 step 3 (eq. 5), §2.7.
+"""Ensemble aggregation of out-of-fold predictions: spec dp_ate_ensemble.md §2.2 step 3 (eq. 5),
+§2.7.
 
 For row i the K-1 models not trained on i's fold are combined: the harmonic mean for pi and,
 separately, for 1 - pi (stored as the means of the inverses, as the authors' code does), and the
@@ -55,7 +56,8 @@ def aggregate(
     chunk_size: int | None = None,
     n_threads: int | None = None,
 ) -> EnsembleNuisances:
-    """Eq. 5 with clipped fold predictions, streamed over row blocks: spec §2.2 step 3, §2.7 step 3."""
+    """Eq. 5 with clipped fold predictions, streamed over row blocks: spec §2.2 step 3, §2.7
+    step 3."""
     K = len(fold_models)
     if [fm.k for fm in fold_models] != list(range(K)):
         raise ValueError("fold_models must be ordered by fold id 0..K-1")

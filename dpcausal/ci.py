@@ -1,4 +1,5 @@
-"""Private variance and confidence interval: spec dp_ate_ensemble.md §3 (eqs. 7, 8, 11, 12; App. B.1)."""
+"""Private variance and confidence interval: spec dp_ate_ensemble.md §3 (eqs. 7, 8, 11, 12;
+App. B.1)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ CI_MODES = ("paper", "conservative")
 
 
 def critical_values(alpha: float = 0.05, p1: float = 0.01) -> tuple[float, float]:
-    """(c, z) = (Phi^-1(1 - alpha/2 + p1/2), Phi^-1(1 - p1)): eq. 12 and eq. 11; 2.0537, 2.3263 at defaults.
+    """(c, z) = (Phi^-1(1 - alpha/2 + p1/2), Phi^-1(1 - p1)): eq. 12 and eq. 11; 2.0537, 2.3263
+    at defaults.
 
     Phi is the standard normal CDF (App. B.1 defines it as the survival function: erratum, spec §3).
     """
@@ -23,7 +25,8 @@ def private_variance(
     """V_hat_DP from r = sqrt(V_hat) + N(0, sigma2^2): spec §3.
 
     paper (eq. 11):        r^2 + sigma1^2 + z_{1-p1} sigma2^2
-    conservative (§3):     (max(0, r) + z_{1-p1} sigma2)^2 + sigma1^2  (coverage step 1 holds exactly)
+    conservative (§3):     (max(0, r) + z_{1-p1} sigma2)^2 + sigma1^2
+                           (coverage step 1 holds exactly)
     """
     z = float(ndtri(1.0 - p1))
     if mode == "paper":

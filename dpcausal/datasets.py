@@ -28,7 +28,8 @@ def _observe(rng: np.random.Generator, pi: np.ndarray, y0: np.ndarray, y1: np.nd
 
 
 def make_experiment_a(n: int = 5000, slope: float = 3.0, random_state=None) -> Dataset:
-    """Exp. A (§6.2): d=1, pi = clip(expit(-0.2 + slope X1), 0.004, 0.996), Y = -0.05 + 0.225 X1 + 0.1 A + e.
+    """Exp. A (§6.2): d=1, pi = clip(expit(-0.2 + slope X1), 0.004, 0.996),
+    Y = -0.05 + 0.225 X1 + 0.1 A + e.
 
     e ~ N(0, 0.1^2); potential outcomes clipped to [-1, 1]. slope 3 (code) reproduces the released
     results, 6 is the paper's text (spec §6.2). True ATE 0.1 (before clipping, which is negligible).
@@ -42,7 +43,8 @@ def make_experiment_a(n: int = 5000, slope: float = 3.0, random_state=None) -> D
 
 
 def make_experiment_b(n: int = 250_000, random_state=None) -> Dataset:
-    """Exp. B (§6.3): d=2, tree-structured pi and gamma(X), Y = gamma(X) + 0.2 A + e, e ~ N(0, 0.05^2)."""
+    """Exp. B (§6.3): d=2, tree-structured pi and gamma(X), Y = gamma(X) + 0.2 A + e,
+    e ~ N(0, 0.05^2)."""
     rng = np.random.default_rng(random_state)
     X = rng.standard_normal((n, 2))
     x1, x2 = X[:, 0], X[:, 1]
@@ -54,7 +56,8 @@ def make_experiment_b(n: int = 250_000, random_state=None) -> Dataset:
 
 
 def make_experiment_c(n: int = 50_000, random_state=None) -> Dataset:
-    """Exp. C (§6.4): d=10, logistic pi clipped to [0.1, 0.9], binary Y ~ Bernoulli(expit(-0.05 + X b + 0.42585 A)).
+    """Exp. C (§6.4): d=10, logistic pi clipped to [0.1, 0.9], binary
+    Y ~ Bernoulli(expit(-0.05 + X b + 0.42585 A)).
 
     The returned true ATE is the population value E[expit(.. + 0.42585) - expit(..)], computed on a
     large independent Monte Carlo sample (about 0.1000, spec §6.4).
@@ -76,7 +79,8 @@ def _population_ate_c(m: int = 2_000_000) -> float:
 
 
 def make_experiment_d(n: int = 20_000, random_state=None) -> Dataset:
-    """Exp. D (§6.5): d=20, logistic pi clipped to [0.1, 0.9], Y = -0.08 + X b + 0.15 A + e, e ~ N(0, 0.05^2)."""
+    """Exp. D (§6.5): d=20, logistic pi clipped to [0.1, 0.9], Y = -0.08 + X b + 0.15 A + e,
+    e ~ N(0, 0.05^2)."""
     rng = np.random.default_rng(random_state)
     X = rng.standard_normal((n, 20))
     pi = np.clip(expit(0.1 + X @ BETA_PI_D), 0.1, 0.9)

@@ -149,7 +149,8 @@ class PrivateATE:
         return {
             "estimator": self.estimator, "n": n, "d": d, "n_folds": cal.n_folds,
             "folds": self.folds if isinstance(self.folds, str) else "custom",
-            "propensity_model": _describe(self._propensity_model()) if self.estimator != "g" else None,
+            "propensity_model": (_describe(self._propensity_model())
+                                 if self.estimator != "g" else None),
             "outcome_model": _describe(self._outcome_model()) if self.estimator != "ipw" else None,
             "aggregators": "harmonic(pi), harmonic(1-pi), mean(mu)",
             "outcome_bounds": list(map(float, self.outcome_bounds)),
@@ -162,7 +163,8 @@ class PrivateATE:
 
     # ------------------------------------------------------------------ phases
     def validate(self, X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Check data and parameters (ValueError before anything is fitted); clip Y to the bounds."""
+        """Check data and parameters (ValueError before anything is fitted); clip Y to the
+        bounds."""
         Xa, Aa, Ya = check_data(X, A, Y)
         self._params(Xa.shape[0], Xa.shape[1])
         lo, hi = map(float, self.outcome_bounds)
@@ -235,7 +237,8 @@ class PrivateATE:
         gamma = scores(self.estimator, A, Y, nuisances, cal.centre)
         tau_hat, v_hat = ate_and_variance(gamma)
         rng = (random_state if isinstance(random_state, np.random.Generator)
-               else np.random.default_rng(self._seeds()[1] if random_state is None else random_state))
+               else np.random.default_rng(self._seeds()[1] if random_state is None
+                                          else random_state))
         return draw_release(
             tau_hat, v_hat, cal, rng, alpha=self.alpha, p1=self.p1, ci_mode=self.ci,
             delta=self.delta, params=self.public_params(n, d or 0), evaluation=evaluation,
@@ -257,7 +260,8 @@ class PrivateATE:
     def __repr__(self) -> str:
         defaults = PrivateATE().get_params()
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
-                         if not (isinstance(v, (str, int, float, tuple, type(None))) and v == defaults[k]))
+                         if not (isinstance(v, (str, int, float, tuple, type(None)))
+                                 and v == defaults[k]))
         return f"PrivateATE({args})"
 
 

@@ -191,7 +191,8 @@ def groups(experiment: str, max_folds: int | None = None) -> dict[tuple, list[Me
 
 
 def make_data(experiment: str, rep: int, n: int | None = None, base_seed: int = 42):
-    """Fresh data of repetition ``rep``, seeded by (base_seed, rep) (spec §6.1: new data per rep)."""
+    """Fresh data of repetition ``rep``, seeded by (base_seed, rep) (spec §6.1: new data per
+    rep)."""
     exp = EXPERIMENTS[experiment]
     return exp.generate(n or exp.n, random_state=[base_seed, rep])
 

@@ -1,4 +1,5 @@
-"""Public fold assignment: spec dp_ate_ensemble.md §2.2 step 1 and §1.3 ("implementation consequences").
+"""Public fold assignment: spec dp_ate_ensemble.md §2.2 step 1 and §1.3 ("implementation
+consequences").
 
 Folds depend only on public quantities (n, K, a seed), never on data values, so that under
 replace-one neighbouring the changed record keeps its fold.

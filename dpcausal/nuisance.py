@@ -48,7 +48,8 @@ def fit_fold(
     outcome_model: Any,
     propensity_clip: float,
 ) -> FoldModels:
-    """Fit fold k's nuisances on ``rows`` only: spec §2.2 step 2, T-learner outcomes, §2.7 fallbacks.
+    """Fit fold k's nuisances on ``rows`` only: spec §2.2 step 2, T-learner outcomes, §2.7
+    fallbacks.
 
     The models are unfitted prototypes (``sklearn.base.clone`` of the user's): each fit works on
     a deep copy, which is what a clone gives at a sixth of the cost.
@@ -131,6 +132,7 @@ def linear_form(model: Nuisance) -> tuple[str, np.ndarray, float] | None:
     """
     if type(model) is LinearRegression and np.ndim(model.coef_) == 1:
         return "linear", np.asarray(model.coef_, dtype=float), float(model.intercept_)
-    if type(model) is LogisticRegression and len(model.classes_) == 2 and list(model.classes_) == [0, 1]:
+    if (type(model) is LogisticRegression and len(model.classes_) == 2
+            and list(model.classes_) == [0, 1]):
         return "logistic", np.asarray(model.coef_[0], dtype=float), float(model.intercept_[0])
     return None

@@ -60,7 +60,8 @@ class ATERelease(ResultMixin):
     def summary_rows(self) -> list[tuple[str, str]]:
         p, z = self.privacy, self.noise
         level = f"{100 * (1 - self.alpha):g}% CI"
-        ci = "not released (ci_share=0)" if self.ci is None else f"[{self.ci[0]:.6g}, {self.ci[1]:.6g}]"
+        ci = ("not released (ci_share=0)" if self.ci is None
+              else f"[{self.ci[0]:.6g}, {self.ci[1]:.6g}]")
         rows = [
             ("estimator", f"{self.estimator.upper()}  (n={self.n}, K={self.n_folds})"),
             ("ATE (private)", f"{self.ate:.6g}"),
@@ -90,7 +91,8 @@ def draw_release(
     params: dict[str, Any] | None = None,
     evaluation: bool = False,
 ) -> ATERelease:
-    """tau_DP = tau_hat + N(0, sigma1^2); with zeta2 > 0 also V_DP and the eq. 12 CI: spec §2.2, §3."""
+    """tau_DP = tau_hat + N(0, sigma1^2); with zeta2 > 0 also V_DP and the eq. 12 CI: spec §2.2,
+    §3."""
     g1, g2 = rng.standard_normal(2)
     cal = calibration
     ate = tau_hat + cal.sigma_ate * g1

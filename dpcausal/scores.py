@@ -1,4 +1,5 @@
-"""Scores, point estimate and variance estimate: spec dp_ate_ensemble.md §2.1 and §2.2 step 4 (eq. 6)."""
+"""Scores, point estimate and variance estimate: spec dp_ate_ensemble.md §2.1 and §2.2 step 4
+(eq. 6)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ def outcome_scale(estimator: str, outcome_bounds: tuple[float, float]) -> tuple[
 
 
 def theorem1_constant(estimator: str, B_mu: float, B_pi: float) -> float:
-    """C of Theorem 1: 16 B_mu^2 (G), 4 B_mu^2 B_pi^2 (IPW), 16 B_mu^2 (1+B_pi)^2 (AIPW); spec §2.4."""
+    """C of Theorem 1: 16 B_mu^2 (G), 4 B_mu^2 B_pi^2 (IPW), 16 B_mu^2 (1+B_pi)^2 (AIPW);
+    spec §2.4."""
     return {
         "g": 16.0 * B_mu**2,
         "ipw": 4.0 * B_mu**2 * B_pi**2,
@@ -37,7 +38,8 @@ def theorem1_constant(estimator: str, B_mu: float, B_pi: float) -> float:
 
 
 def lemma_constants(estimator: str, B_mu: float, B_pi: float) -> tuple[float, float]:
-    """(Delta_=, kappa) of Lemmas 4, 5, 7 (mean/harmonic aggregators over all K-1 models); spec §2.4.
+    """(Delta_=, kappa) of Lemmas 4, 5, 7 (mean/harmonic aggregators over all K-1 models);
+    spec §2.4.
 
     Delta_= bounds the change of the replaced row's score; kappa/(K-1) bounds the change of every
     score outside the replaced row's fold.

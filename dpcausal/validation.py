@@ -91,8 +91,8 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
             raise ValueError(f"{name} must be one of {allowed}, got {params[name]!r}")
     if params["sensitivity"] == "released_code":
         warnings.warn(
-            "sensitivity='released_code' reproduces the paper's plotting constants, which are NOT a "
-            "valid privacy bound for AIPW (spec §2.4); never use it for a release",
+            "sensitivity='released_code' reproduces the paper's plotting constants, which are "
+            "NOT a valid privacy bound for AIPW (spec §2.4); never use it for a release",
             UserWarning,
             stacklevel=3,
         )

@@ -83,4 +83,5 @@ def reproduce_experiments(which: list[str] = ["A", "B", "C", "D"],  # noqa: B006
     start = time.perf_counter()
     results = {w: FLOWS[w](reps=reps, n=n, max_folds=max_folds, out_dir=out_dir)
                for w in dict.fromkeys(which)}
-    return write_report(results, time.perf_counter() - start, str(Path(out_dir) / "reproduction.md"))
+    return write_report(results, time.perf_counter() - start,
+                        str(Path(out_dir) / "reproduction.md"))

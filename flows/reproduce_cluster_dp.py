@@ -48,7 +48,8 @@ def experiment_plan(reps: int | None) -> dict[str, dict[str, Any]]:
 
 @flow(name="reproduce_cluster_dp", persist_result=False, retries=0)
 def reproduce_cluster_dp(out_dir: str = "reports", reps: int | None = None) -> str:
-    """Run experiments 1-7, save the figures and write ``<out_dir>/cluster_dp.md``; return its path."""
+    """Run experiments 1-7, save the figures and write ``<out_dir>/cluster_dp.md``; return its
+    path."""
     plan = experiment_plan(reps)
     results, timings = {}, {}
     for name, kwargs in plan.items():

@@ -24,7 +24,8 @@ def build_estimator(config: ReleaseConfig, *, for_fitting: bool = False) -> Priv
         kwargs.update(estimator=_FIT_ESTIMATOR, propensity_clip=_FIT_PROPENSITY_CLIP)
     models = config.models
     return PrivateATE(
-        propensity_model=build_model(models.propensity.name, models.propensity.params, "propensity"),
+        propensity_model=build_model(models.propensity.name, models.propensity.params,
+                                     "propensity"),
         outcome_model=build_model(models.outcome.name, models.outcome.params, "outcome"),
         **kwargs,
     )

@@ -45,8 +45,8 @@ def read_frame(source: DataSource) -> pd.DataFrame:
     if source.path is not None:
         path = Path(source.path)
         if not path.is_file():
-            raise ValueError(f"data file {str(path)!r} does not exist; check data.path in the config "
-                             "(relative paths are resolved against the working directory)")
+            raise ValueError(f"data file {str(path)!r} does not exist; check data.path in the "
+                             "config (relative paths are resolved against the working directory)")
         if path.suffix.lower() == ".csv":
             return pd.read_csv(path)
         return pd.read_parquet(path)
@@ -57,7 +57,8 @@ def read_frame(source: DataSource) -> pd.DataFrame:
         engine = sqlalchemy.create_engine(url)
     except Exception as exc:  # noqa: BLE001 - any URL problem becomes one readable message
         raise ValueError(f"data.url is not a usable SQLAlchemy URL ({type(exc).__name__}); "
-                         "expected e.g. sqlite:///path.db or postgresql+psycopg://user@host/db") from None
+                         "expected e.g. sqlite:///path.db or "
+                         "postgresql+psycopg://user@host/db") from None
     try:
         with engine.connect() as conn:
             return pd.read_sql_query(sqlalchemy.text(source.sql), conn)
@@ -70,7 +71,8 @@ def read_frame(source: DataSource) -> pd.DataFrame:
         engine.dispose()
 
 
-def select_columns(frame: pd.DataFrame, columns: Columns) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+def select_columns(frame: pd.DataFrame, columns: Columns
+                   ) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     """(X, A, Y) by name; an unknown column is a ValueError listing the available ones."""
     names = list(map(str, frame.columns))
     wanted = [("columns.treatment", columns.treatment), ("columns.outcome", columns.outcome)]
@@ -79,7 +81,8 @@ def select_columns(frame: pd.DataFrame, columns: Columns) -> tuple[pd.DataFrame,
         if name not in names:
             raise ValueError(f"{key} names column {name!r}, which is not in the data; "
                              f"available columns: {names}")
-    covariates = columns.covariates or [c for c in names if c not in (columns.treatment, columns.outcome)]
+    covariates = columns.covariates or [c for c in names
+                                        if c not in (columns.treatment, columns.outcome)]
     if not covariates:
         raise ValueError("no covariate columns: list them in columns.covariates")
     return frame[covariates], frame[columns.treatment], frame[columns.outcome]
@@ -94,7 +97,8 @@ def load_data(config: ReleaseConfig) -> LoadedData:
         if not config.evaluation:
             # the library's clipping warning states how many rows were clipped: a data-dependent
             # count, so in release mode it is not shown (or logged) anywhere
-            warnings.filterwarnings("ignore", message=r".*outside outcome_bounds", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r".*outside outcome_bounds",
+                                    category=UserWarning)
         Xa, Aa, Ya = est.validate(X, A, Y)
     return LoadedData(X=Xa, A=Aa, Y=Ya, fingerprint=fingerprint(Xa, Aa, Ya),
                       covariates=tuple(map(str, X.columns)))

@@ -51,7 +51,8 @@ def charged_release(dataset: str, release_id: str, charge: PrivacyCharge,
 
 
 def spent(dataset: str) -> dict[str, Any]:
-    """The dataset's cumulative spend: zeta (None unless all charges are Gaussian), epsilon at delta."""
+    """The dataset's cumulative spend: zeta (None unless all charges are Gaussian), epsilon at
+    delta."""
     with Ledger() as led:
         s = led.spent(dataset)
     return {"zeta": s.zeta, "epsilon": s.epsilon, "delta": s.delta, "n_charges": s.n_charges}

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 from prefect.cache_policies import CachePolicy
 
-# Bump when fit_fold_chunk or the library's fold fitting changes meaning (TASK_SOURCE cannot see it).
+# Bump when fit_fold_chunk or the library's fold fitting changes meaning (TASK_SOURCE cannot see
+# it).
 CODE_VERSION = "fold-fit-v1"
 
 

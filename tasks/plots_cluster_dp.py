@@ -1,4 +1,5 @@
-"""Figures and thin Prefect tasks for the Cluster-DP reproduction (``flows/reproduce_cluster_dp.py``).
+"""Figures and thin Prefect tasks for the Cluster-DP reproduction
+(``flows/reproduce_cluster_dp.py``).
 
 Each ``plot_*`` draws one paper figure from an experiment DataFrame of
 ``dpcausal.cluster_dp.experiments`` and writes a PNG (Agg backend); figure names follow the paper's

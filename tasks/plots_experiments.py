@@ -189,9 +189,10 @@ def write_report(results: dict[str, dict[str, Any]], seconds: float, out_path: s
              f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC ({platform.node() or 'host'}, "
              f"2 shared cores). **Total run time: {seconds / 60:.1f} min** ({seconds:.0f} s)."),
              "",
-             ("Spec: `dp_ate_ensemble.md` §6; targets §6.8. The nuisance models are fitted once per "
-             "(repetition, model pair, K) and the non-private τ̂, V̂ are stored per repetition; "
-             "noise N(0, σ1²) of each sensitivity mode is added at summary time with a fixed seed "
+             ("Spec: `dp_ate_ensemble.md` §6; targets §6.8. The nuisance models are fitted once "
+             "per (repetition, model pair, K) and the non-private τ̂, V̂ are stored per "
+             "repetition; noise N(0, σ1²) of each sensitivity mode is added at summary time with "
+             "a fixed seed "
              f"({NOISE_SEED}), as the authors' scripts do (spec §6.1). Data seed (42, rep)."),
              "",
              ("**Released-code constants (rows marked `released_code` / `*`) are for comparison "

@@ -1,4 +1,5 @@
-"""Figures and thin Prefect tasks for the Clip-User reproduction (``flows/reproduce_user_level.py``).
+"""Figures and thin Prefect tasks for the Clip-User reproduction
+(``flows/reproduce_user_level.py``).
 
 Each ``plot_*`` draws the equivalent of one paper figure from a DataFrame of
 ``dpcausal.user_level.experiments`` and writes a PNG (Agg backend) named ``user_level_fig<k>.png``.

@@ -131,7 +131,8 @@ def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
     """One MLflow run for the release; returns ``{"run_id", "experiment_id", "tracking_uri"}``."""
     from tasks.plots_release import plot_release
 
-    if not config.evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
+    if not config.evaluation and (release.get("nonprivate") is not None
+                                  or release.get("evaluation")):
         raise AssertionError("bug: a release-mode result carries non-private values")
     with release_run(config, release_id, flow_run_id, flow_run_name,
                      release_params(config, release), release_metrics(release, spent),

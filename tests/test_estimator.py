@@ -177,7 +177,8 @@ def _ok():
     ({"ci_share": 1.0}, None, r"ci_share must be in \[0, 1\)"),
     ({"estimator": "dr"}, None, "estimator must be one of"),
     ({"outcome_bounds": (1, -1)}, None, "outcome_bounds must be finite with low < high"),
-    ({"propensity_model": LinearRegression()}, None, "propensity_model must implement fit and predict_proba"),
+    ({"propensity_model": LinearRegression()}, None,
+     "propensity_model must implement fit and predict_proba"),
     ({"sigma2": "exact"}, None, "sigma2 must be one of"),
     ({"p1": 0.05}, None, r"p1 must be in \(0, alpha/2\)"),
 ])

@@ -24,7 +24,8 @@ def test_sigma_zero_matches_loop_reference(estimator, models):
     if models == "linear":
         prop, out = LogisticRegression(), LinearRegression()
     else:
-        prop, out = DecisionTreeClassifier(max_depth=2, random_state=0), DecisionTreeRegressor(max_depth=2, random_state=0)
+        prop, out = (DecisionTreeClassifier(max_depth=2, random_state=0),
+                     DecisionTreeRegressor(max_depth=2, random_state=0))
     K, bounds, eta = 6, (-1.0, 1.0), 0.1
     est = PrivateATE(estimator=estimator, propensity_model=prop, outcome_model=out, n_folds=K,
                      folds="contiguous", outcome_bounds=bounds, propensity_clip=eta, random_state=0)
@@ -50,7 +51,8 @@ def test_asymmetric_bounds_shift_trick_keeps_estimate():
 
 @pytest.mark.parametrize("estimator", ["g", "ipw", "aipw"])
 def test_k2_reduces_to_two_fold_cross_fitting(estimator):
-    """Spec §5 item 8: with K=2 each row uses exactly the other fold's models (1/pi of one model)."""
+    """Spec §5 item 8: with K=2 each row uses exactly the other fold's models (1/pi of one
+    model)."""
     X, A, Y = _data(200, 2, seed=11)
     Y = np.clip(Y, -1, 1)
     eta = 0.05

@@ -137,7 +137,8 @@ def test_adversarial_neighbours_respect_every_bound(estimator, n, K):
 
 
 def _constant_models(K, base, changed):
-    """FoldModels for K folds: fold 0 has config ``changed``, the others ``base`` = (pi, mu1, mu0)."""
+    """FoldModels for K folds: fold 0 has config ``changed``, the others ``base`` =
+    (pi, mu1, mu0)."""
     return [FoldModels(k, *(changed if k == 0 else base)) for k in range(K)]
 
 
@@ -188,7 +189,8 @@ def test_released_code_aipw_sensitivity_is_violated():
 
 @pytest.mark.parametrize("estimator", ["g", "aipw"])
 def test_halved_sensitivity_is_caught(estimator):
-    """Negative control (privacy_testing.md): a sensitivity divided by 2 is exceeded by the attack."""
+    """Negative control (privacy_testing.md): a sensitivity divided by 2 is exceeded by the
+    attack."""
     K, eta, n = 50, 0.2, 5000
     _, config = _best_corner(K, eta, estimator)
     gap = _attack_gap(K, n, eta, estimator, config)

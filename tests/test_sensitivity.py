@@ -64,7 +64,8 @@ def test_experiment_d_sigma1(K, g, ipw, aipw):
     ("A", "g", 5000, 200, 5, 0.006201), ("B", "g", 250000, 500, 5, 0.000530),
     ("B", "aipw", 250000, 500, 5, 0.003178), ("C", "ipw", 50000, 500, 10, 0.005947)])
 def test_sigma2_paper_at_zeta2_one(setting, est, n, K, B_pi, target):
-    assert sqrt_variance_sensitivity(est, n, K, 1.0, B_pi, "paper") == pytest.approx(target, rel=1e-3)
+    assert (sqrt_variance_sensitivity(est, n, K, 1.0, B_pi, "paper")
+            == pytest.approx(target, rel=1e-3))
 
 
 def test_sigma2_tight_example():

@@ -1,8 +1,8 @@
 """Aggregate baselines that release only a number: Noisy Horvitz-Thompson and Noisy Histogram.
 
-Spec cluster_dp.md §2.4, §2.5 with errata E2, E3 and E8: sensitivities use the public response space,
-never the observed outcomes. ``mode="strict"`` (default) is valid under substitution of one label;
-``mode="paper"`` reproduces Props. A.2/A.3 as printed.
+Spec cluster_dp.md §2.4, §2.5 with errata E2, E3 and E8: sensitivities use the public response
+space, never the observed outcomes. ``mode="strict"`` (default) is valid under substitution of one
+label; ``mode="paper"`` reproduces Props. A.2/A.3 as printed.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ def _cells(z: np.ndarray, cidx: np.ndarray) -> np.ndarray:
 def noisy_ht_scales(
     n_cell: np.ndarray, space: ResponseSpace, epsilon: float, mode: str = "strict"
 ) -> np.ndarray:
-    """Laplace scales eta_c = Delta_c/eps per cluster: Prop. A.2 (paper) / §6 E3 (strict), spec §2.4.
+    """Laplace scales eta_c = Delta_c/eps per cluster: Prop. A.2 (paper) / §6 E3 (strict),
+    spec §2.4.
 
-    Delta_c = max|y| / min(n_{0,c}, n_{1,c}) (paper) or (max Y - min Y) / min(n_{0,c}, n_{1,c}) (strict).
+    Delta_c = max|y| / min(n_{0,c}, n_{1,c}) (paper) or (max Y - min Y) / min(n_{0,c}, n_{1,c})
+    (strict).
     """
     _check(epsilon, mode)
     num = space.B if mode == "paper" else space.width
@@ -47,7 +49,8 @@ def noisy_ht_scales(
 
 
 def noisy_histogram_scales(n_cell: np.ndarray, epsilon: float, mode: str = "strict") -> np.ndarray:
-    """Laplace scales eta_{a,c} = k/(n_{a,c} eps), k = 1 (Prop. A.3) or 2 (strict, §6 E2); spec §2.5. Shape (C, 2)."""
+    """Laplace scales eta_{a,c} = k/(n_{a,c} eps), k = 1 (Prop. A.3) or 2 (strict, §6 E2);
+    spec §2.5. Shape (C, 2)."""
     _check(epsilon, mode)
     return (1.0 if mode == "paper" else 2.0) / (np.asarray(n_cell, float) * epsilon)
 
@@ -81,7 +84,8 @@ def noisy_ht(
     """Noisy Horvitz-Thompson ATE: Algorithm 3, spec §2.4.
 
     tau_hat = sum_c (n_c/n)(difference in means in c + w_c), w_c ~ Laplace(eta_c).
-    ``noise`` (standard Laplace, one per cluster) replaces the draw, for one-shot experiments (§4.8).
+    ``noise`` (standard Laplace, one per cluster) replaces the draw, for one-shot experiments
+    (§4.8).
     """
     y_idx, z, cidx, n_cell = _prepare(y, z, c, space)
     eta = noisy_ht_scales(n_cell, space, epsilon, mode)
@@ -142,7 +146,8 @@ def noisy_ht_var(
 def noisy_histogram_var(
     var_nodp: float, n_cell: np.ndarray, space: ResponseSpace, epsilon: float, mode: str = "strict"
 ) -> float:
-    """Var = Var_z[tau_hat_NoDP] + 2 ||y||^2 sum_c (n_c/n)^2 (eta_0c^2 + eta_1c^2): spec §2.5 (exact)."""
+    """Var = Var_z[tau_hat_NoDP] + 2 ||y||^2 sum_c (n_c/n)^2 (eta_0c^2 + eta_1c^2): spec §2.5
+    (exact)."""
     n_cell = np.asarray(n_cell, float)
     wc = n_cell.sum(axis=1) / n_cell.sum()
     eta = noisy_histogram_scales(n_cell, epsilon, mode)
@@ -152,7 +157,8 @@ def noisy_histogram_var(
 def aggregate_charge(
     method: str, epsilon: float, space: ResponseSpace, mode: str = "strict"
 ) -> PrivacyCharge:
-    """Data-free ledger charge of a Noisy-HT / Noisy-Histogram release under substitution (§6 E2, E3).
+    """Data-free ledger charge of a Noisy-HT / Noisy-Histogram release under substitution
+    (§6 E2, E3).
 
     In strict mode the charge is ``epsilon``. In paper mode the scales are too small for
     substitution neighbours, so the true cost is charged: Noisy-Histogram 2 epsilon (L1 sensitivity

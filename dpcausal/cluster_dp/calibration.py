@@ -1,11 +1,13 @@
-"""Privacy calibration of Cluster-DP and Uniform-Prior-DP: epsilon <-> lambda (spec cluster_dp.md §2.8).
+"""Privacy calibration of Cluster-DP and Uniform-Prior-DP: epsilon <-> lambda
+(spec cluster_dp.md §2.8).
 
 Two accountings are kept side by side (spec §6 E1, E7):
 
-* ``"paper"``: eps1 = min(1/sigma, 2/gamma), Theorem 3.1 as printed; for reproducing the figures only.
+* ``"paper"``: eps1 = min(1/sigma, 2/gamma), Theorem 3.1 as printed; for reproducing the figures
+  only.
 * ``"strict"``: eps1 = 2/sigma. Under substitution one label moves 1/n_{a,c} of mass between two
-  bins, so the histogram's L1 sensitivity is 2/n_{a,c}, and the published q_tilde is never covered by
-  the 2/gamma branch (which bounds only the resampling given q_tilde). sigma = 0 is refused.
+  bins, so the histogram's L1 sensitivity is 2/n_{a,c}, and the published q_tilde is never covered
+  by the 2/gamma branch (which bounds only the resampling given q_tilde). sigma = 0 is refused.
 
 In both, sigma = inf means the uniform prior (no data access, eps1 = 0; spec §2.3, A2).
 """
@@ -42,7 +44,8 @@ def _check_sigma(sigma: float) -> None:
 def eps1(sigma: float, gamma: float, mode: str = "strict") -> float:
     """Epsilon of releasing q_tilde (step M1): Theorem 3.1 first term, spec §2.8 and §6 E1/E7.
 
-    ``paper``: min(1/sigma, 2/gamma); ``strict``: 2/sigma (inf when sigma = 0). 1/0 = inf, 1/inf = 0.
+    ``paper``: min(1/sigma, 2/gamma); ``strict``: 2/sigma (inf when sigma = 0). 1/0 = inf,
+    1/inf = 0.
     """
     _check_mode(mode)
     _check_sigma(sigma)
@@ -63,7 +66,8 @@ def _resample_eps(lam: float, p_min: float, delta: float) -> float:
     slack = 1.0 - lam - delta
     if slack <= 0:
         raise ValueError(
-            f"delta={delta!r} >= 1 - lam={1 - lam!r}: the guarantee degenerates (epsilon -> 0 with a "
+            f"delta={delta!r} >= 1 - lam={1 - lam!r}: the guarantee degenerates "
+            "(epsilon -> 0 with a "
             "delta that already allows publishing a label); use delta < 1 - lam"
         )
     if lam == 0 or p_min == 0:
@@ -76,10 +80,11 @@ def eps_total(
 ) -> float:
     """Epsilon of Cluster-DP at resampling probability lam: Theorem 3.1, spec §2.8.
 
-    .. math:: \\varepsilon = \\varepsilon_1(\\sigma,\\gamma) + \\log(1 + (1-\\lambda-\\delta)/(\\lambda\\gamma))
+    .. math:: \\varepsilon = \\varepsilon_1(\\sigma,\\gamma)
+              + \\log(1 + (1-\\lambda-\\delta)/(\\lambda\\gamma))
 
-    ``sigma = inf`` means the uniform prior; then gamma is ignored and p_min = 1/K is not known here,
-    so use :func:`uniform_eps` for that case.
+    ``sigma = inf`` means the uniform prior; then gamma is ignored and p_min = 1/K is not known
+    here, so use :func:`uniform_eps` for that case.
     """
     _check_unit("gamma", gamma)
     e1 = eps1(sigma, gamma, mode)
@@ -111,7 +116,8 @@ def lam_for(eps: float, delta: float, gamma: float, sigma: float, mode: str = "s
     eps_t = eps - e1
     if not eps_t > 0:
         raise ValueError(
-            f"infeasible: eps={eps!r} <= eps1={e1!r} spent on the prior release ({mode} accounting, "
+            f"infeasible: eps={eps!r} <= eps1={e1!r} spent on the prior release "
+            f"({mode} accounting, "
             f"sigma={sigma!r}, gamma={gamma!r}); raise sigma or eps"
         )
     return (1.0 - delta) / (1.0 + gamma * math.expm1(eps_t))

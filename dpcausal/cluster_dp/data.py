@@ -1,4 +1,5 @@
-"""Data generators for the experiments of spec cluster_dp.md §4: GMM clusters and a YouTube-like graph.
+"""Data generators for the experiments of spec cluster_dp.md §4: GMM clusters and a YouTube-like
+graph.
 
 The real com-Youtube data cannot be fetched here; :func:`make_youtube_like` is the deterministic
 synthetic stand-in of spec §4.2 and its results are labelled "YouTube-like synthetic".
@@ -42,7 +43,8 @@ class Population:
 
 
 def _quantize(yp: np.ndarray, k_prime: int, scale: float) -> np.ndarray:
-    """y(0) = clip(round(y'/Delta), -K', K') with Delta = 2 scale / K' (spec §4.1, §4.2 Option A)."""
+    """y(0) = clip(round(y'/Delta), -K', K') with Delta = 2 scale / K' (spec §4.1, §4.2
+    Option A)."""
     delta = 2 * scale / k_prime
     return np.clip(np.rint(yp / delta), -k_prime, k_prime) + 0.0  # + 0.0: no negative zeros
 
@@ -58,7 +60,8 @@ def make_gmm(
     """GMM super-population: spec §4.1.
 
     y'_i = sqrt(beta) mu_c + sqrt(v - beta) w_i with mu_c, w_i ~ N(0, 1); y(0) is y' quantized to
-    {-K'..K'} (step 2 sqrt(v)/K', clipped beyond ±2 sqrt(v)) and y(1) = y(0) + tau, so the ATE is tau.
+    {-K'..K'} (step 2 sqrt(v)/K', clipped beyond ±2 sqrt(v)) and y(1) = y(0) + tau, so the ATE is
+    tau.
     ``seed`` fixes mu and w, so sweeping beta uses common random numbers.
     """
     if not 0 <= beta <= v:
@@ -77,7 +80,8 @@ def make_gmm(
 def youtube_like_sizes(
     n_clusters: int = 50, smallest: int = 199, ratio: float = 1.0295938, total: int = 22179
 ) -> np.ndarray:
-    """Cluster sizes round(199 r^j), residual added to the largest so they sum to 22,179 (spec §4.2)."""
+    """Cluster sizes round(199 r^j), residual added to the largest so they sum to 22,179
+    (spec §4.2)."""
     sizes = np.rint(smallest * ratio ** np.arange(n_clusters)).astype(np.int64)
     sizes[-1] += total - sizes.sum()
     return sizes
@@ -92,8 +96,8 @@ def make_youtube_like(
 ) -> Population:
     """YouTube-like synthetic community data with Option A quantization to K = 8 levels (spec §4.2).
 
-    Cluster features (n_c, internal edges, outside edges, density) are drawn from the stand-in model,
-    centred and scaled to unit norm across the 50 clusters; y'(0) = x_c^T coef + N(0, v^2),
+    Cluster features (n_c, internal edges, outside edges, density) are drawn from the stand-in
+    model, centred and scaled to unit norm across the 50 clusters; y'(0) = x_c^T coef + N(0, v^2),
     y(0) = clip(round(y'/Delta), -3, 3) with Delta = 2 sd(y')/3, y(1) = y(0) + 1, Y = {-3..4}.
     ``noise_seed`` (default: from ``seed``) redraws only the outcome noise w_i (Exp. 7).
     """
@@ -125,7 +129,8 @@ def draw_subpopulation(
 
 
 def assign_balanced(rng: np.random.Generator, cidx: np.ndarray, reps: int = 1) -> np.ndarray:
-    """Completely randomized within clusters, n_{1,c} = floor(n_c/2) treated; shape (reps, n) (spec §4.1, §4.2)."""
+    """Completely randomized within clusters, n_{1,c} = floor(n_c/2) treated; shape (reps, n)
+    (spec §4.1, §4.2)."""
     C = int(cidx.max()) + 1
     n_c = np.bincount(cidx, minlength=C)
     order = np.argsort(cidx[None, :] + rng.random((reps, cidx.size)), axis=1)

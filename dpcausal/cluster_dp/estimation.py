@@ -1,4 +1,5 @@
-"""Debiased ATE estimation from a Cluster-DP release and its variance estimator (spec cluster_dp.md §3).
+"""Debiased ATE estimation from a Cluster-DP release and its variance estimator
+(spec cluster_dp.md §3).
 
 All functions here are post-processing: they see only (cluster, arm, y_tilde), q_tilde and lambda.
 """
@@ -16,15 +17,18 @@ STRATA = ("clusters", "none")
 
 
 def debias(y_tilde: np.ndarray, m: np.ndarray, lam: float) -> np.ndarray:
-    """Per-unit debiased value y_hat = (y_tilde - lam m_{c,a}) / (1 - lam): Theorem 3.2 / eq. 27, spec §3.1.
+    """Per-unit debiased value y_hat = (y_tilde - lam m_{c,a}) / (1 - lam): Theorem 3.2 / eq. 27,
+    spec §3.1.
 
-    This is entry y_tilde of yvec^T Q^{-1} with Q^{-1} = (I - lam q_t 1^T)/(1 - lam) (Sherman-Morrison).
+    This is entry y_tilde of yvec^T Q^{-1} with Q^{-1} = (I - lam q_t 1^T)/(1 - lam)
+    (Sherman-Morrison).
     """
     return (np.asarray(y_tilde, dtype=float) - lam * np.asarray(m, dtype=float)) / (1.0 - lam)
 
 
 def unit_weights(s: np.ndarray, z: np.ndarray, S: int) -> np.ndarray:
-    """Weights w_i with tau_hat = sum_i w_i v_i: (n_s/n)(z_i/n_{1,s} - (1-z_i)/n_{0,s}), eq. (5), spec §1.1."""
+    """Weights w_i with tau_hat = sum_i w_i v_i: (n_s/n)(z_i/n_{1,s} - (1-z_i)/n_{0,s}), eq. (5),
+    spec §1.1."""
     z2 = np.atleast_2d(z)
     s2 = np.broadcast_to(s, z2.shape)
     R, n = z2.shape
@@ -42,8 +46,8 @@ def stratified_dim(
     """Stratified difference in means and its Neyman-type variance estimate, per repetition.
 
     tau_hat = sum_s (n_s/n)(mean_{1,s} v - mean_{0,s} v) (eq. 5 / Theorem 3.2, spec §3.1) and
-    V_hat = sum_s (n_s/n)^2 (s^2_{1,s}/n_{1,s} + s^2_{0,s}/n_{0,s}) (spec §3.6); a cell with one unit
-    gives V_hat = nan. Shapes: v (R, n) or (n,), s (n,) codes 0..S-1, z (n,) or (R, n).
+    V_hat = sum_s (n_s/n)^2 (s^2_{1,s}/n_{1,s} + s^2_{0,s}/n_{0,s}) (spec §3.6); a cell with one
+    unit gives V_hat = nan. Shapes: v (R, n) or (n,), s (n,) codes 0..S-1, z (n,) or (R, n).
     """
     v2 = np.atleast_2d(np.asarray(v, dtype=float))
     z2 = np.broadcast_to(np.atleast_2d(z), v2.shape)
@@ -88,7 +92,8 @@ class ClusterDPEstimate(ResultMixin):
 
 
 def make_estimate(tau: float, vhat: float, strata: str, level: float, n: int) -> ClusterDPEstimate:
-    """Wrap a point estimate and V_hat into a result with a normal CI: tau ± z_{(1+level)/2} sqrt(V_hat), spec §3.6."""
+    """Wrap a point estimate and V_hat into a result with a normal CI: tau ± z_{(1+level)/2}
+    sqrt(V_hat), spec §3.6."""
     se = float(np.sqrt(vhat))
     zq = float(norm.ppf(0.5 + level / 2))
     return ClusterDPEstimate(

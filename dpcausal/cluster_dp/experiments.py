@@ -1,8 +1,9 @@
 """Experiments 1-7 of spec cluster_dp.md §4 as pure functions returning DataFrames.
 
-Repetition counts are parameters (the paper uses R = 500 and 50 sub-populations; the flow that writes
-the report uses fewer and says so). Every function takes a ``seed`` for the GMM super-population and
-a ``rng_seed`` from which one independent stream per experiment part is spawned (spec §5 RNG).
+Repetition counts are parameters (the paper uses R = 500 and 50 sub-populations; the flow that
+writes the report uses fewer and says so). Every function takes a ``seed`` for the GMM
+super-population and a ``rng_seed`` from which one independent stream per experiment part is
+spawned (spec §5 RNG).
 Results from :func:`make_youtube_like` are "YouTube-like synthetic", never "YouTube".
 
 Two variance read-outs are used:
@@ -52,7 +53,8 @@ def _n1c(pop: Population) -> np.ndarray:
 
 
 def _fixed_picks(pop: Population, rng: np.random.Generator) -> np.ndarray:
-    """Indices of one default sub-population (500/1000/2000 per cluster), reused across beta (CRN)."""
+    """Indices of one default sub-population (500/1000/2000 per cluster), reused across beta
+    (CRN)."""
     return np.sort(
         np.concatenate(
             [
@@ -99,7 +101,7 @@ def analytic_var(
     return var_nodp(pop) + float(cond.mean())
 
 
-# ---- Experiment 1: privacy-variance trade-off (Fig. 2 1.a, 1.b) ------------------------------------
+# ---- Experiment 1: privacy-variance trade-off (Fig. 2 1.a, 1.b) ----------------------------------
 def exp1a(
     seed: int = 1,
     reps: int = 500,
@@ -110,7 +112,8 @@ def exp1a(
     sigma: float = 10.0,
     gamma_k: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
 ) -> pd.DataFrame:
-    """Fig. 2(1.a): Monte Carlo variance vs gamma at eps = 0.2, delta = 1e-4 (paper accounting; spec §4.3).
+    """Fig. 2(1.a): Monte Carlo variance vs gamma at eps = 0.2, delta = 1e-4 (paper accounting;
+    spec §4.3).
 
     Strict accounting is infeasible here (2/sigma = eps), so only paper mode is run. Rows:
     subpop, mechanism, gamma_k, lam, var, var_nodp.
@@ -194,7 +197,7 @@ def exp1b(
     return df.assign(best=df["var"] == best)
 
 
-# ---- Experiment 2: cluster quality (Fig. 2 1.c) ----------------------------------------------------
+# ---- Experiment 2: cluster quality (Fig. 2 1.c) --------------------------------------------------
 def exp2(
     seeds: tuple[int, ...] = (1,),
     draws: int = 500,
@@ -204,7 +207,8 @@ def exp2(
     gamma: float = 0.02,
     sigma: float = 10.0,
 ) -> pd.DataFrame:
-    """Fig. 2(1.c): Var[Cluster-DP]/Var[Cluster-Free-DP] at equal (lambda, gamma, sigma) vs beta (§4.4).
+    """Fig. 2(1.c): Var[Cluster-DP]/Var[Cluster-Free-DP] at equal (lambda, gamma, sigma) vs beta
+    (§4.4).
 
     Common random numbers: per super-population seed, the same mu_c, w_i, sub-population and (z, w)
     stream for every beta. Both use the stratified estimator; variances are analytic (§3.4). Several
@@ -250,7 +254,7 @@ def exp2(
     )
 
 
-# ---- Experiment 3 and 7: YouTube-like synthetic (Fig. 2 1.d, Fig. 7) -------------------------------
+# ---- Experiment 3 and 7: YouTube-like synthetic (Fig. 2 1.d, Fig. 7) -----------------------------
 def exp3(
     seed: int = 0,
     reps: int = 500,
@@ -259,7 +263,8 @@ def exp3(
     gamma: float = 0.0125,
     sigma: float = 5.0,
 ) -> pd.DataFrame:
-    """Fig. 2(1.d) on YouTube-like synthetic data: Cluster-DP vs Cluster-Free-DP, both stratified (§4.5)."""
+    """Fig. 2(1.d) on YouTube-like synthetic data: Cluster-DP vs Cluster-Free-DP, both stratified
+    (§4.5)."""
     pop = make_youtube_like(seed)
     (rng,) = _streams(rng_seed, 1)
     v0 = var_nodp(pop)
@@ -280,7 +285,8 @@ def exp7(
     gamma: float = 0.0125,
     sigma: float = 5.0,
 ) -> pd.DataFrame:
-    """Fig. 7: tau_hat - tau over realisations of (outcome noise w_i, z, DP) on YouTube-like data (§4.8)."""
+    """Fig. 7: tau_hat - tau over realisations of (outcome noise w_i, z, DP) on YouTube-like data
+    (§4.8)."""
     (rng,) = _streams(rng_seed, 1)
     rows = []
     for r in range(reps):
@@ -292,7 +298,7 @@ def exp7(
     return df.assign(err=df["tau_hat"] - df["tau"])
 
 
-# ---- Experiment 4: bias and Gaussianity (Figs. 3, 4) -----------------------------------------------
+# ---- Experiment 4: bias and Gaussianity (Figs. 3, 4) ---------------------------------------------
 def exp4(
     seed: int = 1,
     reps: int = 500,
@@ -301,7 +307,8 @@ def exp4(
     gamma: float = 0.02,
     sigma: float = 10.0,
 ) -> pd.DataFrame:
-    """Figs. 3/4: tau_hat_Q - tau over R realisations of (z, DP) on one default sub-population (§4.6)."""
+    """Figs. 3/4: tau_hat_Q - tau over R realisations of (z, DP) on one default sub-population
+    (§4.6)."""
     rng_sub, rng = _streams(rng_seed, 2)
     sub = draw_subpopulation(rng_sub, make_gmm(seed), SUB_SIZES)
     tau, vhat = simulate(sub, "cluster", lam, gamma, sigma, reps, rng)
@@ -322,7 +329,7 @@ def normality_summary(err: np.ndarray) -> dict[str, float]:
     }
 
 
-# ---- Experiment 5: Theorem 3.5 (Fig. 5) ------------------------------------------------------------
+# ---- Experiment 5: Theorem 3.5 (Fig. 5) ----------------------------------------------------------
 def exp5(
     seed: int = 1,
     reps: int = 500,
@@ -332,7 +339,8 @@ def exp5(
     gamma: float = 0.02,
     sigma: float = 10.0,
 ) -> pd.DataFrame:
-    """Fig. 5: empirical gap Var_hat_{DP,z} - Var_z[NoDP] against Theorem 3.5's band, beta swept (§4.7)."""
+    """Fig. 5: empirical gap Var_hat_{DP,z} - Var_z[NoDP] against Theorem 3.5's band, beta swept
+    (§4.7)."""
     rng_sub, rng = _streams(rng_seed, 2)
     picks = _fixed_picks(make_gmm(seed, beta=0.0), rng_sub)
     rows = []
@@ -365,7 +373,7 @@ def exp5(
     )
 
 
-# ---- Experiment 6: one-shot conditional bias (Fig. 6) ----------------------------------------------
+# ---- Experiment 6: one-shot conditional bias (Fig. 6) --------------------------------------------
 def exp6(
     seed: int = 1,
     n_dp_seeds: int = 50,
@@ -378,9 +386,9 @@ def exp6(
 ) -> pd.DataFrame:
     """Fig. 6: bias of a one-shot release (DP randomness fixed) over sub-populations and z (§4.8).
 
-    Per DP seed: standard Laplace W_c (Noisy-HT) and W_{a,c,y} (Noisy-Histogram and Cluster-DP), and per
-    super-population unit a resampling coin and a uniform, all drawn once. Rows: dp_seed, eps,
-    mechanism, bias (mean over sub-populations of tau_hat - 1).
+    Per DP seed: standard Laplace W_c (Noisy-HT) and W_{a,c,y} (Noisy-Histogram and Cluster-DP),
+    and per super-population unit a resampling coin and a uniform, all drawn once. Rows: dp_seed,
+    eps, mechanism, bias (mean over sub-populations of tau_hat - 1).
     """
     pop = make_gmm(seed)
     space, K, C = pop.space, pop.space.K, pop.C

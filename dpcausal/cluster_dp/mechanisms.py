@@ -90,7 +90,8 @@ def resample(
 def apply_resampling(
     y_idx: np.ndarray, g: np.ndarray, q_t: np.ndarray, keep: np.ndarray, u: np.ndarray
 ) -> np.ndarray:
-    """Algorithm 2 step 5 given the coins: y_tilde = y if keep else the inverse-CDF draw of q_t at u.
+    """Algorithm 2 step 5 given the coins: y_tilde = y if keep else the inverse-CDF draw of q_t
+    at u.
 
     The inverse-CDF draw uses one sorted array of all groups' CDFs, shifted by 2 per row so that a
     single ``searchsorted`` serves every (repetition, group). Shapes: q_t (R, G, K); g, keep, u

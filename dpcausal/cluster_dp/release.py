@@ -1,7 +1,8 @@
-"""ClusterDP: the production entry point that privatizes a unit-level dataset (spec cluster_dp.md §1.2, §5).
+"""ClusterDP: the production entry point that privatizes a unit-level dataset
+(spec cluster_dp.md §1.2, §5).
 
-``ClusterDP(...).privatize(df, ...)`` returns a :class:`ClusterDPRelease`: the privatized unit-level data,
-the public debiasing priors q_tilde and lambda; ``release.estimate()`` is post-processing.
+``ClusterDP(...).privatize(df, ...)`` returns a :class:`ClusterDPRelease`: the privatized unit-level
+data, the public debiasing priors q_tilde and lambda; ``release.estimate()`` is post-processing.
 """
 
 from __future__ import annotations
@@ -38,16 +39,19 @@ SMALL_GROUP = 20  # spec §5: warn when a (cluster, arm) group has fewer units
 
 
 class SmallGroupWarning(UserWarning):
-    """A (cluster, arm) group is so small that Laplace(sigma/n) noise swamps its histogram (spec §5)."""
+    """A (cluster, arm) group is so small that Laplace(sigma/n) noise swamps its histogram
+    (spec §5)."""
 
 
 @dataclass(frozen=True)
 class ClusterDPRelease:
-    """What the platform publishes: unit-level (cluster, treatment, outcome) and the priors (Fig. 1).
+    """What the platform publishes: unit-level (cluster, treatment, outcome) and the priors
+    (Fig. 1).
 
     Attributes
     ----------
-    data : DataFrame with columns cluster, treatment, outcome (privatized), in the input's row order.
+    data : DataFrame with columns cluster, treatment, outcome (privatized), in the input's row
+        order.
     priors : DataFrame with columns cluster, arm, value, q_tilde; one row per (cluster, arm, value).
         For ``cluster_free`` and ``uniform`` the arm-level prior is repeated for every cluster.
     lam : the resampling probability used.
@@ -77,7 +81,8 @@ class ClusterDPRelease:
         return p.groupby(["cluster", "arm"], sort=False)["_yq"].sum().rename("m").reset_index()
 
     def debiased(self) -> np.ndarray:
-        """Per-unit debiased outcomes y_hat (Theorem 3.2, spec §3.1), in row order; post-processing."""
+        """Per-unit debiased outcomes y_hat (Theorem 3.2, spec §3.1), in row order;
+        post-processing."""
         m = self.prior_means()
         keyed = self.data[["cluster", "treatment"]].merge(
             m, left_on=["cluster", "treatment"], right_on=["cluster", "arm"], how="left", sort=False
@@ -89,7 +94,8 @@ class ClusterDPRelease:
 
         Parameters
         ----------
-        strata : "clusters" (stratified by cluster, eq. 5) or "none" (plain difference of arm means).
+        strata : "clusters" (stratified by cluster, eq. 5) or "none" (plain difference of arm
+            means).
         level : confidence level of the normal interval.
         """
         if strata not in STRATA:
@@ -140,7 +146,8 @@ class ClusterDP:
 
     # ---- data-free calibration -------------------------------------------------------------
     def _params(self) -> tuple[float, float]:
-        """Validated (gamma, sigma) actually used; sigma = inf forces gamma = 1/K (uniform prior)."""
+        """Validated (gamma, sigma) actually used; sigma = inf forces gamma = 1/K (uniform
+        prior)."""
         if not isinstance(self.space, ResponseSpace):
             raise TypeError(f"space must be a ResponseSpace, got {type(self.space).__name__}")
         if self.mechanism not in MECHANISMS:
@@ -174,8 +181,9 @@ class ClusterDP:
             return 1.0 / K, math.inf
         if sigma == 0 and self.accounting == "strict":
             raise ValueError(
-                "sigma=0 publishes q_tilde as a deterministic function of the labels: no finite epsilon "
-                "under strict accounting (spec §6 E7); use sigma > 0, or accounting='paper' for figures"
+                "sigma=0 publishes q_tilde as a deterministic function of the labels: no finite "
+                "epsilon under strict accounting (spec §6 E7); use sigma > 0, or "
+                "accounting='paper' for figures"
             )
         if math.isinf(sigma):
             gamma = 1.0 / K
@@ -243,7 +251,8 @@ class ClusterDP:
         Parameters
         ----------
         df : DataFrame with one row per unit.
-        cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie in Y.
+        cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie
+            in Y.
         random_state : int, numpy Generator, or None (OS entropy).
         """
         lam, privacy = self.calibrate()
@@ -266,7 +275,8 @@ class ClusterDP:
         if empty.size:
             shown = [(labels[c], int(a)) for c, a in empty[:5]]
             raise ValueError(
-                f"(cluster, arm) groups with no units: {shown}; every cluster needs treated and control "
+                f"(cluster, arm) groups with no units: {shown}; every cluster needs treated and "
+                "control "
                 "units (n_c >= 2, spec §1.1); merge small clusters before releasing"
             )
         pooled = self.mechanism != "cluster"

@@ -38,7 +38,8 @@ def _fmt(x: float, digits: int) -> str:
 
 
 def targets() -> list[Check]:
-    """T1-T8 and T10 of spec §4.9, recomputed from the library and compared at the printed digits."""
+    """T1-T8 and T10 of spec §4.9, recomputed from the library and compared at the printed
+    digits."""
     out: list[Check] = []
 
     def add(tid: str, quantity: str, printed: list[str], values: list[float], digits: int) -> None:
@@ -231,7 +232,8 @@ def claims(r: dict[str, pd.DataFrame]) -> list[Check]:
             "Figs. 3/4/7: tau_hat - tau centred at 0 and approximately Gaussian",
             "unbiased, Gaussian",
             f"GMM: mean {s4['mean']:.4f}, |mean|/se {s4['z_mean']:.2f}, "
-            f"Shapiro p {s4['shapiro_p']:.3f} (R={s4['reps']}); YouTube-like: mean {s7['mean']:.4f}, "
+            f"Shapiro p {s4['shapiro_p']:.3f} (R={s4['reps']}); "
+            f"YouTube-like: mean {s7['mean']:.4f}, "
             f"|mean|/se {s7['z_mean']:.2f}, Shapiro p {s7['shapiro_p']:.3f} (R={s7['reps']})",
             ok5,
             "criterion: |mean| < 3 se and Shapiro-Wilk p > 0.01 for both",
@@ -248,7 +250,8 @@ def claims(r: dict[str, pd.DataFrame]) -> list[Check]:
             "Fig. 5: first term <= gap <= Theorem 3.5 bound",
             "gap inside the band",
             f"gap <= bound at every beta: {upper} (bound ~{e['bound'].mean():.1f} vs "
-            f"gap {e['gap'].min():.3f}-{e['gap'].max():.3f}); gap >= first term at {lower_strict} of "
+            f"gap {e['gap'].min():.3f}-{e['gap'].max():.3f}); "
+            f"gap >= first term at {lower_strict} of "
             f"{len(e)} beta values, and within 2 MC s.e. at all: {lower_mc}",
             upper and lower_mc,
             "the upper edge is a theorem (and ~300x loose); the lower edge is only observed "
@@ -325,7 +328,10 @@ def render(
         "",
         _md_table([[k, str(v)] for k, v in settings.items()], ["setting", "value"]),
         "",
-        f"## Deterministic targets (spec §4.9): {sum(c.reproduced for c in t)} of {len(t)} reproduced",
+        (
+            f"## Deterministic targets (spec §4.9): {sum(c.reproduced for c in t)} of {len(t)} "
+            "reproduced"
+        ),
         "",
         _md_table(
             [[c.id, c.quantity, c.printed, c.computed, mark[c.reproduced]] for c in t],
@@ -404,14 +410,18 @@ def render(
         "",
         (
             "- E1/E7: strict accounting charges 2/sigma for the published q_tilde (the paper's "
-            "1/sigma assumes sensitivity 1/n; substitution moves mass between two bins). Exp. 1.a is "
-            "infeasible under strict accounting (2/sigma = eps = 0.2) and is run in paper mode only."
+            "1/sigma assumes sensitivity 1/n; substitution moves mass between two bins). "
+            "Exp. 1.a is infeasible under strict accounting (2/sigma = eps = 0.2) and is run in "
+            "paper mode only."
         ),
         (
-            "- E2/E3: Noisy-Histogram and Noisy-HT use the paper's scales here (paper mode, for the "
-            "figure); the library defaults to the strict scales."
+            "- E2/E3: Noisy-Histogram and Noisy-HT use the paper's scales here (paper mode, for "
+            "the figure); the library defaults to the strict scales."
         ),
-        "- E5: A(x) uses the appendix product form; the Lemma A.11 constant is (lambda sqrt K + 1)/(1-lambda).",
+        (
+            "- E5: A(x) uses the appendix product form; the Lemma A.11 constant is "
+            "(lambda sqrt K + 1)/(1-lambda)."
+        ),
         "",
     ]
     return "\n".join(parts)

@@ -30,7 +30,8 @@ def simulate(
     z: np.ndarray | None = None,
     chunk: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """tau_hat and V_hat for ``reps`` repetitions of (z, DP): Theorem 3.2 / §3.6 on Algorithm 2 output.
+    """tau_hat and V_hat for ``reps`` repetitions of (z, DP): Theorem 3.2 / §3.6 on Algorithm 2
+    output.
 
     ``mechanism="none"`` gives the non-private stratified difference in means (eq. 5).
     ``z`` (n,) fixes the assignment (conditional-on-z experiments); otherwise it is redrawn.

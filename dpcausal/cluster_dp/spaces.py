@@ -1,4 +1,5 @@
-"""The public, finite response space Y and binning of continuous outcomes (spec cluster_dp.md §1.1, §2.7)."""
+"""The public, finite response space Y and binning of continuous outcomes (spec cluster_dp.md
+§1.1, §2.7)."""
 
 from __future__ import annotations
 
@@ -61,8 +62,10 @@ class ResponseSpace:
         if np.any(bad):
             shown = np.unique(y[bad])[:5].tolist()
             raise ValueError(
-                f"{name} has values outside the response space: {shown} (Y = {self.values.tolist()}); "
-                "bin continuous outcomes first with bin_continuous(x, edges, reps) using public edges"
+                f"{name} has values outside the response space: {shown} "
+                f"(Y = {self.values.tolist()}); "
+                "bin continuous outcomes first with bin_continuous(x, edges, reps) using public "
+                "edges"
             )
         return idx
 

@@ -1,7 +1,8 @@
-"""Exact variances, the cluster-quality metric and the Theorem 3.5 bound (spec cluster_dp.md §1.1, §3.2-3.5).
+"""Exact variances, the cluster-quality metric and the Theorem 3.5 bound (spec cluster_dp.md §1.1,
+§3.2-3.5).
 
-These use the potential outcomes (y0, y1) of every unit: simulation diagnostics and planning on public
-or synthetic data only, never on private data.
+These use the potential outcomes (y0, y1) of every unit: simulation diagnostics and planning on
+public or synthetic data only, never on private data.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ def _cluster_stats(
 def var_nodp_exact(y0: np.ndarray, y1: np.ndarray, cidx: np.ndarray, n1c: np.ndarray) -> float:
     """Neyman variance of the stratified difference in means over z: eq. (A.2), spec §1.1.
 
-    .. math:: \\sum_c \\frac{n_c^2}{n^2}\\Big(\\frac{S^2(y_c(1))}{n_{1,c}} + \\frac{S^2(y_c(0))}{n_{0,c}}
-              - \\frac{S^2(\\tau_c)}{n_c}\\Big)
+    .. math:: \\sum_c \\frac{n_c^2}{n^2}\\Big(\\frac{S^2(y_c(1))}{n_{1,c}}
+              + \\frac{S^2(y_c(0))}{n_{0,c}} - \\frac{S^2(\\tau_c)}{n_c}\\Big)
     """
     y0, y1 = np.asarray(y0, float), np.asarray(y1, float)
     n1c = np.asarray(n1c, float)
@@ -39,7 +40,8 @@ def var_nodp_exact(y0: np.ndarray, y1: np.ndarray, cidx: np.ndarray, n1c: np.nda
 
 
 def phi(y0: np.ndarray, y1: np.ndarray, cidx: np.ndarray, n1c: np.ndarray) -> tuple[float, float]:
-    """Cluster homogeneity metric phi_a = sum_c (n_c/n)^2 S^2(y_c(a))/n_{a,c}: Definition 3.4, spec §3.2."""
+    """Cluster homogeneity metric phi_a = sum_c (n_c/n)^2 S^2(y_c(a))/n_{a,c}: Definition 3.4,
+    spec §3.2."""
     n1c = np.asarray(n1c, float)
     C = n1c.size
     n_c, _, s1 = _cluster_stats(np.asarray(y1, float), cidx, C)
@@ -56,7 +58,8 @@ def a_term(
 ) -> np.ndarray | float:
     """A(x) of Theorem 3.5 (appendix form, spec §3.3 and §6 E5).
 
-    .. math:: A(x) = 2K\\Big[B^2\\big(\\tfrac{3}{(1-\\lambda)^2}+2\\big) + \\tfrac{(\\lambda\\sqrt K+1)^2}
+    .. math:: A(x) = 2K\\Big[B^2\\big(\\tfrac{3}{(1-\\lambda)^2}+2\\big)
+              + \\tfrac{(\\lambda\\sqrt K+1)^2}
               {(1-\\lambda)^2}\\|y\\|_2^2 (1-\\lambda(K-1)\\gamma)\\Big]
               \\Big[\\gamma + \\tfrac{\\sigma}{x}(e^{-\\gamma x/\\sigma} - e^{-x/\\sigma})\\Big]
     """
@@ -68,7 +71,8 @@ def a_term(
 
 
 def lemma_a12_bracket(x: np.ndarray | float, gamma: float, sigma: float) -> np.ndarray | float:
-    """gamma + (sigma/x)(e^{-gamma x/sigma} - e^{-x/sigma}) (Lemma A.12, spec §3.3); 1 at sigma = inf."""
+    """gamma + (sigma/x)(e^{-gamma x/sigma} - e^{-x/sigma}) (Lemma A.12, spec §3.3); 1 at
+    sigma = inf."""
     x = np.asarray(x, dtype=float)
     if np.isinf(sigma):
         out = np.ones_like(x)
@@ -93,7 +97,8 @@ def thm35_bound(
     gamma: float,
     sigma: float,
 ) -> tuple[float, float]:
-    """The two terms of Theorem 3.5's upper bound on Var_{DP,z}[tau_hat_Q] - Var_z[tau_hat_NoDP] (spec §3.3).
+    """The two terms of Theorem 3.5's upper bound on Var_{DP,z}[tau_hat_Q] - Var_z[tau_hat_NoDP]
+    (spec §3.3).
 
     Returns (first, second): first = (1/(1-lam)^2 - 1)(phi_0 + phi_1) (also the observed lower
     edge), second = sum_a sum_c (n_c/n)^2 A(n_{a,c})/n_{a,c}. ``n_cell`` has shape (C, 2).
@@ -119,11 +124,11 @@ def exact_cond_var(
     """Var_DP(tau_hat_Q | z, q_t) per repetition: spec §3.4 (equals eq. 26).
 
     .. math:: \\mathrm{Var}(\\hat y_i) = \\frac{\\lambda}{1-\\lambda}(y_i - m)^2
-              + \\frac{\\lambda V_q}{(1-\\lambda)^2}, \\quad \\mathrm{Var}(\\hat\\tau) = \\sum_i w_i^2
-              \\mathrm{Var}(\\hat y_i)
+              + \\frac{\\lambda V_q}{(1-\\lambda)^2}, \\quad \\mathrm{Var}(\\hat\\tau) =
+              \\sum_i w_i^2 \\mathrm{Var}(\\hat y_i)
 
-    ``y`` observed values (R, n) or (n,), ``g`` group codes, ``weights`` the estimator's unit weights
-    (:func:`dpcausal.cluster_dp.estimation.unit_weights`), ``q_t`` (R, G, K).
+    ``y`` observed values (R, n) or (n,), ``g`` group codes, ``weights`` the estimator's unit
+    weights (:func:`dpcausal.cluster_dp.estimation.unit_weights`), ``q_t`` (R, G, K).
     """
     vals = space.values
     m = q_t @ vals  # (R, G)

@@ -15,7 +15,8 @@ CAVEATS = (
     "(spec §7.6). Cluster-robust SEs are out of scope.",
     "Suppression changes the estimand: each cell mean may be shifted by up to bias_mean_bound; the "
     "ATE by up to ate_bias_bound (worst case, spec §7.6).",
-    "Variances are population-form (divisor c); a noisy variance below 0 is floored at 0 in the SE.",
+    "Variances are population-form (divisor c); a noisy variance below 0 is floored at 0 in "
+    "the SE.",
     "SEs do not include the DP noise; noise scales are reported alongside for that purpose.",
 )
 
@@ -30,7 +31,8 @@ def derive_ate(cells: pd.DataFrame, keys: list[str], arm: str) -> tuple[pd.DataF
     levels = np.sort(cells[arm].unique())
     if levels.size != 2:
         raise ValueError(
-            f"arm column {arm!r} must have exactly two levels to derive an ATE, got {levels.tolist()}")
+            f"arm column {arm!r} must have exactly two levels to derive an ATE, "
+            f"got {levels.tolist()}")
     control, treated = levels
     strata = [k for k in keys if k != arm]
     frame = cells.assign(_s=0) if not strata else cells
@@ -44,8 +46,10 @@ def derive_ate(cells: pd.DataFrame, keys: list[str], arm: str) -> tuple[pd.DataF
     out = pd.DataFrame({
         "ate": t["mean"].to_numpy(float) - c["mean"].to_numpy(float),
         "se": np.sqrt(var_t / t["c"].to_numpy(float) + var_c / c["c"].to_numpy(float)),
-        "ate_bias_bound": t["bias_mean_bound"].to_numpy(float) + c["bias_mean_bound"].to_numpy(float),
-        "noise_scale_ate": np.hypot(t["scale_mean"].to_numpy(float), c["scale_mean"].to_numpy(float)),
+        "ate_bias_bound": (t["bias_mean_bound"].to_numpy(float)
+                           + c["bias_mean_bound"].to_numpy(float)),
+        "noise_scale_ate": np.hypot(t["scale_mean"].to_numpy(float),
+                                    c["scale_mean"].to_numpy(float)),
         "c_treated": t["c"].to_numpy(float),
         "c_control": c["c"].to_numpy(float),
     }, index=idx).reset_index()

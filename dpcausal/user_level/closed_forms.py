@@ -61,7 +61,8 @@ def delta_mu(c: Any, gstar: Any, U: float) -> Any:
 
 
 def delta_var(c: Any, gstar: Any, U: float) -> Any:
-    """User-level sensitivity of the (clipped) population variance, Prop III.1 / Lemma III.3: spec §2.2.
+    """User-level sensitivity of the (clipped) population variance, Prop III.1 / Lemma III.3:
+    spec §2.2.
 
     .. math:: \\Delta_{Var} = U^2 T(c, \\Gamma^*)
     """
@@ -69,7 +70,8 @@ def delta_var(c: Any, gstar: Any, U: float) -> Any:
 
 
 def bias_mu(n: Any, c: Any, U: float) -> Any:
-    """Worst-case bias of the mean after keeping c of n samples, Thm IV.1: spec §2.3, ``U(n-c)/n``."""
+    """Worst-case bias of the mean after keeping c of n samples, Thm IV.1: spec §2.3,
+    ``U(n-c)/n``."""
     return U * (n - c) / n
 
 
@@ -168,7 +170,8 @@ def scalar_grid_error(
 def check_error_params(
     U: float, eps: float, variant: str, split: tuple[float, float], weights: tuple[float, float]
 ) -> None:
-    """Validate the public parameters of :func:`grid_error` (raises ``ValueError`` naming the fix)."""
+    """Validate the public parameters of :func:`grid_error` (raises ``ValueError`` naming the
+    fix)."""
     if not (isinstance(U, (int, float)) and math.isfinite(U) and U > 0):
         raise ValueError(f"U (the outcome range b - a) must be a finite number > 0, got {U!r}")
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):

@@ -1,4 +1,5 @@
-"""Data generators: the paper's synthetic occupancy design, an ITMS-like substitute, and record panels.
+"""Data generators: the paper's synthetic occupancy design, an ITMS-like substitute, and record
+panels.
 
 Only occupancy matters for Clip-User (worst-case analysis), so the first two return arrays ``A``;
 :func:`make_user_level_panel` returns records (unit, stratum, arm, ts, y) for the release path.
@@ -10,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 
-def make_user_level_synthetic(seed: int, G: int = 12, q: float = 0.01, gamma: float = 3) -> np.ndarray:
+def make_user_level_synthetic(seed: int, G: int = 12, q: float = 0.01,
+                              gamma: float = 3) -> np.ndarray:
     """Synthetic occupancy array of paper §VI-A2: spec ``user_level_clip.md`` §5.2.
 
     ``L = 2**G - 1`` users; user ``l`` in ``[2**j, 2**(j+1) - 1]`` occupies ``G - j`` cells drawn

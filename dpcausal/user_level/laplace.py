@@ -32,7 +32,8 @@ _GRID_BITS = 20
 
 
 def lattice_step(sensitivity: float) -> float:
-    """Power-of-two lattice step for a statistic of sensitivity ``Delta > 0``: ``<= Delta/2**20``."""
+    """Power-of-two lattice step for a statistic of sensitivity ``Delta > 0``:
+    ``<= Delta/2**20``."""
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
     return math.ldexp(1.0, math.floor(math.log2(sensitivity)) - _GRID_BITS)
@@ -101,7 +102,8 @@ def _bernoulli_exp(gamma: Fraction, rng: np.random.Generator) -> bool:
 
 
 def _uniform_below(b: int, rng: np.random.Generator) -> int:
-    """Exact uniform integer in [0, b) for arbitrary-size Python int b (rejection on random bits)."""
+    """Exact uniform integer in [0, b) for arbitrary-size Python int b (rejection on random
+    bits)."""
     if b < 2**62:
         return int(rng.integers(0, b))
     nbits = b.bit_length()

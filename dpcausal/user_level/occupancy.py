@@ -24,7 +24,8 @@ def as_occupancy(A: Any, name: str = "A") -> sp.csr_matrix:
     else:
         arr = np.asarray(A)
         if arr.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D users x cells array of counts, got shape {arr.shape}")
+            raise ValueError(f"{name} must be a 2-D users x cells array of counts, "
+                             f"got shape {arr.shape}")
         M = sp.csr_matrix(arr)
         data = M.data
     if M.shape[0] < 1 or M.shape[1] < 1:

@@ -84,7 +84,8 @@ class UserLevelPlan(ResultMixin):
                 "n_cells_capped": int((cells["m_g"] < cells["gamma_star"]).sum())}
 
     def privacy_charge(self) -> PrivacyCharge:
-        """Data-free cost of releasing this plan: per-unit worst case ``K * eps`` (Prop V.1, §1.5)."""
+        """Data-free cost of releasing this plan: per-unit worst case ``K * eps`` (Prop V.1,
+        §1.5)."""
         return PrivacyCharge(
             mechanism="laplace", epsilon=self.epsilon_total,
             detail={"K": self.K, "G1": self.G1, "epsilon_per_cell": self.epsilon,
@@ -99,7 +100,8 @@ class UserLevelPlan(ResultMixin):
 
 @dataclass(frozen=True)
 class UserLevelOutput(ResultMixin):
-    """Released cells, derived ATEs and the privacy figures of one :meth:`UserLevelRelease.release`."""
+    """Released cells, derived ATEs and the privacy figures of one
+    :meth:`UserLevelRelease.release`."""
 
     cells: pd.DataFrame
     ate: pd.DataFrame | None
@@ -189,7 +191,8 @@ class UserLevelRelease:
         if self.error_target is not None and not (
                 isinstance(self.error_target, (int, float)) and math.isfinite(self.error_target)
                 and self.error_target > 0):
-            raise ValueError(f"error_target must be a number > 0 or None, got {self.error_target!r}")
+            raise ValueError("error_target must be a number > 0 or None, "
+                             f"got {self.error_target!r}")
         if not (self.random_state is None or isinstance(self.random_state, (int, np.integer))
                 or isinstance(self.random_state, np.random.Generator)):
             raise TypeError(
@@ -205,7 +208,8 @@ class UserLevelRelease:
     # ------------------------------------------------------------------ plan
     def plan(self, records: pd.DataFrame, unit: str = "unit_id",
              cell: str | Sequence[str] = ("stratum", "arm"), order: str | None = None,
-             record: str | None = None, expected_occupancy_hash: str | None = None) -> UserLevelPlan:
+             record: str | None = None,
+             expected_occupancy_hash: str | None = None) -> UserLevelPlan:
         """Plan the release from the occupancy alone (no values read, no privacy cost).
 
         Parameters
@@ -228,7 +232,8 @@ class UserLevelRelease:
         if expected_occupancy_hash is not None and h != expected_occupancy_hash:
             raise ValueError(
                 f"expected_occupancy_hash={expected_occupancy_hash[:12]}... does not match the "
-                f"records' occupancy {h[:12]}...: the occupancy must equal the registered public one")
+                f"records' occupancy {h[:12]}...: the occupancy must equal the registered "
+                "public one")
         U, eps = cfg["U"], cfg["epsilon"]
         kw = dict(variant=cfg["variant"], split=cfg["split"], weights=cfg["weights"])
         occ = np.diff(A.indptr)
@@ -294,7 +299,8 @@ class UserLevelRelease:
         """
         cfg = self._config()
         if not isinstance(plan, UserLevelPlan):
-            raise TypeError(f"plan must be the UserLevelPlan from .plan(), got {type(plan).__name__}")
+            raise TypeError("plan must be the UserLevelPlan from .plan(), "
+                            f"got {type(plan).__name__}")
         if plan.config != cfg:
             raise ValueError("plan was made with different settings than this release "
                              f"({plan.config} vs {cfg}); re-plan with these settings")
@@ -309,7 +315,8 @@ class UserLevelRelease:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
-                f"value column {value!r} has {int(bad.sum())} values outside bounds {cfg['bounds']} "
+                f"value column {value!r} has {int(bad.sum())} values outside bounds "
+                f"{cfg['bounds']} "
                 f"or missing (first at row {i}: {yv[i]!r}); clamp to the public bounds before "
                 "release or declare wider bounds")
         A, units, keys, perm = _occupancy_from_records(records, plan.unit, list(plan.cell),
@@ -434,7 +441,8 @@ def _occupancy_from_records(records: Any, unit: str, cell: str | Sequence[str],
 
 
 def _keep_mask(perm: _Sorted, retained: np.ndarray) -> np.ndarray:
-    """For records sorted by (unit, cell, order): keep the first ``retained[group]`` of each group."""
+    """For records sorted by (unit, cell, order): keep the first ``retained[group]`` of each
+    group."""
     u, g = perm.unit_codes, perm.cell_codes
     new = np.ones(u.size, bool)
     new[1:] = (u[1:] != u[:-1]) | (g[1:] != g[:-1])

@@ -23,7 +23,8 @@ def test_scales_paper_and_strict():
 
 
 def test_sensitivity_fuzz_strict_holds_paper_fails():
-    """|f(D) - f(D')| over substituted labels vs Delta_c: strict bound holds, paper's is exceeded (E3)."""
+    """|f(D) - f(D')| over substituted labels vs Delta_c: strict bound holds, paper's is exceeded
+    (E3)."""
     rng = np.random.default_rng(0)
     c = np.repeat([0, 1], [8, 12])
     z = np.array([0, 1] * 4 + [0, 0, 1] * 4)

@@ -76,7 +76,8 @@ def test_closed_forms_match_spec_both_branches():
 
 
 def test_lemma_a7_shared_noise():
-    """n * max|q_t - q_t'| <= 2 for neighbours (one label substituted) with the same noise w (§3.8 item 2)."""
+    """n * max|q_t - q_t'| <= 2 for neighbours (one label substituted) with the same noise w
+    (§3.8 item 2)."""
     rng = np.random.default_rng(7)
     worst = 0.0
     for _ in range(3000):
@@ -133,7 +134,8 @@ def test_prior_release_epsilon_strict_holds_paper_is_exceeded():
 
 
 def _enumerate_ratio(q_t, lam, eps, y, y2):
-    """Exact enumeration over every output vector: max log-ratio and delta slack, both directions."""
+    """Exact enumeration over every output vector: max log-ratio and delta slack, both
+    directions."""
     Q = transition_matrix(q_t, lam)
     K, n = len(q_t), len(y)
     worst, slack = -np.inf, 0.0
@@ -150,7 +152,8 @@ def _enumerate_ratio(q_t, lam, eps, y, y2):
 
 @pytest.mark.parametrize("delta", [0.0, 1e-2])
 def test_exact_privacy_resampling_given_prior(delta):
-    """Resampling step M2 given q_t >= gamma: enumerate all outputs of 3 units, K = 3 (spec §2.8)."""
+    """Resampling step M2 given q_t >= gamma: enumerate all outputs of 3 units, K = 3
+    (spec §2.8)."""
     gamma, sigma = 0.1, math.inf  # sigma irrelevant for M2; eps_t alone
     q_t = np.array([0.1, 0.1, 0.8])  # the bound is tight at an output with q_t = gamma
     eps_t = 1.5

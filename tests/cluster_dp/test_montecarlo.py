@@ -1,4 +1,5 @@
-"""Monte Carlo checks of unbiasedness and the variance formulas (spec cluster_dp.md §3.8 items 5-8, 10-12).
+"""Monte Carlo checks of unbiasedness and the variance formulas (spec cluster_dp.md §3.8 items 5-8,
+10-12).
 
 Marked slow: run with ``pytest -m slow tests/cluster_dp``.
 """

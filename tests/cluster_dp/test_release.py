@@ -1,4 +1,5 @@
-"""ClusterDP public API (issue 10): release contents, post-processing estimate, refusals before noise."""
+"""ClusterDP public API (issue 10): release contents, post-processing estimate, refusals before
+noise."""
 
 import dataclasses
 import math

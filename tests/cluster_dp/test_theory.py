@@ -1,4 +1,5 @@
-"""Deterministic theory (spec cluster_dp.md §3.2-3.5, §4.9 T5-T7) against loops and printed digits."""
+"""Deterministic theory (spec cluster_dp.md §3.2-3.5, §4.9 T5-T7) against loops and printed
+digits."""
 
 import math
 
@@ -72,7 +73,8 @@ def test_var_nodp_and_phi_match_loops():
 
 
 def test_exact_cond_var_matches_eq_26_with_explicit_inverse():
-    """Spec §3.4: sum_i w_i^2 Var(y_hat_i) equals the sum over units of w_i^2 (Q^{-T}y)^2-moments."""
+    """Spec §3.4: sum_i w_i^2 Var(y_hat_i) equals the sum over units of w_i^2
+    (Q^{-T}y)^2-moments."""
     rng = np.random.default_rng(1)
     K, lam = 5, 0.7
     space = ResponseSpace(np.arange(K) - 2.0)

@@ -49,7 +49,8 @@ def test_at_least_two_examples_ship():
 
 def test_demo_values_are_read():
     cfg = load_config(DEMO)
-    assert (cfg.estimator.estimator, cfg.estimator.n_folds, cfg.estimator.fold_seed) == ("aipw", 200, 2026)
+    assert (cfg.estimator.estimator, cfg.estimator.n_folds,
+            cfg.estimator.fold_seed) == ("aipw", 200, 2026)
     assert cfg.models.propensity.name == "logistic" and cfg.models.outcome.name == "linear"
     assert cfg.ledger.dataset_id == "demo-experiment-a"
 

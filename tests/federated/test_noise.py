@@ -10,7 +10,8 @@ def _binomial_fit_pvalue(z, m, p):
     counts = np.bincount(z, minlength=m + 1)
     expected = binom.pmf(np.arange(m + 1), m, p) * z.size
     keep = expected > 5
-    return chisquare(counts[keep], expected[keep] * counts[keep].sum() / expected[keep].sum()).pvalue
+    return chisquare(counts[keep],
+                     expected[keep] * counts[keep].sum() / expected[keep].sum()).pvalue
 
 
 def test_pbm_reports_follow_the_claimed_binomial():

@@ -26,7 +26,8 @@ def flow_logs(flow_run_id: str) -> list[str]:
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
     with get_client(sync_client=True) as client:
-        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
     return [log.message for log in logs]
 
 
@@ -42,7 +43,8 @@ class Scanner:
 
     def __init__(self, secrets: dict[str, float]) -> None:
         self.secrets = {k: float(v) for k, v in secrets.items()}
-        self.packed = {k: (struct.pack("<d", v), struct.pack(">d", v)) for k, v in self.secrets.items()}
+        self.packed = {k: (struct.pack("<d", v), struct.pack(">d", v))
+                       for k, v in self.secrets.items()}
 
     def value_hits(self, x: float, where: str) -> list[str]:
         return [f"{name} as number in {where}" for name, v in self.secrets.items()

@@ -74,7 +74,8 @@ def test_bad_input_fails_with_one_paragraph_and_no_charge(cli_config, exp_a_csv,
 def test_exhausted_budget_is_a_clean_error_without_charge(cli_config, invoke):
     dataset = "cli-small-budget"
     path = cli_config(ledger={"dataset_id": dataset, "budget": 1.0})
-    _assert_bad(invoke("run", path, "--no-progress"), r"budget exhausted for dataset cli-small-budget")
+    _assert_bad(invoke("run", path, "--no-progress"),
+                r"budget exhausted for dataset cli-small-budget")
     with Ledger() as led:
         assert led.spent(dataset).n_charges == 0
 
@@ -99,7 +100,8 @@ def test_help_lists_run_and_demo_without_importing_heavy_libraries():
                           text=True, env=dict(os.environ), check=True)
     assert "run" in proc.stdout and "demo" in proc.stdout
     out = subprocess.run([sys.executable, "-c", "import cli.main, cli.run_cmd, sys; "
-                          "print(sorted(m for m in ('mlflow', 'prefect', 'sklearn') if m in sys.modules))"],
+                          "print(sorted(m for m in ('mlflow', 'prefect', 'sklearn') "
+                          "if m in sys.modules))"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

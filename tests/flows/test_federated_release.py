@@ -137,7 +137,8 @@ def test_release_over_the_cap_is_refused_before_any_noise(make_fed, draws):
     exp = client.get_experiment_by_name(cfg.experiment_name)
     refused = client.search_runs([exp.experiment_id], "tags.refused = 'true'")
     assert len(refused) == 1 and refused[0].info.status == "FAILED" and not refused[0].data.metrics
-    assert refused[0].data.tags["refusal"].startswith(f"budget exhausted for dataset {cfg.ledger.dataset_id}")
+    assert refused[0].data.tags["refusal"].startswith(
+        f"budget exhausted for dataset {cfg.ledger.dataset_id}")
 
 
 @pytest.mark.parametrize("override, data_fix, match", [

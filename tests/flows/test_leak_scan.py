@@ -26,7 +26,8 @@ def test_release_mode_leaks_no_nonprivate_value(make_config, project, tmp_path):
     secrets = evaluation["release"]["nonprivate"]
     scanner = Scanner({"tau_hat": secrets["ate"], "V_hat": secrets["variance"]})
 
-    out = run_release(make_config(f"mlflow.tracking_uri={rel_uri}", "mlflow.experiment=leak-release"))
+    out = run_release(make_config(f"mlflow.tracking_uri={rel_uri}",
+                                  "mlflow.experiment=leak-release"))
     rel = out["release"]
     assert rel["nonprivate"] is None
 

@@ -45,7 +45,8 @@ def test_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(make_
     gone = sorted(chunks)[0]
     gone.unlink()
     fifth = run_release(make_config(seed))
-    assert sorted(task_states(_flow_run_id(fifth)).values()) == ["Cached", "Cached", "Cached", "Completed"]
+    assert (sorted(task_states(_flow_run_id(fifth)).values())
+            == ["Cached", "Cached", "Cached", "Completed"])
     assert gone.exists()
 
 
@@ -84,7 +85,8 @@ def test_mlflow_run_holds_public_params_private_metrics_and_artifacts(make_confi
     assert not any(k.startswith("nonprivate") for k in m)
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert arts == {"release.json", "release.png"}
-    stored = json.loads(Path(client.download_artifacts(run.info.run_id, "release.json")).read_text())
+    stored = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "release.json")).read_text())
     assert stored["ate"] == rel["ate"]
 
 
@@ -115,7 +117,8 @@ def test_exhausted_budget_stops_before_noise_and_charges_nothing(make_config, re
     exp = client.get_experiment_by_name(cfg.experiment_name)
     [run] = client.search_runs([exp.experiment_id])
     assert run.data.tags["refused"] == "true" and run.info.status == "FAILED"
-    assert run.data.tags["refusal"].startswith(f"budget exhausted for dataset {cfg.ledger.dataset_id}")
+    assert run.data.tags["refusal"].startswith(
+        f"budget exhausted for dataset {cfg.ledger.dataset_id}")
     assert not run.data.metrics  # nothing was released
     flow_run_id = run.data.tags["prefect.flow_run_id"]
     assert task_states(flow_run_id) == {}  # no fold was fitted
@@ -130,7 +133,8 @@ def test_a_release_refused_at_reservation_is_also_recorded(make_config, monkeypa
 
     from tasks import ledger_ops
 
-    monkeypatch.setattr(ledger_ops, "check_budget", lambda *a, **k: None)  # the early check missed it
+    # the early check missed it
+    monkeypatch.setattr(ledger_ops, "check_budget", lambda *a, **k: None)
     cfg = make_config("ledger.budget=1.0")
     with pytest.raises(BudgetExceededError):
         run_release(cfg)

@@ -61,7 +61,8 @@ class Page:
         self.send("Page.navigate", url=url)
 
     def text(self) -> str:
-        res = self.send("Runtime.evaluate", expression="document.body ? document.body.innerText : ''",
+        res = self.send("Runtime.evaluate",
+                        expression="document.body ? document.body.innerText : ''",
                         returnByValue=True)
         return res.get("result", {}).get("value", "")
 
@@ -73,8 +74,8 @@ class Page:
             if not missing:
                 return text
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: {missing} not shown after {timeout:.0f} s; page text "
-                                     f"starts: {text[:1500]!r}")
+                raise AssertionError(f"{what}: {missing} not shown after {timeout:.0f} s; "
+                                     f"page text starts: {text[:1500]!r}")
             time.sleep(1)
 
     def scroll_to(self, heading: str) -> bool:

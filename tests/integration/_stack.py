@@ -65,7 +65,8 @@ class Stack:
             if run["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
                 return run
             if time.monotonic() > deadline:
-                pytest.fail(f"flow run {run['name']} still {run['state_name']} after {timeout:.0f} s "
+                pytest.fail(f"flow run {run['name']} still {run['state_name']} "
+                            f"after {timeout:.0f} s "
                             f"(worker log: {self.data / 'services' / 'logs' / 'worker.log'})")
             time.sleep(1)
 

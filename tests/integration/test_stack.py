@@ -100,7 +100,8 @@ def test_cron_schedule_fires_and_exhausted_budget_is_refused(stack: Stack) -> No
         "filter": f"tags.refused = 'true' and tags.dataset_id = '{DATASET}'"})["runs"]
     assert len(refused) >= 1
     assert all(not r["data"].get("metrics") for r in refused)  # recorded, nothing released
-    assert "budget exhausted" in {t["key"]: t["value"] for t in refused[0]["data"]["tags"]}["refusal"]
+    assert "budget exhausted" in {t["key"]: t["value"]
+                                  for t in refused[0]["data"]["tags"]}["refusal"]
 
 
 def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None:

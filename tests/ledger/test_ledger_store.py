@@ -47,7 +47,8 @@ def test_check_refuses_exactly_what_a_reservation_would_and_records_nothing(led:
     _publish(led, "run-1/ate", gauss(0.9))
     fits = math.sqrt(1.5**2 - 0.9**2)  # 1.2: exactly the remaining zeta
     led.check("ds", gauss(fits))
-    with pytest.raises(BudgetExceededError, match=r"^budget exhausted for dataset ds: spent zeta=0\.9"):
+    with pytest.raises(BudgetExceededError,
+                       match=r"^budget exhausted for dataset ds: spent zeta=0\.9"):
         led.check("ds", gauss(fits * 1.001))
     assert list(led.history("ds")["release_id"]) == ["run-1/ate"]  # read-only
     assert led.has_dataset("ds") and not led.has_dataset("other")

@@ -80,8 +80,8 @@ def test_repr_shows_no_data(tmp_path):
 
 
 @pytest.mark.parametrize("mutate, columns, match", [
-    (None, {"treatment": "arm"}, r"columns\.treatment names column 'arm', which is not in the data; "
-                                 r"available columns: \['x1', 'x2', 'treated', 'y'\]"),
+    (None, {"treatment": "arm"}, r"columns\.treatment names column 'arm', which is not in the "
+                                 r"data; available columns: \['x1', 'x2', 'treated', 'y'\]"),
     (None, {"covariates": ["x1", "zz"]}, r"columns\.covariates names column 'zz'"),
     (lambda d: d.assign(treated=d["treated"] * 2), {}, r"treatment A must be coded 0/1"),
     (lambda d: d.assign(x1=d["x1"].astype(str) + "u"), {}, r"X has non-numeric columns \['x1'\]"),
@@ -99,7 +99,8 @@ def test_missing_file_and_bad_sql(tmp_path):
         _load(_config({"path": str(tmp_path / "missing.csv")}))
     with sqlite3.connect(tmp_path / "d.db") as conn:
         _frame().to_sql("trial", conn, index=False)
-    with pytest.raises(ValueError, match=r"data\.sql failed against data\.url: OperationalError: no such table"):
+    with pytest.raises(ValueError, match=r"data\.sql failed against data\.url: "
+                                         r"OperationalError: no such table"):
         _load(_config({"sql": "SELECT * FROM nope", "url": f"sqlite:///{tmp_path / 'd.db'}"}))
     with pytest.raises(ValueError, match=r"data\.url is not a usable SQLAlchemy URL"):
         _load(_config({"sql": "SELECT 1", "url": "nodialect://x"}))

@@ -40,8 +40,10 @@ def test_fingerprint_sees_values_shape_and_dtype_not_memory_layout():
 def test_chunk_key_depends_on_each_part():
     base = ms.chunk_key("fp", "plan", [0, 1], "models")
     assert base == ms.chunk_key("fp", "plan", [np.int64(0), 1], "models")
-    others = {ms.chunk_key("fp2", "plan", [0, 1], "models"), ms.chunk_key("fp", "plan2", [0, 1], "models"),
-              ms.chunk_key("fp", "plan", [0, 2], "models"), ms.chunk_key("fp", "plan", [0, 1], "m2")}
+    others = {ms.chunk_key("fp2", "plan", [0, 1], "models"),
+              ms.chunk_key("fp", "plan2", [0, 1], "models"),
+              ms.chunk_key("fp", "plan", [0, 2], "models"),
+              ms.chunk_key("fp", "plan", [0, 1], "m2")}
     assert base not in others and len(others) == 4
 
 
@@ -62,7 +64,8 @@ def test_save_and_load_roundtrip_and_missing_chunk(tmp_path):
 def test_policy_drops_the_cache_record_when_the_chunk_file_is_gone(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
-    ctx = SimpleNamespace(result_store=SimpleNamespace(result_storage=SimpleNamespace(basepath=results)))
+    ctx = SimpleNamespace(result_store=SimpleNamespace(
+        result_storage=SimpleNamespace(basepath=results)))
     inputs = {"data_fp": "fp", "plan": "p", "folds": [0, 1], "models": "m", "store": str(tmp_path)}
     key = ms.chunk_key("fp", "p", [0, 1], "m")
     record = results / key

@@ -1,4 +1,5 @@
-"""What a release logs to MLflow (params, metrics) and its plot; release mode refuses non-private."""
+"""What a release logs to MLflow (params, metrics) and its plot; release mode refuses
+non-private."""
 
 import pytest
 from prefect.logging import disable_run_logger

@@ -41,7 +41,8 @@ def blocks(counts):
 
 
 def brute_sensitivity(stat, counts, values):
-    """max over users k and neighbour pairs (differ only in k's samples) of |stat(D1) - stat(D2)|."""
+    """max over users k and neighbour pairs (differ only in k's samples) of
+    |stat(D1) - stat(D2)|."""
     n = sum(counts)
     D = all_datasets(n, values)
     s = np.array([stat(d) for d in D])

@@ -105,7 +105,8 @@ def test_variance_sensitivity_brute_force_P2(counts):
 
 @pytest.mark.parametrize("counts", [(2, 1), (3, 1), (2, 2, 1), (1, 1, 1, 1), (3, 2)])
 def test_variance_sensitivity_upper_bound_on_finer_grid_P2(counts):
-    assert brute_sensitivity(pop_var, counts, GRID5) <= delta_var(sum(counts), max(counts), 1.0) + 1e-12
+    assert (brute_sensitivity(pop_var, counts, GRID5)
+            <= delta_var(sum(counts), max(counts), 1.0) + 1e-12)
 
 
 @pytest.mark.parametrize("counts", [(1, 1, 1), (3, 1), (2, 2, 1), (1, 1, 1, 1, 1), (4, 2)])

@@ -24,7 +24,8 @@ def test_synthetic_design_laws():
 @pytest.mark.skipif(PROTO is None, reason="spec prototype not present (oracle only)")
 @pytest.mark.parametrize("seed,gamma", [(1000, 3), (1003, 9)])
 def test_synthetic_matches_the_spec_rng_order(seed, gamma):
-    assert np.array_equal(make_user_level_synthetic(seed, gamma=gamma), PROTO.synth(seed, gamma=gamma))
+    assert np.array_equal(make_user_level_synthetic(seed, gamma=gamma),
+                          PROTO.synth(seed, gamma=gamma))
 
 
 @pytest.mark.skipif(PROTO is None, reason="spec prototype not present (oracle only)")

@@ -199,7 +199,8 @@ def test_mean_only_release_has_no_variance(records):
 def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
     """Same seed => same noise, so out(D) - out(D') is the statistic's change: it stays within the
     plan's declared sensitivities on random neighbours, attains delta_mu on the witness pair, and a
-    halved sensitivity would be caught. Also epsilon_total = max_l eps * #cells retained (Thm II.3)."""
+    halved sensitivity would be caught. Also epsilon_total = max_l eps * #cells retained
+    (Thm II.3)."""
     rng = np.random.default_rng(4)
     rows = [(u, cell, rng.random(), rng.uniform(0, 10))
             for u in range(30) for cell in range(3) if (u + cell) % 4
