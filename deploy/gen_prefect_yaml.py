@@ -1,71 +1,86 @@
-"""Writes deploy/prefect.yaml: every flow's deployment, config dicts read from conf/ (run from the
-project root)."""
-import yaml
+"""Prints deploy/prefect.yaml: every flow's deployment, with the config dicts read from conf/.
+
+    python deploy/gen_prefect_yaml.py > deploy/prefect.yaml
+"""
 from pathlib import Path
-root = Path(".")
-def conf(p): return yaml.safe_load((root / p).read_text())
-pool = {"name": "dpcausal-pool", "work_queue_name": "default"}
-deps = [
-  {"name": "demo", "entrypoint": "flows/deployed.py:release_from_config",
-   "description": "Core DP ATE release of conf/release/demo.yaml; edit `overrides` (dotted keys, "
-                  "e.g. {\"estimator.zeta\": 1.0}) in the UI's Run > Custom run.",
-   "parameters": {"config_path": "conf/release/demo.yaml", "overrides": {},
-                  "refresh_demo_data": True},
-   "tags": ["release", "ate"]},
-  {"name": "nightly", "entrypoint": "flows/deployed.py:release_from_config",
-   "description": "Nightly: refresh the demo dataset (data/demo/experiment_a.csv), then release "
-                  "its ATE. Refused (Failed, recorded in MLflow) once the dataset's budget is "
-                  "spent.",
-   "parameters": {"config_path": "conf/release/demo.yaml", "overrides": {},
-                  "refresh_demo_data": True},
-   "schedules": [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}],
-   "tags": ["release", "ate", "nightly"]},
-  {"name": "from-config", "entrypoint": "flows/deployed.py:release_from_config",
-   "description": "Any release kind from a config file (ate, cluster_dp, federated, user_level) "
-                  "plus dotted overrides.",
-   "parameters": {"config_path": "conf/release/cluster_dp_demo.yaml", "overrides": {},
-                  "refresh_demo_data": False},
-   "tags": ["release"]},
-  {"name": "core", "entrypoint": "flows/release.py:dp_ate_release",
-   "description": "dp_ate_release with the full config as JSON (defaults: "
-                  "conf/release/demo.yaml; data path relative to the project root).",
-   "parameters": {"config": conf("conf/release/demo.yaml")}, "tags": ["release", "ate"]},
-  {"name": "demo", "entrypoint": "flows/cluster_dp_release.py:cluster_dp_release",
-   "parameters": {"config": conf("conf/release/cluster_dp_demo.yaml")},
-   "tags": ["release", "cluster_dp"]},
-  {"name": "demo", "entrypoint": "flows/federated_release.py:federated_ate",
-   "parameters": {"config": conf("conf/release/federated_demo.yaml")},
-   "tags": ["release", "federated"]},
-  {"name": "demo", "entrypoint": "flows/user_level_release.py:user_level_release",
-   "parameters": {"config": conf("conf/release/user_level_demo.yaml")},
-   "tags": ["release", "user_level"]},
-  {"name": "demo", "entrypoint": "flows/meta.py:dp_meta_analysis",
-   "parameters": {"config": conf("conf/meta/demo.yaml")}, "tags": ["meta"]},
-  {"name": "default", "entrypoint": "flows/experiments.py:reproduce_experiments",
-   "parameters": {"which": ["A", "B", "C", "D"], "out_dir": "reports"}, "tags": ["reproduce"]},
-  {"name": "default", "entrypoint": "flows/reproduce_cluster_dp.py:reproduce_cluster_dp",
-   "parameters": {"out_dir": "reports"}, "tags": ["reproduce"]},
-  {"name": "default", "entrypoint": "flows/reproduce_user_level.py:reproduce_user_level",
-   "parameters": {"out_dir": "reports"}, "tags": ["reproduce"]},
-  {"name": "default", "entrypoint": "flows/reproduce_federated.py:reproduce_federated",
-   "parameters": {"out_dir": "reports"}, "tags": ["reproduce"]},
-]
-for d in deps:
-    d["work_pool"] = dict(pool)
-doc = {"name": "dpcausal", "prefect-version": "3.8.8", "build": None, "push": None,
-       "pull": [{"prefect.deployments.steps.set_working_directory":
-                 {"directory": "{{ $DPCAUSAL_ROOT }}"}}],
-       "deployments": deps}
-head = ("# Prefect deployments of every dpcausal flow (issue 8). Deployed by `dpcausal serve`, "
-        "or by hand\n"
-        "# from the project root:   DPCAUSAL_ROOT=$PWD prefect --no-prompt deploy --all "
-        "--prefect-file deploy/prefect.yaml\n"
-        "# Parameters are JSON: the `*/demo` deployments of the mechanisms carry their "
-        "conf/release/*.yaml as a dict\n"
-        "# (Prefect validates it into the pydantic config); `release_from_config/*` take a "
-        "config path + dotted overrides.\n"
-        "# Regenerate the config dicts after editing conf/:  python deploy/gen_prefect_yaml.py "
-        "> deploy/prefect.yaml\n"
-        "# Work pool: `dpcausal-pool` (type process):  prefect work-pool create dpcausal-pool "
-        "--type process\n")
-print(head + yaml.safe_dump(doc, sort_keys=False, width=100), end="")
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def conf(path: str) -> dict:
+    return yaml.safe_load((ROOT / path).read_text())
+
+
+def render() -> str:
+    """The text of deploy/prefect.yaml."""
+    pool = {"name": "dpcausal-pool", "work_queue_name": "default"}
+    deps = [
+      {"name": "demo", "entrypoint": "flows/deployed.py:release_from_config",
+       "description": "Core DP ATE release of conf/release/demo.yaml; edit `overrides` "
+                      "(dotted keys, e.g. {\"estimator.zeta\": 1.0}) in the UI's Run > Custom run.",
+       "parameters": {"config_path": "conf/release/demo.yaml", "overrides": {},
+                      "refresh_demo_data": True},
+       "tags": ["release", "ate"]},
+      {"name": "nightly", "entrypoint": "flows/deployed.py:release_from_config",
+       "description": "Nightly: refresh the demo dataset (data/demo/experiment_a.csv), then "
+                      "release its ATE. Refused (Failed, recorded in MLflow) once the "
+                      "dataset's budget is spent.",
+       "parameters": {"config_path": "conf/release/demo.yaml", "overrides": {},
+                      "refresh_demo_data": True},
+       "schedules": [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}],
+       "tags": ["release", "ate", "nightly"]},
+      {"name": "from-config", "entrypoint": "flows/deployed.py:release_from_config",
+       "description": "Any release kind from a config file (ate, cluster_dp, federated, "
+                      "user_level) plus dotted overrides.",
+       "parameters": {"config_path": "conf/release/cluster_dp_demo.yaml", "overrides": {},
+                      "refresh_demo_data": False},
+       "tags": ["release"]},
+      {"name": "core", "entrypoint": "flows/release.py:dp_ate_release",
+       "description": "dp_ate_release with the full config as JSON (defaults: "
+                      "conf/release/demo.yaml; data path relative to the project root).",
+       "parameters": {"config": conf("conf/release/demo.yaml")}, "tags": ["release", "ate"]},
+      {"name": "demo", "entrypoint": "flows/cluster_dp_release.py:cluster_dp_release",
+       "parameters": {"config": conf("conf/release/cluster_dp_demo.yaml")},
+       "tags": ["release", "cluster_dp"]},
+      {"name": "demo", "entrypoint": "flows/federated_release.py:federated_ate",
+       "parameters": {"config": conf("conf/release/federated_demo.yaml")},
+       "tags": ["release", "federated"]},
+      {"name": "demo", "entrypoint": "flows/user_level_release.py:user_level_release",
+       "parameters": {"config": conf("conf/release/user_level_demo.yaml")},
+       "tags": ["release", "user_level"]},
+      {"name": "demo", "entrypoint": "flows/meta.py:dp_meta_analysis",
+       "parameters": {"config": conf("conf/meta/demo.yaml")}, "tags": ["meta"]},
+      {"name": "default", "entrypoint": "flows/experiments.py:reproduce_experiments",
+       "parameters": {"which": ["A", "B", "C", "D"], "out_dir": "reports"}, "tags": ["reproduce"]},
+      {"name": "default", "entrypoint": "flows/reproduce_cluster_dp.py:reproduce_cluster_dp",
+       "parameters": {"out_dir": "reports"}, "tags": ["reproduce"]},
+      {"name": "default", "entrypoint": "flows/reproduce_user_level.py:reproduce_user_level",
+       "parameters": {"out_dir": "reports"}, "tags": ["reproduce"]},
+      {"name": "default", "entrypoint": "flows/reproduce_federated.py:reproduce_federated",
+       "parameters": {"out_dir": "reports"}, "tags": ["reproduce"]},
+    ]
+    for d in deps:
+        d["work_pool"] = dict(pool)
+    doc = {"name": "dpcausal", "prefect-version": "3.8.8", "build": None, "push": None,
+           "pull": [{"prefect.deployments.steps.set_working_directory":
+                     {"directory": "{{ $DPCAUSAL_ROOT }}"}}],
+           "deployments": deps}
+    head = ("# Prefect deployments of every dpcausal flow (issue 8). Deployed by `dpcausal serve`, "
+            "or by hand\n"
+            "# from the project root:   DPCAUSAL_ROOT=$PWD prefect --no-prompt deploy --all "
+            "--prefect-file deploy/prefect.yaml\n"
+            "# Parameters are JSON: the `*/demo` deployments of the mechanisms carry their "
+            "conf/release/*.yaml as a dict\n"
+            "# (Prefect validates it into the pydantic config); `release_from_config/*` take a "
+            "config path + dotted overrides.\n"
+            "# Regenerate the config dicts after editing conf/:  python deploy/gen_prefect_yaml.py "
+            "> deploy/prefect.yaml\n"
+            "# Work pool: `dpcausal-pool` (type process):  prefect work-pool create dpcausal-pool "
+            "--type process\n")
+    return head + yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+if __name__ == "__main__":
+    print(render(), end="")

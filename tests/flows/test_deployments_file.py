@@ -1,0 +1,47 @@
+"""deploy/prefect.yaml is generated from conf/: the committed file must be what the generator prints
+now, and every deployment's parameters must validate against its flow, or `dpcausal serve`
+deploys stale or broken parameters."""
+
+import importlib
+import importlib.util
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFECT_FILE = ROOT / "deploy" / "prefect.yaml"
+DEPLOYMENTS = yaml.safe_load(PREFECT_FILE.read_text())["deployments"]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_prefect_yaml",
+                                                  ROOT / "deploy" / "gen_prefect_yaml.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _flow(entrypoint: str):
+    path, name = entrypoint.split(":")
+    return getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), name)
+
+
+def test_committed_prefect_yaml_is_what_the_generator_prints():
+    assert PREFECT_FILE.read_text() == _generator().render(), (
+        "deploy/prefect.yaml is stale: run "
+        "`python deploy/gen_prefect_yaml.py > deploy/prefect.yaml`")
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS,
+                         ids=lambda d: f"{d['entrypoint'].split(':')[1]}/{d['name']}")
+def test_every_deployment_parameter_validates_against_its_flow(deployment):
+    flow = _flow(deployment["entrypoint"])
+    hints = typing.get_type_hints(flow.fn)
+    params = deployment["parameters"]
+    assert set(params) <= set(hints) - {"return"}, f"unknown parameters {set(params) - set(hints)}"
+    if "config" in params:  # the pydantic model Prefect validates the JSON dict into
+        hints["config"].model_validate(params["config"])
+    if "config_path" in params:
+        assert (ROOT / params["config_path"]).is_file()
