@@ -11,6 +11,7 @@ from typing import Any
 class BarListener:
     def __init__(self, progress: Any) -> None:
         self.progress, self.task = progress, None
+        self.name, self.cached = "", 0
 
     def phase(self, name: str, total: int | None = None) -> None:
         if self.task is not None:
@@ -18,12 +19,15 @@ class BarListener:
             self.task = None
         if total:
             self.task = self.progress.add_task(name, total=total)
+            self.name, self.cached = name, 0
         else:
             self.progress.console.print(f"[dim]- {name}[/dim]")
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, cached: int = 0) -> None:
         if self.task is not None:
-            self.progress.advance(self.task, n)
+            self.cached += cached
+            label = f"{self.name} ({self.cached} from cache)" if self.cached else self.name
+            self.progress.update(self.task, advance=n, description=label)
 
 
 @contextmanager

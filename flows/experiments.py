@@ -41,13 +41,15 @@ def _run(experiment: str, reps: int | None, n: int | None, max_folds: int | None
                for rep in range(reps)}
     owner = {id(f): rep for rep, fs in futures.items() for f in fs}
     left = {rep: len(fs) for rep, fs in futures.items()}
+    fresh = dict.fromkeys(futures, False)  # a repetition counts as cached when all its groups were
     rows: list[dict[str, Any]] = []
     for fut in as_completed([f for fs in futures.values() for f in fs]):
         rows.extend(fut.result())
         rep = owner[id(fut)]
         left[rep] -= 1
+        fresh[rep] |= fut.state.name != "Cached"
         if left[rep] == 0:
-            progress.advance()
+            progress.advance(cached=0 if fresh[rep] else 1)
     seconds = time.perf_counter() - start
     return finish_experiment(experiment, rows, seconds, out_dir, str(flow_run.id),
                              str(flow_run.name), {"n": n, "max_folds": max_folds})

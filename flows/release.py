@@ -51,7 +51,9 @@ def _release_steps(config: ReleaseConfig) -> dict[str, Any]:
         label=[f"{c[0]}-{c[-1]}" for c in plan.chunks])
     sizes = {f.task_run_id: len(c) for f, c in zip(futures, plan.chunks)}
     for done in as_completed(list(futures)):
-        progress.advance(sizes[done.task_run_id])
+        done.wait()  # sets the future's final state (Completed or Cached) without an API call
+        size = sizes[done.task_run_id]
+        progress.advance(size, cached=size if done.state.name == "Cached" else 0)
     keys = [f.result() for f in futures]
 
     progress.phase("aggregate")

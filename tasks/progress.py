@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 
 class Listener(Protocol):
     def phase(self, name: str, total: int | None = None) -> None: ...
-    def advance(self, n: int = 1) -> None: ...
+    def advance(self, n: int = 1, cached: int = 0) -> None: ...
 
 
 _listeners: list[Listener] = []
@@ -28,6 +28,7 @@ def phase(name: str, total: int | None = None) -> None:
         listener.phase(name, total)
 
 
-def advance(n: int = 1) -> None:
+def advance(n: int = 1, cached: int = 0) -> None:
+    """``n`` more units done, ``cached`` of them taken from Prefect's cache."""
     for listener in list(_listeners):
-        listener.advance(n)
+        listener.advance(n, cached)

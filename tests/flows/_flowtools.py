@@ -1,4 +1,5 @@
-"""Helpers of the flow tests: task states of a flow run, and the non-private-value scanner."""
+"""Helpers of the flow tests: a progress recorder, task states of a flow run, and the
+non-private-value scanner."""
 
 from __future__ import annotations
 
@@ -8,6 +9,19 @@ import math
 import re
 import struct
 from pathlib import Path
+
+
+class Recorder:
+    """A progress listener (tasks.progress) that records every event."""
+
+    def __init__(self):
+        self.events = []
+
+    def phase(self, name, total=None):
+        self.events.append(("phase", name, total))
+
+    def advance(self, n=1, cached=0):
+        self.events.append(("advance", n, cached))
 
 
 def task_states(flow_run_id: str, prefix: str = "fit_fold") -> dict[str, str]:

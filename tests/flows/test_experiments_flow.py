@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _flowtools import Recorder
 
 from dpcausal import experiments as ex
 
 SMALL = {"A": 1500, "B": 1500, "C": 1500, "D": 1500}
 MAX_FOLDS = 3
-
-
-class Recorder:
-    def __init__(self):
-        self.events = []
-
-    def phase(self, name, total=None):
-        self.events.append(("phase", name, total))
-
-    def advance(self, n=1):
-        self.events.append(("advance", n))
 
 
 def _run_flow(letter, tmp_path, reps=2):
@@ -45,7 +35,11 @@ def test_experiment_flow_smoke(letter, tmp_path):
     out, rec = _run_flow(letter, tmp_path)
     exp = ex.EXPERIMENTS[letter]
     # progress: one phase of `reps` repetitions, advanced once per finished repetition
-    assert rec.events == [("phase", f"experiment {letter}", 2), ("advance", 1), ("advance", 1)]
+    assert rec.events == [("phase", f"experiment {letter}", 2),
+                          ("advance", 1, 0), ("advance", 1, 0)]  # computed, none from cache
+    if letter == "A":  # a rerun takes both repetitions from the cache and says so
+        _, again = _run_flow(letter, tmp_path)
+        assert again.events[1:] == [("advance", 1, 1), ("advance", 1, 1)]
     est = out["estimates"]
     assert sorted(est["rep"].unique()) == [0, 1]
     assert set(est["method"]) == {m.name for m in exp.methods}

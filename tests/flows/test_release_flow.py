@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from _flowtools import task_states
+from _flowtools import Recorder, task_states
 
 from flows.release import run_release
 from ledger import BudgetExceededError, Ledger
+from tasks import progress
 from tasks.model_store import model_store_dir
 
 
@@ -30,8 +31,16 @@ def test_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(make_
                           "estimator.outcome_bounds=[-2, 2]", "estimator.propensity_clip=0.1",
                           "estimator.ci=conservative", "estimator.sigma2=tight",
                           "estimator.ci_share=0.3", "estimator.alpha=0.1")
-    second = run_release(changed)
+    rec = Recorder()
+    stop = progress.subscribe(rec)
+    try:
+        second = run_release(changed)
+    finally:
+        stop()
     assert set(task_states(_flow_run_id(second)).values()) == {"Cached"}
+    # the progress bar is told that every fold fit came from the cache
+    fits = [e for e in rec.events if e[0] == "advance"]
+    assert sum(e[1] for e in fits) == sum(e[2] for e in fits) == second["release"]["n_folds"]
     assert second["release"]["estimator"] == "g" and second["release"]["privacy"]["zeta"] == 0.7
 
     # negative controls: another outcome model, or another fold plan, refits every chunk
@@ -44,9 +53,15 @@ def test_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(make_
     # a chunk deleted from the private store is refitted; the other chunks stay cached
     gone = sorted(chunks)[0]
     gone.unlink()
-    fifth = run_release(make_config(seed))
+    rec = Recorder()
+    stop = progress.subscribe(rec)
+    try:
+        fifth = run_release(make_config(seed))
+    finally:
+        stop()
     assert (sorted(task_states(_flow_run_id(fifth)).values())
             == ["Cached", "Cached", "Cached", "Completed"])
+    assert sorted(e[2] > 0 for e in rec.events if e[0] == "advance") == [False, True, True, True]
     assert gone.exists()
 
 
