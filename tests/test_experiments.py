@@ -58,7 +58,10 @@ def test_experiments_c_and_d():
     assert c["AIPW_log"].outcome == "logistic" and all(x.clip == 0.1 for x in c.values())
     assert ex.EXPERIMENTS["C"].outcome_bounds == (0.0, 1.0)
     d = _by_name("D")
-    ks = lambda fam: sorted(x.n_folds for x in d.values() if x.name.startswith(fam))
+
+    def ks(fam):
+        return sorted(x.n_folds for x in d.values() if x.name.startswith(fam))
+
     assert ks("G_lin") == [2, 50, 100, 200, 300, 400, 500]
     assert ks("IPW_log") == ks("AIPW_log") == [2, 25, 50, 75, 100, 200]
     assert not ex.EXPERIMENTS["D"].private

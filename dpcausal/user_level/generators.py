@@ -29,10 +29,10 @@ def make_user_level_synthetic(seed: int, G: int = 12, q: float = 0.01,
     rng = np.random.default_rng(seed)
     L = 2**G - 1
     A = np.zeros((L, G), np.int64)
-    for l in range(1, L + 1):
-        k = G - (l.bit_length() - 1)          # G - floor(log2 l)
+    for user in range(1, L + 1):
+        k = G - (user.bit_length() - 1)          # G - floor(log2 l), l = user
         cells = rng.choice(G, size=k, replace=False)
-        A[l - 1, cells] = rng.geometric(q, size=k)
+        A[user - 1, cells] = rng.geometric(q, size=k)
     for g in range(G):
         top = int(np.argmax(A[:, g]))
         A[top, g] = int(round((1 + gamma) * A[top, g]))
@@ -52,14 +52,14 @@ def make_itms_like(seed: int, G: int = 50, L: int = 223, G1: int = 11, n_routes:
     rng = np.random.default_rng(seed)
     routes = [[(5 * r + i) % G for i in range(route_len)] for r in range(n_routes)]
     A = np.zeros((L, G), np.int64)
-    for l in range(L):
+    for user in range(L):
         route = routes[int(rng.integers(n_routes))]
-        k = G1 if l == 0 else int(1 + rng.binomial(G1 - 1, p_k))
+        k = G1 if user == 0 else int(1 + rng.binomial(G1 - 1, p_k))
         s = int(rng.integers(0, route_len - k + 1))
         m = rng.geometric(q_pass, size=k)
         idle = rng.random(k) < p_idle
         m[idle] += rng.geometric(q_idle, size=int(idle.sum()))
-        A[l, route[s:s + k]] = m
+        A[user, route[s:s + k]] = m
     return A
 
 

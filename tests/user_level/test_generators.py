@@ -16,8 +16,8 @@ def test_synthetic_design_laws():
     A = make_user_level_synthetic(0, G=12, q=0.01, gamma=3)
     assert A.shape == (4095, 12) and A.min() >= 0
     occ = (A > 0).sum(1)
-    for l in (1, 2, 3, 4, 7, 2048, 4095):            # user l occupies G - floor(log2 l) cells
-        assert occ[l - 1] == 12 - int(np.floor(np.log2(l)))
+    for user in (1, 2, 3, 4, 7, 2048, 4095):  # user l occupies G - floor(log2 l) cells
+        assert occ[user - 1] == 12 - int(np.floor(np.log2(user)))
     assert occ.max() == 12 and (A.sum(0) > 0).all()
 
 
