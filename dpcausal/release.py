@@ -93,9 +93,9 @@ def draw_release(
 ) -> ATERelease:
     """tau_DP = tau_hat + N(0, sigma1^2); with zeta2 > 0 also V_DP and the eq. 12 CI: spec §2.2,
     §3."""
-    g1, g2 = rng.standard_normal(2)
+    g1, g2 = rng.standard_normal(2).tolist()  # Python floats: the outputs print as numbers
     cal = calibration
-    ate = tau_hat + cal.sigma_ate * g1
+    ate = float(tau_hat) + cal.sigma_ate * g1
     ci = variance = None
     if cal.zeta2 > 0:
         noisy_sqrt_v = math.sqrt(v_hat) + cal.sigma_var * g2
@@ -114,7 +114,7 @@ def draw_release(
         "ci_mode": ci_mode, "B_mu": cal.B_mu, "B_pi": cal.B_pi, "C": cal.C,
     }
     return ATERelease(
-        ate=float(ate), ci=ci, variance=variance, privacy=privacy, noise=noise,
+        ate=ate, ci=ci, variance=variance, privacy=privacy, noise=noise,
         n=cal.n, n_folds=cal.n_folds, estimator=cal.estimator, alpha=alpha,
         params=dict(params or {}), evaluation=evaluation,
         nonprivate={"ate": tau_hat, "variance": v_hat} if evaluation else None,

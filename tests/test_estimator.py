@@ -26,6 +26,8 @@ def test_fit_returns_a_private_release(data_a):
     assert isinstance(rel, ATERelease) and not rel.evaluation and rel.nonprivate is None
     lo, hi = rel.ci
     assert lo < rel.ate < hi and rel.variance > rel.noise["sigma_ate"] ** 2
+    # plain Python floats: they print as numbers, not np.float64(...)
+    assert all(type(v) is float for v in (rel.ate, lo, hi, rel.variance))
     assert rel.privacy["zeta"] == pytest.approx(1.5)
     assert rel.privacy["epsilon"] == pytest.approx(7.0514, abs=1e-3)
     assert rel.privacy["rho"] == pytest.approx(1.125)
