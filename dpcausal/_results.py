@@ -43,14 +43,27 @@ class ResultMixin:
         return json.dumps(self.to_dict(), **kwargs)
 
     def summary_rows(self) -> list[tuple[str, str]]:
-        """(label, value) rows for the text summary; override for a custom layout."""
-        return [(k, _fmt(v)) for k, v in self.to_dict().items() if not isinstance(v, (dict, list))]
+        """(label, value) rows for the text summary: scalars, short numeric sequences (a CI) and
+        the (epsilon, delta) of a ``privacy`` dict; override for a custom layout."""
+        rows = []
+        for k, v in self.to_dict().items():
+            if isinstance(v, list) and 0 < len(v) <= 4 and all(_is_number(x) for x in v):
+                rows.append((k, "[" + ", ".join(_fmt(x) for x in v) + "]"))
+            elif k == "privacy" and isinstance(v, dict) and _is_number(v.get("epsilon")):
+                rows.append((k, f"({v['epsilon']:.4g}, {v.get('delta') or 0:.3g})-DP"))
+            elif not isinstance(v, (dict, list)):
+                rows.append((k, _fmt(v)))
+        return rows
 
     def __str__(self) -> str:
         rows = self.summary_rows()
         width = max((len(k) for k, _ in rows), default=0)
         title = type(self).__name__
         return "\n".join([title, "-" * len(title)] + [f"{k:<{width}}  {v}" for k, v in rows])
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _fmt(v: Any) -> str:
