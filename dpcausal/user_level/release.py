@@ -117,6 +117,20 @@ class UserLevelOutput(ResultMixin):
                 1 + 1e-12):
             raise AssertionError(f"privacy figures out of order: {p} (bug)")
 
+    def summary_rows(self) -> list[tuple[str, str]]:
+        p = self.privacy
+        rows = [("cells", str(len(self.cells))),
+                ("privacy loss", f"{p['epsilon_total']:.4g} (K*eps) vs {p['epsilon_parallel']:.4g} "
+                                 f"without Clip-User (G1*eps), {p['epsilon_naive']:.4g} naive")]
+        if self.ate_pooled:
+            rows.append(("pooled ATE", f"{self.ate_pooled['ate']:.6g} "
+                                       f"(SE {self.ate_pooled['se']:.3g})"))
+        if self.ate is not None:
+            keys = list(self.ate.columns[:list(self.ate.columns).index("ate")])
+            rows += [("ATE " + ", ".join(f"{k} {r[k]}" for k in keys),
+                      f"{r['ate']:.6g} (SE {r['se']:.3g})") for r in self.ate.to_dict("records")]
+        return rows + [("noise", self.noise_sampler)] + [("note", n) for n in self.notes]
+
 
 class UserLevelRelease:
     """User-level epsilon-DP per-cell means and variances with Clip-User (spec §3.7, §7).

@@ -44,6 +44,10 @@ def test_issue_example_api(records):
     assert p["epsilon_naive"] == 8.0 and p["epsilon_total"] <= p["epsilon_parallel"] <= 8.0
     assert len(out.caveats) >= 3 and "lattice" in out.noise_sampler
     assert "K" in str(plan) and out.to_dict()["privacy"]["K"] == plan.K
+    text = str(out)  # the summary a user prints: the three losses and one row per stratum
+    assert (f"{plan.K:g} (K*eps) vs {plan.G1:g} without Clip-User (G1*eps), 8 naive" in text)
+    assert [line.split()[:3] for line in text.splitlines() if line.startswith("ATE stratum")] == [
+        ["ATE", "stratum", str(k)] for k in range(4)]
 
 
 def test_plan_matches_clip_user_and_pseudo_user_on_the_same_occupancy(records):
