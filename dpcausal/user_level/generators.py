@@ -30,7 +30,7 @@ def make_user_level_synthetic(seed: int, G: int = 12, q: float = 0.01,
     L = 2**G - 1
     A = np.zeros((L, G), np.int64)
     for user in range(1, L + 1):
-        k = G - (user.bit_length() - 1)          # G - floor(log2 l), l = user
+        k = G - (user.bit_length() - 1)          # G - floor(log2 user)
         cells = rng.choice(G, size=k, replace=False)
         A[user - 1, cells] = rng.geometric(q, size=k)
     for g in range(G):
