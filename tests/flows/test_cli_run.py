@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
@@ -66,8 +67,10 @@ def test_bad_input_fails_with_one_paragraph_and_no_charge(cli_config, exp_a_csv,
         ((cli_config(), "--set", "estimator.zeta=-1"), r"zeta must be a finite number > 0"),
         ((cli_config(), "--set", "estimator.n_folds=5000"), r"n_folds=5000 is too large"),
     ]
-    for args, match in cases:
-        _assert_bad(invoke("run", *args, "--no-progress"), match)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # independent subprocesses: two at a time
+        results = list(pool.map(lambda case: invoke("run", *case[0], "--no-progress"), cases))
+    for result, (_, match) in zip(results, cases):
+        _assert_bad(result, match)
     assert _charges(BAD_DATASET) == before
 
 
