@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,16 @@ class Stack:
                                      data=None if body is None else json.dumps(body).encode(),
                                      headers=self.headers if auth else
                                      {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read() or b"null")
+        for attempt in range(5):
+            try:
+                with urllib.request.urlopen(req, timeout=timeout) as r:
+                    return json.loads(r.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                # 503: the server's database is momentarily busy (SQLite under load); the request
+                # was not applied, and Prefect's own client retries it too
+                if exc.code != 503 or attempt == 4:
+                    raise
+                time.sleep(2 ** attempt)
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         return self.call(self.prefect + "/api", method, path, body)
