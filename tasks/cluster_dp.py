@@ -26,7 +26,7 @@ from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ResponseSpace
 from dpcausal.cluster_dp.release import _codes, _treatment
 from tasks import ledger_ops
 from tasks.data import read_frame
-from tasks.tracking import flatten_params, as_metrics, release_run
+from tasks.tracking import as_metrics, flatten_params, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 DATA_ARTIFACT, PRIORS_ARTIFACT = "privatized.parquet", "priors.parquet"

@@ -27,7 +27,7 @@ from dpcausal.federated import (
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.runners import chunk_executor
-from tasks.tracking import flatten_params, as_metrics, release_run
+from tasks.tracking import as_metrics, flatten_params, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CURVE_ARTIFACT, PLAN_ARTIFACT = "rdp_curve.csv", "calibration.json"

@@ -58,15 +58,13 @@ def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> di
          "n": release["n"], "n_folds": release["n_folds"]}
     if release.get("ci"):
         m.update(ci_low=release["ci"][0], ci_high=release["ci"][1], variance=release["variance"])
-    if spent is not None:
-        m["dataset_epsilon_spent"] = spent["epsilon"]
-        if spent.get("zeta") is not None:
-            m["dataset_zeta_spent"] = spent["zeta"]
-            m["dataset_rho_spent"] = spent["zeta"] ** 2 / 2
+    if spent is not None and spent.get("zeta") is not None:  # all-Gaussian: exact GDP / zCDP
+        m["dataset_zeta_spent"] = spent["zeta"]
+        m["dataset_rho_spent"] = spent["zeta"] ** 2 / 2
     if release.get("evaluation") and release.get("nonprivate"):
         m["nonprivate_ate"] = release["nonprivate"]["ate"]
         m["nonprivate_variance"] = release["nonprivate"]["variance"]
-    return as_metrics(m)
+    return as_metrics(m, spent)
 
 
 def as_metrics(m: dict[str, Any], spent: dict[str, Any] | None = None) -> dict[str, float]:
@@ -81,6 +79,7 @@ def as_metrics(m: dict[str, Any], spent: dict[str, Any] | None = None) -> dict[s
 def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
     """Experiment id, created with its artifacts under <data>/mlartifacts/<name> (recipe §6)."""
     import mlflow
+
     from cli.settings import data_dir
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)

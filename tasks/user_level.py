@@ -24,7 +24,7 @@ from dpcausal.user_level import UserLevelPlan, UserLevelRelease
 from tasks import ledger_ops
 from tasks.data import read_frame
 from tasks.model_store import digest, fingerprint
-from tasks.tracking import flatten_params, as_metrics, release_run
+from tasks.tracking import as_metrics, flatten_params, release_run
 
 _PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 CELLS_ARTIFACT, ATE_ARTIFACT, META_ARTIFACT = "cells.csv", "ate.csv", "release.json"
