@@ -43,7 +43,8 @@ def test_metrics_release_mode_and_cumulative_spend():
     m = release_metrics(_release(), {"zeta": 2.0, "epsilon": 9.9, "delta": 1e-5, "n_charges": 2})
     assert m["ate"] == 0.123456789 and (m["ci_low"], m["ci_high"]) == (0.0123, 0.2345)
     assert m["dataset_zeta_spent"] == 2.0 and m["dataset_rho_spent"] == 2.0
-    assert (m["dataset_epsilon_spent"], m["dataset_delta"], m["dataset_n_charges"]) == (9.9, 1e-5, 2)
+    spend = (m["dataset_epsilon_spent"], m["dataset_delta"], m["dataset_n_charges"])
+    assert spend == (9.9, 1e-5, 2)
     assert not any("nonprivate" in k for k in m)
     assert "ci_low" not in release_metrics(_release(ci=False), None)
 
