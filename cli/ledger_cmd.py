@@ -1,4 +1,4 @@
-"""`dpcausal ledger`: inspect and set per-dataset privacy budgets (ledger/README.md)."""
+"""`dpcausal ledger`: inspect and set per-dataset privacy budgets (dpcausal/ledger/README.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 
 
 def _open(url: str | None, create: bool = False):  # noqa: ANN202 - ledger imported lazily
-    from ledger import Ledger, LedgerError
+    from dpcausal.ledger import Ledger, LedgerError
 
     try:
         return Ledger(url, create=create)

@@ -8,7 +8,7 @@ import importlib.util
 
 import click
 
-from cli import settings
+from conf import settings
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {

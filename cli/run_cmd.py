@@ -41,7 +41,7 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -
     """Preflight (data and models, no Prefect), then the flow with a progress bar; prints the
     release. Bad input exits with code 2 before anything is charged."""
     _quiet_console(verbose)
-    from ledger import BudgetExceededError, LedgerError, ReleaseInProgressError
+    from dpcausal.ledger import BudgetExceededError, LedgerError, ReleaseInProgressError
     from tasks.data import load_data
 
     try:
@@ -126,7 +126,7 @@ def execute_mechanism(config: Any, *, as_json: bool, verbose: bool) -> dict[str,
 
     from rich.console import Console
 
-    from ledger import BudgetExceededError, LedgerError, ReleaseInProgressError
+    from dpcausal.ledger import BudgetExceededError, LedgerError, ReleaseInProgressError
 
     _quiet_console(verbose)
     flow_module = importlib.import_module(f"flows.{config.kind}_release")
@@ -183,7 +183,7 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
     import yaml
 
     import conf
-    from cli.settings import data_dir
+    from conf.settings import data_dir
 
     if kind == "ate":
         path = write_demo_data(data_dir() / "demo" / "experiment_a.csv", n_rows)

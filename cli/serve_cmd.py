@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from cli.settings import PROJECT_ROOT, data_dir
+from conf.settings import PROJECT_ROOT, data_dir
 
 POOL = "dpcausal-pool"
 PREFECT_FILE = PROJECT_ROOT / "deploy" / "prefect.yaml"

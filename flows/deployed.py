@@ -11,7 +11,7 @@ from typing import Any
 
 from prefect import flow
 
-from cli.settings import PROJECT_ROOT, data_dir
+from conf.settings import PROJECT_ROOT, data_dir
 
 
 def _override_items(overrides: dict[str, Any] | None) -> list[str]:

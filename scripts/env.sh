@@ -1,5 +1,5 @@
 # Quiet, offline, project-local settings for Prefect and MLflow (recipe §2). Sourced by ./dev;
-# the CLI sets the same defaults for itself (cli/settings.py), so both routes behave alike.
+# the CLI sets the same defaults for itself (conf/settings.py), so both routes behave alike.
 here="${here:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 export DO_NOT_TRACK=true
 export PREFECT_SERVER_ANALYTICS_ENABLED=false

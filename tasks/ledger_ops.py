@@ -6,7 +6,7 @@ import json
 from typing import Any, Callable
 
 from dpcausal.accounting import PrivacyCharge
-from ledger import Ledger
+from dpcausal.ledger import Ledger
 
 
 def open_ledger(budget: float | None = None, dataset: str | None = None) -> Ledger:

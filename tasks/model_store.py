@@ -36,7 +36,7 @@ CODE_VERSION = "fold-fit-v1"
 
 def private_dir() -> Path:
     """``<data>/private``: the curator's trusted storage (DPCAUSAL_DATA overrides <data>)."""
-    from cli.settings import data_dir
+    from conf.settings import data_dir
 
     return data_dir() / "private"
 

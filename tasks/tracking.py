@@ -22,7 +22,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from conf.models import ReleaseConfig
-from ledger import BudgetExceededError
+from dpcausal.ledger import BudgetExceededError
 
 
 def flatten_params(prefix: str, value: Any, out: dict[str, str]) -> None:
@@ -80,7 +80,7 @@ def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
     """Experiment id, created with its artifacts under <data>/mlartifacts/<name> (recipe §6)."""
     import mlflow
 
-    from cli.settings import data_dir
+    from conf.settings import data_dir
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(name)

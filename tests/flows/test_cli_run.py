@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ledger import Ledger
+from dpcausal.ledger import Ledger
 
 BAD_DATASET = "cli-bad-input"
 

@@ -13,7 +13,7 @@ from conf.cluster_dp import load_cluster_dp_config
 from conf.models import ConfigError
 from dpcausal.cluster_dp import ClusterDP
 from flows.cluster_dp_release import run_cluster_dp_from_config
-from ledger import BudgetExceededError, Ledger
+from dpcausal.ledger import BudgetExceededError, Ledger
 from tasks.cluster_dp_demo_data import demo_frame
 
 EPS = 3.0

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conf.models import ConfigError
-from ledger import BudgetExceededError, Ledger
+from dpcausal.ledger import BudgetExceededError, Ledger
 
 N_T, N_C, R = 300, 200, 1.0
 

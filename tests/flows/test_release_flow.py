@@ -9,7 +9,7 @@ import pytest
 from _flowtools import Recorder, task_states
 
 from flows.release import run_release
-from ledger import BudgetExceededError, Ledger
+from dpcausal.ledger import BudgetExceededError, Ledger
 from tasks import progress
 from tasks.model_store import model_store_dir
 

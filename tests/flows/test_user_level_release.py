@@ -11,7 +11,7 @@ import pytest
 
 from conf.models import ConfigError
 from dpcausal.user_level import make_user_level_panel
-from ledger import BudgetExceededError, Ledger
+from dpcausal.ledger import BudgetExceededError, Ledger
 
 BOUNDS = (0.0, 65.0)
 

@@ -37,7 +37,7 @@ def _runs_of(stack: Stack, release_name: str) -> list[dict]:
 
 
 def _spent(stack: Stack) -> tuple[int, float | None]:
-    from ledger import Ledger
+    from dpcausal.ledger import Ledger
 
     with Ledger(stack.env["DPCAUSAL_LEDGER_URL"]) as led:
         s = led.spent(DATASET)

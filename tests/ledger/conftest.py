@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ledger import Ledger
+from dpcausal.ledger import Ledger
 
 PG_SETUP_SECONDS: dict[str, float] = {}
 

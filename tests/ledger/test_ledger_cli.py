@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from dpcausal.accounting import PrivacyCharge
-from ledger import Ledger
+from dpcausal.ledger import Ledger
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcausal.accounting import PrivacyCharge
-from ledger.composition import Cap, compose, remaining, within_cap
+from dpcausal.ledger.composition import Cap, compose, remaining, within_cap
 
 
 def gauss(z: float) -> PrivacyCharge:

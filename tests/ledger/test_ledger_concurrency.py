@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from dpcausal.accounting import PrivacyCharge, compose_gdp
-from ledger import BudgetExceededError, Ledger, ReleaseInProgressError, store
+from dpcausal.ledger import BudgetExceededError, Ledger, ReleaseInProgressError, store
 
 N_PROCESSES = 16
 ZETA = 1.0
@@ -27,7 +27,7 @@ CAP_ZETA = 2.3  # admits exactly 5 charges of zeta=1: sqrt(5)=2.236 <= 2.3 < sqr
 FIGURES: dict[str, dict] = {}
 
 _ctx = mp.get_context("forkserver")
-_ctx.set_forkserver_preload(["numpy", "sqlalchemy", "psycopg", "ledger"])
+_ctx.set_forkserver_preload(["numpy", "sqlalchemy", "psycopg", "dpcausal.ledger"])
 
 
 def _release(url: str, release_id: str, noise_log: Path, go=None, reserved=None,

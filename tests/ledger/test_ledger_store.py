@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from dpcausal.accounting import PrivacyCharge
-from ledger import BudgetExceededError, Ledger, LedgerError, ReleaseInProgressError
+from dpcausal.ledger import BudgetExceededError, Ledger, LedgerError, ReleaseInProgressError
 
 
 def gauss(z: float) -> PrivacyCharge:

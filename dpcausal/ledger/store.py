@@ -29,9 +29,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
-from ledger import schema
-from ledger.composition import Cap, Spend, compose, remaining, within_cap
-from ledger.errors import BudgetExceededError, ReleaseInProgressError
+from dpcausal.ledger import schema
+from dpcausal.ledger.composition import Cap, Spend, compose, remaining, within_cap
+from dpcausal.ledger.errors import BudgetExceededError, ReleaseInProgressError
 
 _T = schema.charges
 _D = schema.datasets

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 
-from ledger.errors import LedgerError
+from dpcausal.ledger.errors import LedgerError
 
 SCHEMA = "dpcausal-ledger/1"
 SQLITE_BUSY_TIMEOUT_S = 120.0
@@ -61,10 +61,10 @@ charges = sa.Table(
 
 
 def default_url() -> str:
-    """DPCAUSAL_LEDGER_URL, else SQLite at <data folder>/ledger.db (the CLI's defaults)."""
-    from cli.settings import data_dir  # the one place that knows the project's data folder
-
-    return os.environ.get("DPCAUSAL_LEDGER_URL") or f"sqlite:///{data_dir() / 'ledger.db'}"
+    """DPCAUSAL_LEDGER_URL, else SQLite at ``$DPCAUSAL_DATA/ledger.db`` (default folder
+    ``~/.dpcausal``). The orchestration project sets DPCAUSAL_LEDGER_URL to its own data folder."""
+    folder = Path(os.environ.get("DPCAUSAL_DATA") or Path.home() / ".dpcausal")
+    return os.environ.get("DPCAUSAL_LEDGER_URL") or f"sqlite:///{folder.resolve() / 'ledger.db'}"
 
 
 def open_engine(url: str, create: bool) -> Engine:

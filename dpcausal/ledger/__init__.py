@@ -1,0 +1,11 @@
+"""The privacy-budget ledger every release goes through (reserve -> release -> commit).
+
+See ``dpcausal/ledger/README.md`` for the protocol and the composition each mechanism gets.
+"""
+
+from dpcausal.ledger.composition import Cap, Spend, compose
+from dpcausal.ledger.errors import BudgetExceededError, LedgerError, ReleaseInProgressError
+from dpcausal.ledger.store import Ledger, ReleaseSlot
+
+__all__ = ["BudgetExceededError", "Cap", "Ledger", "LedgerError", "ReleaseInProgressError",
+           "ReleaseSlot", "Spend", "compose"]
