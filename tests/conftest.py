@@ -12,3 +12,15 @@ import tempfile
 _home = tempfile.mkdtemp(prefix="dpcausal-prefect-home-")
 os.environ["PREFECT_HOME"] = _home
 atexit.register(shutil.rmtree, _home, ignore_errors=True)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fresh_session_accountant():
+    """Each test starts with an empty in-memory accountant (releases of earlier tests forgotten)."""
+    from dpcausal import session
+
+    session.reset()
+    yield

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcausal.user_level.laplace import (
+from dpcausal.noise import (
     effective_scale, lattice_sensitivity, lattice_step, laplace_mechanism, sample_discrete_laplace)
 
 

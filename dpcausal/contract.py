@@ -1,0 +1,282 @@
+"""The one release contract every mechanism follows (issue 17).
+
+A mechanism is a scikit-learn style estimator whose constructor stores public parameters only.
+One call to :meth:`Mechanism.fit` is one privacy release, run in three phases that an orchestrator
+can also call one by one:
+
+1. :meth:`Mechanism.check_input` validates the input and raises every refusal that can be known
+   before anything is charged; it returns a :class:`Prepared` input whose ``public`` facts are the
+   only thing the charge may depend on;
+2. :meth:`Mechanism.privacy_charge` computes the data-free charge from those public facts;
+3. :meth:`Mechanism.private_release` draws the noise once and returns a :class:`Release`.
+
+Results share one frozen base, :class:`Release`: the same names everywhere (``ate``, ``ci``,
+``se``, ``level``, ``privacy``, ``n``), the same printing, dict/JSON conversion, ``summary()``
+and ``confint()`` tables, rich display in Jupyter and a ``plot()``.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+from sklearn.base import BaseEstimator
+
+from dpcausal._results import ResultMixin, to_jsonable
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from dpcausal.accounting import PrivacyCharge
+
+UNITS = ("row", "user", "label", "client")
+
+
+@dataclass(frozen=True)
+class Privacy:
+    """The public privacy position of one release.
+
+    ``epsilon``/``delta`` is the (ε, δ)-DP guarantee at the reported δ; ``unit`` is what a
+    neighbouring data set changes (one ``"row"``, every record of one ``"user"``, one ``"label"``
+    or one ``"client"``); ``mechanism`` names the noise mechanism. ``zeta`` (Gaussian DP) and
+    ``rho`` (zCDP) are given where the mechanism has them exactly; ``detail`` holds the
+    mechanism's own public figures.
+    """
+
+    epsilon: float
+    delta: float
+    unit: str
+    mechanism: str
+    zeta: float | None = None
+    rho: float | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}, got {self.unit!r}")
+        if not (isinstance(self.epsilon, (int, float)) and self.epsilon >= 0):
+            raise ValueError(f"epsilon must be a number >= 0, got {self.epsilon!r}")
+        if not (isinstance(self.delta, (int, float)) and 0 <= self.delta < 1):
+            raise ValueError(f"delta must be in [0, 1), got {self.delta!r}")
+
+    def describe(self) -> str:
+        """One line: ``(ε, δ)-DP per <unit> (<mechanism>)`` with the GDP/zCDP figures if known."""
+        text = f"({self.epsilon:.4g}, {self.delta:.1e})-DP per {self.unit}"
+        if self.zeta is not None:
+            text += f" = {self.zeta:.4g}-GDP"
+        return f"{text} ({self.mechanism})"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Privacy:
+        names = {"epsilon", "delta", "unit", "mechanism", "zeta", "rho", "detail"}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release(ResultMixin):
+    """One differentially private release: the base every mechanism's result extends.
+
+    ``ate`` is the released estimate (``None`` where a mechanism releases no ATE), ``ci`` its
+    ``level`` confidence interval and ``se`` its *total* standard error, sampling and privacy
+    noise together. ``privacy`` is the public privacy position, ``n`` the public size.
+    """
+
+    kind: ClassVar[str] = "release"
+
+    ate: float | None
+    ci: tuple[float, float] | None
+    se: float | None
+    level: float
+    privacy: Privacy
+    n: int
+    evaluation: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.privacy, Mapping):
+            object.__setattr__(self, "privacy", Privacy.from_dict(self.privacy))
+        if not isinstance(self.privacy, Privacy):
+            raise AssertionError("bug: a release's privacy must be a Privacy object")
+        if not 0 < self.level < 1:
+            raise AssertionError(f"bug: CI level {self.level!r} outside (0, 1)")
+        if self.ate is not None and not math.isfinite(self.ate):
+            raise AssertionError("bug: a release must publish a finite estimate")
+        if self.se is not None and not (math.isfinite(self.se) and self.se >= 0):
+            raise AssertionError("bug: a release's standard error must be finite and >= 0")
+        if self.ci is not None:
+            lo, hi = self.ci
+            if self.ate is not None and not lo <= self.ate <= hi:
+                raise AssertionError("bug: the CI must contain the released estimate")
+
+    # ------------------------------------------------------------------ tables
+    def estimate_rows(self) -> list[dict[str, Any]]:
+        """One dict per released estimate (``name``, ``estimate``, ``se``, ``ci_lower``,
+        ``ci_upper``); mechanisms that release several estimates (strata) override it."""
+        if self.ate is None:
+            return []
+        lo, hi = self.ci if self.ci is not None else (None, None)
+        return [{"name": "ATE", "estimate": self.ate, "se": self.se,
+                 "ci_lower": lo, "ci_upper": hi}]
+
+    def summary(self) -> pd.DataFrame:
+        """One row per estimate: estimate, se, CI bounds, epsilon, delta (DoubleML's layout)."""
+        rows = self.estimate_rows()
+        frame = pd.DataFrame(rows, columns=["name", "estimate", "se", "ci_lower", "ci_upper"])
+        frame = frame.set_index("name").astype(float)
+        frame.index.name = None
+        frame["epsilon"] = float(self.privacy.epsilon)
+        frame["delta"] = float(self.privacy.delta)
+        return frame
+
+    def confint(self, level: float | None = None) -> pd.DataFrame:
+        """Confidence intervals, one row per estimate, columns named like statsmodels/DoubleML.
+
+        ``level=None`` (or the release's own level) gives the published intervals. Another level
+        gives the normal interval ``estimate ± z·se`` from the released values: post-processing,
+        no further privacy cost, but it ignores any mechanism-specific CI construction.
+        """
+        level = self.level if level is None else float(level)
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        table = self.summary()
+        lo_name, hi_name = f"{50 * (1 - level):g} %", f"{100 - 50 * (1 - level):g} %"
+        if math.isclose(level, self.level):
+            return pd.DataFrame({lo_name: table["ci_lower"], hi_name: table["ci_upper"]})
+        z = float(norm.ppf(0.5 + level / 2))
+        return pd.DataFrame({lo_name: table["estimate"] - z * table["se"],
+                             hi_name: table["estimate"] + z * table["se"]})
+
+    # ------------------------------------------------------------------ printing
+    def reading(self) -> str:
+        """One sentence saying what the interval covers."""
+        return (f"The {100 * self.level:g}% CI covers both the sampling error and the privacy "
+                "noise; se is the total standard error.")
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        rows: list[tuple[str, str]] = []
+        for r in self.estimate_rows():
+            ci = ("-" if r["ci_lower"] is None
+                  else f"[{r['ci_lower']:.6g}, {r['ci_upper']:.6g}]")
+            se = "-" if r["se"] is None else f"{r['se']:.4g}"
+            rows.append((str(r["name"]), f"{r['estimate']:.6g}  {100 * self.level:g}% CI {ci}"
+                                         f"  se {se}"))
+        rows.append(("privacy", self.privacy.describe()))
+        rows.append(("n", str(self.n)))
+        rows += self.extra_rows()
+        if self.evaluation:
+            rows.append(("mode", "EVALUATION (not private)"))
+        return rows
+
+    def extra_rows(self) -> list[tuple[str, str]]:
+        """Mechanism-specific (label, value) rows for the text summary."""
+        return []
+
+    def __str__(self) -> str:
+        return super().__str__() + "\n" + self.reading()
+
+    def _repr_html_(self) -> str:
+        title = html.escape(type(self).__name__)
+        privacy = html.escape(self.privacy.describe())
+        return (f"<div><strong>{title}</strong> (n={self.n}; {privacy})"
+                f"{self.summary().to_html(float_format=lambda v: f'{v:.6g}')}"
+                f"<p>{html.escape(self.reading())}</p></div>")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **to_jsonable(self)}
+
+    # ------------------------------------------------------------------ plot
+    def noise_share(self) -> float | None:
+        """Share of the total variance that is privacy noise (``None`` where unknown)."""
+        return None
+
+    def plot(self, ax: Axes | None = None) -> Axes:
+        """Estimates with their CIs (and the noise share in the title); returns the Axes."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("plot() needs matplotlib: pip install 'dpcausal[plot]'") from exc
+        table = self.summary()
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 0.6 + 0.5 * max(1, len(table))))
+        y = np.arange(len(table))[::-1]
+        lo = (table["estimate"] - table["ci_lower"]).to_numpy()
+        hi = (table["ci_upper"] - table["estimate"]).to_numpy()
+        ax.errorbar(table["estimate"], y, xerr=np.vstack([lo, hi]), fmt="o", capsize=4)
+        ax.set_yticks(y, [str(i) for i in table.index])
+        ax.axvline(0.0, color="grey", lw=0.8, ls="--")
+        share = self.noise_share()
+        title = f"{type(self).__name__}: {100 * self.level:g}% CI, {self.privacy.describe()}"
+        if share is not None:
+            title += f"\nprivacy noise: {100 * share:.0f}% of the variance"
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("estimate")
+        return ax
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked input: ``public`` holds the public facts the charge depends on (e.g. ``n``);
+    ``data`` holds the checked data, which only :meth:`Mechanism.private_release` may read."""
+
+    public: dict[str, Any]
+    data: Any = field(repr=False)
+
+
+class Mechanism(BaseEstimator):  # type: ignore[misc]
+    """Base of every release mechanism: public parameters in the constructor, one release per
+    :meth:`fit` (scikit-learn estimator contract: ``get_params``/``set_params``/``clone``)."""
+
+    unit: ClassVar[str] = "row"
+
+    def check_input(self, data: Any, *args: Any, **roles: Any) -> Prepared:
+        """Validate the input; raise every refusal that can be known before anything is
+        charged."""
+        raise NotImplementedError
+
+    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+        """The data-free charge of one release, from public facts only."""
+        raise NotImplementedError
+
+    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+        """Compute the statistic and draw the noise once; return the :class:`Release`."""
+        raise NotImplementedError
+
+    def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> Release:
+        """One release: :meth:`check_input`, :meth:`privacy_charge`, :meth:`private_release`.
+
+        ``data`` is a DataFrame with column roles given by keyword (``treatment=``,
+        ``outcome=``, ...), or the mechanism's arrays. Each call is a new release that spends
+        budget again: repeated fits on the same data compose, and the session accountant
+        (:mod:`dpcausal.session`) records them. The release is kept as ``release_``.
+        """
+        from dpcausal.session import accountant
+
+        prepared = self.check_input(data, *args, **roles)
+        charge = self.privacy_charge(**prepared.public)
+        with accountant().charging(self, prepared, charge, evaluation=evaluation) as slot:
+            release = self.private_release(prepared, evaluation=evaluation)
+            slot.record(release)
+        self.release_ = release
+        return release
+
+
+def columns(frame: pd.DataFrame, **roles: str | Sequence[str] | None) -> dict[str, Any]:
+    """The columns a mechanism needs from a DataFrame, by role; an unknown name raises a
+    ``ValueError`` that names the role and the user's column (public: the schema only)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
+    out: dict[str, Any] = {}
+    for role, name in roles.items():
+        if name is None:
+            continue
+        names = [name] if isinstance(name, str) else list(name)
+        missing = [c for c in names if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{role}={missing[0]!r} is not a column of the data "
+                             f"(columns: {list(map(str, frame.columns))})")
+        out[role] = frame[names[0]] if isinstance(name, str) else frame[names]
+    return out
