@@ -186,7 +186,7 @@ class Release(ResultMixin):
                 f"<p>{html.escape(self.reading())}</p></div>")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **to_jsonable(self)}
+        return {"kind": self.kind, **to_jsonable(self), "noise_share": self.noise_share()}
 
     # ------------------------------------------------------------------ plot
     def noise_share(self) -> float | None:

@@ -31,7 +31,10 @@ MODELS = ("fixed", "random")
 CRITICALS = ("normal", "paper")
 #: p1 of the paper's CI constant (eq. 12, spec §3): c = Phi^{-1}(1 - p/2 + p1/2) = 2.0537 at p=0.05.
 PAPER_P1 = 0.01
-_STUDY_COLUMNS = ("label", "ate", "variance", "se", "ci_low", "ci_high", "zeta", "n", "weight")
+_STUDY_COLUMNS = ("label", "ate", "variance", "se", "ci_low", "ci_high", "zeta", "epsilon",
+                  "delta", "unit", "mechanism", "dataset", "releases", "n", "weight")
+_RECORD_KEYS = ("label", "ate", "variance", "ci_low", "ci_high", "zeta", "epsilon", "delta",
+                "unit", "mechanism", "dataset", "noise_variance", "n")
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,9 +132,11 @@ class MetaResult(ResultMixin):
                          f"(df {self.n_studies - 1}), I2 = {100 * self.i2:.1f}%")
         lines.append(f"privacy: {self.privacy['statement']}")
         for group in self.privacy["shared_groups"]:
-            lines.append(f"  studies {', '.join(group['studies'])} share people: composed zeta "
-                         f"{group['composed_zeta']:.4g} (epsilon "
-                         f"{group['composed_epsilon']:.4g} at delta {self.privacy['delta']:g})")
+            zeta = ("" if group["composed_zeta"] is None
+                    else f"zeta {group['composed_zeta']:.4g}, ")
+            lines.append(f"  studies {', '.join(group['studies'])} share people: composed "
+                         f"{zeta}epsilon {group['composed_epsilon']:.4g} at delta "
+                         f"{group['composed_delta']:.3g}")
         if self.privacy["max_individual_zeta"] is not None:
             lines.append(f"  worst exposure of any one person: zeta "
                          f"{self.privacy['max_individual_zeta']:.4g}")
@@ -151,12 +156,13 @@ def combine(
     Parameters
     ----------
     releases : sequence of releases or dicts, or pandas.DataFrame
-        The studies. A release is any object with attributes ``ate`` and ``variance``, and
-        optionally ``privacy`` (a dict with ``"zeta"``, or an object with ``.zeta``), ``zeta``,
-        ``n`` and ``label`` (e.g. ``dpcausal.ATERelease``). A dict has keys ``ate``,
-        ``variance`` and optionally ``zeta`` (or ``privacy``), ``n``, ``label``. A DataFrame has
-        columns ``ate``, ``variance`` and optionally ``zeta``, ``n``, ``label`` (without a label
-        column, a non-default index names the studies). Unnamed studies are "study 1", ...
+        The studies: any :class:`dpcausal.Release` (of any mechanism) or its ``to_dict()``, or
+        any object or dict with ``ate`` and ``se`` (or ``variance``), and optionally ``ci``,
+        ``privacy`` (a :class:`dpcausal.Privacy` or its dict: epsilon, delta, unit, mechanism,
+        zeta), ``zeta``, ``n``, ``label`` and ``dataset`` (what identifies the data released).
+        A DataFrame has columns ``ate``, ``se`` or ``variance`` and optionally the others
+        (without a label column, a non-default index names the studies). A study without a
+        label is named by what identifies it (dataset, mechanism, estimator, K).
     weights : {"inverse_variance", "paper_sqrt", "equal"} or array-like
         ``"inverse_variance"`` (default) weights by ``1/V_j``; ``"paper_sqrt"`` by
         ``V_j^{-1/2}`` (Proposition 1 as printed); ``"equal"`` by 1; an array gives one
@@ -197,11 +203,18 @@ def combine(
     variance-minimising; the default is inverse-variance weighting and ``"paper_sqrt"`` keeps
     the printed rule. The paper has no meta CI; the CI here is the spec §4 decision.
 
+    Releases of the same data (the same ``dataset``) are not independent studies: their noise
+    draws are independent but their sampling error is one and the same. They are pooled first as
+    repeated noisy measurements of one estimate (:func:`_pool_same_data`), so the shared sampling
+    variance is counted once, or refused when their noise variances are not known. Each study
+    keeps the CI it published; a study that published none gets ``ate ± critical·se``.
+
     Privacy: this function reads only released numbers, so it is post-processing and charges
     nothing (spec §2.6). A person in several studies has exposure ``sqrt(sum zeta_j^2)`` over
     those studies; declare such studies in ``shared_people`` to have it reported.
     """
-    table = _study_table(releases)
+    crit = _critical_value(level, critical)
+    table = _pool_same_data(_study_table(releases), crit)
     n_studies = len(table)
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
@@ -209,7 +222,6 @@ def combine(
         raise ValueError(f"model='random' needs at least 2 studies to estimate the between-study "
                          f"variance, got {n_studies}; use model='fixed' or add studies")
     custom = _custom_weights(weights, n_studies)
-    crit = _critical_value(level, critical)
     groups = _shared_groups(shared_people, table)
 
     ate = table["ate"].to_numpy(dtype=float)
@@ -224,8 +236,9 @@ def combine(
     se = math.sqrt(pooled_var)
 
     table["se"] = np.sqrt(var)
-    table["ci_low"] = ate - crit * table["se"]
-    table["ci_high"] = ate + crit * table["se"]
+    unpublished = table["ci_low"].isna() | table["ci_high"].isna()
+    table.loc[unpublished, "ci_low"] = (ate - crit * table["se"])[unpublished]
+    table.loc[unpublished, "ci_high"] = (ate + crit * table["se"])[unpublished]
     table["weight"] = lam
     return MetaResult(
         ate=pooled, variance=pooled_var, se=se, ci=(pooled - crit * se, pooled + crit * se),
@@ -303,7 +316,7 @@ def _critical_value(level: float, critical: str) -> float:
 # --- reading the releases ---------------------------------------------------------------------
 
 def _study_table(releases: Any) -> pd.DataFrame:
-    """One row per study (label, ate, variance, zeta, n), validated."""
+    """One row per release (label, ate, variance, published CI, privacy, dataset, n), validated."""
     if isinstance(releases, pd.DataFrame):
         records = _records_from_frame(releases)
     elif isinstance(releases, (str, bytes, Mapping)) or hasattr(releases, "ate") \
@@ -315,25 +328,27 @@ def _study_table(releases: Any) -> pd.DataFrame:
         records = [_record(item, j) for j, item in enumerate(releases)]
     if not records:
         raise ValueError("releases is empty; pass at least one study")
+    _name_studies(records)
     labels = [r["label"] for r in records]
     duplicates = sorted({x for x in labels if labels.count(x) > 1})
     if duplicates:
         raise ValueError(f"study labels must be unique, got duplicates {duplicates}; "
                          f"give each release its own label")
-    table = pd.DataFrame.from_records(records, columns=["label", "ate", "variance", "zeta", "n"])
+    table = pd.DataFrame.from_records(records, columns=list(_RECORD_KEYS))
     table["n"] = pd.Series([r["n"] for r in records], dtype=object)  # ints, None where unknown
+    table["releases"] = 1
     return table
 
 
 def _records_from_frame(frame: pd.DataFrame) -> list[dict]:
     missing = [c for c in ("ate", "variance") if c not in frame.columns]
-    if missing:
-        raise ValueError(f"releases DataFrame needs columns 'ate' and 'variance', missing "
-                         f"{missing} (has {list(frame.columns)})")
+    if missing and not (missing == ["variance"] and "se" in frame.columns):
+        raise ValueError(f"releases DataFrame needs columns 'ate' and 'variance' (or 'se'), "
+                         f"missing {missing} (has {list(frame.columns)})")
     use_index = "label" not in frame.columns and not isinstance(frame.index, pd.RangeIndex)
     rows = []
     for j, (idx, row) in enumerate(frame.iterrows()):
-        item = {k: row[k] for k in ("ate", "variance", "zeta", "n", "label") if k in frame.columns}
+        item = {k: row[k] for k in frame.columns}
         if use_index:
             item["label"] = idx
         rows.append(_record(item, j))
@@ -344,33 +359,23 @@ def _record(item: Any, j: int) -> dict:
     """Read one study from a release object or a dict and validate its numbers."""
     where = f"releases[{j}]"
     if isinstance(item, Mapping):
-        if "ate" not in item or "variance" not in item:
-            raise ValueError(f"{where} must have keys 'ate' and 'variance', got keys "
-                             f"{sorted(map(str, item))}")
         get = item.get
-    elif hasattr(item, "ate") and hasattr(item, "variance"):
+    elif hasattr(item, "ate"):
         def get(key: str, default: Any = None) -> Any:
-            return getattr(item, key, default)
+            value = getattr(item, key, default)
+            return value() if key == "noise_share" and callable(value) else value
     else:
-        raise TypeError(f"{where} must be a release (attributes ate, variance), a dict or a "
+        raise TypeError(f"{where} must be a release (attributes ate, se), a dict or a "
                         f"DataFrame row, got {type(item).__name__}")
+    if get("ate") is None:
+        raise ValueError(f"{where} has no 'ate': that release published no ATE to pool")
     ate = _number(get("ate"), f"{where}.ate")
-    variance = get("variance")
-    if variance is None:
-        raise ValueError(f"{where}.variance is None: that study released no variance; pooling "
-                         f"needs each study's private variance (release it with a CI)")
-    variance = _number(variance, f"{where}.variance")
-    if not variance > 0:
-        raise ValueError(f"{where}.variance must be > 0, got {variance!r}; a private variance "
-                         f"is always positive, check the input")
-    zeta = get("zeta")
-    if zeta is None:
-        privacy = get("privacy")
-        zeta = privacy.get("zeta") if isinstance(privacy, Mapping) else \
-            getattr(privacy, "zeta", None)
-    zeta = None if _missing(zeta) else _number(zeta, f"{where}.zeta")
-    if zeta is not None and not zeta > 0:
-        raise ValueError(f"{where}.zeta must be > 0 (or missing), got {zeta!r}")
+    variance = _variance(get, where)
+    privacy = _privacy_fields(get, where)
+    share = get("noise_share")
+    noise_variance = None if _missing(share) else _number(share, f"{where}.noise_share") * variance
+    ci = get("ci")
+    ci_low, ci_high = (None, None) if _missing(ci) else _interval(ci, f"{where}.ci")
     n = get("n")
     if not _missing(n):
         n_float = _number(n, f"{where}.n")
@@ -379,9 +384,134 @@ def _record(item: Any, j: int) -> dict:
         n = int(n_float)
     else:
         n = None
+    dataset = get("dataset", get("dataset_id"))
     label = get("label")
-    label = f"study {j + 1}" if _missing(label) else str(label)
-    return {"label": label, "ate": ate, "variance": variance, "zeta": zeta, "n": n}
+    return {"label": None if _missing(label) else str(label), "ate": ate, "variance": variance,
+            "ci_low": ci_low, "ci_high": ci_high, **privacy,
+            "dataset": None if _missing(dataset) else str(dataset),
+            "noise_variance": noise_variance, "n": n,
+            "_identity": _identity(get, dataset, privacy["mechanism"])}
+
+
+def _variance(get: Any, where: str) -> float:
+    se, variance = get("se"), get("variance")
+    if se is None and variance is None:
+        raise ValueError(f"{where}.variance is None: that study released no variance (no se); "
+                         f"pooling needs each study's private se (release it with a CI)")
+    key, value = ("variance", variance) if se is None else ("se", se)
+    value = _number(value, f"{where}.{key}")
+    if not value > 0:
+        raise ValueError(f"{where}.{key} must be > 0, got {value!r}; a private standard error "
+                         f"is always positive, check the input")
+    return value if key == "variance" else value * value
+
+
+def _privacy_fields(get: Any, where: str) -> dict[str, Any]:
+    """zeta, epsilon, delta, unit, mechanism of a study, from its ``privacy`` or flat keys."""
+    privacy = get("privacy")
+    if isinstance(privacy, Mapping):
+        pget = privacy.get
+    else:
+        def pget(key: str, default: Any = None) -> Any:
+            return getattr(privacy, key, default)
+    out: dict[str, Any] = {}
+    for key in ("zeta", "epsilon", "delta"):
+        value = get(key)
+        value = pget(key) if _missing(value) else value
+        value = None if _missing(value) else _number(value, f"{where}.{key}")
+        if key != "delta" and value is not None and not value > 0:
+            raise ValueError(f"{where}.{key} must be > 0 (or missing), got {value!r}")
+        out[key] = value
+    for key in ("unit", "mechanism"):
+        value = get(key) if not _missing(get(key)) else pget(key)
+        out[key] = None if _missing(value) else str(value)
+    if out["epsilon"] is None and out["zeta"] is not None:
+        out["epsilon"], out["delta"] = gdp_epsilon(out["zeta"], DEFAULT_DELTA), DEFAULT_DELTA
+    return out
+
+
+def _interval(ci: Any, name: str) -> tuple[float, float]:
+    try:
+        lo, hi = ci
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a pair (low, high), got {ci!r}") from None
+    return _number(lo, f"{name}[0]"), _number(hi, f"{name}[1]")
+
+
+def _identity(get: Any, dataset: Any, mechanism: Any) -> str:
+    """What identifies a release when it has no label: dataset, kind, estimator, K, bounds."""
+    params = get("params")
+    params = params if isinstance(params, Mapping) else {}
+    parts = [dataset, get("kind") or mechanism, get("estimator") or params.get("estimator")]
+    k = get("n_folds") or params.get("n_folds")
+    bounds = params.get("outcome_bounds")
+    text = " ".join(str(p) for p in parts if not _missing(p))
+    if not _missing(k):
+        text += f" K={k}"
+    if isinstance(bounds, (list, tuple)) and len(bounds) == 2:
+        text += f" Y in [{bounds[0]:g}, {bounds[1]:g}]"
+    return text.strip()
+
+
+def _name_studies(records: list[dict]) -> None:
+    """Label unlabelled studies by their identity, numbered where identities repeat."""
+    auto = []
+    for j, r in enumerate(records):
+        identity = r.pop("_identity")
+        if r["label"] is None:
+            r["label"] = identity or f"study {j + 1}"
+            auto.append(r)
+    labels = [r["label"] for r in auto]
+    for label in {x for x in labels if labels.count(x) > 1}:
+        for i, r in enumerate((r for r in auto if r["label"] == label), start=1):
+            r["label"] = f"{label} #{i}"
+
+
+def _pool_same_data(table: pd.DataFrame, crit: float) -> pd.DataFrame:
+    """Collapse releases of one dataset into one study: repeated noisy measurements of one
+    estimate (spec dp_ate_ensemble.md §4 assumes independent studies; this is our decision).
+
+    Release j of a dataset publishes ``tau_j = tau_hat + e_j`` with independent noise
+    ``e_j ~ N(0, s_j^2)`` (``s_j^2 = noise_share_j · se_j^2``, public) and the same sampling error.
+    The noise-weighted mean ``sum_j w_j tau_j``, ``w_j ∝ 1/s_j^2``, has variance
+    ``S + 1/sum_j s_j^-2``, where the shared sampling variance ``S`` is taken, conservatively, as
+    the largest released estimate ``max_j (se_j^2 - s_j^2)``: counted once, never divided by the
+    number of releases. Without every ``s_j^2`` the releases cannot be separated and are refused.
+    """
+    if table["dataset"].isna().all():
+        return table
+    rows = []
+    for dataset, group in table.groupby("dataset", sort=False, dropna=False):
+        if len(group) == 1 or _missing(dataset):
+            rows.extend(group.to_dict("records"))
+            continue
+        if group["noise_variance"].isna().any():
+            raise ValueError(
+                f"studies {group['label'].tolist()} are releases of the same dataset "
+                f"{dataset!r}: they share one sampling error, so pooling them as independent "
+                "studies would understate the variance, and their noise variances are not known "
+                "to pool them as repeated measurements; pool one release per dataset")
+        noise = np.maximum(group["noise_variance"].to_numpy(float), 1e-300)
+        w = (1.0 / noise) / np.sum(1.0 / noise)
+        sampling = max(0.0, float(np.max(group["variance"].to_numpy(float) - noise)))
+        variance = sampling + 1.0 / float(np.sum(1.0 / noise))
+        ate = float(np.dot(w, group["ate"].to_numpy(float)))
+        zetas = group["zeta"].tolist()
+        zeta = compose_gdp(zetas) if not any(_missing(z) for z in zetas) else None
+        units = set(group["unit"].dropna())
+        rows.append({
+            "label": f"{dataset} ({len(group)} releases)", "ate": ate, "variance": variance,
+            "ci_low": ate - crit * math.sqrt(variance), "ci_high": ate + crit * math.sqrt(variance),
+            "zeta": zeta, "epsilon": None if zeta is None else gdp_epsilon(zeta, DEFAULT_DELTA),
+            "delta": DEFAULT_DELTA if zeta is not None else None,
+            "unit": units.pop() if len(units) == 1 else None,
+            "mechanism": ",".join(sorted(set(group["mechanism"].dropna()))) or None,
+            "dataset": dataset, "noise_variance": 1.0 / float(np.sum(1.0 / noise)),
+            "n": group["n"].iloc[0], "releases": int(group["releases"].sum()),
+        })
+    out = pd.DataFrame.from_records(rows, columns=list(table.columns))
+    out["n"] = pd.Series([r["n"] for r in rows], dtype=object)
+    return out
 
 
 def _number(value: Any, name: str) -> float:
@@ -427,10 +557,11 @@ def _shared_groups(shared_people: Any, table: pd.DataFrame) -> list[list[str]]:
         if unknown:
             raise ValueError(f"shared_people names unknown studies {unknown}; known labels are "
                              f"{list(zeta_of)}")
-        no_zeta = [x for x in labels if _missing(zeta_of[x])]
-        if no_zeta:
-            raise ValueError(f"shared_people: studies {no_zeta} have no zeta, so their composed "
-                             f"exposure is unknown; give each release its zeta")
+        eps_of = dict(zip(table["label"], table["epsilon"]))
+        unknown_loss = [x for x in labels if _missing(zeta_of[x]) and _missing(eps_of[x])]
+        if unknown_loss:
+            raise ValueError(f"shared_people: studies {unknown_loss} have no zeta or epsilon, so "
+                             f"their composed exposure is unknown; give each release its privacy")
         out.append(labels)
     return out
 
@@ -439,15 +570,26 @@ def _privacy_position(table: pd.DataFrame, groups: list[list[str]]) -> dict:
     """Privacy of the pooled result: no new charge; GDP composition over shared studies (§2.6)."""
     zeta_of = {lab: (None if _missing(z) else float(z))
                for lab, z in zip(table["label"], table["zeta"])}
+    eps_of = {lab: (None if _missing(e) else float(e))
+              for lab, e in zip(table["label"], table["epsilon"])}
+    delta_of = {lab: (0.0 if _missing(d) else float(d))
+                for lab, d in zip(table["label"], table["delta"])}
     shared = []
     for labels in groups:
-        composed = compose_gdp([zeta_of[x] for x in labels])
-        shared.append({"studies": labels, "composed_zeta": composed,
-                       "composed_epsilon": gdp_epsilon(composed, DEFAULT_DELTA)})
-    worst_group = max(shared, key=lambda g: g["composed_zeta"]) if shared else None
+        if all(zeta_of[x] is not None for x in labels):  # Gaussian DP composes exactly
+            composed = compose_gdp([zeta_of[x] for x in labels])
+            shared.append({"studies": labels, "composed_zeta": composed,
+                           "composed_epsilon": gdp_epsilon(composed, DEFAULT_DELTA),
+                           "composed_delta": DEFAULT_DELTA})
+        else:  # basic composition of (epsilon, delta) across mechanisms
+            shared.append({"studies": labels, "composed_zeta": None,
+                           "composed_epsilon": math.fsum(eps_of[x] or 0.0 for x in labels),
+                           "composed_delta": math.fsum(delta_of[x] for x in labels)})
+    gdp_groups = [g for g in shared if g["composed_zeta"] is not None]
+    worst_group = max(gdp_groups, key=lambda g: g["composed_zeta"]) if gdp_groups else None
     known = [z for z in zeta_of.values() if z is not None]
     max_zeta = None
-    if len(known) == len(zeta_of):
+    if len(known) == len(zeta_of) and len(gdp_groups) == len(shared):
         max_zeta = max(known + [g["composed_zeta"] for g in shared])
     return {
         "additional_charge": 0.0,
@@ -457,8 +599,7 @@ def _privacy_position(table: pd.DataFrame, groups: list[list[str]]) -> dict:
                          if shared else "")),
         "delta": DEFAULT_DELTA,
         "study_zeta": zeta_of,
-        "study_epsilon": {lab: (None if z is None else gdp_epsilon(z, DEFAULT_DELTA))
-                          for lab, z in zeta_of.items()},
+        "study_epsilon": eps_of,
         "shared_groups": shared,
         "composed_zeta": worst_group["composed_zeta"] if worst_group else None,
         "composed_epsilon": worst_group["composed_epsilon"] if worst_group else None,

@@ -204,6 +204,12 @@ def test_labels_come_from_label_field_or_dataframe_index():
     assert res.studies["zeta"].isna().tolist() == [False, True]
 
 
+#: what combine may read of a release: released numbers and public descriptions
+PUBLIC_NAMES = {"privacy", "zeta", "epsilon", "delta", "unit", "mechanism", "n", "label", "se",
+                "ci", "noise_share", "dataset", "dataset_id", "kind", "estimator", "params",
+                "n_folds"}
+
+
 def test_reads_only_released_numbers():
     # A release whose other attributes would be non-private intermediates: combine must not
     # read them.
@@ -212,7 +218,7 @@ def test_reads_only_released_numbers():
             self.ate, self.variance = ate, variance
 
         def __getattr__(self, name):
-            if name in {"privacy", "zeta", "n", "label"}:
+            if name in PUBLIC_NAMES:
                 return None
             raise AssertionError(f"combine read {name!r}, which is not a released number")
 
@@ -240,8 +246,9 @@ def test_reads_core_ate_releases():
     assert res.ate == pytest.approx(float(np.dot(w / w.sum(), [r.ate for r in releases])),
                                     rel=1e-12)
     assert res.studies["n"].tolist() == [3000, 3000]
-    assert res.privacy["study_zeta"] == {"study 1": releases[0].privacy["zeta"],
-                                         "study 2": releases[1].privacy["zeta"]}
+    assert list(res.privacy["study_zeta"].values()) == [1.5, 1.5]  # zeta of each release
+    assert all(label.endswith(("#1", "#2")) and "K=10" in label
+               for label in res.privacy["study_zeta"])  # named by what identifies them
     with pytest.raises(ValueError, match=r"releases\[1\]\.variance is None"):
         combine([releases[0], _core_release(3, ci_share=0.0)])
 
@@ -336,12 +343,12 @@ def test_rejects_bad_variance_in_dataframe_before_anything_else():
 @pytest.mark.parametrize(("studies", "exc", "match"), [
     ([{"ate": float("nan"), "variance": 0.01}], ValueError, r"releases\[0\]\.ate must be finite"),
     ([{"ate": "0.1", "variance": 0.01}], TypeError, r"releases\[0\]\.ate must be a real number"),
-    ([{"ate": 0.1}], ValueError, r"releases\[0\] must have keys 'ate' and 'variance'"),
+    ([{"ate": 0.1}], ValueError, r"releases\[0\]\.variance is None"),
     ([0.1, 0.2], TypeError, r"releases\[0\] must be a release"),
     ([], ValueError, "releases is empty"),
     ({"ate": 0.1, "variance": 0.01}, TypeError, "wrap a single release in a list"),
     (pd.DataFrame({"ate": [0.1]}), ValueError,
-     r"needs columns 'ate' and 'variance', missing \['variance'\]"),
+     r"needs columns 'ate' and 'variance' \(or 'se'\), missing \['variance'\]"),
     ([{"ate": 0.1, "variance": 0.01, "label": "x"}] * 2, ValueError, r"labels must be unique.*'x'"),
     ([{"ate": 0.1, "variance": 0.01, "zeta": -1}], ValueError, r"releases\[0\]\.zeta must be > 0"),
     ([{"ate": 0.1, "variance": 0.01, "n": 10.5}], ValueError,
@@ -431,3 +438,63 @@ def test_meta_of_five_private_experiment_d_studies_is_unbiased_and_covers():
           f"coverage {np.mean(covered):.3f}")
     assert abs(errors.mean()) <= 3 * se, (errors.mean(), se)
     assert np.mean(covered) >= 0.93, np.mean(covered)
+
+
+def _noisy(ate, se, share, dataset, zeta=1.0):
+    return {"ate": ate, "se": se, "noise_share": share, "dataset": dataset,
+            "privacy": {"epsilon": 3.0, "delta": 1e-5, "unit": "row", "mechanism": "gaussian",
+                        "zeta": zeta}}
+
+
+def test_releases_of_one_dataset_count_their_sampling_variance_once():
+    # Five releases of one data set: sampling variance S = 0.04 each, noise variance 0.12 each
+    # (se^2 = 0.16). As independent studies the pooled variance would be 0.16/5 = 0.032 < S.
+    releases = [_noisy(a, 0.4, 0.75, "trial-A") for a in (3.1, 2.7, 3.4, 2.9, 3.3)]
+    res = combine(releases)
+    assert res.n_studies == 1 and res.studies["releases"].tolist() == [5]
+    assert res.ate == pytest.approx(np.mean([3.1, 2.7, 3.4, 2.9, 3.3]), rel=1e-12)
+    assert res.variance == pytest.approx(0.04 + 0.12 / 5, rel=1e-12)
+    assert res.variance > 0.04  # never below one release's sampling variance
+    assert res.studies["zeta"].iloc[0] == pytest.approx(np.sqrt(5), rel=1e-12)
+
+
+def test_releases_of_one_dataset_without_noise_variances_are_refused():
+    releases = [{"ate": 1.0, "se": 0.3, "dataset": "d"}, {"ate": 1.2, "se": 0.3, "dataset": "d"}]
+    with pytest.raises(ValueError, match="same dataset 'd'.*one sampling error"):
+        combine(releases)
+
+
+def test_other_datasets_stay_independent_studies_and_keep_their_published_ci():
+    a = {**_noisy(1.0, 0.2, 0.5, "A"), "ci": (0.5, 1.6)}
+    b = _noisy(2.0, 0.3, 0.5, "B")
+    res = combine([a, b])
+    assert res.n_studies == 2
+    row = res.studies.set_index("dataset").loc["A"]
+    assert (row["ci_low"], row["ci_high"]) == (0.5, 1.6)  # the published CI, not recomputed
+    assert res.studies["label"].tolist() == ["A gaussian", "B gaussian"]
+
+
+def test_pools_releases_of_every_mechanism_through_the_contract():
+    from dpcausal.contract import Privacy, Release
+
+    def rel(ate, unit, mechanism, eps):
+        return Release(ate=ate, ci=(ate - 0.5, ate + 0.5), se=0.25, level=0.95, n=100,
+                       privacy=Privacy(epsilon=eps, delta=0.0, unit=unit, mechanism=mechanism))
+
+    releases = [rel(1.0, "label", "cluster_dp", 2.0), rel(1.4, "user", "laplace", 1.0),
+                rel(0.8, "client", "pbm", 0.5)]
+    res = combine(releases)
+    assert res.ate == pytest.approx((1.0 + 1.4 + 0.8) / 3, rel=1e-12)
+    assert res.studies["unit"].tolist() == ["label", "user", "client"]
+    assert res.studies["epsilon"].tolist() == [2.0, 1.0, 0.5]
+
+
+def test_shared_people_across_mechanisms_compose_by_basic_composition():
+    a = {"ate": 1.0, "se": 0.2, "label": "a",
+         "privacy": {"epsilon": 1.0, "delta": 0.0, "unit": "user", "mechanism": "laplace"}}
+    b = {"ate": 1.1, "se": 0.2, "label": "b", "zeta": 1.0}
+    res = combine([a, b], shared_people=["a", "b"])
+    group = res.privacy["shared_groups"][0]
+    assert group["composed_zeta"] is None
+    assert group["composed_epsilon"] == pytest.approx(1.0 + 4.3772, abs=1e-3)  # dp_accounting: 4.3772
+    assert "share people" in str(res)
