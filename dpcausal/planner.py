@@ -1,0 +1,213 @@
+"""A data-free planner for the core release: how precise will it be, before anything is spent.
+
+Everything that sets the noise of :class:`dpcausal.PrivateATE` is public (n, d, K, bounds, the
+propensity clip, zeta, the CI share), so the expected width of the private CI can be computed
+before the release, under a stated public assumption about the outcome's spread (issue 19).
+
+Assumption (public, overridable): the outcome has standard deviation ``outcome_sd`` in both
+arms (default: half the width of the outcome bounds, the largest any distribution on the bounds
+can have) and a share ``treated_share`` of units is treated (default 1/2). The non-private
+variance is then that of a difference in means, ``V = sd^2 (1/p + 1/(1-p)) / n``; covariate
+adjustment can only shrink it, so the ratios below are conservative for AIPW and G.
+
+Expected private variance (spec dp_ate_ensemble.md §3, eq. 11 and the conservative form):
+``"paper"``: ``V + sigma1^2 + z sigma2^2``; ``"conservative"``: ``(sqrt(V) + z sigma2)^2 +
+sigma1^2`` with ``z = Phi^-1(1 - p1)``; the half-width is ``c sqrt(V_DP)`` with
+``c = Phi^-1(1 - alpha/2 + p1/2)`` (eq. 12), against ``Phi^-1(1 - alpha/2) sqrt(V)`` without
+privacy. sigma1 and sigma2 come from :func:`dpcausal.sensitivity.calibrate` (Theorem 1, §2.5).
+
+Rows-per-fold floors (our decision, spec §7 is silent past its 5(d+1)/50 warning): the folds of a
+recommended K keep at least ``max(50, 5(d+1))`` rows for AIPW, ``max(50, 10(d+1))`` for G and
+``max(100, 15(d+1))`` for IPW with parametric nuisance models, and ``max(200, 10(d+1))`` for any
+other model kind. IPW gets the highest floor because its bias grows first with K (the
+reproduction of Exp. D: about 0.06 at K = 200, n = 50,000, d = 20, i.e. 250 rows per fold).
+
+Compute (this machine class, 2 cores; fitted to bench/ate_core.py's runs of issue 19:
+n = 10^6, AIPW, 6.6 s at K = 500 and 48 s at K = 5,000):
+``seconds ~= 2e-6 n + 3.1e-9 n K m`` with m the number of nuisances (G 2, IPW 1, AIPW 3).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+from scipy.special import ndtri
+
+from dpcausal.sensitivity import calibrate
+
+NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
+MODEL_KINDS = ("parametric", "other")
+_SECONDS_PER_ROW = 2e-6
+_SECONDS_PER_PREDICTION = 3.1e-9
+_K_GRID = (2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000,
+           100_000, 200_000)
+CI_SHARES = (0.05, 0.1, 0.2, 0.3)
+SIGMA2_MODES = ("paper", "tight")
+UNINFORMATIVE_RATIO = 10.0
+
+
+def rows_per_fold_floor(estimator: str, d: int, model_kind: str = "parametric") -> int:
+    """The fewest rows a fold of a recommended K keeps (module docstring: our decision)."""
+    if model_kind not in MODEL_KINDS:
+        raise ValueError(f"model_kind must be one of {MODEL_KINDS}, got {model_kind!r}")
+    if model_kind == "other":
+        return max(200, 10 * (d + 1))
+    return {"aipw": max(50, 5 * (d + 1)), "g": max(50, 10 * (d + 1)),
+            "ipw": max(100, 15 * (d + 1))}[estimator]
+
+
+def predicted_seconds(n: int, n_folds: int, estimator: str) -> float:
+    """Fit + aggregate + release time on this machine class (module docstring)."""
+    return _SECONDS_PER_ROW * n + _SECONDS_PER_PREDICTION * n * n_folds * NUISANCES[estimator]
+
+
+def expected_halfwidth(sigma_ate: float, sigma_var: float, variance: float, *,
+                       ci: str = "conservative", alpha: float = 0.05, p1: float = 0.01) -> float:
+    """Expected private CI half-width ``c sqrt(V_DP)`` for non-private variance ``variance``
+    (spec §3: eq. 11 for ``"paper"``, the conservative form otherwise; eq. 12 for c)."""
+    z = float(ndtri(1.0 - p1))
+    c = float(ndtri(1.0 - alpha / 2.0 + p1 / 2.0))
+    if ci == "paper":
+        v_dp = variance + sigma_ate**2 + z * sigma_var**2
+    elif ci == "conservative":
+        v_dp = (math.sqrt(variance) + z * sigma_var) ** 2 + sigma_ate**2
+    else:
+        raise ValueError(f"ci must be 'paper' or 'conservative', got {ci!r}")
+    return c * math.sqrt(v_dp)
+
+
+def nonprivate_variance(n: int, outcome_bounds: Sequence[float], outcome_sd: float | None = None,
+                        treated_share: float = 0.5) -> float:
+    """``sd^2 (1/p + 1/(1-p)) / n``: the stated public assumption (module docstring)."""
+    lo, hi = map(float, outcome_bounds)
+    sd = (hi - lo) / 2.0 if outcome_sd is None else float(outcome_sd)
+    if not (math.isfinite(sd) and sd > 0):
+        raise ValueError(f"outcome_sd must be a finite number > 0, got {outcome_sd!r}")
+    if not 0 < treated_share < 1:
+        raise ValueError(f"treated_share must be in (0, 1), got {treated_share!r}")
+    return sd * sd * (1.0 / treated_share + 1.0 / (1.0 - treated_share)) / n
+
+
+def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametric",
+                    compute_budget: float = 60.0) -> list[int]:
+    """K candidates: a fixed grid, multiples of sqrt(n), and the largest K the floor and the
+    compute budget allow (:func:`auto_n_folds`)."""
+    root = int(math.isqrt(n))
+    floor_k = n // rows_per_fold_floor(estimator, d, model_kind)
+    auto = auto_n_folds(n, d, estimator=estimator, model_kind=model_kind,
+                        compute_budget=compute_budget)
+    ks = set(_K_GRID) | {root, 5 * root, 10 * root, 15 * root, floor_k, auto}
+    return sorted(k for k in ks if 2 <= k <= n // 2)
+
+
+def plan(
+    n: int,
+    d: int,
+    *,
+    outcome_bounds: Sequence[float],
+    estimator: str = "aipw",
+    propensity_clip: float = 0.2,
+    zeta: float = 1.5,
+    ci_share: float | None = None,
+    sigma2: str | None = None,
+    ci: str = "conservative",
+    alpha: float = 0.05,
+    p1: float = 0.01,
+    sensitivity: str = "theorem1",
+    n_folds: Iterable[int] | None = None,
+    estimators: Iterable[str] | None = None,
+    propensity_clips: Iterable[float] | None = None,
+    model_kind: str = "parametric",
+    outcome_sd: float | None = None,
+    treated_share: float = 0.5,
+    compute_budget: float = 60.0,
+) -> pd.DataFrame:
+    """The planner's table: one row per (estimator, eta, K, sigma2, ci_share) candidate.
+
+    ``ci_share=None`` / ``sigma2=None`` try :data:`CI_SHARES` / :data:`SIGMA2_MODES` (both public
+    and data-free); pass a value to fix it. Columns: estimator, propensity_clip, n_folds,
+    rows_per_fold, sigma2, ci_share, sigma1 (noise sd of the ATE), sigma2_sd (noise sd of
+    sqrt(V)), halfwidth, nonprivate_halfwidth, ratio, predictions, seconds, feasible (floor and
+    compute budget met), informative (ratio <= 10) and recommended (exactly one row: the
+    narrowest feasible CI, the smaller K on ties).
+    """
+    if not (isinstance(n, int) and n >= 4):
+        raise ValueError(f"n must be an int >= 4, got {n!r}")
+    if not (isinstance(d, int) and d >= 1):
+        raise ValueError(f"d must be an int >= 1, got {d!r}")
+    variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    base = float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance)
+    rows = []
+    for est in (list(estimators) if estimators is not None else [estimator]):
+        floor = rows_per_fold_floor(est, d, model_kind)
+        ks = (sorted(set(n_folds)) if n_folds is not None
+              else candidate_folds(n, d, est, model_kind, compute_budget))
+        etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
+        for eta in (etas if est != "g" else etas[:1]):
+            for k in ks:
+                for mode in ([sigma2] if sigma2 is not None else SIGMA2_MODES):
+                    for share in ([ci_share] if ci_share is not None else CI_SHARES):
+                        cal = calibrate(est, n, k, tuple(outcome_bounds), eta, zeta, share,
+                                        sensitivity, mode)
+                        half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance,
+                                                  ci=ci, alpha=alpha, p1=p1)
+                        seconds = predicted_seconds(n, k, est)
+                        rows.append({
+                            "estimator": est, "propensity_clip": eta, "n_folds": k,
+                            "rows_per_fold": n // k, "sigma2": mode, "ci_share": share,
+                            "sigma1": cal.sigma_ate, "sigma2_sd": cal.sigma_var,
+                            "halfwidth": half, "nonprivate_halfwidth": base,
+                            "ratio": half / base, "predictions": n * k * NUISANCES[est],
+                            "seconds": seconds,
+                            "feasible": n // k >= floor and seconds <= compute_budget,
+                        })
+    table = pd.DataFrame(rows)
+    table["informative"] = table["ratio"] <= UNINFORMATIVE_RATIO
+    pool = table[table["feasible"]] if table["feasible"].any() else table
+    best = pool.sort_values(["halfwidth", "n_folds"], kind="stable").index[0]
+    table["recommended"] = table.index == best
+    return table
+
+
+def recommended(table: pd.DataFrame) -> pd.Series:
+    """The recommended row of a :func:`plan` table."""
+    return table[table["recommended"]].iloc[0]
+
+
+def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "parametric",
+                 compute_budget: float = 60.0) -> int:
+    """``n_folds="auto"``: the largest K whose folds keep the floor's rows and whose predicted
+    compute fits the budget, and at least ``min(sqrt(n), n // 2)`` when the floor allows it."""
+    floor = rows_per_fold_floor(estimator, d, model_kind)
+    by_floor = n // floor
+    by_budget = int((compute_budget - _SECONDS_PER_ROW * n)
+                    / (_SECONDS_PER_PREDICTION * n * NUISANCES[estimator]))
+    k = min(by_floor, max(by_budget, min(math.isqrt(n), by_floor)))
+    return int(np.clip(k, 2, max(2, n // 2)))
+
+
+def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: Sequence[float],
+                       estimator: str = "aipw", propensity_clip: float = 0.2,
+                       ci_share: float = 0.1, sigma2: str = "tight", ci: str = "conservative",
+                       alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
+                       outcome_sd: float | None = None, treated_share: float = 0.5) -> float:
+    """The smallest zeta whose expected half-width is at most ``target`` (by root finding);
+    ``inf`` when even unlimited budget cannot reach it (the non-private width is larger)."""
+    variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+
+    def excess(zeta: float) -> float:
+        cal = calibrate(estimator, n, n_folds, tuple(outcome_bounds), propensity_clip, zeta,
+                        ci_share, sensitivity, sigma2)
+        return expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha,
+                                  p1=p1) - target
+
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2.0
+        if hi > 1e6:
+            return math.inf
+    return float(brentq(excess, 1e-9, hi, xtol=1e-10, rtol=1e-10))

@@ -1,0 +1,91 @@
+"""The data-free planner (issue 19 §1): its figures against the spec's tables and hand
+computations, the recommendation's rules, and the zeta solver."""
+
+import math
+
+import pytest
+
+from dpcausal.planner import (
+    auto_n_folds,
+    expected_halfwidth,
+    plan,
+    recommended,
+    rows_per_fold_floor,
+    zeta_for_halfwidth,
+)
+
+
+def test_sigmas_match_the_spec_tables():
+    # spec §6.8, experiment A: G, n=5000, K=200, bounds (-1, 1), zeta 1.5 point estimate:
+    # sigma1 = 0.013934; spec §2.5: tight sigma2 = 0.00179 vs paper 0.0131 at zeta2 = 0.474
+    table = plan(5000, 2, outcome_bounds=(-1, 1), estimator="g", zeta=1.5, n_folds=[200],
+                 ci_share=0.1)
+    paper = table[table["sigma2"] == "paper"].iloc[0]
+    tight = table[table["sigma2"] == "tight"].iloc[0]
+    assert paper["sigma1"] == pytest.approx(0.013934 / math.sqrt(0.9), rel=6e-4)
+    assert tight["sigma2_sd"] == pytest.approx(0.00179, rel=3e-3)
+    assert paper["sigma2_sd"] == pytest.approx(0.0131, rel=3e-3)
+
+
+def test_halfwidth_by_hand():
+    # conservative: c * sqrt((sqrt(V) + z sigma2)^2 + sigma1^2), c = 2.0537, z = 2.3263
+    v, s1, s2 = 0.01, 0.05, 0.002
+    expected = 2.0537489 * math.sqrt((0.1 + 2.3263479 * s2) ** 2 + s1**2)
+    assert expected_halfwidth(s1, s2, v) == pytest.approx(expected, rel=1e-6)
+    assert expected_halfwidth(s1, s2, v, ci="paper") == pytest.approx(
+        2.0537489 * math.sqrt(v + s1**2 + 2.3263479 * s2**2), rel=1e-6)
+
+
+def test_nonprivate_halfwidth_follows_the_stated_assumption():
+    # bounds (0, 1): worst-case sd 0.5; p = 1/2: V = 0.25 * 4 / n = 1/n
+    table = plan(10_000, 5, outcome_bounds=(0, 1), n_folds=[100], ci_share=0.1,
+                 sigma2="tight")
+    assert table["nonprivate_halfwidth"].iloc[0] == pytest.approx(1.959964 / 100, rel=1e-6)
+    smaller = plan(10_000, 5, outcome_bounds=(0, 1), n_folds=[100], ci_share=0.1,
+                   sigma2="tight", outcome_sd=0.25)
+    assert smaller["nonprivate_halfwidth"].iloc[0] == pytest.approx(1.959964 / 200, rel=1e-6)
+
+
+def test_exactly_one_recommended_row_and_it_is_the_narrowest_feasible():
+    table = plan(1_000_000, 5, outcome_bounds=(0, 1), compute_budget=60.0)
+    assert table["recommended"].sum() == 1
+    best = recommended(table)
+    feasible = table[table["feasible"]]
+    assert best["halfwidth"] == feasible["halfwidth"].min()
+    assert best["rows_per_fold"] >= rows_per_fold_floor("aipw", 5)
+    assert best["seconds"] <= 60.0
+    # issue 19: today's default (K=500, sigma2 paper) is far wider than the planner's choice
+    default = table[(table["n_folds"] == 500) & (table["sigma2"] == "paper")
+                    & (table["ci_share"] == 0.1)].iloc[0]
+    assert best["ratio"] < default["ratio"] / 3
+
+
+def test_small_data_is_flagged_uninformative():
+    table = plan(500, 3, outcome_bounds=(0, 100), zeta=1.0)
+    assert not recommended(table)["informative"]
+
+
+def test_floors_are_stricter_for_ipw_and_other_models():
+    assert rows_per_fold_floor("aipw", 5) == 50
+    assert rows_per_fold_floor("g", 20) == 210
+    assert rows_per_fold_floor("ipw", 20) == 315
+    assert rows_per_fold_floor("aipw", 5, "other") == 200
+    with pytest.raises(ValueError, match="model_kind"):
+        rows_per_fold_floor("aipw", 5, "tree")
+
+
+def test_auto_n_folds_respects_floor_budget_and_sqrt_n():
+    assert auto_n_folds(1_000_000, 5, compute_budget=1e9) == 1_000_000 // 50  # floor binds
+    k = auto_n_folds(1_000_000, 5, compute_budget=60.0)
+    assert 1000 <= k <= 20_000  # budget binds, never below sqrt(n)
+    assert auto_n_folds(1_000_000, 5, compute_budget=0.1) == 1000  # sqrt(n) beats the budget
+    assert auto_n_folds(100, 5) == 2
+
+
+def test_zeta_solver_reaches_the_target():
+    kw = dict(outcome_bounds=(0, 1), estimator="aipw", ci_share=0.1, sigma2="tight")
+    zeta = zeta_for_halfwidth(0.01, 1_000_000, 10_000, **kw)
+    row = plan(1_000_000, 5, zeta=zeta, n_folds=[10_000], **kw).iloc[0]
+    assert row["halfwidth"] == pytest.approx(0.01, rel=1e-6)
+    # below the non-private width no budget suffices
+    assert zeta_for_halfwidth(1e-4, 1_000_000, 10_000, **kw) == math.inf
