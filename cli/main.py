@@ -12,6 +12,7 @@ from conf import settings
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
+    "plan": "cli.plan_cmd:plan",
     "run": "cli.run_cmd:run",
     "demo": "cli.run_cmd:demo",
     "ledger": "cli.ledger_cmd:ledger",
@@ -22,6 +23,7 @@ COMMANDS: dict[str, str] = {
 }
 
 HELP = {
+    "plan": "Precision of a release before anything is spent (charges nothing).",
     "run": "Run a release flow from a YAML config.",
     "demo": "Synthetic data, then a full private release with embedded defaults.",
     "ledger": "Inspect and set per-dataset privacy budgets.",

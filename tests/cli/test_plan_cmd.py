@@ -1,0 +1,61 @@
+"""``dpcausal plan``: the planner's table for a config, from the data's shape only, charging
+nothing (issue 19 §1)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+
+
+@pytest.fixture()
+def data_csv(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 4000
+    frame = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
+                          "A": rng.integers(0, 2, n), "Y": rng.uniform(0, 1, n)})
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _run(args, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    return CliRunner().invoke(main, ["plan", "conf/release/demo.yaml", *args])
+
+
+def test_prints_the_recommendation_from_the_shape_only(data_csv, tmp_path, monkeypatch):
+    out = _run(["--set", f"data.path={data_csv}", "--set", "columns.covariates=null",
+                "--target-halfwidth", "0.5"], tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    assert "n=4000, d=2" in out.output
+    assert "<- recommended" in out.output and "Recommended: K=" in out.output
+    assert "zeta needed for an expected half-width of 0.5" in out.output
+    assert not (tmp_path / "ledger.db").exists()  # nothing charged, no ledger opened
+
+
+def test_warns_when_the_release_would_not_be_informative(data_csv, tmp_path, monkeypatch):
+    out = _run(["--set", f"data.path={data_csv}", "--set", "columns.covariates=null",
+                "--set", "estimator.outcome_bounds=[0, 1000]", "--set", "estimator.zeta=0.2"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    assert "would not be informative" in out.output
+
+
+def test_json_output(data_csv, tmp_path, monkeypatch):
+    out = _run(["--set", f"data.path={data_csv}", "--set", "columns.covariates=null", "--json"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert (doc["n"], doc["d"]) == (4000, 2)
+    assert sum(r["recommended"] for r in doc["table"]) == 1
+    assert doc["recommended"]["rows_per_fold"] >= 50
+
+
+def test_missing_file_is_a_clean_error(tmp_path, monkeypatch):
+    out = _run(["--set", f"data.path={tmp_path / 'nope.csv'}"], tmp_path, monkeypatch)
+    assert out.exit_code != 0 and "does not exist" in out.output
