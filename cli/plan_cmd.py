@@ -85,10 +85,18 @@ def best_per_k(table: Any) -> Any:
               help="Public assumption on the outcome's sd [default: half the bounds' width].")
 @click.option("--compute-budget", type=float, default=60.0, show_default=True,
               help="Seconds of fit + aggregation allowed for the recommended K.")
+@click.option("--check-bounds", is_flag=True,
+              help="Spend a small budget on a private check of the outcome bounds (charged to "
+                   "the config's dataset in the ledger).")
+@click.option("--bounds-epsilon", type=float, default=0.1, show_default=True,
+              help="Pure-DP epsilon of the bounds check.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float | None,
-         outcome_sd: float | None, compute_budget: float, as_json: bool) -> None:
-    """Precision of a core release for CONFIG before anything is spent (charges nothing)."""
+         outcome_sd: float | None, compute_budget: float, check_bounds: bool,
+         bounds_epsilon: float, as_json: bool) -> None:
+    """Precision of a core release for CONFIG before anything is spent.
+
+    Charges nothing, unless --check-bounds asks for a private check of the outcome bounds."""
     from conf.models import ConfigError, load_config
     from dpcausal.planner import UNINFORMATIVE_RATIO, recommended, zeta_for_halfwidth
 
@@ -99,6 +107,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     best = recommended(table)
+    checked = run_bounds_check(config, bounds_epsilon) if check_bounds else None
     needed = None
     if target_halfwidth is not None:
         p = public_params(config)
@@ -109,6 +118,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     if as_json:
         click.echo(json.dumps({"n": n, "d": d, "recommended": _plain(best.to_dict()),
                                "zeta_for_target": needed,
+                               "bounds_check": None if checked is None else checked.to_dict(),
                                "table": [_plain(r) for r in table.to_dict("records")]}))
         return
     shown = best_per_k(table)
@@ -132,10 +142,37 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
         click.echo(f"Warning: this release would not be informative: its CI is expected to be "
                    f"{best['ratio']:.0f}x wider than the non-private one. Raise zeta, add rows, "
                    "or narrow the outcome bounds.")
+    if checked is not None:
+        click.echo(f"Bounds check (epsilon {bounds_epsilon:g}, charged): {checked.message()}")
     if needed is not None:
         click.echo(f"zeta needed for an expected half-width of {target_halfwidth:g} at "
                    f"K={marker}: " + ("unreachable (the non-private CI is already wider)" if needed == float("inf")
                       else f"{needed:.4g}"))
+
+
+def run_bounds_check(config: Any, epsilon: float) -> Any:
+    """Reserve the check's charge in the ledger, release the noisy shares, commit (the one
+    place of `plan` that reads data values: the outcome column only)."""
+    import uuid
+
+    from dpcausal.bounds_check import BoundsCheck
+    from dpcausal.ledger import BudgetExceededError, Ledger
+    from tasks.data import read_frame
+
+    check = BoundsCheck(outcome_bounds=public_params(config)["outcome_bounds"], epsilon=epsilon)
+    charge = check.privacy_charge()
+    dataset = config.ledger.dataset_id
+    try:
+        with Ledger() as led:
+            led.check(dataset, charge)  # refuse before reading anything
+            frame = read_frame(config.data)
+            prepared = check.check_input(frame, outcome=config.columns.outcome)
+            with led.release(dataset, f"bounds-check/{uuid.uuid4()}", charge) as slot:
+                out = check.private_release(prepared)
+                slot.commit(out.to_json())
+    except BudgetExceededError as exc:
+        raise click.ClickException(f"bounds check refused by the ledger: {exc}") from None
+    return out
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:

@@ -59,3 +59,25 @@ def test_json_output(data_csv, tmp_path, monkeypatch):
 def test_missing_file_is_a_clean_error(tmp_path, monkeypatch):
     out = _run(["--set", f"data.path={tmp_path / 'nope.csv'}"], tmp_path, monkeypatch)
     assert out.exit_code != 0 and "does not exist" in out.output
+
+
+def test_check_bounds_is_charged_and_says_biased(tmp_path, monkeypatch):
+    from dpcausal.ledger import Ledger
+
+    rng = np.random.default_rng(1)
+    score = np.where(rng.uniform(size=3000) < 0.72, rng.uniform(50.5, 100, 3000),
+                     rng.uniform(0, 50, 3000))
+    path = tmp_path / "s.csv"
+    pd.DataFrame({"x": rng.normal(size=3000), "A": rng.integers(0, 2, 3000),
+                  "Y": score}).to_csv(path, index=False)
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with Ledger(url, create=True) as led:
+        led.set_budget("scores", epsilon=1.0, delta=1e-5)
+    args = ["--set", f"data.path={path}", "--set", "columns.covariates=[x]",
+            "--set", "estimator.outcome_bounds=[0, 50]", "--set", "ledger.dataset_id=scores",
+            "--check-bounds"]
+    out = _run(args, tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    assert "Bounds check (epsilon 0.1, charged): BIASED" in out.output
+    with Ledger(url) as led:
+        assert led.spent("scores").n_charges == 1

@@ -1,0 +1,56 @@
+"""The private bounds check (issue 19 §1): noise scale, verdicts, refusals before any draw."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import kstest, laplace
+
+from dpcausal.bounds_check import BoundsCheck, _laplace_sum_quantile
+
+
+def test_sum_of_two_laplace_quantile_matches_monte_carlo():
+    rng = np.random.default_rng(3)
+    s = rng.laplace(size=400_000) + rng.laplace(size=400_000)
+    assert _laplace_sum_quantile(0.95) == pytest.approx(np.quantile(s, 0.95), rel=0.01)
+
+
+def _noise(epsilon, draws=3000):
+    y = np.r_[np.full(50, -5.0), np.zeros(950)]  # 50 rows below [0, 1]
+    check = BoundsCheck(outcome_bounds=(0, 1), epsilon=epsilon)
+    prepared = check.check_input(y)
+    rng = np.random.default_rng(11)
+    return np.array([check.private_release(prepared, rng=rng).share_below * 1000 - 50
+                     for _ in range(draws)])
+
+
+def test_count_noise_is_laplace_with_scale_two_over_epsilon():
+    noise = _noise(1.0)
+    assert kstest(noise, laplace(scale=2.0).cdf).pvalue > 1e-3
+    assert kstest(noise, laplace(scale=1.0).cdf).pvalue < 1e-6  # a halved scale is caught
+
+
+def test_clipping_most_outcomes_is_reported_as_biased():
+    # issue 19: bounds [0, 50] on a 0-100 score with 72% of values above 50
+    rng = np.random.default_rng(0)
+    score = np.where(rng.uniform(size=3000) < 0.72, rng.uniform(50.5, 100, 3000),
+                     rng.uniform(0, 50, 3000))
+    out = BoundsCheck(outcome_bounds=(0, 50), epsilon=0.1).fit(pd.DataFrame({"y": score}),
+                                                               outcome="y")
+    assert out.verdict == "biased" and out.share_above == pytest.approx(0.72, abs=0.03)
+    assert "BIASED" in str(out) and out.ate is None
+    ok = BoundsCheck(outcome_bounds=(0, 100), epsilon=0.5).fit(pd.DataFrame({"y": score}),
+                                                               outcome="y")
+    assert ok.verdict == "ok"
+
+
+def test_charge_is_pure_epsilon_and_public():
+    charge = BoundsCheck(outcome_bounds=(0, 1), epsilon=0.2).privacy_charge(n=10)
+    assert (charge.mechanism, charge.epsilon, charge.delta) == ("laplace", 0.2, 0.0)
+
+
+@pytest.mark.parametrize("kw", [dict(outcome_bounds=None), dict(outcome_bounds=(1, 0)),
+                                dict(outcome_bounds=(0, float("inf"))),
+                                dict(outcome_bounds=(0, 1), epsilon=0)])
+def test_bad_parameters_are_refused_before_anything(kw):
+    with pytest.raises(ValueError):
+        BoundsCheck(**kw).check_input(np.zeros(5))
