@@ -19,7 +19,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from dpcausal import experiments as ex
+from reproduce import ate as ex
 from tasks import progress
 from tasks.experiments import run_group
 from tasks.plots_experiments import finish_experiment, write_report

@@ -2,7 +2,7 @@
 
 The per-repetition work is cached per (experiment, repetition, method group = propensity model,
 outcome model, K) plus size overrides and :data:`CODE_VERSION`: small inputs only, never arrays
-(recipe §4). Bump :data:`CODE_VERSION` when ``dpcausal.experiments`` or the estimator changes.
+(recipe §4). Bump :data:`CODE_VERSION` when ``reproduce.ate`` or the estimator changes.
 MLflow logging follows ``tasks/tracking.py`` (lazy ``import mlflow``; evaluation=true: these are
 simulations, so the non-private values may be logged).
 """
@@ -18,7 +18,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
 
-from dpcausal import experiments as ex
+from reproduce import ate as ex
 
 CODE_VERSION = "experiments-v1"
 POLICY = INPUTS + TASK_SOURCE + CacheKeyFnPolicy(cache_key_fn=lambda ctx, p: CODE_VERSION)

@@ -2,7 +2,7 @@
 (``flows/reproduce_cluster_dp.py``).
 
 Each ``plot_*`` draws one paper figure from an experiment DataFrame of
-``dpcausal.cluster_dp.experiments`` and writes a PNG (Agg backend); figure names follow the paper's
+``reproduce.cluster_dp`` and writes a PNG (Agg backend); figure names follow the paper's
 ids (fig2_1a ... fig7) with a ``cluster_dp_`` prefix. The tasks only call the library.
 """
 
@@ -18,8 +18,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from scipy import stats
 
-from dpcausal.cluster_dp import experiments
-from dpcausal.cluster_dp.report import render
+from reproduce import cluster_dp as experiments
+from reproduce.cluster_dp_report import render
 from tasks.figures import pyplot, save
 
 _COL = {
@@ -209,7 +209,7 @@ def plot_fig6(df: pd.DataFrame, path: Path) -> str:
 
 @task(name="cluster_dp_experiment", persist_result=False, cache_policy=NO_CACHE)
 def run_experiment(name: str, kwargs: dict[str, Any]) -> tuple[pd.DataFrame, float]:
-    """Run ``dpcausal.cluster_dp.experiments.<name>(**kwargs)``; returns (frame, seconds)."""
+    """Run ``reproduce.cluster_dp.<name>(**kwargs)``; returns (frame, seconds)."""
     t = time.perf_counter()
     df = getattr(experiments, name)(**kwargs)
     return df, time.perf_counter() - t

@@ -4,7 +4,7 @@
 privatised releases (noise per sensitivity mode, seeded), the spec §6.7 summaries, the §6.8(b)
 comparison, the figures (``<out_dir>/figures/ate_<X>.png``), a per-rep CSV and one MLflow run.
 ``write_report`` renders ``<out_dir>/reproduction.md``. The statistics live in
-``dpcausal.experiments``; here are only plotting, files and logging.
+``reproduce.ate``; here are only plotting, files and logging.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from dpcausal import experiments as ex
+from reproduce import ate as ex
 from tasks.experiments import (
     CODE_VERSION,
     log_experiment,

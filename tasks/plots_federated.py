@@ -1,6 +1,6 @@
 """Figure and thin Prefect tasks for the federated reproduction (``flows/reproduce_federated.py``).
 
-The tasks only call ``dpcausal.federated.experiments`` / ``report``; the plot is drawn here with
+The tasks only call ``reproduce.federated`` / ``federated_report``; the plot is drawn here with
 the Agg backend.
 """
 
@@ -15,8 +15,8 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from dpcausal.federated import experiments
-from dpcausal.federated.report import render
+from reproduce import federated as experiments
+from reproduce.federated_report import render
 from tasks.figures import pyplot, save
 
 

@@ -2,7 +2,7 @@
 (``flows/reproduce_user_level.py``).
 
 Each ``plot_*`` draws the equivalent of one paper figure from a DataFrame of
-``dpcausal.user_level.experiments`` and writes a PNG (Agg backend) named ``user_level_fig<k>.png``.
+``reproduce.user_level`` and writes a PNG (Agg backend) named ``user_level_fig<k>.png``.
 The tasks only call the library.
 """
 
@@ -15,7 +15,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from dpcausal.user_level import experiments
+from reproduce import user_level as experiments
 from tasks.figures import pyplot, save
 
 _GAMMA_COL = {3: "#1f4e79", 6: "#b03a2e", 9: "#2e7d32"}

@@ -1,5 +1,5 @@
 """Cluster-DP: label-DP releases of clustered randomized experiments (Javanmard, Mirrokni,
-Pouget-Abadie, ICML 2025). Spec: /work/shared/specs/cluster_dp.md.
+Pouget-Abadie, ICML 2025). Spec ``cluster_dp.md``, summarised in ``dpcausal/SPECS.md``.
 
 Public API: :class:`ResponseSpace`, :func:`bin_continuous`, :class:`ClusterDP` (privatize ->
 :class:`ClusterDPRelease` -> ``estimate``), the calibration functions :func:`eps_total`,

@@ -1,6 +1,6 @@
 """Experiment flows A-D (spec §6) on a tiny scale: structure, finite summaries near the truth,
 progress events, the MLflow run with its plots, the cache per (experiment, rep, group, K) and
-the parent flow's report. The full comparison is ``tests/test_experiments.py -m slow``."""
+the parent flow's report. The full comparison is ``tests/reproduce/test_ate.py -m slow``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _flowtools import Recorder
 
-from dpcausal import experiments as ex
+from reproduce import ate as ex
 
 SMALL = {"A": 1500, "B": 1500, "C": 1500, "D": 1500}
 MAX_FOLDS = 3

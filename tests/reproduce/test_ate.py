@@ -1,7 +1,7 @@
-"""dpcausal.experiments: settings of spec §6, the §6.8(a) sigma table, summaries by hand,
+"""reproduce.ate: settings of spec §6, the §6.8(a) sigma table, summaries by hand,
 seeded noise per sensitivity mode, and (slow) the §6.8(b) comparison.
 
-Slow part: ``.venv/bin/python -m pytest -q -m slow tests/test_experiments.py``.
+Slow part: ``.venv/bin/python -m pytest -q -m slow tests/reproduce/test_ate.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcausal import experiments as ex
+from reproduce import ate as ex
 
 
 def _by_name(experiment):
