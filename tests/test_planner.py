@@ -66,20 +66,22 @@ def test_small_data_is_flagged_uninformative():
 
 
 def test_floors_are_stricter_for_ipw_and_other_models():
-    assert rows_per_fold_floor("aipw", 5) == 50
+    assert rows_per_fold_floor("aipw", 1) == 25  # the paper's Exp. A: 25 rows per fold
+    assert rows_per_fold_floor("aipw", 5) == 30
     assert rows_per_fold_floor("g", 20) == 210
     assert rows_per_fold_floor("ipw", 20) == 315
-    assert rows_per_fold_floor("aipw", 5, "other") == 200
+    assert rows_per_fold_floor("aipw", 5, "other") == 100
     with pytest.raises(ValueError, match="model_kind"):
         rows_per_fold_floor("aipw", 5, "tree")
 
 
 def test_auto_n_folds_respects_floor_budget_and_sqrt_n():
-    assert auto_n_folds(1_000_000, 5, compute_budget=1e9) == 1_000_000 // 50  # floor binds
+    assert auto_n_folds(1_000_000, 5, compute_budget=1e9) == 1_000_000 // 30  # floor binds
     k = auto_n_folds(1_000_000, 5, compute_budget=60.0)
     assert 1000 <= k <= 20_000  # budget binds, never below sqrt(n)
     assert auto_n_folds(1_000_000, 5, compute_budget=0.1) == 1000  # sqrt(n) beats the budget
-    assert auto_n_folds(100, 5) == 2
+    assert auto_n_folds(100, 5) == 3  # 33 rows per fold >= the floor of 30
+    assert auto_n_folds(40, 5) == 2  # too few rows for the floor: the least K there is
 
 
 def test_zeta_solver_reaches_the_target():

@@ -53,7 +53,7 @@ def test_json_output(data_csv, tmp_path, monkeypatch):
     doc = json.loads(out.output)
     assert (doc["n"], doc["d"]) == (4000, 2)
     assert sum(r["recommended"] for r in doc["table"]) == 1
-    assert doc["recommended"]["rows_per_fold"] >= 50
+    assert doc["recommended"]["rows_per_fold"] >= 25
 
 
 def test_missing_file_is_a_clean_error(tmp_path, monkeypatch):
