@@ -33,8 +33,8 @@ def test_issue_example_runs_and_reports():
     res = _fed(mean_share=0.99, estimand="PATE", ci_form="quadrature",
                variance_mode="private", secagg="pairwise", dropout=0.0, alpha=0.1).run(x, t)
     assert res.ci[0] < res.ate < res.ci[1]
-    assert res.privacy["epsilon"] <= 1.0 and res.privacy["delta"] == 1e-6
-    assert set(res.privacy) >= {"epsilon", "delta", "optimal_order", "theta_capped"}
+    assert res.privacy.epsilon <= 1.0 and res.privacy.delta == 1e-6
+    assert set(res.privacy.detail) >= {"optimal_order", "theta_capped"}
     assert res.bits_per_client == 17 + 17  # two messages over Z_{2^17} (n_g=500, m=256)
     assert res.theta["mean"][0] == pytest.approx(0.0761, abs=5e-4)
     assert "ate" in str(res) and res.to_dict()["ci"] == list(res.ci)
@@ -92,7 +92,7 @@ def test_privacy_charge_is_data_free_and_composed():
     x, t = _data(900)
     t[:] = False
     t[:500] = True
-    assert fed.run(x, t).privacy["epsilon"] == pytest.approx(eps, rel=1e-12)
+    assert fed.run(x, t).privacy.epsilon == pytest.approx(eps, rel=1e-12)
 
 
 def test_injected_generator_and_determinism():
@@ -109,14 +109,14 @@ def test_dataframe_input():
     x, t = _data()
     df = pd.DataFrame({"y": x, "arm": t.astype(int)})
     assert _fed().run(df, "arm", "y").ate == _fed().run(x, t).ate
-    with pytest.raises(ValueError, match="column 'z' not in the DataFrame"):
+    with pytest.raises(ValueError, match="outcome='z' is not a column of the data"):
         _fed().run(df, "arm", "z")
 
 
 def test_oracle_mode_tagged_not_private():
     x, t = _data()
     res = _fed(variance_mode="oracle_nonprivate").run(x, t)
-    assert res.privacy["privacy_status"] == "NOT_PRIVATE"
+    assert res.privacy.detail["privacy_status"] == "NOT_PRIVATE"
     assert res.theta["second_moment"] == ()
     assert res.variance_treated == pytest.approx(np.var(x[t], ddof=1))
 
@@ -125,7 +125,7 @@ def test_dropout_accounted_for_survivors():
     x, t = _data()
     res = _fed(dropout=0.1).run(x, t)
     assert res.n_treated == 450 and res.n_control == 450
-    assert res.privacy["n_plan"] == (450, 450) and res.privacy["epsilon"] <= 1.0
+    assert res.privacy.detail["n_plan"] == (450, 450) and res.privacy.epsilon <= 1.0
 
 
 def test_clipped_outcomes_counted_on_client_only():
