@@ -1,16 +1,20 @@
-"""FederatedATE: ATE and CI from PBM reports summed under secure aggregation.
+"""FederatedATE: ATE and CI from PBM reports summed under (simulated) secure aggregation.
 
 Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024): spec federated_secagg.md §3.1.
+The clients, the secure aggregation and the server run in one process: every result says so,
+with the trust assumptions of :data:`dpcausal.federated.secagg.TRUST_ASSUMPTIONS`.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence, cast
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import is_numeric_dtype
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
@@ -22,8 +26,15 @@ from dpcausal.federated.protocol import (
     SECAGG_MODES, ClientReports, ReleasePlan, aggregate, decode_group, encode_clients,
     plan_release,
 )
+from dpcausal.federated.secagg import TRUST_ASSUMPTIONS
+from dpcausal.noise import secure_rng
 
 CI_FORMS = ASYMPTOTIC_FORMS + NONASYMPTOTIC_KINDS
+SECAGG_LABELS = {
+    "pairwise": TRUST_ASSUMPTIONS,
+    "none": ("none: the server sees every client's report, each only locally randomised; the "
+             "DP guarantee holds for the four sums, i.e. it assumes a trusted aggregator"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +45,8 @@ class FederatedResult(Release):
     ``se`` the total standard error sqrt(sampling_variance + variance_dp) (Algorithm 1 corrected,
     spec §3.1), ``privacy`` per client (PBM, RDP composed and converted by CKS, spec §1), ``n``
     the clients whose reports were summed. The other fields are the mechanism's own figures, all
-    post-processing of the four secure sums.
+    post-processing of the four secure sums. ``secure_aggregation`` says how the sums were
+    formed: a simulation of secure aggregation, with its trust assumptions (issue 18 item 21).
     """
 
     kind: ClassVar[str] = "federated"
@@ -55,6 +67,7 @@ class FederatedResult(Release):
     z_stat: float
     p_value_one_sided: float
     reject_two_sided: bool
+    secure_aggregation: str
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -68,7 +81,11 @@ class FederatedResult(Release):
         return [("estimand", f"{self.estimand} (CI form {self.ci_form})"),
                 ("clients", f"treated {self.n_treated}, control {self.n_control} "
                             f"({self.bits_per_client} bits each)"),
-                ("privacy status", str(self.privacy.detail.get("privacy_status", "")))]
+                ("privacy status", str(self.privacy.detail.get("privacy_status", ""))),
+                ("secure aggregation", self.secure_aggregation)]
+
+    def reading(self) -> str:
+        return f"{super().reading()} Secure aggregation: {self.secure_aggregation}."
 
 
 def _resolve_rng(random_state: Any) -> np.random.Generator:
@@ -96,7 +113,8 @@ def _split_input(data: Any, treated: Any, treatment: str | None,
         if treated is not None or not isinstance(treatment, str) or not isinstance(outcome, str):
             raise TypeError(f"with a DataFrame, pass the column roles by name: {_ROLES_HINT}")
         cols = columns(data, treatment=treatment, outcome=outcome)
-        x, t = cols["outcome"].to_numpy(), cols["treatment"].to_numpy()
+        x, t = (col.to_numpy(dtype=float, na_value=np.nan) if is_numeric_dtype(col)
+                else col.to_numpy() for col in (cols["outcome"], cols["treatment"]))
     else:
         if treatment is not None or outcome is not None:
             raise TypeError("column roles (treatment=, outcome=) need a DataFrame; with arrays "
@@ -104,10 +122,15 @@ def _split_input(data: Any, treated: Any, treatment: str | None,
         if treated is None:
             raise TypeError(f"pass the group labels: fit(x, treated) or {_ROLES_HINT}")
         x, t = data, treated
-    xs = np.asarray(x, dtype=float).ravel()
-    t = np.asarray(t).ravel()
+    xs, t = np.asarray(x).ravel(), np.asarray(t).ravel()
     if t.shape != xs.shape:
         raise ValueError(f"treated has {t.size} labels but there are {xs.size} outcomes")
+    for name, arr in (("outcomes", xs), ("treated labels", t)):
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must have a numeric (or bool) dtype, got {arr.dtype}; "
+                             "numbers stored as strings or objects are refused, not coerced: "
+                             "convert them first (e.g. pandas.to_numeric)")
+    xs = xs.astype(float)
     if not np.isin(t, (0, 1)).all():
         raise ValueError("treated must hold group labels 0 (control) / 1 (treated) or booleans")
     if not np.all(np.isfinite(xs)):
@@ -146,6 +169,8 @@ class FederatedATE(Mechanism):
     alpha : float
         CI miscoverage (0.1 for 90%).
     random_state : None, int or numpy.random.Generator
+        Seeds the protocol's randomness in evaluation mode only (``fit(...,
+        evaluation=True)``); a release always draws from OS entropy, whatever this is.
     orders : sequence of float, optional
         Rényi orders (dp_accounting defaults).
     debias : bool
@@ -217,15 +242,18 @@ class FederatedATE(Mechanism):
 
     def private_release(self, prepared: Prepared, *,
                         evaluation: bool = False) -> FederatedResult:
-        """Run the protocol once (Algorithm 1, spec §3.1) on a checked input."""
+        """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
+
+        The PBM reports and simulated dropouts draw from :func:`dpcausal.noise.secure_rng` (OS
+        entropy); ``random_state`` seeds them only when ``evaluation`` is True (issue 18 item
+        19: differencing two seeded releases on neighbouring data would give the exact change).
+        """
         x, t = prepared.data
-        release, clipped = simulate_release(
-            x, t, self.plan(**prepared.public), _resolve_rng(self.random_state),
-            secagg=self.secagg, debias=self.debias, variance_mode=self.variance_mode,
-            estimand=self.estimand, ci_form=self.ci_form, alpha=self.alpha,
-            evaluation=evaluation)
-        self.client_log_ = {"n_clipped": clipped}  # client side only; not part of the release
-        return release
+        rng = _resolve_rng(self.random_state) if evaluation else secure_rng()
+        return simulate_release(
+            x, t, self.plan(**prepared.public), rng, secagg=self.secagg, debias=self.debias,
+            variance_mode=self.variance_mode, estimand=self.estimand, ci_form=self.ci_form,
+            alpha=self.alpha, evaluation=evaluation)
 
     def run(self, x: Any, treated: Any, outcome: str | None = None, *,
             evaluation: bool = False) -> FederatedResult:
@@ -241,17 +269,19 @@ class FederatedATE(Mechanism):
 def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
                      rng: np.random.Generator, *, secagg: str, debias: bool, variance_mode: str,
                      estimand: str, ci_form: str, alpha: float, evaluation: bool = False,
-                     encode: Callable[..., ClientReports] = encode_clients,
-                     ) -> tuple[FederatedResult, int]:
+                     encode: Callable[..., ClientReports] = encode_clients) -> FederatedResult:
     """Algorithm 1 (spec §3.1) on validated outcomes and boolean labels, control group first:
     ``encode(x_g, plan, g, rng)`` per group, simulated dropouts (spec §4), the two secure sums
-    and the decoding per group, then :func:`interval`. Returns the release and the number of
-    outcomes the clients clipped (client side only)."""
-    session = int(rng.integers(2**62))
-    groups, clipped = [], 0
+    and the decoding per group, then :func:`interval`.
+
+    ``rng`` is the noise source (PBM reports, simulated dropouts): :func:`secure_rng` in a
+    release. The session id of the secure aggregation is drawn apart from it, from OS entropy
+    (issue 18 item 21); the clients' secret keys are drawn inside each secure sum.
+    """
+    session = secrets.token_hex(16)
+    groups = []
     for g, members in enumerate((~treated, treated)):
         reports = encode(x[members], plan, g, rng)
-        clipped += reports.n_clipped
         n_g = int(members.sum())
         dropped = None
         if n_g > plan.n_plan[g]:
@@ -267,16 +297,18 @@ def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
         s2 = (groups[0].variance, groups[1].variance)
     release = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
                        (groups[0].n_received, groups[1].n_received), estimand=estimand,
-                       ci_form=ci_form, alpha=alpha, evaluation=evaluation)
-    return release, clipped
+                       ci_form=ci_form, alpha=alpha, secagg=secagg, evaluation=evaluation)
+    return release
 
 
 def interval(mean_control: float, mean_treated: float, s2_control: float, s2_treated: float,
              plan: ReleasePlan, n_received: tuple[int, int], *, estimand: str, ci_form: str,
-             alpha: float, evaluation: bool = False) -> FederatedResult:
+             alpha: float, secagg: str = "pairwise", evaluation: bool = False
+             ) -> FederatedResult:
     """ATE, CI and test from decoded group means and variances: spec §3.1-3.5 (last phase).
 
     V_DP = sum_g R^2/(4 n_g m1 theta1_g^2) over the received counts (Theorem 4.1 bound).
+    ``secagg`` names how the sums were formed; the result carries the matching label.
     """
     cal = plan.calibration
     n_c, n_t = n_received
@@ -296,6 +328,7 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
         detail={"optimal_order": cal.optimal_order, "theta_capped": cal.theta_capped,
                 "epsilon_target": cal.epsilon_target, "mean_share": cal.mean_share,
                 "n_plan": plan.n_plan, "conversion": "CKS2020",
+                "secure_aggregation": SECAGG_LABELS[secagg],
                 "privacy_status": ("PRIVATE" if plan.variance_mode == "private"
                                    else "NOT_PRIVATE")})
     return FederatedResult(
@@ -307,4 +340,5 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
         variance_control=float(s2_control), n_treated=n_t, n_control=n_c,
         theta={"mean": cal.theta1, "second_moment": cal.theta2},
         bits_per_client=plan.bits_per_client, estimand=estimand, ci_form=ci_form,
-        alpha=float(alpha), z_stat=z, p_value_one_sided=p, reject_two_sided=not lo <= 0 <= hi)
+        alpha=float(alpha), z_stat=z, p_value_one_sided=p, reject_two_sided=not lo <= 0 <= hi,
+        secure_aggregation=SECAGG_LABELS[secagg])
