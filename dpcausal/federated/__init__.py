@@ -4,13 +4,12 @@ Chen, Cormode, Bharadwaj, Romov, Özgür (2024), "Federated Experiment Design un
 Differential Privacy", AISTATS.
 """
 
-from dpcausal.federated.allocation import Allocation, suggest_allocation
 from dpcausal.federated.calibration import (
     JointCalibration, calibrate, calibrate_joint, composed_curve, gaussian_rho_for,
 )
 from dpcausal.federated.central import (
-    CentralGaussianScales, central_gaussian_ate, central_gaussian_charge,
-    central_gaussian_scales, gaussian_noise_multiplier,
+    CentralGaussianScales, central_gaussian_ate, central_gaussian_scales,
+    gaussian_noise_multiplier,
 )
 from dpcausal.federated.estimator import (
     FederatedATE, FederatedResult, interval, simulate_release,
@@ -33,14 +32,13 @@ from dpcausal.federated.secagg import (
 )
 
 __all__ = [
-    "DEFAULT_ORDERS", "AggregateView", "Allocation", "CentralGaussianScales", "ClientReports",
-    "DecodedGroup", "FederatedATE", "FederatedResult", "JointCalibration", "ReleasePlan",
-    "TRUST_ASSUMPTIONS", "aggregate", "asymptotic_halfwidth", "calibrate", "calibrate_joint",
-    "central_gaussian_ate", "central_gaussian_charge", "central_gaussian_scales", "cks_epsilon",
-    "client_messages", "clip_outcomes", "composed_curve", "decode_group", "decode_mean",
-    "decode_second_moment", "direct_sum", "draw_client_keys", "encode_clients",
-    "gaussian_noise_multiplier", "gaussian_rho_for", "interval", "mean_noise_bound", "modulus_for",
-    "nonasymptotic_halfwidth", "pbm2_encode", "pbm_encode", "pbm_rdp", "plan_release",
-    "private_variance", "sampling_variance", "secure_sum", "simulate_release", "suggest_allocation",
-    "z_test",
+    "DEFAULT_ORDERS", "AggregateView", "CentralGaussianScales", "ClientReports", "DecodedGroup",
+    "FederatedATE", "FederatedResult", "JointCalibration", "ReleasePlan", "TRUST_ASSUMPTIONS",
+    "aggregate", "asymptotic_halfwidth", "calibrate", "calibrate_joint", "central_gaussian_ate",
+    "central_gaussian_scales", "cks_epsilon", "client_messages", "clip_outcomes", "composed_curve",
+    "decode_group", "decode_mean", "decode_second_moment", "direct_sum", "draw_client_keys",
+    "encode_clients", "gaussian_noise_multiplier", "gaussian_rho_for", "interval",
+    "mean_noise_bound", "modulus_for", "nonasymptotic_halfwidth", "pbm2_encode", "pbm_encode",
+    "pbm_rdp", "plan_release", "private_variance", "sampling_variance", "secure_sum",
+    "simulate_release", "z_test",
 ]

@@ -12,10 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from dpcausal.accounting import PrivacyCharge
 from dpcausal.federated.calibration import gaussian_rho_for
 from dpcausal.federated.pbm import check_bound
-from dpcausal.federated.rdp import check_count, check_delta, check_epsilon, check_orders
+from dpcausal.federated.rdp import check_count, check_delta, check_epsilon
 
 MODES = ("per_group", "difference")
 
@@ -56,16 +55,6 @@ def central_gaussian_scales(n_treated: int, n_control: int, R: float, epsilon: f
     else:
         sig = (2 * R / min(n_c, n_t) * mult,)
     return CentralGaussianScales(mode, mult, sig, float(sum(s * s for s in sig)))
-
-
-def central_gaussian_charge(epsilon: float, delta: float,
-                            orders: Sequence[float] | None = None) -> PrivacyCharge:
-    """RDP curve a / (2 sigma_mult^2) of the baseline (a replace-one change moves one mean)."""
-    a = check_orders(orders)
-    mult = gaussian_noise_multiplier(epsilon, delta, a)
-    return PrivacyCharge(mechanism="rdp", rdp_orders=tuple(float(x) for x in a),
-                         rdp_epsilons=tuple(float(x) for x in a / (2 * mult * mult)), delta=delta,
-                         detail={"noise_multiplier": mult, "baseline": "central_gaussian"})
 
 
 def central_gaussian_ate(x: np.ndarray, treated: np.ndarray, scales: CentralGaussianScales,
