@@ -104,3 +104,30 @@ def test_privacy_charge_is_data_free():
 def test_role_errors_name_the_argument(call, exc, match):
     with pytest.raises(exc, match=match):
         call(_fed(), _frame())
+
+
+def test_fit_draws_from_one_os_entropy_generator_once(monkeypatch):
+    """One release = one secure_rng() generator for all its randomness; a refusal draws none."""
+    import dpcausal.federated.estimator as est
+    from dpcausal.noise import secure_rng
+
+    made = []
+    monkeypatch.setattr(est, "secure_rng", lambda: made.append(1) or secure_rng())
+    _fed().fit(_frame(), treatment="t", outcome="y")
+    assert len(made) == 1
+    with pytest.raises(ValueError, match="R must be a finite outcome bound"):
+        _fed(R=0.0).fit(_frame(), treatment="t", outcome="y")
+    assert len(made) == 1
+
+
+def test_refused_fit_is_not_recorded_by_the_session_accountant():
+    from dpcausal import session
+
+    session.reset()
+    df = _frame()
+    with pytest.raises(ValueError, match="alpha must be in"):
+        _fed(alpha=1.5).fit(df, treatment="t", outcome="y")
+    assert session.accountant().charges == {}
+    _fed().fit(df, treatment="t", outcome="y")
+    assert [len(v) for v in session.accountant().charges.values()] == [1]
+    session.reset()
