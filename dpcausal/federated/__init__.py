@@ -27,16 +27,17 @@ from dpcausal.federated.protocol import (
 )
 from dpcausal.federated.rdp import DEFAULT_ORDERS, cks_epsilon, pbm_rdp
 from dpcausal.federated.secagg import (
-    AggregateView, client_messages, direct_sum, modulus_for, secure_sum,
+    TRUST_ASSUMPTIONS, AggregateView, client_messages, direct_sum, draw_client_keys, modulus_for,
+    secure_sum,
 )
 
 __all__ = [
-    "DEFAULT_ORDERS", "AggregateView", "CentralGaussianScales", "ClientReports",
-    "DecodedGroup", "FederatedATE", "FederatedResult", "JointCalibration", "ReleasePlan",
+    "DEFAULT_ORDERS", "AggregateView", "CentralGaussianScales", "ClientReports", "DecodedGroup",
+    "FederatedATE", "FederatedResult", "JointCalibration", "ReleasePlan", "TRUST_ASSUMPTIONS",
     "aggregate", "asymptotic_halfwidth", "calibrate", "calibrate_joint", "central_gaussian_ate",
-    "central_gaussian_scales", "cks_epsilon", "client_messages",
-    "clip_outcomes", "composed_curve", "decode_group", "decode_mean", "decode_second_moment",
-    "direct_sum", "encode_clients", "gaussian_noise_multiplier", "gaussian_rho_for", "interval",
+    "central_gaussian_scales", "cks_epsilon", "client_messages", "clip_outcomes", "composed_curve",
+    "decode_group", "decode_mean", "decode_second_moment", "direct_sum", "draw_client_keys",
+    "encode_clients", "gaussian_noise_multiplier", "gaussian_rho_for", "interval",
     "mean_noise_bound", "modulus_for", "nonasymptotic_halfwidth", "pbm2_encode", "pbm_encode",
     "pbm_rdp", "plan_release", "private_variance", "sampling_variance", "secure_sum",
     "simulate_release", "z_test",

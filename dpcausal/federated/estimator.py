@@ -1,18 +1,23 @@
-"""FederatedATE: ATE and CI from PBM reports summed under secure aggregation.
+"""FederatedATE: ATE and CI from PBM reports summed under (simulated) secure aggregation.
 
 Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024): spec federated_secagg.md §3.1.
+The clients, the secure aggregation and the server run in one process: every result says so,
+with the trust assumptions of :data:`dpcausal.federated.secagg.TRUST_ASSUMPTIONS`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence, cast
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import is_numeric_dtype
 
-from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
+from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
 from dpcausal.federated.intervals import (
     ASYMPTOTIC_FORMS, ESTIMANDS, NONASYMPTOTIC_KINDS, asymptotic_halfwidth, check_alpha,
     nonasymptotic_halfwidth, sampling_variance, z_test,
@@ -21,16 +26,31 @@ from dpcausal.federated.protocol import (
     SECAGG_MODES, ClientReports, ReleasePlan, aggregate, decode_group, encode_clients,
     plan_release,
 )
+from dpcausal.federated.secagg import TRUST_ASSUMPTIONS
+from dpcausal.noise import secure_rng
 
 CI_FORMS = ASYMPTOTIC_FORMS + NONASYMPTOTIC_KINDS
+SECAGG_LABELS = {
+    "pairwise": TRUST_ASSUMPTIONS,
+    "none": ("none: the server sees every client's report, each only locally randomised; the "
+             "DP guarantee holds for the four sums, i.e. it assumes a trusted aggregator"),
+}
 
 
-@dataclass(frozen=True)
-class FederatedResult(ResultMixin):
-    """One federated ATE release (raw numbers, then inference)."""
+@dataclass(frozen=True, kw_only=True)
+class FederatedResult(Release):
+    """One federated ATE release (:class:`dpcausal.contract.Release`, kind ``"federated"``).
 
-    ate: float
-    ci: tuple[float, float]
+    ``ate`` = mu_hat_t - mu_hat_c, ``ci`` the ``level`` = 1 - ``alpha`` interval of ``ci_form``,
+    ``se`` the total standard error sqrt(sampling_variance + variance_dp) (Algorithm 1 corrected,
+    spec §3.1), ``privacy`` per client (PBM, RDP composed and converted by CKS, spec §1), ``n``
+    the clients whose reports were summed. The other fields are the mechanism's own figures, all
+    post-processing of the four secure sums. ``secure_aggregation`` says how the sums were
+    formed: a simulation of secure aggregation, with its trust assumptions (issue 18 item 21).
+    """
+
+    kind: ClassVar[str] = "federated"
+
     variance_dp: float
     sampling_variance: float
     mean_treated: float
@@ -47,46 +67,85 @@ class FederatedResult(ResultMixin):
     z_stat: float
     p_value_one_sided: float
     reject_two_sided: bool
-    privacy: dict[str, Any] = field(default_factory=dict)
+    secure_aggregation: str
 
     def __post_init__(self) -> None:
-        if not self.ci[0] <= self.ate <= self.ci[1]:
-            raise AssertionError("bug: the CI does not contain the estimate")
+        super().__post_init__()
         if self.variance_dp <= 0:
             raise AssertionError("bug: a PBM release has positive noise variance")
+
+    def noise_share(self) -> float:
+        return self.variance_dp / (self.variance_dp + self.sampling_variance)
+
+    def extra_rows(self) -> list[tuple[str, str]]:
+        return [("estimand", f"{self.estimand} (CI form {self.ci_form})"),
+                ("clients", f"treated {self.n_treated}, control {self.n_control} "
+                            f"({self.bits_per_client} bits each)"),
+                ("privacy status", str(self.privacy.detail.get("privacy_status", ""))),
+                ("secure aggregation", self.secure_aggregation)]
+
+    def reading(self) -> str:
+        return f"{super().reading()} Secure aggregation: {self.secure_aggregation}."
 
 
 def _resolve_rng(random_state: Any) -> np.random.Generator:
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if random_state is None or (isinstance(random_state, (int, np.integer))
-                                and not isinstance(random_state, bool) and random_state >= 0):
-        return np.random.default_rng(random_state)
-    raise TypeError(f"random_state must be None, a non-negative int or a numpy Generator, "
-                    f"got {random_state!r}")
+    return np.random.default_rng(random_state)
 
 
-def _split_input(x: Any, treated: Any, outcome: str | None) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(x, pd.DataFrame):
-        if not isinstance(treated, str) or not isinstance(outcome, str):
-            raise TypeError("with a DataFrame, pass the column names: "
-                            "run(df, treated='<label column>', outcome='<outcome column>')")
-        for col in (treated, outcome):
-            if col not in x.columns:
-                raise ValueError(f"column {col!r} not in the DataFrame "
-                                 f"(columns: {list(x.columns)})")
-        x, treated = x[outcome].to_numpy(), x[treated].to_numpy()
-    xs = np.asarray(x, dtype=float).ravel()
-    t = np.asarray(treated).ravel()
+def _check_random_state(random_state: Any) -> None:
+    if not (random_state is None or isinstance(random_state, np.random.Generator)
+            or (isinstance(random_state, (int, np.integer))
+                and not isinstance(random_state, bool) and random_state >= 0)):
+        raise TypeError(f"random_state must be None, a non-negative int or a numpy Generator, "
+                        f"got {random_state!r}")
+
+
+_ROLES_HINT = "fit(df, treatment='<0/1 label column>', outcome='<outcome column>')"
+
+
+def _split_input(data: Any, treated: Any, treatment: str | None,
+                 outcome: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Outcomes (float) and boolean group labels from a DataFrame with column roles, or from
+    two arrays; every refusal here depends on the schema, sizes and label coding only."""
+    if isinstance(data, pd.DataFrame):
+        if treated is not None or not isinstance(treatment, str) or not isinstance(outcome, str):
+            raise TypeError(f"with a DataFrame, pass the column roles by name: {_ROLES_HINT}")
+        cols = columns(data, treatment=treatment, outcome=outcome)
+        x, t = (col.to_numpy(dtype=float, na_value=np.nan) if is_numeric_dtype(col)
+                else col.to_numpy() for col in (cols["outcome"], cols["treatment"]))
+    else:
+        if treatment is not None or outcome is not None:
+            raise TypeError("column roles (treatment=, outcome=) need a DataFrame; with arrays "
+                            "pass fit(x, treated)")
+        if treated is None:
+            raise TypeError(f"pass the group labels: fit(x, treated) or {_ROLES_HINT}")
+        x, t = data, treated
+    xs, t = np.asarray(x).ravel(), np.asarray(t).ravel()
     if t.shape != xs.shape:
         raise ValueError(f"treated has {t.size} labels but there are {xs.size} outcomes")
+    for name, arr in (("outcomes", xs), ("treated labels", t)):
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must have a numeric (or bool) dtype, got {arr.dtype}; "
+                             "numbers stored as strings or objects are refused, not coerced: "
+                             "convert them first (e.g. pandas.to_numeric)")
+    xs = xs.astype(float)
     if not np.isin(t, (0, 1)).all():
         raise ValueError("treated must hold group labels 0 (control) / 1 (treated) or booleans")
+    if not np.all(np.isfinite(xs)):
+        raise ValueError("outcomes must be finite numbers; drop or impute NaN/inf before the "
+                         "release")
     return xs, t.astype(bool)
 
 
-class FederatedATE:
+class FederatedATE(Mechanism):
     """Federated difference-in-means ATE under distributed DP (PBM + secure aggregation).
+
+    Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024), spec federated_secagg.md
+    §3.1, as a :class:`dpcausal.contract.Mechanism`: :meth:`check_input` (every refusal),
+    the data-free :meth:`privacy_charge` of the public group sizes, then
+    :meth:`private_release`; :meth:`fit` runs the three. The unit of privacy is one client.
 
     Parameters
     ----------
@@ -110,11 +169,15 @@ class FederatedATE:
     alpha : float
         CI miscoverage (0.1 for 90%).
     random_state : None, int or numpy.random.Generator
+        Seeds the protocol's randomness in evaluation mode only (``fit(...,
+        evaluation=True)``); a release always draws from OS entropy, whatever this is.
     orders : sequence of float, optional
         Rényi orders (dp_accounting defaults).
     debias : bool
         Add the DP-noise correction to the private variances (spec §2.2).
     """
+
+    unit: ClassVar[str] = "client"
 
     def __init__(self, R: float, epsilon: float, delta: float, m1: int = 1024, m2: int = 1024,
                  mean_share: float = 0.99, estimand: str = "PATE", ci_form: str = "quadrature",
@@ -146,6 +209,7 @@ class FederatedATE:
         if self.secagg not in SECAGG_MODES:
             raise ValueError(f"secagg must be one of {SECAGG_MODES}, got {self.secagg!r}")
         check_alpha(self.alpha)
+        _check_random_state(self.random_state)
 
     def plan(self, n_treated: int, n_control: int) -> ReleasePlan:
         """Calibrated, data-free release plan for the public group sizes (spec §2.4)."""
@@ -155,41 +219,69 @@ class FederatedATE:
                             mean_share=self.mean_share, variance_mode=self.variance_mode,
                             dropout=self.dropout, orders=self.orders)
 
-    def privacy_charge(self, n_treated: int, n_control: int) -> PrivacyCharge:
-        """Composed RDP curve of the release, computed without data (for the ledger)."""
+    def privacy_charge(  # type: ignore[override]
+            self, n_treated: int, n_control: int) -> PrivacyCharge:
+        """Composed RDP curve of the release from the public group sizes only (Theorem 3.2)."""
         return self.plan(n_treated, n_control).privacy_charge()
 
     # -- release --------------------------------------------------------------------------
-    def run(self, x: Any, treated: Any, outcome: str | None = None) -> FederatedResult:
-        """Simulate the protocol on client outcomes and public labels; returns the release.
+    def check_input(self, data: Any, treated: Any = None, *,  # type: ignore[override]
+                    treatment: str | None = None, outcome: str | None = None) -> Prepared:
+        """Validate the options and the input; every refusal happens here, before anything is
+        drawn or charged (issue 17 contract, spec §7.5 ``assign``/``calibrate``).
 
-        ``x`` and ``treated`` are arrays, or ``x`` is a DataFrame and ``treated``/``outcome`` are
-        column names. All input checks happen before any noise is drawn.
+        ``data`` is a DataFrame with the column roles ``treatment`` (labels 0/1 or bool) and
+        ``outcome``, or an array of outcomes with the labels ``treated`` as second argument.
+        ``public`` holds the group sizes, which are public in this protocol (spec §1).
         """
-        xs, t = _split_input(x, treated, outcome)
-        plan = self.plan(int(t.sum()), int((~t).sum()))
-        self.release_, clipped = simulate_release(
-            xs, t, plan, _resolve_rng(self.random_state), secagg=self.secagg, debias=self.debias,
+        self._check_options()
+        x, t = _split_input(data, treated, treatment, outcome)
+        public = {"n_treated": int(t.sum()), "n_control": int((~t).sum())}
+        self.plan(**public)  # calibration and every data-free refusal, before any draw
+        return Prepared(public=public, data=(x, t))
+
+    def private_release(self, prepared: Prepared, *,
+                        evaluation: bool = False) -> FederatedResult:
+        """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
+
+        The PBM reports and simulated dropouts draw from :func:`dpcausal.noise.secure_rng` (OS
+        entropy); ``random_state`` seeds them only when ``evaluation`` is True (issue 18 item
+        19: differencing two seeded releases on neighbouring data would give the exact change).
+        """
+        x, t = prepared.data
+        rng = _resolve_rng(self.random_state) if evaluation else secure_rng()
+        return simulate_release(
+            x, t, self.plan(**prepared.public), rng, secagg=self.secagg, debias=self.debias,
             variance_mode=self.variance_mode, estimand=self.estimand, ci_form=self.ci_form,
-            alpha=self.alpha)
-        self.client_log_ = {"n_clipped": clipped}  # client side only; not part of the release
-        return self.release_
+            alpha=self.alpha, evaluation=evaluation)
+
+    def run(self, x: Any, treated: Any, outcome: str | None = None, *,
+            evaluation: bool = False) -> FederatedResult:
+        """:meth:`fit` with the argument names of the earlier API: ``run(x, treated)`` on
+        arrays, or ``run(df, "<label column>", "<outcome column>")``."""
+        if isinstance(x, pd.DataFrame):
+            release = self.fit(x, evaluation=evaluation, treatment=treated, outcome=outcome)
+        else:
+            release = self.fit(x, treated, evaluation=evaluation)
+        return cast(FederatedResult, release)
 
 
 def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
                      rng: np.random.Generator, *, secagg: str, debias: bool, variance_mode: str,
-                     estimand: str, ci_form: str, alpha: float,
-                     encode: Callable[..., ClientReports] = encode_clients,
-                     ) -> tuple[FederatedResult, int]:
+                     estimand: str, ci_form: str, alpha: float, evaluation: bool = False,
+                     encode: Callable[..., ClientReports] = encode_clients) -> FederatedResult:
     """Algorithm 1 (spec §3.1) on validated outcomes and boolean labels, control group first:
     ``encode(x_g, plan, g, rng)`` per group, simulated dropouts (spec §4), the two secure sums
-    and the decoding per group, then :func:`interval`. Returns the release and the number of
-    outcomes the clients clipped (client side only)."""
-    session = int(rng.integers(2**62))
-    groups, clipped = [], 0
+    and the decoding per group, then :func:`interval`.
+
+    ``rng`` is the noise source (PBM reports, simulated dropouts): :func:`secure_rng` in a
+    release. The session id of the secure aggregation is drawn apart from it, from OS entropy
+    (issue 18 item 21); the clients' secret keys are drawn inside each secure sum.
+    """
+    session = secrets.token_hex(16)
+    groups = []
     for g, members in enumerate((~treated, treated)):
         reports = encode(x[members], plan, g, rng)
-        clipped += reports.n_clipped
         n_g = int(members.sum())
         dropped = None
         if n_g > plan.n_plan[g]:
@@ -205,16 +297,18 @@ def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
         s2 = (groups[0].variance, groups[1].variance)
     release = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
                        (groups[0].n_received, groups[1].n_received), estimand=estimand,
-                       ci_form=ci_form, alpha=alpha)
-    return release, clipped
+                       ci_form=ci_form, alpha=alpha, secagg=secagg, evaluation=evaluation)
+    return release
 
 
 def interval(mean_control: float, mean_treated: float, s2_control: float, s2_treated: float,
              plan: ReleasePlan, n_received: tuple[int, int], *, estimand: str, ci_form: str,
-             alpha: float) -> FederatedResult:
+             alpha: float, secagg: str = "pairwise", evaluation: bool = False
+             ) -> FederatedResult:
     """ATE, CI and test from decoded group means and variances: spec §3.1-3.5 (last phase).
 
     V_DP = sum_g R^2/(4 n_g m1 theta1_g^2) over the received counts (Theorem 4.1 bound).
+    ``secagg`` names how the sums were formed; the result carries the matching label.
     """
     cal = plan.calibration
     n_c, n_t = n_received
@@ -229,17 +323,22 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
                                        cal.theta2 or None)
     z, p = z_test(ate, sig2, v_dp)
     lo, hi = ate - half, ate + half
-    privacy = {"epsilon": cal.epsilon, "delta": cal.delta, "optimal_order": cal.optimal_order,
-               "theta_capped": cal.theta_capped, "epsilon_target": cal.epsilon_target,
-               "mean_share": cal.mean_share, "n_plan": plan.n_plan,
-               "mechanism": "pbm", "conversion": "CKS2020",
-               "privacy_status": "PRIVATE" if plan.variance_mode == "private" else "NOT_PRIVATE"}
+    privacy = Privacy(
+        epsilon=float(cal.epsilon), delta=float(cal.delta), unit="client", mechanism="pbm",
+        detail={"optimal_order": cal.optimal_order, "theta_capped": cal.theta_capped,
+                "epsilon_target": cal.epsilon_target, "mean_share": cal.mean_share,
+                "n_plan": plan.n_plan, "conversion": "CKS2020",
+                "secure_aggregation": SECAGG_LABELS[secagg],
+                "privacy_status": ("PRIVATE" if plan.variance_mode == "private"
+                                   else "NOT_PRIVATE")})
     return FederatedResult(
-        ate=float(ate), ci=(float(lo), float(hi)), variance_dp=float(v_dp),
+        ate=float(ate), ci=(float(lo), float(hi)), se=math.sqrt(sig2 + v_dp),
+        level=1.0 - float(alpha), privacy=privacy, n=n_t + n_c, evaluation=evaluation,
+        variance_dp=float(v_dp),
         sampling_variance=float(sig2), mean_treated=float(mean_treated),
         mean_control=float(mean_control), variance_treated=float(s2_treated),
         variance_control=float(s2_control), n_treated=n_t, n_control=n_c,
         theta={"mean": cal.theta1, "second_moment": cal.theta2},
         bits_per_client=plan.bits_per_client, estimand=estimand, ci_form=ci_form,
         alpha=float(alpha), z_stat=z, p_value_one_sided=p, reject_two_sided=not lo <= 0 <= hi,
-        privacy=privacy)
+        secure_aggregation=SECAGG_LABELS[secagg])

@@ -15,23 +15,26 @@ from dpcausal.federated.rdp import check_count, check_theta
 
 
 def check_bound(R: float) -> float:
-    """Refuse an outcome bound R that is not a finite number > 0."""
-    if not (isinstance(R, (int, float, np.floating)) and math.isfinite(R) and R > 0):
+    """Refuse an outcome bound R that is not a finite number > 0 (a bool or a string is
+    refused, not coerced)."""
+    if isinstance(R, bool) or not (isinstance(R, (int, float, np.floating))
+                                   and math.isfinite(R) and R > 0):
         raise ValueError(f"R must be a finite outcome bound > 0, got {R!r}")
     return float(R)
 
 
-def clip_outcomes(x: np.ndarray, R: float) -> tuple[np.ndarray, int]:
-    """Clip client outcomes to [-R, R]; returns (clipped, number clipped): spec §1 (Outcomes).
+def clip_outcomes(x: np.ndarray, R: float) -> np.ndarray:
+    """Clip client outcomes to [-R, R]: spec §1 (Outcomes).
 
-    The count is a client-side log only; it is not part of the release.
+    Departs from spec §1 (which logs the clip count on the client): no count is returned, since
+    in this one-process simulation any total would be an exact, non-private figure held next to
+    the server (issue 18 item 22).
     """
     R = check_bound(R)
     arr = np.asarray(x, dtype=float)
     if not np.all(np.isfinite(arr)):
         raise ValueError("outcomes must be finite numbers; drop or impute NaN/inf before encoding")
-    clipped = np.clip(arr, -R, R)
-    return clipped, int(np.count_nonzero(clipped != arr))
+    return np.clip(arr, -R, R)
 
 
 def pbm_encode(x: np.ndarray, R: float, m: int, theta: float,
@@ -41,7 +44,7 @@ def pbm_encode(x: np.ndarray, R: float, m: int, theta: float,
     Output is in {0, ..., m} (erratum 2: the paper writes Z_m). Inputs are clipped to [-R, R].
     """
     m, theta = check_count("m1", m), check_theta(theta)
-    xc, _ = clip_outcomes(x, R)
+    xc = clip_outcomes(x, R)
     return rng.binomial(m, 0.5 + theta * xc / R).astype(np.int64)
 
 
@@ -49,7 +52,7 @@ def pbm2_encode(x: np.ndarray, R: float, m: int, theta: float,
                 rng: np.random.Generator) -> np.ndarray:
     """Second-moment PBM report Z' ~ Binom(m2, 1/2 + theta2 (x^2 - R^2/2)/(R^2/2)): spec §2.2."""
     m, theta = check_count("m2", m), check_theta(theta)
-    xc, _ = clip_outcomes(x, R)
+    xc = clip_outcomes(x, R)
     half = R * R / 2.0
     return rng.binomial(m, 0.5 + theta * (xc * xc - half) / half).astype(np.int64)
 
@@ -59,6 +62,7 @@ def decode_mean(total: int, n_g: int, m: int, theta: float, R: float) -> float:
 
     .. math:: \\hat\\mu_g = \\frac{R}{n_g m \\theta}\\left(S - \\frac{n_g m}{2}\\right)
     """
+    theta = check_theta(theta)
     return R / (n_g * m * theta) * (total - n_g * m / 2.0)
 
 
@@ -67,11 +71,17 @@ def decode_second_moment(total: int, n_g: int, m: int, theta: float, R: float) -
 
     .. math:: \\hat S_{2,g} = n_g R^2/2 + \\frac{R^2}{2 m_2 \\theta_2}(S' - n_g m_2/2)
     """
+    theta = check_theta(theta)
     return n_g * R * R / 2.0 + R * R / (2.0 * m * theta) * (total - n_g * m / 2.0)
 
 
 def mean_noise_bound(n_g: int, m: int, theta: float, R: float) -> float:
-    """Data-free bound on Var(mu_hat_g | x): Theorem 4.1, spec §2.1: R^2 / (4 n_g m theta^2)."""
+    """Data-free bound on Var(mu_hat_g | x): Theorem 4.1, spec §2.1: R^2 / (4 n_g m theta^2).
+
+    Refuses theta outside (0, 1/4], a count below 1 and a bad R (issue 18 item 23).
+    """
+    n_g, m = check_count("n_g", n_g), check_count("m", m)
+    theta, R = check_theta(theta), check_bound(R)
     return R * R / (4.0 * n_g * m * theta * theta)
 
 

@@ -9,6 +9,7 @@ The orchestration layer may call them one by one and reserve the ledger charge a
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -18,7 +19,7 @@ from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.federated.calibration import JointCalibration, calibrate_joint
 from dpcausal.federated.pbm import (
-    check_bound, clip_outcomes, decode_mean, decode_second_moment, mean_noise_bound, pbm2_encode,
+    check_bound, decode_mean, decode_second_moment, mean_noise_bound, pbm2_encode,
     pbm_encode, private_variance,
 )
 from dpcausal.federated.secagg import AggregateView, direct_sum, modulus_for, secure_sum
@@ -91,30 +92,52 @@ def plan_release(n_treated: int, n_control: int, *, R: float, epsilon: float, de
                          f"(n_plan={n_plan}); lower the dropout fraction")
     cal = calibrate_joint(n_plan, m1, m2, epsilon, delta, mean_share, orders,
                           release_second_moment=variance_mode == "private")
+    check_float_range(R, max(sizes), min(n_plan), cal)
     return ReleasePlan(R=R, n_clients=(sizes[0], sizes[1]), n_plan=(n_plan[0], n_plan[1]),
                        m1=cal.m1, m2=cal.m2, variance_mode=variance_mode, calibration=cal,
                        moduli1=tuple(modulus_for(g, cal.m1) for g in sizes),
                        moduli2=tuple(modulus_for(g, cal.m2) for g in sizes))
 
 
+def check_float_range(R: float, n_max: int, n_min: int, cal: JointCalibration) -> None:
+    """Refuse an R whose figures leave float64, before anything is drawn (issue 18 item 23).
+
+    Every intermediate of encoding and decoding (spec §2.1-2.2) is at most n_g (R/theta)^2 in
+    magnitude: R^2, the decoded second moment n_g R^2/2 + n_g R^2/(4 theta_2), n_g mu_hat^2 <=
+    n_g R^2/(4 theta_1^2) and V_DP; the smallest figure that must stay positive is the V_DP
+    bound R^2/(4 n_g m1 theta_1^2) (Theorem 4.1). Without this check R = 1e300 failed inside
+    numpy after the first-moment reports were drawn.
+    """
+    theta = min(cal.theta1 + cal.theta2)
+    largest = 16.0 * n_max * (R / theta) * (R / theta)
+    smallest = min(mean_noise_bound(n_min, cal.m1, t, R) for t in cal.theta1)
+    if not (math.isfinite(largest) and R * R / 2.0 >= sys.float_info.min and smallest > 0.0):
+        raise ValueError(
+            f"R={R!r} is outside what this release can compute in float64: its figures range "
+            f"from {smallest:.3g} (the V_DP bound) to {largest:.3g} (n_g (R/theta)^2) and must "
+            f"stay within [{sys.float_info.min:.3g}, {sys.float_info.max:.3g}]; express the "
+            "outcomes in other units so that R is moderate (e.g. 1e-6 to 1e12)")
+
+
 @dataclass(frozen=True)
 class ClientReports:
-    """Reports of a chunk of clients of one group (client side; never seen by the server)."""
+    """Reports of a chunk of clients of one group (client side; never seen by the server).
+
+    No count of clipped outcomes is kept (issue 18 item 22: an exact, non-private figure).
+    """
 
     z1: np.ndarray
     z2: np.ndarray | None
-    n_clipped: int
 
 
 def encode_clients(x: np.ndarray, plan: ReleasePlan, group: int,
                    rng: np.random.Generator) -> ClientReports:
     """PBM reports of a chunk of clients in ``group`` (0 control, 1 treated): spec §2.1-2.2."""
     cal = plan.calibration
-    xc, n_clipped = clip_outcomes(x, plan.R)
-    z1 = pbm_encode(xc, plan.R, plan.m1, cal.theta1[group], rng)
-    z2 = (pbm2_encode(xc, plan.R, plan.m2, cal.theta2[group], rng)
+    z1 = pbm_encode(x, plan.R, plan.m1, cal.theta1[group], rng)
+    z2 = (pbm2_encode(x, plan.R, plan.m2, cal.theta2[group], rng)
           if plan.releases_second_moment else None)
-    return ClientReports(z1, z2, n_clipped)
+    return ClientReports(z1, z2)
 
 
 def aggregate(reports: ClientReports, plan: ReleasePlan, group: int, *, secagg: str,

@@ -39,7 +39,8 @@ def check_orders(orders: Sequence[float] | None) -> np.ndarray:
 
 def check_theta(theta: float) -> float:
     """Refuse a PBM bias outside (0, 1/4] (spec §2.4 cap)."""
-    if not (isinstance(theta, (int, float, np.floating)) and 0.0 < float(theta) <= 0.25):
+    if isinstance(theta, bool) or not (isinstance(theta, (int, float, np.floating))
+                                       and 0.0 < float(theta) <= 0.25):
         raise ValueError(f"theta must be in (0, 1/4] (PBM bias cap, spec §2.4), got {theta!r}")
     return float(theta)
 
@@ -164,8 +165,8 @@ def check_delta(delta: float) -> float:
 
 def check_epsilon(epsilon: float) -> float:
     """Refuse a target epsilon that is not a finite number > 0."""
-    if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon)
-            and float(epsilon) > 0.0):
+    if isinstance(epsilon, bool) or not (isinstance(epsilon, (int, float, np.floating))
+                                         and math.isfinite(epsilon) and float(epsilon) > 0.0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
     return float(epsilon)
 

@@ -32,7 +32,7 @@ def _coverage(design, estimand, scale_dp=1.0, **kw):
         x, t, pate, sate = design(rng)
         res = FederatedATE(R=1.0, epsilon=kw.pop("epsilon", 1.0), delta=1e-6, m1=1024, m2=1024,
                            estimand=estimand, secagg="none", random_state=rng,
-                           **kw).run(x, t)
+                           **kw).run(x, t, evaluation=True)  # seeded simulation
         half = (res.ci[1] - res.ci[0]) / 2
         if scale_dp != 1.0:  # broken variant: DP variance understated
             z = half / np.sqrt(res.sampling_variance + res.variance_dp)

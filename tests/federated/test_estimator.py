@@ -33,8 +33,8 @@ def test_issue_example_runs_and_reports():
     res = _fed(mean_share=0.99, estimand="PATE", ci_form="quadrature",
                variance_mode="private", secagg="pairwise", dropout=0.0, alpha=0.1).run(x, t)
     assert res.ci[0] < res.ate < res.ci[1]
-    assert res.privacy["epsilon"] <= 1.0 and res.privacy["delta"] == 1e-6
-    assert set(res.privacy) >= {"epsilon", "delta", "optimal_order", "theta_capped"}
+    assert res.privacy.epsilon <= 1.0 and res.privacy.delta == 1e-6
+    assert set(res.privacy.detail) >= {"optimal_order", "theta_capped"}
     assert res.bits_per_client == 17 + 17  # two messages over Z_{2^17} (n_g=500, m=256)
     assert res.theta["mean"][0] == pytest.approx(0.0761, abs=5e-4)
     assert "ate" in str(res) and res.to_dict()["ci"] == list(res.ci)
@@ -42,22 +42,23 @@ def test_issue_example_runs_and_reports():
 
 def test_secagg_and_direct_give_identical_release():
     x, t = _data()
-    a = _fed(secagg="pairwise").run(x, t)
-    b = _fed(secagg="none").run(x, t)
+    a = _fed(secagg="pairwise").run(x, t, evaluation=True)
+    b = _fed(secagg="none").run(x, t, evaluation=True)
     assert a.ate == b.ate and a.ci == b.ci
+    assert a.secure_aggregation.startswith("simulation of secure aggregation")
+    assert b.secure_aggregation.startswith("none: the server sees every client's report")
 
 
 def test_phases_reproduce_run():
     x, t = _data()
     fed = _fed()
-    res = fed.run(x, t)
+    res = fed.run(x, t, evaluation=True)  # seeded: evaluation mode only (issue 18 item 19)
     plan = plan_release(500, 500, R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256)
-    rng = np.random.default_rng(0)
-    session = int(rng.integers(2**62))
+    rng = np.random.default_rng(0)  # the session id is not drawn from it (issue 18 item 21)
     groups = []
     for g, members in enumerate((~t, t)):
         reports = encode_clients(x[members], plan, g, rng)
-        views = aggregate(reports, plan, g, secagg="pairwise", session=session)
+        views = aggregate(reports, plan, g, secagg="pairwise", session="any-session")
         groups.append(decode_group(*views, plan, g))
     again = interval(groups[0].mean, groups[1].mean, groups[0].variance, groups[1].variance,
                      plan, (500, 500), estimand="PATE", ci_form="quadrature", alpha=0.1)
@@ -71,7 +72,7 @@ def test_chunked_encoding_sums_like_one_batch():
     chunks = [encode_clients(c, plan, 1, np.random.default_rng(i))
               for i, c in enumerate(np.array_split(x[t], 3))]
     reports = ClientReports(np.concatenate([c.z1 for c in chunks]),
-                            np.concatenate([c.z2 for c in chunks]), 0)
+                            np.concatenate([c.z2 for c in chunks]))
     first, second = aggregate(reports, plan, 1, secagg="pairwise", session=3)
     assert first.sum_mod_m == int(reports.z1.sum()) and first.n_received == 500
 
@@ -92,15 +93,17 @@ def test_privacy_charge_is_data_free_and_composed():
     x, t = _data(900)
     t[:] = False
     t[:500] = True
-    assert fed.run(x, t).privacy["epsilon"] == pytest.approx(eps, rel=1e-12)
+    assert fed.run(x, t).privacy.epsilon == pytest.approx(eps, rel=1e-12)
 
 
-def test_injected_generator_and_determinism():
+def test_injected_generator_and_determinism_in_evaluation():
+    """random_state seeds the protocol in evaluation mode only (issue 18 item 19)."""
     x, t = _data()
-    a = _fed(random_state=np.random.default_rng(7)).run(x, t)
-    b = _fed(random_state=np.random.default_rng(7)).run(x, t)
-    c = _fed(random_state=np.random.default_rng(8)).run(x, t)
+    a = _fed(random_state=np.random.default_rng(7)).run(x, t, evaluation=True)
+    b = _fed(random_state=np.random.default_rng(7)).run(x, t, evaluation=True)
+    c = _fed(random_state=np.random.default_rng(8)).run(x, t, evaluation=True)
     assert a.ate == b.ate and a.ate != c.ate
+    assert a.evaluation and "EVALUATION (not private)" in str(a)
     with pytest.raises(TypeError, match="random_state must be"):
         _fed(random_state="seed").run(x, t)
 
@@ -108,15 +111,16 @@ def test_injected_generator_and_determinism():
 def test_dataframe_input():
     x, t = _data()
     df = pd.DataFrame({"y": x, "arm": t.astype(int)})
-    assert _fed().run(df, "arm", "y").ate == _fed().run(x, t).ate
-    with pytest.raises(ValueError, match="column 'z' not in the DataFrame"):
+    assert (_fed().run(df, "arm", "y", evaluation=True).ate
+            == _fed().run(x, t, evaluation=True).ate)
+    with pytest.raises(ValueError, match="outcome='z' is not a column of the data"):
         _fed().run(df, "arm", "z")
 
 
 def test_oracle_mode_tagged_not_private():
     x, t = _data()
     res = _fed(variance_mode="oracle_nonprivate").run(x, t)
-    assert res.privacy["privacy_status"] == "NOT_PRIVATE"
+    assert res.privacy.detail["privacy_status"] == "NOT_PRIVATE"
     assert res.theta["second_moment"] == ()
     assert res.variance_treated == pytest.approx(np.var(x[t], ddof=1))
 
@@ -125,16 +129,19 @@ def test_dropout_accounted_for_survivors():
     x, t = _data()
     res = _fed(dropout=0.1).run(x, t)
     assert res.n_treated == 450 and res.n_control == 450
-    assert res.privacy["n_plan"] == (450, 450) and res.privacy["epsilon"] <= 1.0
+    assert res.privacy.detail["n_plan"] == (450, 450) and res.privacy.epsilon <= 1.0
 
 
-def test_clipped_outcomes_counted_on_client_only():
+def test_no_clipped_count_anywhere():
+    """Issue 18 item 22: no exact count of clipped outcomes on the estimator (the old
+    ``client_log_["n_clipped"]``), the client reports or the release."""
     x, t = _data()
     x[:10] = 5.0
     fed = _fed()
     res = fed.run(x, t)
-    assert fed.client_log_["n_clipped"] == 10
-    assert "n_clipped" not in res.to_dict()
+    assert set(vars(fed)) == set(fed.get_params()) | {"release_"}
+    assert not hasattr(fed, "client_log_")
+    assert "n_clipped" not in res.to_dict() and "n_clipped" not in ClientReports.__annotations__
 
 
 @pytest.mark.parametrize("kw,exc,match", [
@@ -152,7 +159,7 @@ def test_bad_options_refused_before_noise(kw, exc, match):
     rng = np.random.default_rng(0)
     state = rng.bit_generator.state
     with pytest.raises(exc, match=match):
-        _fed(random_state=rng, **kw).run(x, t)
+        _fed(random_state=rng, **kw).run(x, t, evaluation=True)
     assert rng.bit_generator.state == state  # nothing drawn
 
 

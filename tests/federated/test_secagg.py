@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from dpcausal.federated import AggregateView, client_messages, direct_sum, modulus_for, secure_sum
+from dpcausal.federated import (
+    AggregateView, client_messages, direct_sum, draw_client_keys, modulus_for, secure_sum,
+)
 from dpcausal.federated import protocol
 
 
@@ -38,11 +40,15 @@ def test_b_c_messages_and_partial_sums_are_uniform():
     assert _uniformity_pvalue(partial, M) > 1e-3
     # negative control: the unmasked reports are far from uniform and the test sees it
     assert _uniformity_pvalue(np.full(sessions, z[1]), M) < 1e-10
-    # the masks do not depend on the data: only the full sum carries sum(z) past them
-    zero = np.zeros_like(z)
-    masks_only = np.array([client_messages(zero, M, session=s, aggregation_id="a")
-                           for s in range(20)])
-    assert np.all((ys[:20].sum(axis=1) - masks_only.sum(axis=1)) % M == z.sum() % M)
+    # the masks do not depend on the data: only the full sum carries sum(z) past them (the
+    # self masks b_i stay in the sum until the unmasking round)
+    keys = [draw_client_keys(z.size) for _ in range(20)]
+    masked = np.array([client_messages(z, M, session=s, aggregation_id="a", keys=k)
+                       for s, k in enumerate(keys)])
+    masks_only = np.array([client_messages(np.zeros_like(z), M, session=s, aggregation_id="a",
+                                           keys=k) for s, k in enumerate(keys)])
+    assert np.all((masked.sum(axis=1) - masks_only.sum(axis=1)) % M == z.sum() % M)
+    assert np.all((masked - masks_only) % M == z)
 
 
 def test_d_secagg_decode_bit_identical_to_direct():
@@ -70,12 +76,35 @@ def test_e_abort_below_plan_before_unmasking():
         secure_sum(z, 4, session=1, aggregation_id="a", dropped=dropped, min_received=8)
 
 
-def test_f_deterministic_under_session():
+def test_f_deterministic_under_session_and_client_keys():
+    """(f) with the clients' secret keys fixed; the session id alone determines nothing (issue
+    18 item 21: the masks follow the keys, so fresh keys give new masks in the same session)."""
     z = np.arange(50) % 5
-    a = client_messages(z, 256, session=9, aggregation_id="a")
-    np.testing.assert_array_equal(a, client_messages(z, 256, session=9, aggregation_id="a"))
-    assert not np.array_equal(a, client_messages(z, 256, session=10, aggregation_id="a"))
-    assert not np.array_equal(a, client_messages(z, 256, session=9, aggregation_id="b"))
+    keys = draw_client_keys(50)
+    a = client_messages(z, 256, session=9, aggregation_id="a", keys=keys)
+    np.testing.assert_array_equal(
+        a, client_messages(z, 256, session=9, aggregation_id="a", keys=keys.copy()))
+    assert not np.array_equal(a, client_messages(z, 256, session=10, aggregation_id="a",
+                                                 keys=keys))
+    assert not np.array_equal(a, client_messages(z, 256, session=9, aggregation_id="b",
+                                                 keys=keys))
+    other = client_messages(z, 256, session=9, aggregation_id="a")
+    assert np.mean(a == other) < 0.1
+    with pytest.raises(ValueError, match=r"keys must be a uint64 array of shape \(50, 4\)"):
+        client_messages(z, 256, session=9, aggregation_id="a", keys=keys[:10])
+
+
+def test_attacker_with_the_session_id_cannot_unmask_reports():
+    """Issue 18 item 21: the server (or anyone) knowing the session id, the aggregation and the
+    client indices recomputes what it can of the masks; individual reports stay hidden. On the
+    old code (masks a public function of the session) this recovered all 500 reports."""
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 257, 500)
+    M = modulus_for(500, 256)
+    y = client_messages(z, M, session=123, aggregation_id="treated|moment1")
+    guess = client_messages(np.zeros_like(z), M, session=123, aggregation_id="treated|moment1")
+    recovered = (y.astype(np.int64) - guess.astype(np.int64)) % M
+    assert np.mean(recovered == z) < 0.02  # chance level is 1/M = 2^-17
 
 
 def test_g_overflow_guard():
