@@ -69,7 +69,7 @@ def test_floors_are_stricter_for_ipw_and_other_models():
     assert rows_per_fold_floor("aipw", 1) == 25  # the paper's Exp. A: 25 rows per fold
     assert rows_per_fold_floor("aipw", 5) == 30
     assert rows_per_fold_floor("g", 20) == 210
-    assert rows_per_fold_floor("ipw", 20) == 315
+    assert rows_per_fold_floor("ipw", 20) == 1050
     assert rows_per_fold_floor("aipw", 5, "other") == 100
     with pytest.raises(ValueError, match="model_kind"):
         rows_per_fold_floor("aipw", 5, "tree")
