@@ -218,6 +218,9 @@ class UserLevelRelease(Mechanism):
         refuses the release.
     rollback_partial_stage : bool
         Undo the suppressions of a halted stage (spec A4: production default).
+    treated_level : optional
+        The arm column's treated level. Default: arms must be coded 0/1 (or False/True), 1 being
+        treated; other labels (``"placebo"``/``"drug"``) are refused without it.
     level : float
         Coverage of the published CIs (default 0.95).
     """
@@ -229,7 +232,8 @@ class UserLevelRelease(Mechanism):
                  weights: tuple[float, float] = (1.0, 1.0), variant: str = "corrected",
                  protect_min_grid: bool = True, error_target: float | None = None,
                  random_state: Any = None, occupancy_public: bool = True,
-                 rollback_partial_stage: bool = True, level: float = 0.95) -> None:
+                 rollback_partial_stage: bool = True, treated_level: Any = None,
+                 level: float = 0.95) -> None:
         self.bounds = bounds
         self.epsilon = epsilon
         self.clip = clip
@@ -241,6 +245,7 @@ class UserLevelRelease(Mechanism):
         self.random_state = random_state
         self.occupancy_public = occupancy_public
         self.rollback_partial_stage = rollback_partial_stage
+        self.treated_level = treated_level
         self.level = level
 
     # ------------------------------------------------------------------ validation
@@ -279,6 +284,10 @@ class UserLevelRelease(Mechanism):
                 f"{type(self.random_state).__name__}")
         if not (isinstance(self.level, float) and 0 < self.level < 1):
             raise ValueError(f"level must be a float in (0, 1), e.g. 0.95, got {self.level!r}")
+        if not (self.treated_level is None or isinstance(
+                self.treated_level, (str, int, float, bool, np.generic))):
+            raise TypeError("treated_level must be None or one level of the arm column, got "
+                            f"{type(self.treated_level).__name__}")
         return {"bounds": (float(b[0]), float(b[1])), "U": U, "epsilon": float(self.epsilon),
                 "clip": self.clip, "split": tuple(map(float, self.split)),
                 "weights": tuple(map(float, self.weights)), "variant": self.variant,
@@ -491,8 +500,11 @@ class UserLevelRelease(Mechanism):
                         data=_Checked(plan=plan, x=x, g=g, arms=arms))
 
     def _arms(self, plan: UserLevelPlan, arm: str | None) -> tuple[str, Any, Any] | None:
-        """The arm column with its control and treated (the larger) levels, from the public cell
-        keys."""
+        """The arm column with its control and treated levels, from the public cell keys.
+
+        Arms must be coded 0/1 or False/True (1 treated) unless ``treated_level`` names the
+        treated level: sorting labels such as ``"drug"``/``"placebo"`` would flip the sign.
+        """
         if arm is None:
             return None
         keys = list(plan.cell)
@@ -503,7 +515,21 @@ class UserLevelRelease(Mechanism):
         if len(found) != 2:
             raise ValueError(f"arm column {arm!r} must have exactly two levels to derive an ATE, "
                              f"got {found}")
-        control, treated = sorted(found)
+        if self.treated_level is None:
+            binary = (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
+                      ) and {0, 1} == set(found)
+            if not binary:
+                raise ValueError(
+                    f"arm column {arm!r} has levels {found}: code the arms 0/1 (or False/True, "
+                    "1 = treated) or name the treated level with treated_level=...; labels are "
+                    "not ordered by meaning (sorting 'drug'/'placebo' would flip the ATE's sign)")
+            treated = found[found.index(1)]
+        elif self.treated_level in found:
+            treated = found[found.index(self.treated_level)]
+        else:
+            raise ValueError(f"treated_level={self.treated_level!r} is not a level of the arm "
+                             f"column {arm!r} (levels: {found})")
+        control = found[1 - found.index(treated)]
         return arm, control, treated
 
     # ------------------------------------------------------------------ release

@@ -1,6 +1,7 @@
 """Privacy hardening of the user-level release (issue 18, items 17-20).
 
-Each test failed on the code before the fix: the published SE left out the Laplace noise (17).
+Each test failed on the code before the fix: the published SE left out the Laplace noise (17),
+arm labels were ordered by sorting (18).
 """
 
 from __future__ import annotations
@@ -84,3 +85,44 @@ def test_17_level_sets_the_published_interval(records):
     z = norm.ppf(0.9)
     assert out.level == 0.8 and out.ci == pytest.approx((out.ate - z * out.se,
                                                          out.ate + z * out.se))
+
+
+# ------------------------------------------------------------------ 18: treated arm
+def test_18_labelled_arms_are_refused_without_treated_level(records, noise_source):
+    labelled = records.assign(arm=np.where(records["arm"] == 1, "drug", "placebo"))
+    rel = _rel(random_state=noise_source)
+    with pytest.raises(ValueError, match=r"treated_level=.*'drug'/'placebo' would flip"):
+        rel.release(labelled, "y", rel.plan(labelled, order="ts"))
+    assert noise_source.draws == 0
+
+
+def test_18_treated_level_names_the_treated_arm(records):
+    """'drug' sorts before 'placebo': the ATE is still drug minus placebo (cell by cell)."""
+    labelled = records.assign(arm=np.where(records["arm"] == 1, "drug", "placebo"))
+    out = _rel(treated_level="drug").fit(labelled, **ROLES)
+    cells = out.cells.set_index(["stratum", "arm"])["mean"]
+    for row in out.strata.itertuples():
+        assert row.ate == cells[(row.stratum, "drug")] - cells[(row.stratum, "placebo")]
+
+
+@pytest.mark.parametrize("coding,treated_level", [
+    ({0: "control", 1: "treated"}, "treated"), ({0: False, 1: True}, None), ({0: 1, 1: 2}, 2),
+    ({0: 0.0, 1: 1.0}, None),
+])
+def test_18_codings_of_the_same_arms_give_the_same_release(records, coding, treated_level):
+    base = _rel(random_state=5).fit(records, evaluation=True, **ROLES)
+    coded = records.assign(arm=records["arm"].map(coding))
+    out = _rel(random_state=5, treated_level=treated_level).fit(coded, evaluation=True, **ROLES)
+    assert out.ate == base.ate and np.array_equal(out.strata["ate"], base.strata["ate"])
+
+
+@pytest.mark.parametrize("coding,treated_level,match", [
+    ({0: 1, 1: 2}, None, "code the arms 0/1"),
+    ({0: "0", 1: "1"}, None, "code the arms 0/1"),
+    ({0: "placebo", 1: "drug"}, "Drug", "not a level"),
+])
+def test_18_other_codings_refused(records, noise_source, coding, treated_level, match):
+    coded = records.assign(arm=records["arm"].map(coding))
+    with pytest.raises(ValueError, match=match):
+        _rel(treated_level=treated_level).fit(coded, **ROLES)
+    assert noise_source.draws == 0
