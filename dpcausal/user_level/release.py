@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
-from dpcausal.noise import effective_scale, laplace_mechanism
+from dpcausal.noise import effective_scale, laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
 from dpcausal.user_level.clip_user import clip_user
 from dpcausal.user_level.closed_forms import (
@@ -212,7 +212,9 @@ class UserLevelRelease(Mechanism):
     error_target : float, optional
         Error budget E for Clip-User (footnote 3); default the baseline worst case.
     random_state : None, int or numpy.random.Generator
-        Noise source; ``None`` draws OS entropy (production).
+        Evaluation-only noise seed: used only by an evaluation release
+        (``fit(..., evaluation=True)``, ``release(..., evaluation=True)``). A release always
+        draws its noise from OS entropy (:func:`dpcausal.noise.secure_rng`), whatever this is.
     occupancy_public : bool
         The caller's declaration that the occupancy array is public (spec §7.2-1). ``False``
         refuses the release.
@@ -334,7 +336,7 @@ class UserLevelRelease(Mechanism):
         """Release noisy cell means/variances once and derive the ATEs (spec §3.7, §7.1).
 
         One exact lattice Laplace draw per released statistic, in a fixed order (cells sorted by
-        key); noise from ``random_state`` (OS entropy when ``None``).
+        key); noise from OS entropy, or from ``random_state`` in evaluation mode only.
         """
         cfg = self._config()
         checked = prepared.data
@@ -344,7 +346,7 @@ class UserLevelRelease(Mechanism):
         plan = checked.plan
         if plan.config != cfg:
             raise ValueError("the settings changed since check_input; check the input again")
-        rng = np.random.default_rng(self.random_state)
+        rng = secure_rng() if not evaluation else np.random.default_rng(self.random_state)
         a = cfg["bounds"][0]
         G = plan.n_cells
         c = plan.cells["c"].to_numpy()
@@ -373,7 +375,7 @@ class UserLevelRelease(Mechanism):
                     "epsilon_naive": plan.epsilon_naive, "K": plan.K, "G1": plan.G1,
                     "n_cells": plan.n_cells, "clip": plan.clip,
                     "occupancy_hash": plan.occupancy_hash,
-                    "noise_seeded": self.random_state is not None})
+                    "noise_seeded": evaluation and self.random_state is not None})
         return UserLevelOutput(
             ate=None if pooled is None else pooled["ate"],
             ci=None if pooled is None else (pooled["ci_lower"], pooled["ci_upper"]),

@@ -1,7 +1,7 @@
 """Privacy hardening of the user-level release (issue 18, items 17-20).
 
 Each test failed on the code before the fix: the published SE left out the Laplace noise (17),
-arm labels were ordered by sorting (18).
+arm labels were ordered by sorting (18), an integer random_state seeded the release noise (19).
 """
 
 from __future__ import annotations
@@ -126,3 +126,26 @@ def test_18_other_codings_refused(records, noise_source, coding, treated_level, 
     with pytest.raises(ValueError, match=match):
         _rel(treated_level=treated_level).fit(coded, **ROLES)
     assert noise_source.draws == 0
+
+
+# ------------------------------------------------------------------ 19: seeds
+def test_19_random_state_never_seeds_release_noise(records):
+    plan = _rel().plan(records, order="ts")
+    a = _rel(random_state=0).release(records, "y", plan)
+    b = _rel(random_state=0).release(records, "y", plan)
+    assert not np.array_equal(a.cells["mean"], b.cells["mean"]) and a.ate != b.ate
+    c = _rel(random_state=0).fit(records, **ROLES)
+    d = _rel(random_state=0).fit(records, **ROLES)
+    assert c.ate != d.ate and c.privacy.detail["noise_seeded"] is False
+
+
+def test_19_release_noise_comes_from_secure_rng(records, noise_source):
+    _rel(random_state=123).fit(records, **ROLES)
+    assert noise_source.draws > 0
+
+
+def test_19_seed_only_in_evaluation_mode(records):
+    a = _rel(random_state=0).fit(records, evaluation=True, **ROLES)
+    b = _rel(random_state=0).fit(records, evaluation=True, **ROLES)
+    assert a.ate == b.ate and a.evaluation and a.privacy.detail["noise_seeded"] is True
+    assert _rel().fit(records, evaluation=True, **ROLES).privacy.detail["noise_seeded"] is False
