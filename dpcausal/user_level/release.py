@@ -36,6 +36,10 @@ from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
 from dpcausal.user_level.pseudo_user import pseudo_user
 
 CLIPS = ("clip_user", "none")
+# Largest public magnitude (outcome range U, noise scale) accepted: the squares of the released
+# figures (variances, 2 b^2 of the noise, heavy Laplace tails) then stay far below float64's
+# 2^1024, so a release that passed its checks always publishes finite numbers (issue 18, item 20).
+MAX_MAGNITUDE = 2.0**400
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,8 @@ class UserLevelRelease(Mechanism):
     Parameters
     ----------
     bounds : (float, float)
-        Public outcome range ``[a, b]``; ``U = b - a``. Values outside are refused.
+        Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values outside are
+        refused.
     epsilon : float
         Per-cell epsilon (split between mean and variance); the total is ``K * epsilon``.
     clip : {"clip_user", "none"}
@@ -261,7 +266,19 @@ class UserLevelRelease(Mechanism):
                 f"bounds must be a finite public range (a, b) with a < b, got {b!r}; unbounded "
                 "outcomes have unbounded sensitivity (spec §7.2-2): clamp to a public range first")
         U = float(b[1] - b[0])
+        if not U <= MAX_MAGNITUDE:
+            raise ValueError(
+                f"bounds {b!r} are too wide: b - a must be at most 2**400 (about 2.6e120) so the "
+                "released variances and noise stay finite; rescale the outcome first")
         check_error_params(U, self.epsilon, self.variant, tuple(self.split), tuple(self.weights))
+        eps_mu, eps_var = (share * self.epsilon for share in self.split)
+        # the largest noise scale any occupancy can give: U/eps_mu (mean), U^2/(4 eps_var)
+        if max(math.log2(U) - math.log2(eps_mu) if eps_mu > 0 else -math.inf,
+               2 * math.log2(U) - 2 - math.log2(eps_var) if eps_var > 0 else -math.inf) > 400:
+            raise ValueError(
+                f"epsilon={self.epsilon!r} is too small for bounds {b!r}: a noise scale could "
+                "exceed 2**400 and the released variances overflow; rescale the outcome or "
+                "raise epsilon")
         if self.variant != "corrected":
             raise ValueError(
                 f"variant={self.variant!r} is the paper's printed Thm IV.2, not a valid bias bound "
@@ -532,6 +549,11 @@ class UserLevelRelease(Mechanism):
             raise ValueError(f"treated_level={self.treated_level!r} is not a level of the arm "
                              f"column {arm!r} (levels: {found})")
         control = found[1 - found.index(treated)]
+        strata = [k for k in keys if k != arm]
+        both = (plan.cells.groupby(strata)[arm].nunique() == 2).any() if strata else True
+        if not both:
+            raise ValueError(f"no stratum has records in both arms of {arm!r}: no ATE can be "
+                             "derived; release without treatment= or regroup the strata")
         return arm, control, treated
 
     # ------------------------------------------------------------------ release

@@ -1,7 +1,8 @@
 """Privacy hardening of the user-level release (issue 18, items 17-20).
 
 Each test failed on the code before the fix: the published SE left out the Laplace noise (17),
-arm labels were ordered by sorting (18), an integer random_state seeded the release noise (19).
+arm labels were ordered by sorting (18), an integer random_state seeded the release noise (19),
+and some public-parameter refusals came after the first cell's noise was drawn (20).
 """
 
 from __future__ import annotations
@@ -149,3 +150,36 @@ def test_19_seed_only_in_evaluation_mode(records):
     b = _rel(random_state=0).fit(records, evaluation=True, **ROLES)
     assert a.ate == b.ate and a.evaluation and a.privacy.detail["noise_seeded"] is True
     assert _rel().fit(records, evaluation=True, **ROLES).privacy.detail["noise_seeded"] is False
+
+
+# ------------------------------------------------------------------ 20: refusals before any draw
+@pytest.mark.parametrize("kw,mutate,arm,match", [
+    (dict(bounds=(0.0, 1e300)), None, None, "too wide"),
+    (dict(bounds=(-1e308, 1e308)), None, None, "too wide"),
+    (dict(epsilon=1e-300), None, None, "too small"),
+    (dict(split=(1.0, 0.0), weights=(1.0, 0.0), epsilon=1e-125), None, None, "too small"),
+    ({}, lambda df: df.assign(arm=df["arm"] + (df["stratum"] == 0)), None, "exactly two levels"),
+    ({}, lambda df: df.assign(arm=(df["stratum"] % 2)), None, "both arms"),
+    ({}, None, "ts", "one of the cell columns"),
+])
+def test_20_public_refusals_before_the_first_draw(records, noise_source, kw, mutate, arm, match):
+    df = records if mutate is None else mutate(records)
+    rel = _rel(random_state=noise_source, **kw)
+    with pytest.raises(ValueError, match=match):
+        rel.release(df, "y", rel.plan(df, order="ts"), arm=arm)
+    assert noise_source.draws == 0
+
+
+def test_20_settings_changed_after_check_input_refused_before_any_draw(records, noise_source):
+    rel = _rel()
+    prepared = rel.check_input(records, **ROLES)
+    with pytest.raises(ValueError, match="settings changed"):
+        rel.set_params(epsilon=2.0).private_release(prepared)
+    assert noise_source.draws == 0
+
+
+def test_20_the_widest_accepted_bounds_publish_finite_numbers(records):
+    wide = records.assign(y=records["y"] * 2.0**180)
+    out = _rel(bounds=(0.0, 65.0 * 2.0**180)).fit(wide, **ROLES)
+    assert np.isfinite([out.ate, out.se, *out.ci]).all()
+    assert np.isfinite(out.strata[["ate", "se", "ci_lower", "ci_upper"]].to_numpy()).all()
