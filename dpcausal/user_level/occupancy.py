@@ -1,6 +1,7 @@
 """The occupancy array A (users x cells record counts) as a validated sparse matrix.
 
-Spec ``user_level_clip.md`` §1.1: ``A[l, g]`` is the number of records unit ``l`` has in cell ``g``.
+Spec ``user_level_clip.md`` §1.1: ``A[l, g]`` is the number of records unit ``l`` has in cell
+``g``.
 It is public by assumption (§7.2-1), so everything computed from it costs no privacy budget.
 """
 

@@ -3,10 +3,14 @@
 Spec ``user_level_clip.md`` §3.7 (release), §7.1-§7.2 (mapping and preconditions), §1.5
 (privacy loss ``K * eps`` against ``G_1 * eps`` and naive composition).
 
-Two steps, so the ledger can charge between them: :meth:`UserLevelRelease.plan` reads only the
-occupancy (who has how many records in which cell), costs nothing, and exposes
-:meth:`UserLevelPlan.privacy_charge`; :meth:`UserLevelRelease.release` reads values and draws the
-noise, once.
+:class:`UserLevelRelease` follows the release contract of :mod:`dpcausal.contract`:
+``fit(records, treatment=, outcome=, unit=, stratum=)`` runs
+:meth:`~UserLevelRelease.check_input` (every refusal, and the Clip-User plan from the public
+occupancy), the data-free :meth:`~UserLevelRelease.privacy_charge` (``K * eps`` per user) and
+:meth:`~UserLevelRelease.private_release` (noise drawn once, from OS entropy), and returns a
+:class:`UserLevelOutput`. The advanced layer underneath: :meth:`UserLevelRelease.plan` reads only
+the occupancy and costs nothing; :meth:`UserLevelRelease.release` releases any disjoint cells
+following a plan (the caller charges ``plan.privacy_charge()`` first).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,15 +26,20 @@ import scipy.sparse as sp
 
 from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
+from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.noise import effective_scale, laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
 from dpcausal.user_level.clip_user import clip_user
 from dpcausal.user_level.closed_forms import (
     bias_mu, bias_var, check_error_params, delta_mu, delta_var, grid_error)
-from dpcausal.noise import effective_scale, laplace_mechanism
 from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
 from dpcausal.user_level.pseudo_user import pseudo_user
 
 CLIPS = ("clip_user", "none")
+# Largest public magnitude (outcome range U, noise scale) accepted: the squares of the released
+# figures (variances, 2 b^2 of the noise, heavy Laplace tails) then stay far below float64's
+# 2^1024, so a release that passed its checks always publishes finite numbers (issue 18, item 20).
+MAX_MAGNITUDE = 2.0**400
 
 
 @dataclass(frozen=True)
@@ -83,62 +92,117 @@ class UserLevelPlan(ResultMixin):
                 "max_cell_frac_suppressed": float(supp.max()),
                 "n_cells_capped": int((cells["m_g"] < cells["gamma_star"]).sum())}
 
+    def public_facts(self) -> dict[str, Any]:
+        """What the charge may depend on: the users' count and the plan's K, G_1, cell count and
+        occupancy hash (all functions of the declared-public occupancy, spec §7.2-1)."""
+        return {"n": self.n_units, "K": self.K, "G1": self.G1, "n_cells": self.n_cells,
+                "occupancy_hash": self.occupancy_hash}
+
     def privacy_charge(self) -> PrivacyCharge:
-        """Data-free cost of releasing this plan: per-unit worst case ``K * eps`` (Prop V.1,
+        """Data-free cost of releasing this plan: per-user worst case ``K * eps`` (Prop V.1,
         §1.5)."""
-        return PrivacyCharge(
-            mechanism="laplace", epsilon=self.epsilon_total,
-            detail={"K": self.K, "G1": self.G1, "epsilon_per_cell": self.epsilon,
-                    "epsilon_parallel": self.epsilon_parallel, "epsilon_naive": self.epsilon_naive,
-                    "clip": self.clip, "occupancy_hash": self.occupancy_hash,
-                    "neighbouring": "user-level, values only, occupancy public (spec §1.3)"})
+        return _charge(self.config, self.K, self.G1, self.n_cells, self.occupancy_hash)
 
     def summary_rows(self) -> list[tuple[str, str]]:
         rows = super().summary_rows()
         return rows + [("note", n) for n in self.notes]
 
 
-@dataclass(frozen=True)
-class UserLevelOutput(ResultMixin):
-    """Released cells, derived ATEs and the privacy figures of one
-    :meth:`UserLevelRelease.release`."""
+def _charge(cfg: dict, K: int, G1: int, n_cells: int, occupancy_hash: str | None
+            ) -> PrivacyCharge:
+    """Per-user charge ``K * eps`` of one release (Prop V.1, spec §1.5; pure eps-DP Laplace)."""
+    if not (all(isinstance(x, (int, np.integer)) for x in (K, G1, n_cells))
+            and 1 <= K <= G1 <= n_cells):
+        raise ValueError("the public plan facts need integers 1 <= K <= G1 <= n_cells, got "
+                         f"K={K!r}, G1={G1!r}, n_cells={n_cells!r}")
+    eps = cfg["epsilon"]
+    return PrivacyCharge(
+        mechanism="laplace", epsilon=K * eps,
+        detail={"K": int(K), "G1": int(G1), "epsilon_per_cell": eps,
+                "epsilon_parallel": G1 * eps, "epsilon_naive": n_cells * eps,
+                "clip": cfg["clip"], "occupancy_hash": occupancy_hash,
+                "neighbouring": "user-level, values only, occupancy public (spec §1.3)"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserLevelOutput(Release):
+    """One user-level release (spec §3.7, §7.1): the pooled ATE with its total standard error
+    and CI (``ate``, ``se``, ``ci``; ``None`` without an arm), the noisy per-cell statistics
+    (``cells``) and the per-stratum ATE table (``strata``, each row with its total ``se`` and
+    CI). ``n`` is the number of users; ``privacy`` is ``K * eps`` per user, with the loss
+    without Clip-User (``epsilon_parallel``) and under naive composition in its ``detail``."""
+
+    kind: ClassVar[str] = "user_level"
 
     cells: pd.DataFrame
-    ate: pd.DataFrame | None
-    ate_pooled: dict | None
-    privacy: dict
+    strata: pd.DataFrame | None
+    se_noise: float | None
     caveats: tuple[str, ...]
     noise_sampler: str
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        p = self.privacy
-        if not p["epsilon_total"] <= p["epsilon_parallel"] * (1 + 1e-12) <= p["epsilon_naive"] * (
-                1 + 1e-12):
-            raise AssertionError(f"privacy figures out of order: {p} (bug)")
+        super().__post_init__()
+        p, d = self.privacy, self.privacy.detail
+        if not (math.isclose(p.epsilon, d["K"] * d["epsilon_per_cell"])
+                and p.epsilon <= d["epsilon_parallel"] * (1 + 1e-12)
+                <= d["epsilon_naive"] * (1 + 1e-12)):
+            raise AssertionError(f"bug: privacy figures out of order: {p}")
 
-    def summary_rows(self) -> list[tuple[str, str]]:
-        p = self.privacy
-        rows = [("cells", str(len(self.cells))),
-                ("privacy loss", f"{p['epsilon_total']:.4g} (K*eps) vs {p['epsilon_parallel']:.4g} "
-                                 f"without Clip-User (G1*eps), {p['epsilon_naive']:.4g} naive")]
-        if self.ate_pooled:
-            rows.append(("pooled ATE", f"{self.ate_pooled['ate']:.6g} "
-                                       f"(SE {self.ate_pooled['se']:.3g})"))
-        if self.ate is not None:
-            keys = list(self.ate.columns[:list(self.ate.columns).index("ate")])
-            rows += [("ATE " + ", ".join(f"{k} {r[k]}" for k in keys),
-                      f"{r['ate']:.6g} (SE {r['se']:.3g})") for r in self.ate.to_dict("records")]
-        return rows + [("noise", self.noise_sampler)] + [("note", n) for n in self.notes]
+    def _stratum_keys(self) -> list[str]:
+        cols = [] if self.strata is None else list(self.strata.columns)
+        return cols[:cols.index("ate")] if cols else []
+
+    def estimate_rows(self) -> list[dict[str, Any]]:
+        """The pooled ATE, then one row per stratum with an ATE (``ATE <key>=<level>``)."""
+        rows = super().estimate_rows()
+        keys = self._stratum_keys()
+        if self.strata is None or not keys:
+            return rows
+        for r in self.strata.to_dict("records"):
+            if math.isfinite(r["ate"]):
+                rows.append({"name": "ATE " + ", ".join(f"{k}={r[k]}" for k in keys),
+                             "estimate": r["ate"], "se": r["se"], "ci_lower": r["ci_lower"],
+                             "ci_upper": r["ci_upper"]})
+        return rows
+
+    def extra_rows(self) -> list[tuple[str, str]]:
+        d = self.privacy.detail
+        rows = [("privacy loss", f"{self.privacy.epsilon:.4g} (K*eps) vs "
+                                 f"{d['epsilon_parallel']:.4g} without Clip-User (G1*eps), "
+                                 f"{d['epsilon_naive']:.4g} naive"),
+                ("cells", str(len(self.cells))), ("noise", self.noise_sampler)]
+        return rows + [("note", n) for n in self.notes]
+
+    def reading(self) -> str:
+        return (super().reading() + " It does not cover the suppression bias (ate_bias_bound "
+                "in strata) nor within-user correlation (see caveats).")
+
+    def noise_share(self) -> float | None:
+        if self.se is None or self.se_noise is None or self.se == 0:
+            return None
+        return (self.se_noise / self.se) ** 2
 
 
-class UserLevelRelease:
+@dataclass(frozen=True)
+class _Checked:
+    """A checked input: the plan, the retained values shifted to ``[0, U]`` with their cell codes
+    (records sorted by unit, cell, order), and the arm as (column, control, treated) levels."""
+
+    plan: UserLevelPlan
+    x: np.ndarray = field(repr=False)
+    g: np.ndarray = field(repr=False)
+    arms: tuple[str, Any, Any] | None
+
+
+class UserLevelRelease(Mechanism):
     """User-level epsilon-DP per-cell means and variances with Clip-User (spec §3.7, §7).
 
     Parameters
     ----------
     bounds : (float, float)
-        Public outcome range ``[a, b]``; ``U = b - a``. Values outside are refused.
+        Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values outside are
+        refused.
     epsilon : float
         Per-cell epsilon (split between mean and variance); the total is ``K * epsilon``.
     clip : {"clip_user", "none"}
@@ -153,20 +217,30 @@ class UserLevelRelease:
     error_target : float, optional
         Error budget E for Clip-User (footnote 3); default the baseline worst case.
     random_state : None, int or numpy.random.Generator
-        Noise source; ``None`` draws OS entropy (production).
+        Evaluation-only noise seed: used only by an evaluation release
+        (``fit(..., evaluation=True)``, ``release(..., evaluation=True)``). A release always
+        draws its noise from OS entropy (:func:`dpcausal.noise.secure_rng`), whatever this is.
     occupancy_public : bool
         The caller's declaration that the occupancy array is public (spec §7.2-1). ``False``
         refuses the release.
     rollback_partial_stage : bool
         Undo the suppressions of a halted stage (spec A4: production default).
+    treated_level : optional
+        The arm column's treated level. Default: arms must be coded 0/1 (or False/True), 1 being
+        treated; other labels (``"placebo"``/``"drug"``) are refused without it.
+    level : float
+        Coverage of the published CIs (default 0.95).
     """
+
+    unit: ClassVar[str] = "user"
 
     def __init__(self, bounds: tuple[float, float] = (0.0, 1.0), epsilon: float = 1.0,
                  clip: str = "clip_user", split: tuple[float, float] = (0.5, 0.5),
                  weights: tuple[float, float] = (1.0, 1.0), variant: str = "corrected",
                  protect_min_grid: bool = True, error_target: float | None = None,
                  random_state: Any = None, occupancy_public: bool = True,
-                 rollback_partial_stage: bool = True) -> None:
+                 rollback_partial_stage: bool = True, treated_level: Any = None,
+                 level: float = 0.95) -> None:
         self.bounds = bounds
         self.epsilon = epsilon
         self.clip = clip
@@ -178,9 +252,12 @@ class UserLevelRelease:
         self.random_state = random_state
         self.occupancy_public = occupancy_public
         self.rollback_partial_stage = rollback_partial_stage
+        self.treated_level = treated_level
+        self.level = level
 
     # ------------------------------------------------------------------ validation
     def _config(self) -> dict:
+        """Every public-parameter refusal; returns the settings a plan depends on."""
         b = self.bounds
         if (not isinstance(b, (tuple, list)) or len(b) != 2
                 or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in b)
@@ -189,7 +266,19 @@ class UserLevelRelease:
                 f"bounds must be a finite public range (a, b) with a < b, got {b!r}; unbounded "
                 "outcomes have unbounded sensitivity (spec §7.2-2): clamp to a public range first")
         U = float(b[1] - b[0])
+        if not U <= MAX_MAGNITUDE:
+            raise ValueError(
+                f"bounds {b!r} are too wide: b - a must be at most 2**400 (about 2.6e120) so the "
+                "released variances and noise stay finite; rescale the outcome first")
         check_error_params(U, self.epsilon, self.variant, tuple(self.split), tuple(self.weights))
+        eps_mu, eps_var = (share * self.epsilon for share in self.split)
+        # the largest noise scale any occupancy can give: U/eps_mu (mean), U^2/(4 eps_var)
+        if max(math.log2(U) - math.log2(eps_mu) if eps_mu > 0 else -math.inf,
+               2 * math.log2(U) - 2 - math.log2(eps_var) if eps_var > 0 else -math.inf) > 400:
+            raise ValueError(
+                f"epsilon={self.epsilon!r} is too small for bounds {b!r}: a noise scale could "
+                "exceed 2**400 and the released variances overflow; rescale the outcome or "
+                "raise epsilon")
         if self.variant != "corrected":
             raise ValueError(
                 f"variant={self.variant!r} is the paper's printed Thm IV.2, not a valid bias bound "
@@ -212,12 +301,105 @@ class UserLevelRelease:
             raise TypeError(
                 f"random_state must be None, an int or a numpy.random.Generator, got "
                 f"{type(self.random_state).__name__}")
+        if not (isinstance(self.level, float) and 0 < self.level < 1):
+            raise ValueError(f"level must be a float in (0, 1), e.g. 0.95, got {self.level!r}")
+        if not (self.treated_level is None or isinstance(
+                self.treated_level, (str, int, float, bool, np.generic))):
+            raise TypeError("treated_level must be None or one level of the arm column, got "
+                            f"{type(self.treated_level).__name__}")
         return {"bounds": (float(b[0]), float(b[1])), "U": U, "epsilon": float(self.epsilon),
                 "clip": self.clip, "split": tuple(map(float, self.split)),
                 "weights": tuple(map(float, self.weights)), "variant": self.variant,
                 "protect_min_grid": bool(self.protect_min_grid),
                 "error_target": self.error_target,
                 "rollback_partial_stage": bool(self.rollback_partial_stage)}
+
+    # ------------------------------------------------------------------ contract
+    def check_input(  # type: ignore[override]
+            self, records: pd.DataFrame, *, outcome: str, unit: str,
+            treatment: str | None = None, stratum: str | Sequence[str] | None = None,
+            order: str | None = None, record: str | None = None,
+            expected_occupancy_hash: str | None = None) -> Prepared:
+        """Every refusal (parameters, columns, values, arms, occupancy) and the Clip-User plan.
+
+        The cells are the combinations of the ``stratum`` columns and the ``treatment`` (arm)
+        column; ``order``, ``record`` and ``expected_occupancy_hash`` are those of :meth:`plan`.
+        Nothing is drawn or charged here. The returned ``public`` facts are the plan's
+        (:meth:`UserLevelPlan.public_facts`); ``data`` holds the retained values.
+        """
+        self._config()
+        columns(records, outcome=outcome, unit=unit, treatment=treatment, stratum=stratum,
+                order=order, record=record)
+        cell = ([] if stratum is None else _as_list(stratum)) + (
+            [] if treatment is None else [treatment])
+        if not cell:
+            raise ValueError("give treatment= (the arm column) and/or stratum= (the stratum "
+                             "columns): the released cells are their combinations")
+        if outcome in cell + [unit]:
+            raise ValueError(f"outcome={outcome!r} cannot also be the unit or a cell column")
+        plan = self.plan(records, unit=unit, cell=cell, order=order, record=record,
+                         expected_occupancy_hash=expected_occupancy_hash)
+        return self._prepare(records, outcome, plan, treatment)
+
+    def privacy_charge(self, *, K: int, G1: int, n_cells: int,  # type: ignore[override]
+                       n: int | None = None, occupancy_hash: str | None = None
+                       ) -> PrivacyCharge:
+        """Data-free charge ``K * eps`` per user from the plan's public facts (Prop V.1, §1.5);
+        ``n`` (the users' count) does not change it."""
+        return _charge(self._config(), K, G1, n_cells, occupancy_hash)
+
+    def private_release(self, prepared: Prepared, *, evaluation: bool = False
+                        ) -> UserLevelOutput:
+        """Release noisy cell means/variances once and derive the ATEs (spec §3.7, §7.1).
+
+        One exact lattice Laplace draw per released statistic, in a fixed order (cells sorted by
+        key); noise from OS entropy, or from ``random_state`` in evaluation mode only.
+        """
+        cfg = self._config()
+        checked = prepared.data
+        if not isinstance(checked, _Checked):
+            raise TypeError("prepared must come from check_input, "
+                            f"got data of type {type(checked).__name__}")
+        plan = checked.plan
+        if plan.config != cfg:
+            raise ValueError("the settings changed since check_input; check the input again")
+        rng = secure_rng() if not evaluation else np.random.default_rng(self.random_state)
+        a = cfg["bounds"][0]
+        G = plan.n_cells
+        c = plan.cells["c"].to_numpy()
+        g = checked.g
+        mu = np.bincount(g, weights=checked.x, minlength=G) / c
+        var = np.bincount(g, weights=(checked.x - mu[g]) ** 2, minlength=G) / c
+        eps_mu, eps_var = cfg["split"][0] * cfg["epsilon"], cfg["split"][1] * cfg["epsilon"]
+        cells = plan.cells
+        noisy_mu = np.full(G, np.nan)
+        noisy_var = np.full(G, np.nan)
+        for j in range(G):                 # one draw per released statistic, fixed shape
+            if eps_mu > 0:
+                noisy_mu[j] = laplace_mechanism(mu[j], cells["delta_mu"].iat[j], eps_mu, rng) + a
+            if eps_var > 0:
+                noisy_var[j] = laplace_mechanism(var[j], cells["delta_var"].iat[j], eps_var, rng)
+        out = cells.assign(mean=noisy_mu, variance=noisy_var)
+        strata, pooled = None, None
+        if checked.arms is not None and eps_mu > 0:
+            arm, control, treated = checked.arms
+            strata, pooled = derive_ate(
+                out, list(plan.cell), arm, treated, control, level=self.level,
+                variance_bound=None if eps_var > 0 else cfg["U"] ** 2 / 4)
+        privacy = Privacy(
+            epsilon=plan.epsilon_total, delta=0.0, unit="user", mechanism="laplace",
+            detail={"epsilon_per_cell": plan.epsilon, "epsilon_parallel": plan.epsilon_parallel,
+                    "epsilon_naive": plan.epsilon_naive, "K": plan.K, "G1": plan.G1,
+                    "n_cells": plan.n_cells, "clip": plan.clip,
+                    "occupancy_hash": plan.occupancy_hash,
+                    "noise_seeded": evaluation and self.random_state is not None})
+        return UserLevelOutput(
+            ate=None if pooled is None else pooled["ate"],
+            ci=None if pooled is None else (pooled["ci_lower"], pooled["ci_upper"]),
+            se=None if pooled is None else pooled["se"],
+            se_noise=None if pooled is None else pooled["se_noise"],
+            level=self.level, privacy=privacy, n=plan.n_units, evaluation=evaluation,
+            cells=out, strata=strata, caveats=CAVEATS, noise_sampler=_SAMPLER, notes=plan.notes)
 
     # ------------------------------------------------------------------ plan
     def plan(self, records: pd.DataFrame, unit: str = "unit_id",
@@ -289,8 +471,7 @@ class UserLevelRelease:
         cells = cells.assign(
             n=n, c=c, m_star=mstar, gamma_star=_column_max(sp.csr_matrix(Gamma)), m_g=m_g,
             delta_mu=d_mu, delta_var=d_var,
-            scale_mean=d_mu / eps_mu if eps_mu > 0 else np.nan,
-            scale_var=d_var / eps_var if eps_var > 0 else np.nan,
+            scale_mean=_scales(d_mu, eps_mu), scale_var=_scales(d_var, eps_var),
             bias_mean_bound=bias_mu(n, c, U), bias_var_bound=bias_var(n, c, U),
             error_baseline=E0, error=E_bar)
         return UserLevelPlan(
@@ -302,15 +483,9 @@ class UserLevelRelease:
             notes=tuple(notes), cells=cells, unit=unit, cell=tuple(_as_list(cell)), order=order,
             config=cfg, _retained=retained)
 
-    # ------------------------------------------------------------------ release
-    def release(self, records: pd.DataFrame, value: str = "y", plan: UserLevelPlan | None = None,
-                arm: str | None = None) -> UserLevelOutput:
-        """Release noisy per-cell means and variances following ``plan`` (draws noise once).
-
-        Every check (configuration, plan match, values within bounds, occupancy unchanged) runs
-        before the first draw. ``arm`` names the binary cell column for the ATE derivation
-        (default: a cell column called ``"arm"``; no ATE when there is none).
-        """
+    def _prepare(self, records: pd.DataFrame, value: str, plan: UserLevelPlan,
+                 arm: str | None) -> Prepared:
+        """Check the values and arms against ``plan`` and keep the retained values (no draw)."""
         cfg = self._config()
         if not isinstance(plan, UserLevelPlan):
             raise TypeError("plan must be the UserLevelPlan from .plan(), "
@@ -318,6 +493,7 @@ class UserLevelRelease:
         if plan.config != cfg:
             raise ValueError("plan was made with different settings than this release "
                              f"({plan.config} vs {cfg}); re-plan with these settings")
+        arms = self._arms(plan, arm)
         if not isinstance(records, pd.DataFrame) or value not in records.columns:
             raise ValueError(f"value={value!r} must be a column of the records DataFrame")
         y = records[value]
@@ -325,66 +501,92 @@ class UserLevelRelease:
             raise TypeError(f"value column {value!r} must be numeric, got dtype {y.dtype}")
         yv = y.to_numpy(np.float64)
         a, b = cfg["bounds"]
-        bad = ~np.isfinite(yv) | (yv < a) | (yv > b)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        if (~np.isfinite(yv) | (yv < a) | (yv > b)).any():
             raise ValueError(
-                f"value column {value!r} has {int(bad.sum())} values outside bounds "
-                f"{cfg['bounds']} "
-                f"or missing (first at row {i}: {yv[i]!r}); clamp to the public bounds before "
-                "release or declare wider bounds")
+                f"value column {value!r} has values outside bounds {cfg['bounds']} or missing; "
+                "clamp to the public bounds before release or declare wider bounds")
         A, units, keys, perm = _occupancy_from_records(records, plan.unit, list(plan.cell),
                                                        plan.order, None)
         if _fingerprint(A, units, keys) != plan.occupancy_hash:
             raise ValueError("the records' occupancy differs from the plan's; plan again on "
                              "these records (a plan is valid only for the occupancy it saw)")
         keep_sorted = _keep_mask(perm, plan._retained)
-        x = yv[perm.order][keep_sorted] - a
         g = perm.cell_codes[keep_sorted]
-        G = A.shape[1]
-        c = np.bincount(g, minlength=G)
-        if np.any(c != plan.cells["c"].to_numpy()):
+        if np.any(np.bincount(g, minlength=plan.n_cells) != plan.cells["c"].to_numpy()):
             raise AssertionError("retained counts differ from the plan (bug)")
-        mu = np.bincount(g, weights=x, minlength=G) / c
-        var = np.bincount(g, weights=(x - mu[g]) ** 2, minlength=G) / c
-        rng = np.random.default_rng(self.random_state)
-        eps = cfg["epsilon"]
-        eps_mu, eps_var = cfg["split"][0] * eps, cfg["split"][1] * eps
-        cells = plan.cells
-        noisy_mu = np.full(G, np.nan)
-        noisy_var = np.full(G, np.nan)
-        for j in range(G):                 # one draw per released statistic, fixed shape
-            if eps_mu > 0:
-                noisy_mu[j] = laplace_mechanism(mu[j], cells["delta_mu"].iat[j], eps_mu, rng) + a
-            if eps_var > 0:
-                noisy_var[j] = laplace_mechanism(var[j], cells["delta_var"].iat[j], eps_var, rng)
-        out = cells.assign(mean=noisy_mu, variance=noisy_var)
-        out["scale_mean"] = [effective_scale(d, eps_mu) if eps_mu > 0 else np.nan
-                             for d in cells["delta_mu"]]
-        out["scale_var"] = [effective_scale(d, eps_var) if eps_var > 0 else np.nan
-                            for d in cells["delta_var"]]
-        keys_list = list(plan.cell)
-        arm_col = arm if arm is not None else ("arm" if "arm" in keys_list else None)
-        ate = pooled = None
-        if arm_col is not None and eps_mu > 0:
-            if arm_col not in keys_list:
-                raise ValueError(f"arm={arm_col!r} must be one of the cell columns {keys_list}")
-            v_ok = eps_var > 0
-            ate, pooled = derive_ate(out if v_ok else out.assign(variance=np.nan), keys_list,
-                                     arm_col)
-        privacy = {"epsilon_total": plan.epsilon_total, "epsilon_parallel": plan.epsilon_parallel,
-                   "epsilon_naive": plan.epsilon_naive, "epsilon_per_cell": eps,
-                   "K": plan.K, "G1": plan.G1, "n_cells": plan.n_cells, "clip": plan.clip,
-                   "occupancy_hash": plan.occupancy_hash}
-        return UserLevelOutput(cells=out, ate=ate, ate_pooled=pooled, privacy=privacy,
-                               caveats=CAVEATS, noise_sampler=_SAMPLER, notes=plan.notes)
+        x = yv[perm.order][keep_sorted] - a
+        return Prepared(public=plan.public_facts(),
+                        data=_Checked(plan=plan, x=x, g=g, arms=arms))
+
+    def _arms(self, plan: UserLevelPlan, arm: str | None) -> tuple[str, Any, Any] | None:
+        """The arm column with its control and treated levels, from the public cell keys.
+
+        Arms must be coded 0/1 or False/True (1 treated) unless ``treated_level`` names the
+        treated level: sorting labels such as ``"drug"``/``"placebo"`` would flip the sign.
+        """
+        if arm is None:
+            return None
+        keys = list(plan.cell)
+        if arm not in keys:
+            raise ValueError(f"arm={arm!r} must be one of the cell columns {keys}")
+        column = plan.cells[arm]
+        found = list(pd.unique(column))
+        if len(found) != 2:
+            raise ValueError(f"arm column {arm!r} must have exactly two levels to derive an ATE, "
+                             f"got {found}")
+        if self.treated_level is None:
+            binary = (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
+                      ) and {0, 1} == set(found)
+            if not binary:
+                raise ValueError(
+                    f"arm column {arm!r} has levels {found}: code the arms 0/1 (or False/True, "
+                    "1 = treated) or name the treated level with treated_level=...; labels are "
+                    "not ordered by meaning (sorting 'drug'/'placebo' would flip the ATE's sign)")
+            treated = found[found.index(1)]
+        elif self.treated_level in found:
+            treated = found[found.index(self.treated_level)]
+        else:
+            raise ValueError(f"treated_level={self.treated_level!r} is not a level of the arm "
+                             f"column {arm!r} (levels: {found})")
+        control = found[1 - found.index(treated)]
+        strata = [k for k in keys if k != arm]
+        both = (plan.cells.groupby(strata)[arm].nunique() == 2).any() if strata else True
+        if not both:
+            raise ValueError(f"no stratum has records in both arms of {arm!r}: no ATE can be "
+                             "derived; release without treatment= or regroup the strata")
+        return arm, control, treated
+
+    # ------------------------------------------------------------------ release
+    def release(self, records: pd.DataFrame, value: str = "y", plan: UserLevelPlan | None = None,
+                arm: str | None = None, *, evaluation: bool = False) -> UserLevelOutput:
+        """Release noisy per-cell means and variances following ``plan`` (draws noise once).
+
+        The advanced layer under :meth:`fit`: the caller charges ``plan.privacy_charge()``
+        first. Every check (configuration, plan match, values within bounds, arms, occupancy
+        unchanged) runs before the first draw. ``arm`` names the binary cell column for the ATE
+        derivation (default: a cell column called ``"arm"``; no ATE when there is none).
+        """
+        if not isinstance(plan, UserLevelPlan):
+            raise TypeError("plan must be the UserLevelPlan from .plan(), "
+                            f"got {type(plan).__name__}")
+        arm_column = arm if arm is not None else ("arm" if "arm" in plan.cell else None)
+        return self.private_release(self._prepare(records, value, plan, arm_column),
+                                    evaluation=evaluation)
 
 
 _SAMPLER = ("exact discrete Laplace (Canonne-Kamath-Steinke 2020) on a 2^-k lattice, "
-            "sensitivity rounded up to lattice steps; see dpcausal.user_level.laplace")
+            "sensitivity rounded up to lattice steps; see dpcausal.noise")
 
 
 # ---------------------------------------------------------------------- helpers
+def _scales(sensitivity: np.ndarray, epsilon: float) -> np.ndarray:
+    """Effective Laplace scale of each cell's statistic (NaN when the statistic is not
+    released)."""
+    if epsilon == 0:
+        return np.full(len(sensitivity), np.nan)
+    return np.array([effective_scale(float(d), epsilon) for d in sensitivity])
+
+
 def _as_list(cell: str | Sequence[str]) -> list[str]:
     return [cell] if isinstance(cell, str) else list(cell)
 

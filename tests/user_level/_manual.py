@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-import importlib.util
+import hashlib
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
 
-PROTOTYPE = Path("/work/shared/specs/user_level_clip_prototype.py")
+ORACLE = Path(__file__).with_name("fixtures") / "prototype_oracle.json"
 
 
-def load_prototype():
-    """The spec's throwaway prototype, RUN as an oracle (never copied); None if absent."""
-    if not PROTOTYPE.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("ul_prototype", PROTOTYPE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def load_oracle() -> dict:
+    """Outputs of the spec's throwaway prototype, run once by ``fixtures/make_prototype_oracle.py``
+    and committed (the tests never need the prototype itself)."""
+    return json.loads(ORACLE.read_text())
+
+
+def array_digest(A) -> dict:
+    """Shape, SHA-256 of the int64 bytes and column sums (the oracle's form of a big array)."""
+    A = np.ascontiguousarray(np.asarray(A), dtype="<i8")
+    h = hashlib.sha256(np.asarray(A.shape, "<i8").tobytes() + A.tobytes()).hexdigest()
+    return {"shape": list(A.shape), "sha256": h, "col_sums": A.sum(0).tolist()}
 
 
 def pop_var(x):

@@ -1,4 +1,5 @@
-"""Spec user_level_clip.md §2 / §4 P1-P9: closed forms against brute force and the spec's values."""
+"""Spec user_level_clip.md §2 / §4 P1-P9: closed forms against brute force and the spec's
+values."""
 
 from __future__ import annotations
 

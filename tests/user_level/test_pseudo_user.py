@@ -8,10 +8,10 @@ import scipy.sparse as sp
 
 from dpcausal.user_level import clip_user, grid_error, make_user_level_synthetic, pseudo_user
 
-from ._manual import load_prototype
+from ._manual import array_digest, load_oracle
 from .test_clip_user import GOLDEN_A
 
-PROTO = load_prototype()
+ORACLE = load_oracle()
 
 
 def _naive_scan(n, Gam, U, eps):
@@ -62,14 +62,15 @@ def test_sparse_input_supported():
     assert np.array_equal(d.m, s.m) and np.array_equal(s.Gbar.toarray(), d.Gbar)
 
 
-@pytest.mark.skipif(PROTO is None, reason="spec prototype not present (oracle only)")
 def test_matches_spec_prototype_oracle():
-    A = make_user_level_synthetic(1001, G=12, gamma=6)
-    for eps in (0.2, 1.0):
-        r = clip_user(A, 65.0, eps)
-        Eb, Ebs, ms = PROTO.pseudo_user(A, r.Gamma, 65.0, eps)
-        p = pseudo_user(r.n, r.Gamma, 65.0, eps)
-        assert p.E_bar_max == pytest.approx(Eb, rel=1e-12) and np.array_equal(p.m, ms)
+    ref = ORACLE["pseudo_user"]
+    A = make_user_level_synthetic(ref["seed"], G=ref["G"], gamma=ref["gamma"])
+    for case in ref["cases"]:
+        r = clip_user(A, ref["U"], case["eps"])
+        assert array_digest(r.Gamma) == case["Gamma"]
+        p = pseudo_user(r.n, r.Gamma, ref["U"], case["eps"])
+        assert p.E_bar_max == pytest.approx(case["E_bar_max"], rel=1e-12)
+        assert p.m.tolist() == case["m"]
 
 
 def test_refuses_totals_below_retained():

@@ -37,17 +37,17 @@ def test_issue_example_api(records):
     for col in ("stratum", "arm", "n", "c", "m_g", "mean", "variance", "scale_mean", "scale_var",
                 "bias_mean_bound", "bias_var_bound"):
         assert col in out.cells.columns
-    assert len(out.cells) == 8 and list(out.ate["stratum"]) == [0, 1, 2, 3]
-    assert {"ate", "se"} <= set(out.ate.columns)
-    p = out.privacy
-    assert p["epsilon_total"] == plan.K and p["epsilon_parallel"] == plan.G1
-    assert p["epsilon_naive"] == 8.0 and p["epsilon_total"] <= p["epsilon_parallel"] <= 8.0
+    assert len(out.cells) == 8 and list(out.strata["stratum"]) == [0, 1, 2, 3]
+    assert {"ate", "se", "ci_lower", "ci_upper"} <= set(out.strata.columns)
+    p, d = out.privacy, out.privacy.detail
+    assert p.epsilon == plan.K and d["epsilon_parallel"] == plan.G1 and p.unit == "user"
+    assert d["epsilon_naive"] == 8.0 and p.epsilon <= d["epsilon_parallel"] <= 8.0
     assert len(out.caveats) >= 3 and "lattice" in out.noise_sampler
-    assert "K" in str(plan) and out.to_dict()["privacy"]["K"] == plan.K
+    assert "K" in str(plan) and out.to_dict()["privacy"]["detail"]["K"] == plan.K
     text = str(out)  # the summary a user prints: the three losses and one row per stratum
     assert (f"{plan.K:g} (K*eps) vs {plan.G1:g} without Clip-User (G1*eps), 8 naive" in text)
-    assert [line.split()[:3] for line in text.splitlines() if line.startswith("ATE stratum")] == [
-        ["ATE", "stratum", str(k)] for k in range(4)]
+    assert [line.split()[:2] for line in text.splitlines() if line.startswith("ATE stratum")] == [
+        ["ATE", f"stratum={k}"] for k in range(4)]
 
 
 def test_plan_matches_clip_user_and_pseudo_user_on_the_same_occupancy(records):
@@ -79,14 +79,15 @@ def test_G1_equal_1_skips_suppression_and_says_why():
     assert plan.G1 == plan.K == 1 and plan.epsilon_total == 1.0
     assert any("G_1 = 1" in n and "parallel composition" in n for n in plan.notes)
     out = _rel().release(df, "y", plan)
-    assert out.notes == plan.notes and out.privacy["epsilon_total"] == 1.0
+    assert out.notes == plan.notes and out.privacy.epsilon == 1.0
 
 
 def test_release_statistics_follow_retention_by_order():
     """Clipped mean/variance from ts-ordered caps, checked against a loop reference.
 
     Noise depends only on the generator and the public scales, so releasing the same plan with
-    the same seed on all-zero values isolates the noise: release(y) - release(0) = statistic.
+    the same (evaluation-only) seed on all-zero values isolates the noise:
+    release(y) - release(0) = statistic.
     """
     rng = np.random.default_rng(0)
     rows = []
@@ -99,8 +100,8 @@ def test_release_statistics_follow_retention_by_order():
                            protect_min_grid=False, weights=(1.0, 0.0))
     plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
     assert plan.n_retained < plan.n_records                     # caps bind somewhere
-    out = rel.release(df, value="y", plan=plan).cells
-    noise = rel.release(df.assign(y=0.0), value="y", plan=plan).cells
+    out = rel.release(df, value="y", plan=plan, evaluation=True).cells
+    noise = rel.release(df.assign(y=0.0), value="y", plan=plan, evaluation=True).cells
     A = pd.crosstab(df["unit_id"], df["site"])
     kw = dict(weights=(1.0, 0.0))
     r = clip_user(A.to_numpy(), 10.0, 0.2, protect_min_grid=False, rollback_partial_stage=True,
@@ -120,44 +121,38 @@ def test_release_statistics_follow_retention_by_order():
             pop_var(kept), abs=step_var)
 
 
-def test_same_seed_same_release_and_injected_generator(records):
+def test_same_seed_same_evaluation_release_and_injected_generator(records):
     plan = _rel().plan(records, order="ts")
-    a = _rel(random_state=7).release(records, "y", plan).cells["mean"].to_numpy()
-    b = _rel(random_state=7).release(records, "y", plan).cells["mean"].to_numpy()
+
+    def means(rel):
+        return rel.release(records, "y", plan, evaluation=True).cells["mean"].to_numpy()
+
+    a, b = means(_rel(random_state=7)), means(_rel(random_state=7))
     g = np.random.default_rng(7)
-    c = _rel(random_state=g).release(records, "y", plan).cells["mean"].to_numpy()
-    d = _rel(random_state=g).release(records, "y", plan).cells["mean"].to_numpy()
+    c, d = means(_rel(random_state=g)), means(_rel(random_state=g))
     assert np.array_equal(a, b) and np.array_equal(a, c) and not np.array_equal(c, d)
 
 
 # ------------------------------------------------------------------ refusals, nothing drawn
-def _untouched(gen, state):
-    return gen.bit_generator.state == state
-
-
 @pytest.mark.parametrize("mutate,match", [
     (lambda df: df.assign(y=df["y"].where(df.index != 5, 70.0)), "outside bounds"),
     (lambda df: df.assign(y=df["y"].where(df.index != 5, np.nan)), "or missing"),
     (lambda df: df.assign(y=df["y"].astype(str)), "numeric"),
 ])
-def test_bad_values_refused_before_noise(records, mutate, match):
+def test_bad_values_refused_before_noise(records, noise_source, mutate, match):
     plan = _rel().plan(records, order="ts")
-    g = np.random.default_rng(1)
-    state = g.bit_generator.state
     with pytest.raises((ValueError, TypeError), match=match):
-        _rel(random_state=g).release(mutate(records), "y", plan)
-    assert _untouched(g, state)
+        _rel(random_state=noise_source).release(mutate(records), "y", plan)
+    assert noise_source.draws == 0
 
 
-def test_changed_occupancy_refused(records):
+def test_changed_occupancy_refused(records, noise_source):
     plan = _rel().plan(records, order="ts")
-    g = np.random.default_rng(1)
-    state = g.bit_generator.state
     with pytest.raises(ValueError, match="occupancy differs"):
-        _rel(random_state=g).release(records.iloc[1:], "y", plan)
+        _rel(random_state=noise_source).release(records.iloc[1:], "y", plan)
     with pytest.raises(ValueError, match="different settings"):
-        _rel(random_state=g, epsilon=2.0).release(records, "y", plan)
-    assert _untouched(g, state)
+        _rel(random_state=noise_source, epsilon=2.0).release(records, "y", plan)
+    assert noise_source.draws == 0
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -195,16 +190,19 @@ def test_mean_only_release_has_no_variance(records):
     rel = _rel(split=(1.0, 0.0), weights=(1.0, 0.0))
     plan = rel.plan(records, order="ts")
     out = rel.release(records, "y", plan)
-    assert out.cells["variance"].isna().all() and out.ate["ate"].notna().all()
-    assert out.ate["se"].isna().all()                       # no variance, no SE
+    assert out.cells["variance"].isna().all() and out.strata["ate"].notna().all()
+    # no released variance: the sampling SE uses the public bound U^2/4 = 65^2/4 per record
+    s = out.strata
+    bound = np.sqrt(65.0**2 / 4 * (1 / s["c_treated"] + 1 / s["c_control"]))
+    assert np.allclose(s["se_sampling"], bound) and np.all(s["se"] > s["se_noise"])
     assert plan.error_baseline < _rel().plan(records, order="ts").error_baseline
 
 
 def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
-    """Same seed => same noise, so out(D) - out(D') is the statistic's change: it stays within the
-    plan's declared sensitivities on random neighbours, attains delta_mu on the witness pair, and a
-    halved sensitivity would be caught. Also epsilon_total = max_l eps * #cells retained
-    (Thm II.3)."""
+    """Same evaluation seed => same noise, so out(D) - out(D') is the statistic's change: it
+    stays within the plan's declared sensitivities on random neighbours, attains delta_mu on the
+    witness pair, and a halved sensitivity would be caught. Also epsilon_total = max_l eps *
+    #cells retained (Thm II.3)."""
     rng = np.random.default_rng(4)
     rows = [(u, cell, rng.random(), rng.uniform(0, 10))
             for u in range(30) for cell in range(3) if (u + cell) % 4
@@ -217,7 +215,7 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
     r = clip_user(A.to_numpy(), 10.0, 0.3, rollback_partial_stage=True, **kw)
     caps = pseudo_user(r.n, r.Gamma, 10.0, 0.3, **kw).Gbar
     assert plan.epsilon_total == pytest.approx(0.3 * (caps > 0).sum(1).max())
-    base = rel.release(df, "y", plan).cells
+    base = rel.release(df, "y", plan, evaluation=True).cells
     d_mu = plan.cells["delta_mu"].to_numpy()
     d_var = plan.cells["delta_var"].to_numpy()
     step = 2.0**-19
@@ -225,7 +223,7 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
         u = int(rng.integers(30))
         mask = df["unit_id"] == u
         other = df.assign(y=df["y"].where(~mask, rng.choice([0.0, 10.0], size=len(df))))
-        out = rel.release(other, "y", plan).cells
+        out = rel.release(other, "y", plan, evaluation=True).cells
         assert np.all(np.abs(out["mean"] - base["mean"]) <= d_mu * (1 + step))
         assert np.all(np.abs(out["variance"] - base["variance"]) <= d_var * (1 + step))
     # witness for the mean (§2.1): the capped unit's retained records at U vs 0, others at 0
@@ -236,8 +234,8 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
     sel = (df["unit_id"] == unit) & (df["site"] == site)
     d1 = df.assign(y=np.where(sel, 10.0, 0.0))
     d2 = df.assign(y=0.0)
-    gap = abs(rel.release(d1, "y", plan).cells["mean"].iat[j]
-              - rel.release(d2, "y", plan).cells["mean"].iat[j])
+    gap = abs(rel.release(d1, "y", plan, evaluation=True).cells["mean"].iat[j]
+              - rel.release(d2, "y", plan, evaluation=True).cells["mean"].iat[j])
     assert gap == pytest.approx(d_mu[j], rel=step)
     assert gap > (d_mu[j] / 2) * (1 + step)           # negative control: Delta/2 is caught
 
@@ -247,6 +245,6 @@ def test_release_invariant_to_row_order(records):
     p1 = _rel().plan(records, order="ts")
     p2 = _rel().plan(shuffled, order="ts")
     assert p1.occupancy_hash == p2.occupancy_hash and p1.K == p2.K
-    a = _rel(random_state=3).release(records, "y", p1).cells
-    b = _rel(random_state=3).release(shuffled, "y", p1).cells
+    a = _rel(random_state=3).release(records, "y", p1, evaluation=True).cells
+    b = _rel(random_state=3).release(shuffled, "y", p1, evaluation=True).cells
     assert np.array_equal(a["mean"], b["mean"]) and np.array_equal(a["variance"], b["variance"])
