@@ -1,8 +1,13 @@
 """ClusterDP: the production entry point that privatizes a unit-level dataset
 (spec cluster_dp.md §1.2, §5).
 
-``ClusterDP(...).privatize(df, ...)`` returns a :class:`ClusterDPRelease`: the privatized unit-level
-data, the public debiasing priors q_tilde and lambda; ``release.estimate()`` is post-processing.
+``ClusterDP(...).fit(df, treatment="z", outcome="y", cluster="c")`` is one label-DP release
+(issue 17 contract): :meth:`ClusterDP.check_input` refuses bad input before anything is charged,
+:meth:`ClusterDP.privacy_charge` is data-free and :meth:`ClusterDP.private_release` draws the noise
+once and returns a :class:`ClusterDPResult`: the debiased ATE with its CI and total standard error,
+and the published artefact, a :class:`ClusterDPRelease` (the privatized unit-level data, the public
+debiasing priors q_tilde and lambda). The advanced layer ``privatize`` returns that artefact alone;
+``ClusterDPRelease.estimate()`` is post-processing.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -32,8 +37,11 @@ from dpcausal.cluster_dp.estimation import (
 )
 from dpcausal.cluster_dp.mechanisms import privatize_arrays
 from dpcausal.cluster_dp.spaces import ResponseSpace
+from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
 
 MECHANISMS = ("cluster", "cluster_free", "uniform")
+MECHANISM_NAMES = {"cluster": "Cluster-DP", "cluster_free": "Cluster-Free-DP",
+                   "uniform": "Uniform-Prior-DP"}
 MAX_LAMBDA = 0.999  # spec §5: refuse lambda >= 0.999 unless the caller opts in (§6 E9)
 SMALL_GROUP = 20  # spec §5: warn when a (cluster, arm) group has fewer units
 
@@ -105,7 +113,7 @@ class ClusterDPRelease:
         y_hat = self.debiased()
         z = self.data["treatment"].to_numpy(np.int64)
         if strata == "clusters":
-            s, _ = _codes(self.data["cluster"])
+            s, _ = cluster_codes(self.data["cluster"])
             S = int(s.max()) + 1
         else:
             s, S = np.zeros(z.size, dtype=np.int64), 1
@@ -113,8 +121,59 @@ class ClusterDPRelease:
         return make_estimate(tau[0], vhat[0], strata, level, z.size)
 
 
-@dataclass
-class ClusterDP:
+@dataclass(frozen=True, kw_only=True)
+class ClusterDPResult(Release):
+    """One Cluster-DP release under the common contract (issue 17; spec §1.2 Fig. 1, §3.1, §3.6).
+
+    ``ate`` is the debiased ATE of Theorem 3.2, ``se`` = sqrt(V_hat) of spec §3.6, which covers
+    the sampling error and the privacy noise (resampling and noisy priors), ``ci`` its normal
+    interval at ``level``. ``published`` is what the platform publishes (privatized unit-level
+    data and priors); everything here is computed from it (post-processing).
+
+    Attributes
+    ----------
+    published : ClusterDPRelease
+    lam, gamma, sigma : the public calibration used (sigma = inf: uniform prior, no data access).
+    space : the public response space Y.
+    strata : "clusters" or "none", the estimator's stratification.
+    """
+
+    kind: ClassVar[str] = "cluster_dp"
+
+    published: ClusterDPRelease = field(repr=False, compare=False)
+    lam: float
+    gamma: float
+    sigma: float
+    space: ResponseSpace = field(repr=False)
+    strata: str
+
+    def extra_rows(self) -> list[tuple[str, str]]:
+        sigma = "inf (uniform prior)" if math.isinf(self.sigma) else f"{self.sigma:.4g}"
+        return [("calibration", f"lambda={self.lam:.4g}, gamma={self.gamma:.4g}, sigma={sigma}"),
+                ("estimator", f"debiased difference in means, strata={self.strata}"),
+                ("K", str(self.space.K))]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The release's public figures, the response space and the published priors (the
+        unit-level data stay in ``published.data``)."""
+        out = super().to_dict()
+        out["space"] = self.space.values.tolist()
+        out["priors"] = self.published.priors.to_dict(orient="list")
+        return out
+
+
+@dataclass(frozen=True)
+class _Units:
+    """Checked input: outcome codes in Y, 0/1 arms and cluster codes of every unit, and the
+    sorted cluster labels (cluster membership and arms are public, spec §1.2)."""
+
+    y_idx: np.ndarray
+    z: np.ndarray
+    cidx: np.ndarray
+    labels: np.ndarray
+
+
+class ClusterDP(Mechanism):
     """Label-DP release of a clustered randomized experiment (Javanmard et al., ICML 2025).
 
     Parameters
@@ -133,16 +192,42 @@ class ClusterDP:
     accounting : "strict" (default; spec §6 E1/E7) or "paper" (Theorem 3.1 as printed).
     allow_high_lambda : bool
         Accept lambda >= 0.999 (refused by default: the variance grows like 1/(1-lambda)^2; §6 E9).
+    strata : "clusters" (default) or "none": stratification of the released ATE (spec §3.1).
+    level : float
+        Coverage of the released CI (spec §3.6), default 0.95.
+    noise_seed : int, optional
+        Seed of the noise in evaluation mode only (``fit(..., evaluation=True)``), for
+        reproducible studies; a release (``evaluation=False``) ignores it and draws from OS
+        entropy.
     """
 
-    space: ResponseSpace
-    epsilon: float
-    delta: float = 0.0
-    gamma: float | None = None
-    sigma: float | None = None
-    mechanism: str = "cluster"
-    accounting: str = "strict"
-    allow_high_lambda: bool = False
+    unit: ClassVar[str] = "label"
+
+    def __init__(
+        self,
+        space: ResponseSpace,
+        epsilon: float,
+        delta: float = 0.0,
+        gamma: float | None = None,
+        sigma: float | None = None,
+        mechanism: str = "cluster",
+        accounting: str = "strict",
+        allow_high_lambda: bool = False,
+        strata: str = "clusters",
+        level: float = 0.95,
+        noise_seed: int | None = None,
+    ) -> None:
+        self.space = space
+        self.epsilon = epsilon
+        self.delta = delta
+        self.gamma = gamma
+        self.sigma = sigma
+        self.mechanism = mechanism
+        self.accounting = accounting
+        self.allow_high_lambda = allow_high_lambda
+        self.strata = strata
+        self.level = level
+        self.noise_seed = noise_seed
 
     # ---- data-free calibration -------------------------------------------------------------
     def _params(self) -> tuple[float, float]:
@@ -154,6 +239,10 @@ class ClusterDP:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
         if self.accounting not in ACCOUNTINGS:
             raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {self.accounting!r}")
+        if self.strata not in STRATA:
+            raise ValueError(f"strata must be one of {STRATA}, got {self.strata!r}")
+        if not isinstance(self.level, float) or not 0 < self.level < 1:
+            raise ValueError(f"level must be a float in (0, 1), got {self.level!r}")
         if (
             not isinstance(self.epsilon, (int, float))
             or not self.epsilon > 0
@@ -220,8 +309,13 @@ class ClusterDP:
         }
         return lam, privacy
 
-    def privacy_charge(self) -> PrivacyCharge:
-        """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7)."""
+    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+        """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7).
+
+        ``public`` (the facts :meth:`check_input` found, e.g. ``n``) is accepted for the common
+        contract and not used: by parallel composition over the (cluster, arm) groups the charge
+        depends on the public parameters only (spec §2.8).
+        """
         lam, p = self.calibrate()
         return PrivacyCharge(
             mechanism="approx" if p["delta"] > 0 else "pure",
@@ -229,6 +323,7 @@ class ClusterDP:
             delta=p["delta"],
             detail={
                 "mechanism": self.mechanism,
+                "unit": self.unit,
                 "accounting": p["accounting"],
                 "epsilon_paper": p["epsilon_paper"],
                 "gamma": p["gamma"],
@@ -238,37 +333,47 @@ class ClusterDP:
         )
 
     # ---- the release -------------------------------------------------------------------------
-    def privatize(
+    def check_input(
         self,
-        df: pd.DataFrame,
-        cluster: str,
-        treatment: str,
-        outcome: str,
-        random_state: int | np.random.Generator | None = None,
-    ) -> ClusterDPRelease:
-        """Privatize the outcomes of ``df``; all checks run before any noise is drawn.
+        data: pd.DataFrame,
+        cluster: str | None = None,
+        treatment: str | None = None,
+        outcome: str | None = None,
+    ) -> Prepared:
+        """Every refusal that public facts decide, before anything is charged or drawn.
+
+        The parameters (:meth:`calibrate`), the columns, the outcomes' membership of Y, 0/1 arms
+        and the (cluster, arm) group sizes (public: clusters and arms are not private, spec §1.2).
 
         Parameters
         ----------
-        df : DataFrame with one row per unit.
-        cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie
-            in Y.
-        random_state : int, numpy Generator, or None (OS entropy).
+        data : DataFrame with one row per unit.
+        cluster, treatment, outcome : column names (by keyword, or positionally in this order).
+
+        Returns
+        -------
+        Prepared
+            ``public``: n and the number of clusters; ``data``: the checked unit codes.
         """
-        lam, privacy = self.calibrate()
-        gamma, sigma = privacy.pop("gamma"), privacy.pop("sigma")
-        if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+        self.calibrate()
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(f"df must be a pandas DataFrame, got {type(data).__name__}")
         for arg, col in (("cluster", cluster), ("treatment", treatment), ("outcome", outcome)):
-            if col not in df.columns:
-                raise ValueError(
-                    f"{arg}={col!r} is not a column of df (columns: {list(df.columns)})"
-                )
-        if len(df) == 0:
+            if col is None:
+                raise TypeError(f"ClusterDP needs the {arg} column: pass {arg}='<column name>'")
+        cols = columns(data, cluster=cluster, treatment=treatment, outcome=outcome)
+        if len(data) == 0:
             raise ValueError("df has no rows; nothing to release")
-        y_idx = self.space.index(df[outcome].to_numpy(), name=f"outcome column {outcome!r}")
-        z = _treatment(df[treatment], treatment)
-        cidx, labels = _codes(df[cluster], name=f"cluster column {cluster!r}")
+        y_idx = self.space.index(cols["outcome"].to_numpy(), name=f"outcome column {outcome!r}")
+        z = treatment_codes(cols["treatment"], name=str(treatment))
+        cidx, labels = cluster_codes(cols["cluster"], name=f"cluster column {cluster!r}")
+        self._check_groups(z, cidx, labels)
+        units = _Units(y_idx=y_idx, z=z, cidx=cidx, labels=labels)
+        return Prepared(public={"n": int(z.size), "clusters": int(labels.size)}, data=units)
+
+    def _check_groups(self, z: np.ndarray, cidx: np.ndarray, labels: np.ndarray) -> None:
+        """Refuse empty (cluster, arm) groups and groups too small for V_hat (spec §1.1, §3.6);
+        warn about small groups (spec §5). Group sizes are public (spec §1.2)."""
         C = labels.size
         n_cell = np.bincount(2 * cidx + z, minlength=2 * C).reshape(C, 2)
         empty = np.argwhere(n_cell == 0)
@@ -276,35 +381,70 @@ class ClusterDP:
             shown = [(labels[c], int(a)) for c, a in empty[:5]]
             raise ValueError(
                 f"(cluster, arm) groups with no units: {shown}; every cluster needs treated and "
-                "control "
-                "units (n_c >= 2, spec §1.1); merge small clusters before releasing"
+                "control units (n_c >= 2, spec §1.1); merge small clusters before releasing"
+            )
+        cells = n_cell if self.strata == "clusters" else n_cell.sum(axis=0, keepdims=True)
+        single = np.argwhere(cells < 2)
+        if single.size:
+            where = "(cluster, arm) group" if self.strata == "clusters" else "arm"
+            raise ValueError(
+                f"a {where} has a single unit: the variance estimate V_hat (spec §3.6) needs at "
+                "least 2 per "
+                f"{where}; merge small clusters (or use strata='none')"
             )
         pooled = self.mechanism != "cluster"
         small = n_cell.sum(axis=0) if pooled else n_cell.ravel()
-        if np.isfinite(sigma) and small.min() < SMALL_GROUP:
+        if math.isfinite(self._params()[1]) and small.min() < SMALL_GROUP:
             warnings.warn(
                 f"a group has only {int(small.min())} < {SMALL_GROUP} units: Laplace(sigma/n) "
                 "noise swamps its histogram (spec §5)",
                 SmallGroupWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        rng = (
-            random_state
-            if isinstance(random_state, np.random.Generator)
-            else np.random.default_rng(random_state)
+
+    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ClusterDPResult:
+        """Draw the release once and estimate from it: Algorithm 2 (spec §2.1), then the
+        debiased ATE (Theorem 3.2, §3.1) with V_hat and its CI (§3.6) as post-processing."""
+        published = self._draw(prepared.data, self._noise_rng(evaluation))
+        est = published.estimate(self.strata, self.level)
+        p = published.privacy
+        privacy = Privacy(
+            epsilon=p["epsilon"], delta=p["delta"], unit=self.unit,
+            mechanism=MECHANISM_NAMES[self.mechanism],
+            detail={"accounting": p["accounting"], "epsilon_paper": p["epsilon_paper"],
+                    "epsilon_strict": p["epsilon_strict"], "lam": published.lam,
+                    "gamma": published.gamma, "sigma": published.sigma},
         )
+        return ClusterDPResult(
+            ate=est.ate, ci=est.ci, se=est.se, level=est.level, privacy=privacy, n=est.n,
+            evaluation=evaluation, published=published, lam=published.lam,
+            gamma=published.gamma, sigma=published.sigma, space=self.space, strata=self.strata,
+        )
+
+    def _noise_rng(self, evaluation: bool) -> np.random.Generator:
+        """The noise source: OS entropy in a release; ``noise_seed`` in evaluation mode only."""
+        if evaluation and self.noise_seed is not None:
+            return np.random.default_rng(self.noise_seed)
+        return np.random.default_rng()
+
+    def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPRelease:
+        """Algorithm 2 (or its pooled/uniform variants) once on checked units (spec §2.1-2.3)."""
+        lam, privacy = self.calibrate()
+        gamma, sigma = privacy.pop("gamma"), privacy.pop("sigma")
+        pooled = self.mechanism != "cluster"
+        C = units.labels.size
         G = 2 if pooled else 2 * C
-        g = z if pooled else 2 * cidx + z
-        y_tilde, q_t = privatize_arrays(y_idx, g, G, self.space.K, gamma, sigma, lam, rng, reps=1)
+        g = units.z if pooled else 2 * units.cidx + units.z
+        y_tilde, q_t = privatize_arrays(units.y_idx, g, G, self.space.K, gamma, sigma, lam, rng,
+                                        reps=1)
         data = pd.DataFrame(
             {
-                "cluster": df[cluster].to_numpy(),
-                "treatment": z,
+                "cluster": units.labels[units.cidx],
+                "treatment": units.z,
                 "outcome": self.space.values[y_tilde[0]],
-            },
-            index=df.index,
+            }
         )
-        priors = _priors_frame(q_t[0], labels, self.space, pooled)
+        priors = _priors_frame(q_t[0], units.labels, self.space, pooled)
         return ClusterDPRelease(
             data=data,
             priors=priors,
@@ -316,16 +456,45 @@ class ClusterDP:
             sigma=sigma,
         )
 
+    def privatize(
+        self,
+        df: pd.DataFrame,
+        cluster: str,
+        treatment: str,
+        outcome: str,
+        random_state: int | np.random.Generator | None = None,
+    ) -> ClusterDPRelease:
+        """The published artefact alone (advanced layer, not charged: the caller accounts for
+        it); all checks of :meth:`check_input` run before any noise is drawn.
 
-def _codes(col: pd.Series | np.ndarray, name: str = "cluster") -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes 0..C-1 of the cluster labels (sorted), and the labels."""
+        Parameters
+        ----------
+        df : DataFrame with one row per unit.
+        cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie
+            in Y.
+        random_state : int, numpy Generator, or None (OS entropy).
+        """
+        prepared = self.check_input(df, cluster, treatment, outcome)
+        rng = (
+            random_state
+            if isinstance(random_state, np.random.Generator)
+            else np.random.default_rng(random_state)
+        )
+        return self._draw(prepared.data, rng)
+
+
+def cluster_codes(col: pd.Series | np.ndarray,
+                  name: str = "cluster") -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes 0..C-1 of the cluster labels (sorted), and the labels; missing labels are
+    refused (every unit needs a cluster, spec §1.1)."""
     codes, labels = pd.factorize(pd.Series(col), sort=True)
     if np.any(codes < 0):
         raise ValueError(f"{name} has missing values; every unit needs a cluster")
     return codes.astype(np.int64), np.asarray(labels)
 
 
-def _treatment(col: pd.Series, name: str) -> np.ndarray:
+def treatment_codes(col: pd.Series, name: str = "treatment") -> np.ndarray:
+    """The 0/1 arms of a treatment column (spec §1.1); anything else is refused."""
     z = col.to_numpy()
     ok = pd.notna(z) & np.isin(z, [0, 1])
     if not np.all(ok):
