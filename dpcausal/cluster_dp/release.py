@@ -63,7 +63,8 @@ class ClusterDPRelease:
     priors : DataFrame with columns cluster, arm, value, q_tilde; one row per (cluster, arm, value).
         For ``cluster_free`` and ``uniform`` the arm-level prior is repeated for every cluster.
     lam : the resampling probability used.
-    privacy : dict with epsilon, delta, accounting, epsilon_paper, epsilon_strict.
+    privacy : dict with epsilon (= epsilon_strict), delta, accounting, epsilon_paper,
+        epsilon_strict.
     mechanism, space, gamma, sigma : the public parameters used (sigma = inf: uniform prior).
     """
 
@@ -186,10 +187,12 @@ class ClusterDP(Mechanism):
     gamma : float, optional
         Truncation threshold in [0, 1/K]; default 1/K (the safe choice at small epsilon, spec §5).
     sigma : float, optional
-        Laplace scale numerator (noise sigma/n_{a,c}); inf means the uniform prior. Default: spend
-        20% of epsilon on the histogram, sigma = k/(0.2 epsilon), k = 2 strict, 1 paper (spec §5).
+        Laplace scale numerator (noise sigma/n_{a,c}), > 0; inf means the uniform prior; sigma = 0
+        is refused (spec §6 E7). Default: spend 20% of epsilon on the histogram, sigma =
+        k/(0.2 epsilon), k = 2 strict, 1 paper (spec §5).
     mechanism : "cluster" (Algorithm 2), "cluster_free" (C = 1, §2.2) or "uniform" (Algorithm 1).
-    accounting : "strict" (default; spec §6 E1/E7) or "paper" (Theorem 3.1 as printed).
+    accounting : "strict" (default; spec §6 E1/E7) or "paper" (lambda calibrated by Theorem 3.1 as
+        printed, for figures). Either way the release reports the strict epsilon.
     allow_high_lambda : bool
         Accept lambda >= 0.999 (refused by default: the variance grows like 1/(1-lambda)^2; §6 E9).
     strata : "clusters" (default) or "none": stratification of the released ATE (spec §3.1).
@@ -265,15 +268,15 @@ class ClusterDP(Mechanism):
             else self.sigma
         )
         if not isinstance(sigma, (int, float)) or math.isnan(sigma) or sigma < 0:
-            raise ValueError(f"sigma must be >= 0 or inf, got {self.sigma!r}")
-        if self.mechanism == "uniform":
-            return 1.0 / K, math.inf
-        if sigma == 0 and self.accounting == "strict":
+            raise ValueError(f"sigma must be > 0 or inf, got {self.sigma!r}")
+        if sigma == 0:
             raise ValueError(
                 "sigma=0 publishes q_tilde as a deterministic function of the labels: no finite "
-                "epsilon under strict accounting (spec §6 E7); use sigma > 0, or "
-                "accounting='paper' for figures"
+                "epsilon in any accounting (spec §6 E7; the paper's 2/gamma branch covers only "
+                "the resampling); use sigma > 0, or sigma=inf for the uniform prior"
             )
+        if self.mechanism == "uniform":
+            return 1.0 / K, math.inf
         if math.isinf(sigma):
             gamma = 1.0 / K
         return gamma, float(sigma)
@@ -281,8 +284,10 @@ class ClusterDP(Mechanism):
     def calibrate(self) -> tuple[float, dict[str, Any]]:
         """(lambda, privacy dict) from the public parameters only: spec §2.8; no data access.
 
-        The dict has epsilon (under ``accounting``), delta, accounting, epsilon_paper and
-        epsilon_strict, plus the gamma and sigma actually used.
+        The dict has epsilon, delta, accounting, epsilon_paper and epsilon_strict, plus the gamma
+        and sigma actually used. ``epsilon`` is always the strict figure, the guarantee the
+        release has (spec §6 E1/E7): ``accounting="paper"`` only calibrates lambda as Theorem 3.1
+        is printed (figure reproduction), and its figure stays in ``epsilon_paper``.
         """
         gamma, sigma = self._params()
         K, eps, delta = self.space.K, float(self.epsilon), float(self.delta)
@@ -299,7 +304,7 @@ class ClusterDP(Mechanism):
                 "1/(1-lambda)^2 (spec §5); raise epsilon or gamma, or pass allow_high_lambda=True"
             )
         privacy = {
-            "epsilon": e_paper if self.accounting == "paper" else e_strict,
+            "epsilon": e_strict,
             "delta": delta,
             "accounting": self.accounting,
             "epsilon_paper": e_paper,

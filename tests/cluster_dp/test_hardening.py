@@ -1,0 +1,65 @@
+"""Privacy hardening of the Cluster-DP release (issue 18, items 4, 13-16). Each test failed on the
+code before its fix."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcausal import session
+from dpcausal.cluster_dp import ClusterDP, ResponseSpace, eps_total, lam_for
+from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
+
+SPACE = ResponseSpace(np.arange(-5, 7))
+
+
+@pytest.fixture(scope="module")
+def df():
+    rng = np.random.default_rng(0)
+    sub = draw_subpopulation(rng, make_gmm(1))
+    z = assign_balanced(rng, sub.cidx)[0]
+    return pd.DataFrame(
+        {"c": np.array(["a", "b", "c"])[sub.cidx], "z": z, "y": np.where(z == 1, sub.y1, sub.y0)}
+    )
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    session.reset()
+    yield
+    session.reset()
+
+
+# ---- item 13: sigma = 0 ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"accounting": "paper"},
+        {"accounting": "paper", "gamma": 1 / 12},
+        {"accounting": "paper", "mechanism": "cluster_free"},
+        {"accounting": "strict"},
+        {"mechanism": "uniform"},
+    ],
+)
+def test_sigma_zero_refused_in_every_mode(df, kw):
+    """sigma = 0 publishes q_tilde as a function of the labels (spec §6 E7): no mode takes it."""
+    m = ClusterDP(space=SPACE, epsilon=30.0, sigma=0.0, **({"gamma": 0.02} | kw))
+    with pytest.raises(ValueError, match="sigma=0 publishes q_tilde as a deterministic"):
+        m.privacy_charge()
+    with pytest.raises(ValueError, match="sigma=0"):
+        m.check_input(df, cluster="c", treatment="z", outcome="y")
+
+
+def test_paper_accounting_reports_the_strict_epsilon(df):
+    """accounting='paper' calibrates lambda as printed, but the release states what it is worth:
+    the strict epsilon (2/sigma for the prior, spec §6 E1), the paper figure only in detail."""
+    m = ClusterDP(space=SPACE, epsilon=3.0, gamma=0.02, sigma=10.0, accounting="paper")
+    r = m.fit(df, treatment="z", outcome="y", cluster="c")
+    lam = lam_for(3.0, 0.0, 0.02, 10.0, mode="paper")
+    strict = 0.2 + math.log1p((1 - lam) / (lam * 0.02))  # Theorem 3.1 with eps1 = 2/sigma
+    assert r.lam == pytest.approx(lam)
+    assert r.privacy.epsilon == pytest.approx(strict) == pytest.approx(3.1)
+    assert r.privacy.detail["epsilon_paper"] == pytest.approx(3.0)
+    assert r.published.privacy["epsilon"] == pytest.approx(3.1)
+    assert m.calibrate()[1]["epsilon"] == pytest.approx(eps_total(lam, 0.02, 10.0, 0.0, "strict"))
