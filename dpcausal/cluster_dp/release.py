@@ -185,7 +185,8 @@ class ClusterDP(Mechanism):
         Target (epsilon, delta)-label DP under ``accounting``. lambda is the smallest feasible value
         (:func:`lam_for` / :func:`uniform_lam`, spec §2.8).
     gamma : float, optional
-        Truncation threshold in [0, 1/K]; default 1/K (the safe choice at small epsilon, spec §5).
+        Truncation threshold in [0, 1/K]; default 1/K (the safe choice at small epsilon, spec §5),
+        which is the uniform prior: then sigma is not used and no epsilon is spent on the prior.
     sigma : float, optional
         Laplace scale numerator (noise sigma/n_{a,c}), > 0; inf means the uniform prior; sigma = 0
         is refused (spec §6 E7). Default: spend 20% of epsilon on the histogram, sigma =
@@ -234,8 +235,13 @@ class ClusterDP(Mechanism):
 
     # ---- data-free calibration -------------------------------------------------------------
     def _params(self) -> tuple[float, float]:
-        """Validated (gamma, sigma) actually used; sigma = inf forces gamma = 1/K (uniform
-        prior)."""
+        """Validated (gamma, sigma) actually used (spec §2.1-2.3).
+
+        A prior that is uniform by construction takes the uniform branch, (1/K, inf): the
+        ``uniform`` mechanism, sigma = inf, and gamma = 1/K, which makes q_tilde uniform whatever
+        the noise (spec §2.1). Its prior reads no outcome and costs nothing (eps1 = 0), so lambda
+        comes from Theorem A.5 (issue 18 item 14).
+        """
         if not isinstance(self.space, ResponseSpace):
             raise TypeError(f"space must be a ResponseSpace, got {type(self.space).__name__}")
         if self.mechanism not in MECHANISMS:
@@ -275,10 +281,8 @@ class ClusterDP(Mechanism):
                 "epsilon in any accounting (spec §6 E7; the paper's 2/gamma branch covers only "
                 "the resampling); use sigma > 0, or sigma=inf for the uniform prior"
             )
-        if self.mechanism == "uniform":
-            return 1.0 / K, math.inf
-        if math.isinf(sigma):
-            gamma = 1.0 / K
+        if self.mechanism == "uniform" or math.isinf(sigma) or gamma * K >= 1.0 - 1e-12:
+            return 1.0 / K, math.inf  # the uniform prior (spec §2.3): no data access, eps1 = 0
         return gamma, float(sigma)
 
     def calibrate(self) -> tuple[float, dict[str, Any]]:

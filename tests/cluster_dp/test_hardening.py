@@ -63,3 +63,33 @@ def test_paper_accounting_reports_the_strict_epsilon(df):
     assert r.privacy.detail["epsilon_paper"] == pytest.approx(3.0)
     assert r.published.privacy["epsilon"] == pytest.approx(3.1)
     assert m.calibrate()[1]["epsilon"] == pytest.approx(eps_total(lam, 0.02, 10.0, 0.0, "strict"))
+
+
+# ---- item 14: a prior uniform by construction is free ----------------------------------------
+@pytest.mark.parametrize("eps, lam", [(1.0, 0.744), (2.0, 0.439), (4.0, 0.085)])
+@pytest.mark.parametrize("kw", [{}, {"gamma": 0.2, "sigma": 3.0}, {"accounting": "paper"},
+                                {"mechanism": "cluster_free", "gamma": 0.2}])
+def test_gamma_one_over_k_takes_the_uniform_branch(eps, lam, kw):
+    """gamma = 1/K makes q_tilde uniform whatever the noise (spec §2.1): charge nothing for it.
+    K = 5: lambda = K/(K + e^eps - 1) (Theorem A.5), the figures issue 18 quotes, not the
+    0.803/0.559/0.175 of spending 20% of epsilon on a prior that carries no information."""
+    m = ClusterDP(space=ResponseSpace(np.arange(5)), epsilon=eps, **kw)
+    got, p = m.calibrate()
+    assert got == pytest.approx(lam, abs=5e-4)
+    assert got == pytest.approx(5 / (5 + math.exp(eps) - 1), rel=1e-12)
+    assert p["sigma"] == math.inf and p["gamma"] == pytest.approx(0.2)
+    assert p["epsilon"] == p["epsilon_strict"] == p["epsilon_paper"] == pytest.approx(eps)
+    assert m.privacy_charge().epsilon == pytest.approx(eps)
+
+
+def test_uniform_by_construction_reads_no_outcome(df, monkeypatch):
+    """The uniform branch publishes the uniform prior and draws no prior noise."""
+    import dpcausal.cluster_dp.mechanisms as kernels
+
+    def no_noise(*a, **k):
+        raise AssertionError("prior noise drawn for a prior that is uniform by construction")
+
+    monkeypatch.setattr(kernels, "draw_prior_noise", no_noise)
+    r = ClusterDP(space=SPACE, epsilon=2.0).fit(df, treatment="z", outcome="y", cluster="c")
+    assert np.allclose(r.published.priors["q_tilde"], 1 / 12) and r.sigma == math.inf
+    assert r.lam == pytest.approx(12 / (12 + math.exp(2.0) - 1), rel=1e-12)

@@ -100,10 +100,12 @@ def test_sigma_inf_is_uniform_and_gamma_defaults():
     assert p["gamma"] == pytest.approx(1 / 12) and p["epsilon_strict"] == pytest.approx(3.0)
     lam_u, _ = mech(mechanism="uniform").calibrate()
     assert lam == pytest.approx(lam_u)
-    _, p = ClusterDP(
-        space=SPACE, epsilon=2.0
-    ).calibrate()  # defaults: gamma = 1/K, sigma = 2/(0.2 eps)
-    assert p["gamma"] == pytest.approx(1 / 12) and p["sigma"] == pytest.approx(5.0)
+    # defaults: gamma = 1/K is the uniform prior, so sigma is not used (issue 18 item 14; it was
+    # 2/(0.2 eps) = 5.0 before); with gamma < 1/K the default sigma is 2/(0.2 eps)
+    _, p = ClusterDP(space=SPACE, epsilon=2.0).calibrate()
+    assert p["gamma"] == pytest.approx(1 / 12) and p["sigma"] == math.inf
+    _, p = ClusterDP(space=SPACE, epsilon=2.0, gamma=0.02).calibrate()
+    assert p["gamma"] == 0.02 and p["sigma"] == pytest.approx(5.0)
 
 
 def test_privacy_charge_is_strict_and_data_free():
