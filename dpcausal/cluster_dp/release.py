@@ -58,8 +58,9 @@ class ClusterDPRelease:
 
     Attributes
     ----------
-    data : DataFrame with columns cluster, treatment, outcome (privatized), in the input's row
-        order.
+    data : DataFrame with columns cluster, treatment, outcome (privatized) and a fresh
+        RangeIndex; rows grouped by (cluster, arm), in a secret random order within each group
+        (never the source's order or index).
     priors : DataFrame with columns cluster, arm, value, q_tilde; one row per (cluster, arm, value).
         For ``cluster_free`` and ``uniform`` the arm-level prior is repeated for every cluster.
     lam : the resampling probability used.
@@ -446,11 +447,12 @@ class ClusterDP(Mechanism):
         g = units.z if pooled else 2 * units.cidx + units.z
         y_tilde, q_t = privatize_arrays(units.y_idx, g, G, self.space.K, gamma, sigma, lam, rng,
                                         reps=1)
+        order = secret_order(units.cidx, units.z, rng)
         data = pd.DataFrame(
             {
-                "cluster": units.labels[units.cidx],
-                "treatment": units.z,
-                "outcome": self.space.values[y_tilde[0]],
+                "cluster": units.labels[units.cidx[order]],
+                "treatment": units.z[order],
+                "outcome": self.space.values[y_tilde[0][order]],
             }
         )
         priors = _priors_frame(q_t[0], units.labels, self.space, pooled)
@@ -490,6 +492,18 @@ class ClusterDP(Mechanism):
             else np.random.default_rng(random_state)
         )
         return self._draw(prepared.data, rng)
+
+
+def secret_order(cidx: np.ndarray, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Publication order of the units: grouped by the public (cluster, arm), in a fresh random
+    order within each group (issue 18 item 15).
+
+    The source's row order may depend on the outcomes (a file sorted by outcome); publishing in
+    it would tell every label whatever the noise. The order drawn here is a function of the
+    public groups and of ``rng`` only (OS entropy in a release).
+    """
+    perm = rng.permutation(z.size)
+    return perm[np.lexsort((z[perm], cidx[perm]))]  # lexsort is stable: random within groups
 
 
 def cluster_codes(col: pd.Series | np.ndarray,

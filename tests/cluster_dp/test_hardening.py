@@ -93,3 +93,25 @@ def test_uniform_by_construction_reads_no_outcome(df, monkeypatch):
     r = ClusterDP(space=SPACE, epsilon=2.0).fit(df, treatment="z", outcome="y", cluster="c")
     assert np.allclose(r.published.priors["q_tilde"], 1 / 12) and r.sigma == math.inf
     assert r.lam == pytest.approx(12 / (12 + math.exp(2.0) - 1), rel=1e-12)
+
+
+# ---- item 15: the published order --------------------------------------------------------
+def test_a_file_sorted_by_outcome_does_not_leak_through_row_order(df):
+    """Rows are published grouped by (cluster, arm), in a secret random order within each group
+    and without the source index: a source sorted by outcome (most labels kept at lambda ~ 0.11)
+    says nothing through the published order."""
+    from scipy.stats import spearmanr
+
+    source = df.sort_values("y").set_index(np.arange(len(df)) * 7 + 3)
+    m = ClusterDP(space=SPACE, epsilon=8.0, gamma=0.02, sigma=1.0, noise_seed=0)
+    r = m.fit(source, treatment="z", outcome="y", cluster="c", evaluation=True)
+    assert r.lam < 0.15
+    pub = r.published.data
+    pd.testing.assert_index_equal(pub.index, pd.RangeIndex(len(df)))
+    keys = list(zip(pub["cluster"], pub["treatment"]))
+    assert keys == sorted(keys)  # grouped by the public (cluster, arm), nothing else
+    assert (pub.groupby(["cluster", "treatment"]).size()
+            == source.groupby(["c", "z"]).size().rename_axis(["cluster", "treatment"])).all()
+    for _, group in pub.groupby(["cluster", "treatment"]):
+        rho = spearmanr(np.arange(len(group)), group["outcome"]).statistic
+        assert abs(rho) < 0.15, rho  # source order: rho about 0.9
