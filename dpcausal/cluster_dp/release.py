@@ -365,7 +365,7 @@ class ClusterDP(Mechanism):
         Prepared
             ``public``: n and the number of clusters; ``data``: the checked unit codes.
         """
-        self.calibrate()
+        lam, _ = self.calibrate()
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"df must be a pandas DataFrame, got {type(data).__name__}")
         for arg, col in (("cluster", cluster), ("treatment", treatment), ("outcome", outcome)):
@@ -374,12 +374,31 @@ class ClusterDP(Mechanism):
         cols = columns(data, cluster=cluster, treatment=treatment, outcome=outcome)
         if len(data) == 0:
             raise ValueError("df has no rows; nothing to release")
-        y_idx = self.space.index(cols["outcome"].to_numpy(), name=f"outcome column {outcome!r}")
+        self._check_finite_variance(lam, len(data))
+        y = cols["outcome"]
+        if not pd.api.types.is_numeric_dtype(y):
+            raise ValueError(
+                f"outcome column {outcome!r} must be numeric (dtype {y.dtype}); numeric strings "
+                "are not parsed: convert the column (e.g. pandas.to_numeric) before releasing"
+            )
+        y_idx = self.space.index(y.to_numpy(), name=f"outcome column {outcome!r}")
         z = treatment_codes(cols["treatment"], name=str(treatment))
         cidx, labels = cluster_codes(cols["cluster"], name=f"cluster column {cluster!r}")
         self._check_groups(z, cidx, labels)
         units = _Units(y_idx=y_idx, z=z, cidx=cidx, labels=labels)
         return Prepared(public={"n": int(z.size), "clusters": int(labels.size)}, data=units)
+
+    def _check_finite_variance(self, lam: float, n: int) -> None:
+        """Refuse a response space whose debiased outcomes have no finite variance in floating
+        point: |y_hat| <= B (1 + lambda)/(1 - lambda) (Theorem 3.2, spec §3.1), and V_hat sums n
+        squares of differences of such values (spec §3.6). Public: Y, lambda and n only."""
+        bound = self.space.B * (1.0 + lam) / (1.0 - lam)
+        if not 2.0 * math.log10(2.0 * bound) + math.log10(n) < 300.0:
+            raise ValueError(
+                f"the response space is too wide: debiased outcomes reach B(1+lambda)/(1-lambda) "
+                f"= {bound:.3g} (B = max|y| = {self.space.B:.3g}, lambda = {lam:.4g}) and their "
+                f"variance over n = {n} units overflows floating point; rescale the outcomes"
+            )
 
     def _check_groups(self, z: np.ndarray, cidx: np.ndarray, labels: np.ndarray) -> None:
         """Refuse empty (cluster, arm) groups and groups too small for V_hat (spec §1.1, §3.6);

@@ -115,3 +115,54 @@ def test_a_file_sorted_by_outcome_does_not_leak_through_row_order(df):
     for _, group in pub.groupby(["cluster", "treatment"]):
         rho = spearmanr(np.arange(len(group)), group["outcome"]).statistic
         assert abs(rho) < 0.15, rho  # source order: rho about 0.9
+
+
+# ---- item 16: clear refusals, before anything is drawn ---------------------------------------
+def _refused_before_charge(m, frame, match, monkeypatch):
+    """fit refuses in check_input: neither the charge nor the draw runs."""
+
+    def boom(*a, **k):
+        raise AssertionError("charged or drew after a refusal")
+
+    monkeypatch.setattr(m, "privacy_charge", boom)
+    monkeypatch.setattr(m, "private_release", boom)
+    with pytest.raises(ValueError, match=match):
+        m.fit(frame, treatment="z", outcome="y", cluster="c")
+
+
+@pytest.mark.parametrize("kw", [{}, {"gamma": 0.02, "sigma": 10.0}, {"mechanism": "uniform"},
+                                {"gamma": 0.02, "accounting": "paper"}])
+def test_huge_epsilon_is_a_clear_value_error(df, kw, monkeypatch):
+    """epsilon = 1e6 raised a bare OverflowError from exp()."""
+    m = ClusterDP(space=SPACE, epsilon=1e6, **kw)
+    _refused_before_charge(m, df, r"epsilon=1000000.0 is too large", monkeypatch)
+
+
+def test_calibration_functions_refuse_huge_epsilon():
+    from dpcausal.cluster_dp import uniform_lam
+
+    with pytest.raises(ValueError, match="too large"):
+        lam_for(1e6, 0.0, 0.02, 10.0)
+    with pytest.raises(ValueError, match="too large"):
+        uniform_lam(1e6, 12)
+    assert 0 < uniform_lam(700.0, 12) < 1e-290  # the largest accepted exponent still works
+
+
+def test_response_space_with_infinite_variance_refused(df, monkeypatch):
+    """Y = [0, 1e300] returned ATE 4.5e299 with an infinite variance (printed as None)."""
+    space = ResponseSpace([0.0, 1e300])
+    frame = df.assign(y=np.where(df["y"] > 0, 1e300, 0.0))
+    m = ClusterDP(space=space, epsilon=2.0)
+    _refused_before_charge(m, frame, "response space is too wide", monkeypatch)
+    # a wide but representable space is fine
+    r = ClusterDP(space=ResponseSpace([0.0, 1e100]), epsilon=2.0).fit(
+        df.assign(y=np.where(df["y"] > 0, 1e100, 0.0)), treatment="z", outcome="y", cluster="c")
+    assert math.isfinite(r.ate) and math.isfinite(r.se) and r.se > 0
+
+
+def test_numeric_strings_refused_not_parsed(df, monkeypatch):
+    frame = df.assign(y=df["y"].astype(int).astype(str))
+    match = r"outcome column 'y' must be numeric \(dtype \w+\); numeric strings"
+    _refused_before_charge(ClusterDP(space=SPACE, epsilon=2.0), frame, match, monkeypatch)
+    with pytest.raises(ValueError, match="values must be numbers"):
+        ResponseSpace(["0", "1", "2"])
