@@ -35,9 +35,10 @@ from dpcausal.cluster_dp.estimation import (
     make_estimate,
     stratified_dim,
 )
-from dpcausal.cluster_dp.mechanisms import privatize_arrays
+from dpcausal.cluster_dp.mechanisms import group_counts, release_priors, resample
 from dpcausal.cluster_dp.spaces import ResponseSpace
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.noise import secure_rng
 
 MECHANISMS = ("cluster", "cluster_free", "uniform")
 MECHANISM_NAMES = {"cluster": "Cluster-DP", "cluster_free": "Cluster-Free-DP",
@@ -452,9 +453,7 @@ class ClusterDP(Mechanism):
 
     def _noise_rng(self, evaluation: bool) -> np.random.Generator:
         """The noise source: OS entropy in a release; ``noise_seed`` in evaluation mode only."""
-        if evaluation and self.noise_seed is not None:
-            return np.random.default_rng(self.noise_seed)
-        return np.random.default_rng()
+        return _noise_rng(self.noise_seed if evaluation else None)
 
     def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPRelease:
         """Algorithm 2 (or its pooled/uniform variants) once on checked units (spec §2.1-2.3)."""
@@ -464,17 +463,17 @@ class ClusterDP(Mechanism):
         C = units.labels.size
         G = 2 if pooled else 2 * C
         g = units.z if pooled else 2 * units.cidx + units.z
-        y_tilde, q_t = privatize_arrays(units.y_idx, g, G, self.space.K, gamma, sigma, lam, rng,
-                                        reps=1)
+        q_t = release_priors(group_counts(units.y_idx, g, G, self.space.K)[0], gamma, sigma, rng)
+        y_tilde = resample(units.y_idx, g, q_t[None], lam, rng)[0]
         order = secret_order(units.cidx, units.z, rng)
         data = pd.DataFrame(
             {
                 "cluster": units.labels[units.cidx[order]],
                 "treatment": units.z[order],
-                "outcome": self.space.values[y_tilde[0][order]],
+                "outcome": self.space.values[y_tilde[order]],
             }
         )
-        priors = _priors_frame(q_t[0], units.labels, self.space, pooled)
+        priors = _priors_frame(q_t, units.labels, self.space, pooled)
         return ClusterDPRelease(
             data=data,
             priors=priors,
@@ -493,6 +492,7 @@ class ClusterDP(Mechanism):
         treatment: str,
         outcome: str,
         random_state: int | np.random.Generator | None = None,
+        evaluation: bool = False,
     ) -> ClusterDPRelease:
         """The published artefact alone (advanced layer, not charged: the caller accounts for
         it); all checks of :meth:`check_input` run before any noise is drawn.
@@ -502,15 +502,25 @@ class ClusterDP(Mechanism):
         df : DataFrame with one row per unit.
         cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie
             in Y.
-        random_state : int, numpy Generator, or None (OS entropy).
+        random_state : int or numpy Generator seeding the noise, in evaluation mode only;
+            None draws from OS entropy (:func:`dpcausal.noise.secure_rng`), as every release does.
+        evaluation : bool
+            True for a non-private study that may be reproduced from ``random_state``.
         """
+        if random_state is not None and not evaluation:
+            raise ValueError(
+                "random_state seeds the noise: evaluation mode only (evaluation=True); a release "
+                "draws its noise from OS entropy"
+            )
         prepared = self.check_input(df, cluster, treatment, outcome)
-        rng = (
-            random_state
-            if isinstance(random_state, np.random.Generator)
-            else np.random.default_rng(random_state)
-        )
-        return self._draw(prepared.data, rng)
+        return self._draw(prepared.data, _noise_rng(random_state))
+
+
+def _noise_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
+    """A seeded generator (evaluation only) or, for ``None``, :func:`secure_rng` (OS entropy)."""
+    if seed is None:
+        return secure_rng()
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
 
 def secret_order(cidx: np.ndarray, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -166,3 +166,88 @@ def test_numeric_strings_refused_not_parsed(df, monkeypatch):
     _refused_before_charge(ClusterDP(space=SPACE, epsilon=2.0), frame, match, monkeypatch)
     with pytest.raises(ValueError, match="values must be numbers"):
         ResponseSpace(["0", "1", "2"])
+
+
+# ---- item 4: exact discrete Laplace for the published priors, from OS entropy -------------------
+COUNTS = np.array([[1, 2, 1], [3, 0, 1]])  # two groups of n = 4, K = 3
+
+
+def _prior_noise(sigma, reps, seed):
+    """w = (p_hat + noise) - p_hat of the release's prior kernel, ``reps`` draws of 6 cells."""
+    from dpcausal.cluster_dp.mechanisms import exact_noisy_histograms
+
+    rng = np.random.default_rng(seed)
+    return np.concatenate([(exact_noisy_histograms(COUNTS, sigma, rng) - COUNTS / 4).ravel()
+                           for _ in range(reps)])
+
+
+def _laplace_chi2_pvalue(w, scale, bins=10):
+    """Chi-square of w against Laplace(scale) in ``bins`` equiprobable bins. At sigma/(n g) ~ 2^20
+    lattice steps per scale the discrete Laplace's bin masses equal the continuous ones to ~1e-6,
+    far below what 3,600 draws resolve."""
+    from scipy import stats
+
+    q = np.arange(1, bins) / bins
+    edges = np.where(q < 0.5, scale * np.log(2 * q), -scale * np.log(2 * (1 - q)))
+    observed = np.bincount(np.searchsorted(edges, w), minlength=bins)
+    return stats.chisquare(observed).pvalue
+
+
+def test_prior_noise_has_the_laplace_pmf_of_scale_sigma_over_n():
+    """Algorithm 2 step 2: Laplace(sigma/n_{a,c}) per cell (spec §2.1); a sampler at 0.8 sigma
+    (the mis-scaled control) is rejected by the same test."""
+    from dpcausal.noise import lattice_step
+
+    sigma = 0.5
+    w = _prior_noise(sigma, reps=600, seed=1)
+    assert _laplace_chi2_pvalue(w, sigma / 4) > 1e-3
+    assert _laplace_chi2_pvalue(_prior_noise(0.8 * sigma, reps=600, seed=2), sigma / 4) < 1e-6
+    assert _laplace_chi2_pvalue(_prior_noise(1.25 * sigma, reps=600, seed=3), sigma / 4) < 1e-6
+    noisy = w + np.tile(COUNTS.ravel() / 4, 600)
+    steps = noisy / lattice_step(1 / 4)
+    assert np.array_equal(steps, np.round(steps))  # published on the power-of-two lattice
+
+
+def test_release_draws_exact_prior_noise_from_os_entropy(df, monkeypatch):
+    """A release's priors go through dpcausal.noise.laplace_mechanism, per cell with sensitivity
+    1/n_{a,c} and epsilon 1/sigma (one label moves two cells: 2/sigma, spec §6 E1), with the
+    generator of secure_rng(); the noise seed is used in evaluation mode only."""
+    import dpcausal.cluster_dp.mechanisms as kernels
+    import dpcausal.cluster_dp.release as release_module
+    from dpcausal import noise
+
+    made, calls = [], []
+
+    def spy_rng():
+        made.append(noise.secure_rng())
+        return made[-1]
+
+    def spy_laplace(value, sensitivity, epsilon, rng):
+        calls.append((sensitivity, epsilon, rng))
+        return noise.laplace_mechanism(value, sensitivity, epsilon, rng)
+
+    def float_sampler(*a, **k):
+        raise AssertionError("the floating-point Laplace sampler was used in a release")
+
+    monkeypatch.setattr(release_module, "secure_rng", spy_rng)
+    monkeypatch.setattr(kernels, "laplace_mechanism", spy_laplace)
+    monkeypatch.setattr(kernels, "draw_prior_noise", float_sampler)
+    m = ClusterDP(space=SPACE, epsilon=3.0, gamma=0.02, sigma=10.0, noise_seed=1)
+    a = m.fit(df, treatment="z", outcome="y", cluster="c")
+    n_g = df.groupby(["c", "z"]).size().to_numpy()  # group order 2 * cluster + arm
+    assert len(made) == 1 and len(calls) == 6 * 12
+    assert [c[0] for c in calls] == pytest.approx(np.repeat(1.0 / n_g, 12).tolist(), rel=1e-15)
+    assert all(c[1] == pytest.approx(0.1) and c[2] is made[0] for c in calls)
+    session.reset()
+    b = m.fit(df, treatment="z", outcome="y", cluster="c")
+    assert not a.published.priors.equals(b.published.priors)  # the seed did not seed a release
+    assert len(made) == 2
+
+
+def test_privatize_takes_a_noise_seed_in_evaluation_only(df):
+    m = ClusterDP(space=SPACE, epsilon=3.0, gamma=0.02, sigma=10.0)
+    with pytest.raises(ValueError, match="random_state seeds the noise: evaluation mode only"):
+        m.privatize(df, "c", "z", "y", random_state=0)
+    a = m.privatize(df, "c", "z", "y", random_state=0, evaluation=True)
+    b = m.privatize(df, "c", "z", "y", random_state=0, evaluation=True)
+    pd.testing.assert_frame_equal(a.priors, b.priors)
