@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from dpcausal._results import to_jsonable
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.cluster_dp.calibration import (
     ACCOUNTINGS,
@@ -147,7 +148,7 @@ class ClusterDPResult(Release):
     lam: float
     gamma: float
     sigma: float
-    space: ResponseSpace = field(repr=False)
+    space: ResponseSpace = field(repr=False, compare=False)
     strata: str
 
     def extra_rows(self) -> list[tuple[str, str]]:
@@ -161,7 +162,7 @@ class ClusterDPResult(Release):
         unit-level data stay in ``published.data``)."""
         out = super().to_dict()
         out["space"] = self.space.values.tolist()
-        out["priors"] = self.published.priors.to_dict(orient="list")
+        out["priors"] = to_jsonable(self.published.priors.to_dict(orient="list"))
         return out
 
 

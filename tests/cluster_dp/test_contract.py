@@ -94,6 +94,13 @@ def test_printing_tables_and_json(df):
     assert d["kind"] == "cluster_dp" and d["ate"] == r.ate and d["privacy"]["unit"] == "label"
     assert d["space"] == SPACE.values.tolist() and len(d["priors"]["q_tilde"]) == 3 * 2 * 12
     assert "published" not in d and "data" not in d  # the unit-level data stay out of the JSON
+    # integer cluster labels serialise too, and equal releases compare equal
+    ints = df.assign(c=df["c"].map({"a": 10, "b": 20, "c": 30}))
+    m = ClusterDP(**PARAMS, noise_seed=4)
+    r1 = m.fit(ints, treatment="z", outcome="y", cluster="c", evaluation=True)
+    r2 = m.fit(ints, treatment="z", outcome="y", cluster="c", evaluation=True)
+    assert json.loads(r1.to_json())["priors"]["cluster"][:13] == [10] * 12 + [10]
+    assert r1 == r2
 
 
 def test_call_forms_agree_in_evaluation_mode(df):
