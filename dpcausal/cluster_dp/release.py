@@ -202,10 +202,10 @@ class ClusterDP(Mechanism):
     strata : "clusters" (default) or "none": stratification of the released ATE (spec §3.1).
     level : float
         Coverage of the released CI (spec §3.6), default 0.95.
-    noise_seed : int, optional
+    noise_seed : int or numpy Generator, optional
         Seed of the noise in evaluation mode only (``fit(..., evaluation=True)``), for
         reproducible studies; a release (``evaluation=False``) ignores it and draws from OS
-        entropy.
+        entropy (:func:`dpcausal.noise.secure_rng`).
     """
 
     unit: ClassVar[str] = "label"
@@ -222,7 +222,7 @@ class ClusterDP(Mechanism):
         allow_high_lambda: bool = False,
         strata: str = "clusters",
         level: float = 0.95,
-        noise_seed: int | None = None,
+        noise_seed: int | np.random.Generator | None = None,
     ) -> None:
         self.space = space
         self.epsilon = epsilon
