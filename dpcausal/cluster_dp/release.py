@@ -354,7 +354,9 @@ class ClusterDP(Mechanism):
     ) -> Prepared:
         """Every refusal that public facts decide, before anything is charged or drawn.
 
-        The parameters (:meth:`calibrate`), the columns, the outcomes' membership of Y, 0/1 arms
+        The parameters (:meth:`calibrate`, which also refuses an epsilon so large that lambda
+        underflows), the columns, a response space too wide for a finite variance, a non-numeric
+        outcome dtype (numeric strings are not parsed), the outcomes' membership of Y, 0/1 arms
         and the (cluster, arm) group sizes (public: clusters and arms are not private, spec §1.2).
 
         Parameters
@@ -436,7 +438,8 @@ class ClusterDP(Mechanism):
     def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ClusterDPResult:
         """Draw the release once and estimate from it: Algorithm 2 (spec §2.1), then the
         debiased ATE (Theorem 3.2, §3.1) with V_hat and its CI (§3.6) as post-processing."""
-        published = self._draw(prepared.data, self._noise_rng(evaluation))
+        rng = _noise_rng(self.noise_seed if evaluation else None)  # OS entropy in a release
+        published = self._draw(prepared.data, rng)
         est = published.estimate(self.strata, self.level)
         p = published.privacy
         privacy = Privacy(
@@ -451,10 +454,6 @@ class ClusterDP(Mechanism):
             evaluation=evaluation, published=published, lam=published.lam,
             gamma=published.gamma, sigma=published.sigma, space=self.space, strata=self.strata,
         )
-
-    def _noise_rng(self, evaluation: bool) -> np.random.Generator:
-        """The noise source: OS entropy in a release; ``noise_seed`` in evaluation mode only."""
-        return _noise_rng(self.noise_seed if evaluation else None)
 
     def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPRelease:
         """Algorithm 2 (or its pooled/uniform variants) once on checked units (spec §2.1-2.3)."""
