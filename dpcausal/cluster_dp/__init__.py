@@ -1,8 +1,9 @@
 """Cluster-DP: label-DP releases of clustered randomized experiments (Javanmard, Mirrokni,
 Pouget-Abadie, ICML 2025). Spec ``cluster_dp.md``, summarised in ``dpcausal/SPECS.md``.
 
-Public API: :class:`ResponseSpace`, :func:`bin_continuous`, :class:`ClusterDP` (privatize ->
-:class:`ClusterDPRelease` -> ``estimate``), the calibration functions :func:`eps_total`,
+Public API: :class:`ResponseSpace`, :func:`bin_continuous`, :class:`ClusterDP` (``fit`` ->
+:class:`ClusterDPResult`; advanced layer: ``privatize`` -> :class:`ClusterDPRelease` ->
+``estimate``), the calibration functions :func:`eps_total`,
 :func:`lam_for`, :func:`uniform_eps`, :func:`uniform_lam` (spec §2.8) and the aggregate baselines
 :func:`noisy_ht`, :func:`noisy_histogram`.
 """
@@ -19,7 +20,14 @@ from dpcausal.cluster_dp.baselines import (
 from dpcausal.cluster_dp.calibration import eps1, eps_total, lam_for, uniform_eps, uniform_lam
 from dpcausal.cluster_dp.estimation import ClusterDPEstimate, debias, stratified_dim, unit_weights
 from dpcausal.cluster_dp.mechanisms import privatize_arrays, qtilde, transition_matrix
-from dpcausal.cluster_dp.release import ClusterDP, ClusterDPRelease, SmallGroupWarning
+from dpcausal.cluster_dp.release import (
+    ClusterDP,
+    ClusterDPRelease,
+    ClusterDPResult,
+    SmallGroupWarning,
+    cluster_codes,
+    treatment_codes,
+)
 from dpcausal.cluster_dp.spaces import ResponseSpace, bin_continuous
 from dpcausal.cluster_dp.theory import (
     a_term,
@@ -35,11 +43,13 @@ __all__ = [
     "ClusterDP",
     "ClusterDPEstimate",
     "ClusterDPRelease",
+    "ClusterDPResult",
     "ResponseSpace",
     "SmallGroupWarning",
     "a_term",
     "aggregate_charge",
     "bin_continuous",
+    "cluster_codes",
     "debias",
     "eps1",
     "eps_total",
@@ -58,6 +68,7 @@ __all__ = [
     "stratified_dim",
     "thm35_bound",
     "transition_matrix",
+    "treatment_codes",
     "uniform_eps",
     "uniform_lam",
     "uniform_var_exact",

@@ -17,6 +17,22 @@ from __future__ import annotations
 import math
 
 ACCOUNTINGS = ("paper", "strict")
+MAX_EXPONENT = 700.0  # e^700 ~ 1e304: beyond it lambda underflows and exp() overflows
+
+
+def _expm1(exponent: float, eps: float) -> float:
+    """e^x - 1 for the inverse calibrations, refusing exponents whose lambda would underflow.
+
+    Such an epsilon means lambda ~ 0: the release would publish every label as it is, so it is
+    refused with a ValueError rather than a bare OverflowError (issue 18 item 16).
+    """
+    if exponent > MAX_EXPONENT:
+        raise ValueError(
+            f"epsilon={eps!r} is too large: lambda would underflow to 0 and the release would "
+            f"publish the labels as they are; use an epsilon whose resampling part is <= "
+            f"{MAX_EXPONENT:g}"
+        )
+    return math.expm1(exponent)
 
 
 def _check_mode(mode: str) -> None:
@@ -99,8 +115,9 @@ def lam_for(eps: float, delta: float, gamma: float, sigma: float, mode: str = "s
     Raises
     ------
     ValueError
-        If eps <= eps1 (nothing left for the resampling step) or gamma = 0 (the resampling step
-        then has no finite epsilon; delta would have to be >= 1 - lambda).
+        If eps <= eps1 (nothing left for the resampling step), gamma = 0 (the resampling step
+        then has no finite epsilon; delta would have to be >= 1 - lambda), or eps - eps1 >
+        ``MAX_EXPONENT`` (lambda would underflow).
     """
     if not isinstance(eps, (int, float)) or not eps > 0 or math.isnan(eps):
         raise ValueError(f"eps must be a number > 0, got {eps!r}")
@@ -120,7 +137,7 @@ def lam_for(eps: float, delta: float, gamma: float, sigma: float, mode: str = "s
             f"({mode} accounting, "
             f"sigma={sigma!r}, gamma={gamma!r}); raise sigma or eps"
         )
-    return (1.0 - delta) / (1.0 + gamma * math.expm1(eps_t))
+    return (1.0 - delta) / (1.0 + gamma * _expm1(eps_t, eps))
 
 
 def uniform_eps(lam: float, K: int, delta: float = 0.0) -> float:
@@ -143,7 +160,7 @@ def uniform_lam(eps: float, K: int, delta: float = 0.0) -> float:
     _check_unit("delta", delta)
     if delta >= 1:
         raise ValueError(f"delta must be < 1, got {delta!r}")
-    return (1.0 - delta) / (1.0 + math.expm1(eps) / K)
+    return (1.0 - delta) / (1.0 + _expm1(eps, eps) / K)
 
 
 def _check_K(K: int) -> None:

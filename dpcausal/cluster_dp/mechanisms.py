@@ -4,15 +4,23 @@ The kernels work on integer codes and are vectorised over R repetitions: group c
 shape (n,) or (R, n) (a fresh assignment per repetition), outputs are (R, n) / (R, G, K).
 The user-facing object is :class:`dpcausal.cluster_dp.release.ClusterDP`.
 
-Sampler notes (privacy_testing.md): Laplace noise is numpy's floating-point ``Generator.laplace``
-and the resampling is an inverse-CDF draw from ``Generator.random``; both are drawn for every
-unit and group whatever the data (constant shape). The floating-point sampler is not hardened
-against the known float-Laplace attacks.
+Sampler notes (privacy_testing.md): a release's priors take their noise from
+:func:`exact_noisy_histograms`, the exact discrete Laplace of :mod:`dpcausal.noise` on a
+power-of-two lattice (issue 18 item 4). The reproduction kernels (:func:`noisy_priors`,
+:func:`privatize_arrays`, used by the simulations) keep numpy's floating-point
+``Generator.laplace``, vectorised over repetitions, and accept sigma = 0: they never publish
+anything. The resampling is an inverse-CDF draw from ``Generator.random`` (a discrete output);
+coins and uniforms are drawn for every unit and group whatever the data (constant shape).
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
+
+from dpcausal.noise import laplace_mechanism, lattice_step
 
 
 def qtilde(p_hat: np.ndarray, w: np.ndarray, gamma: float) -> np.ndarray:
@@ -57,10 +65,51 @@ def draw_prior_noise(rng: np.random.Generator, sigma: float, n_g: np.ndarray, K:
     return rng.laplace(0.0, 1.0, size=scale.shape + (K,)) * scale[..., None]
 
 
+def exact_noisy_histograms(counts: np.ndarray, sigma: float,
+                           rng: np.random.Generator) -> np.ndarray:
+    """p_hat + Laplace(sigma/n_{a,c}) for every (group, value) of one release, drawn exactly:
+    Algorithm 2 steps 1-2, spec §2.1 and §6 E1.
+
+    ``counts`` has shape (G, K). Each cell p_hat(y) = count/n is rounded, in exact rational
+    arithmetic, to the lattice of :func:`dpcausal.noise.lattice_step` (1/n) and released by
+    :func:`dpcausal.noise.laplace_mechanism` with sensitivity 1/n and epsilon 1/sigma: its
+    continuous-equivalent scale is sigma/n (1 + <= 2^-19). One substituted label moves 1/n of
+    mass between two cells of its group, so the group's histogram costs 2/sigma, the strict
+    eps1 (the paper's 1/sigma is erratum E1); groups compose in parallel. The exact rounding
+    keeps neighbouring cells within ``floor(1/(n g)) + 1`` lattice steps, the sensitivity the
+    sampler is calibrated to, for n < 2^31.
+    """
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma must be a finite number > 0 for noisy priors, got {sigma!r}")
+    out = np.empty(counts.shape, dtype=float)
+    for g, row in enumerate(np.asarray(counts).tolist()):
+        n = sum(row)
+        step = lattice_step(1.0 / n)
+        for k, count in enumerate(row):
+            on_lattice = round(Fraction(count, n) / Fraction(step)) * step
+            out[g, k] = laplace_mechanism(on_lattice, 1.0 / n, 1.0 / sigma, rng)
+    return out
+
+
+def release_priors(counts: np.ndarray, gamma: float, sigma: float,
+                   rng: np.random.Generator) -> np.ndarray:
+    """q_tilde of every group of one release: Algorithm 2 steps 1-4 with exact noise (spec §2.1).
+
+    ``counts`` has shape (G, K); sigma = inf is the uniform prior, which reads no count
+    (spec §2.3, decision A2).
+    """
+    if math.isinf(sigma):
+        return np.full(counts.shape, 1.0 / counts.shape[-1])
+    noisy = exact_noisy_histograms(counts, sigma, rng)
+    return qtilde(noisy, np.zeros_like(noisy), gamma)
+
+
 def noisy_priors(
     counts: np.ndarray, gamma: float, sigma: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """q_tilde for every group from its counts: Algorithm 2 steps 1-4 (spec §2.1).
+    """q_tilde for every group from its counts: Algorithm 2 steps 1-4 (spec §2.1), reproduction
+    kernel (floating-point noise, vectorised over repetitions; releases use
+    :func:`release_priors`).
 
     sigma = inf returns the uniform prior without touching the counts (spec §2.3 decision A2).
     """

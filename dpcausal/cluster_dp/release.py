@@ -1,8 +1,13 @@
 """ClusterDP: the production entry point that privatizes a unit-level dataset
 (spec cluster_dp.md §1.2, §5).
 
-``ClusterDP(...).privatize(df, ...)`` returns a :class:`ClusterDPRelease`: the privatized unit-level
-data, the public debiasing priors q_tilde and lambda; ``release.estimate()`` is post-processing.
+``ClusterDP(...).fit(df, treatment="z", outcome="y", cluster="c")`` is one label-DP release
+(issue 17 contract): :meth:`ClusterDP.check_input` refuses bad input before anything is charged,
+:meth:`ClusterDP.privacy_charge` is data-free and :meth:`ClusterDP.private_release` draws the noise
+once and returns a :class:`ClusterDPResult`: the debiased ATE with its CI and total standard error,
+and the published artefact, a :class:`ClusterDPRelease` (the privatized unit-level data, the public
+debiasing priors q_tilde and lambda). The advanced layer ``privatize`` returns that artefact alone;
+``ClusterDPRelease.estimate()`` is post-processing.
 """
 
 from __future__ import annotations
@@ -10,11 +15,12 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
+from dpcausal._results import to_jsonable
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.cluster_dp.calibration import (
     ACCOUNTINGS,
@@ -30,10 +36,14 @@ from dpcausal.cluster_dp.estimation import (
     make_estimate,
     stratified_dim,
 )
-from dpcausal.cluster_dp.mechanisms import privatize_arrays
+from dpcausal.cluster_dp.mechanisms import group_counts, release_priors, resample
 from dpcausal.cluster_dp.spaces import ResponseSpace
+from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.noise import secure_rng
 
 MECHANISMS = ("cluster", "cluster_free", "uniform")
+MECHANISM_NAMES = {"cluster": "Cluster-DP", "cluster_free": "Cluster-Free-DP",
+                   "uniform": "Uniform-Prior-DP"}
 MAX_LAMBDA = 0.999  # spec §5: refuse lambda >= 0.999 unless the caller opts in (§6 E9)
 SMALL_GROUP = 20  # spec §5: warn when a (cluster, arm) group has fewer units
 
@@ -50,12 +60,14 @@ class ClusterDPRelease:
 
     Attributes
     ----------
-    data : DataFrame with columns cluster, treatment, outcome (privatized), in the input's row
-        order.
+    data : DataFrame with columns cluster, treatment, outcome (privatized) and a fresh
+        RangeIndex; rows grouped by (cluster, arm), in a secret random order within each group
+        (never the source's order or index).
     priors : DataFrame with columns cluster, arm, value, q_tilde; one row per (cluster, arm, value).
         For ``cluster_free`` and ``uniform`` the arm-level prior is repeated for every cluster.
     lam : the resampling probability used.
-    privacy : dict with epsilon, delta, accounting, epsilon_paper, epsilon_strict.
+    privacy : dict with epsilon (= epsilon_strict), delta, accounting, epsilon_paper,
+        epsilon_strict.
     mechanism, space, gamma, sigma : the public parameters used (sigma = inf: uniform prior).
     """
 
@@ -105,7 +117,7 @@ class ClusterDPRelease:
         y_hat = self.debiased()
         z = self.data["treatment"].to_numpy(np.int64)
         if strata == "clusters":
-            s, _ = _codes(self.data["cluster"])
+            s, _ = cluster_codes(self.data["cluster"])
             S = int(s.max()) + 1
         else:
             s, S = np.zeros(z.size, dtype=np.int64), 1
@@ -113,8 +125,59 @@ class ClusterDPRelease:
         return make_estimate(tau[0], vhat[0], strata, level, z.size)
 
 
-@dataclass
-class ClusterDP:
+@dataclass(frozen=True, kw_only=True)
+class ClusterDPResult(Release):
+    """One Cluster-DP release under the common contract (issue 17; spec §1.2 Fig. 1, §3.1, §3.6).
+
+    ``ate`` is the debiased ATE of Theorem 3.2, ``se`` = sqrt(V_hat) of spec §3.6, which covers
+    the sampling error and the privacy noise (resampling and noisy priors), ``ci`` its normal
+    interval at ``level``. ``published`` is what the platform publishes (privatized unit-level
+    data and priors); everything here is computed from it (post-processing).
+
+    Attributes
+    ----------
+    published : ClusterDPRelease
+    lam, gamma, sigma : the public calibration used (sigma = inf: uniform prior, no data access).
+    space : the public response space Y.
+    strata : "clusters" or "none", the estimator's stratification.
+    """
+
+    kind: ClassVar[str] = "cluster_dp"
+
+    published: ClusterDPRelease = field(repr=False, compare=False)
+    lam: float
+    gamma: float
+    sigma: float
+    space: ResponseSpace = field(repr=False, compare=False)
+    strata: str
+
+    def extra_rows(self) -> list[tuple[str, str]]:
+        sigma = "inf (uniform prior)" if math.isinf(self.sigma) else f"{self.sigma:.4g}"
+        return [("calibration", f"lambda={self.lam:.4g}, gamma={self.gamma:.4g}, sigma={sigma}"),
+                ("estimator", f"debiased difference in means, strata={self.strata}"),
+                ("K", str(self.space.K))]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The release's public figures, the response space and the published priors (the
+        unit-level data stay in ``published.data``)."""
+        out = super().to_dict()
+        out["space"] = self.space.values.tolist()
+        out["priors"] = to_jsonable(self.published.priors.to_dict(orient="list"))
+        return out
+
+
+@dataclass(frozen=True)
+class _Units:
+    """Checked input: outcome codes in Y, 0/1 arms and cluster codes of every unit, and the
+    sorted cluster labels (cluster membership and arms are public, spec §1.2)."""
+
+    y_idx: np.ndarray
+    z: np.ndarray
+    cidx: np.ndarray
+    labels: np.ndarray
+
+
+class ClusterDP(Mechanism):
     """Label-DP release of a clustered randomized experiment (Javanmard et al., ICML 2025).
 
     Parameters
@@ -125,35 +188,73 @@ class ClusterDP:
         Target (epsilon, delta)-label DP under ``accounting``. lambda is the smallest feasible value
         (:func:`lam_for` / :func:`uniform_lam`, spec §2.8).
     gamma : float, optional
-        Truncation threshold in [0, 1/K]; default 1/K (the safe choice at small epsilon, spec §5).
+        Truncation threshold in [0, 1/K]; default 1/K (the safe choice at small epsilon, spec §5),
+        which is the uniform prior: then sigma is not used and no epsilon is spent on the prior.
     sigma : float, optional
-        Laplace scale numerator (noise sigma/n_{a,c}); inf means the uniform prior. Default: spend
-        20% of epsilon on the histogram, sigma = k/(0.2 epsilon), k = 2 strict, 1 paper (spec §5).
+        Laplace scale numerator (noise sigma/n_{a,c}), > 0; inf means the uniform prior; sigma = 0
+        is refused (spec §6 E7). Default: spend 20% of epsilon on the histogram, sigma =
+        k/(0.2 epsilon), k = 2 strict, 1 paper (spec §5).
     mechanism : "cluster" (Algorithm 2), "cluster_free" (C = 1, §2.2) or "uniform" (Algorithm 1).
-    accounting : "strict" (default; spec §6 E1/E7) or "paper" (Theorem 3.1 as printed).
+    accounting : "strict" (default; spec §6 E1/E7) or "paper" (lambda calibrated by Theorem 3.1 as
+        printed, for figures). Either way the release reports the strict epsilon.
     allow_high_lambda : bool
         Accept lambda >= 0.999 (refused by default: the variance grows like 1/(1-lambda)^2; §6 E9).
+    strata : "clusters" (default) or "none": stratification of the released ATE (spec §3.1).
+    level : float
+        Coverage of the released CI (spec §3.6), default 0.95.
+    noise_seed : int or numpy Generator, optional
+        Seed of the noise in evaluation mode only (``fit(..., evaluation=True)``), for
+        reproducible studies; a release (``evaluation=False``) ignores it and draws from OS
+        entropy (:func:`dpcausal.noise.secure_rng`).
     """
 
-    space: ResponseSpace
-    epsilon: float
-    delta: float = 0.0
-    gamma: float | None = None
-    sigma: float | None = None
-    mechanism: str = "cluster"
-    accounting: str = "strict"
-    allow_high_lambda: bool = False
+    unit: ClassVar[str] = "label"
+
+    def __init__(
+        self,
+        space: ResponseSpace,
+        epsilon: float,
+        delta: float = 0.0,
+        gamma: float | None = None,
+        sigma: float | None = None,
+        mechanism: str = "cluster",
+        accounting: str = "strict",
+        allow_high_lambda: bool = False,
+        strata: str = "clusters",
+        level: float = 0.95,
+        noise_seed: int | np.random.Generator | None = None,
+    ) -> None:
+        self.space = space
+        self.epsilon = epsilon
+        self.delta = delta
+        self.gamma = gamma
+        self.sigma = sigma
+        self.mechanism = mechanism
+        self.accounting = accounting
+        self.allow_high_lambda = allow_high_lambda
+        self.strata = strata
+        self.level = level
+        self.noise_seed = noise_seed
 
     # ---- data-free calibration -------------------------------------------------------------
     def _params(self) -> tuple[float, float]:
-        """Validated (gamma, sigma) actually used; sigma = inf forces gamma = 1/K (uniform
-        prior)."""
+        """Validated (gamma, sigma) actually used (spec §2.1-2.3).
+
+        A prior that is uniform by construction takes the uniform branch, (1/K, inf): the
+        ``uniform`` mechanism, sigma = inf, and gamma = 1/K, which makes q_tilde uniform whatever
+        the noise (spec §2.1). Its prior reads no outcome and costs nothing (eps1 = 0), so lambda
+        comes from Theorem A.5 (issue 18 item 14).
+        """
         if not isinstance(self.space, ResponseSpace):
             raise TypeError(f"space must be a ResponseSpace, got {type(self.space).__name__}")
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
         if self.accounting not in ACCOUNTINGS:
             raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {self.accounting!r}")
+        if self.strata not in STRATA:
+            raise ValueError(f"strata must be one of {STRATA}, got {self.strata!r}")
+        if not isinstance(self.level, float) or not 0 < self.level < 1:
+            raise ValueError(f"level must be a float in (0, 1), got {self.level!r}")
         if (
             not isinstance(self.epsilon, (int, float))
             or not self.epsilon > 0
@@ -176,24 +277,24 @@ class ClusterDP:
             else self.sigma
         )
         if not isinstance(sigma, (int, float)) or math.isnan(sigma) or sigma < 0:
-            raise ValueError(f"sigma must be >= 0 or inf, got {self.sigma!r}")
-        if self.mechanism == "uniform":
-            return 1.0 / K, math.inf
-        if sigma == 0 and self.accounting == "strict":
+            raise ValueError(f"sigma must be > 0 or inf, got {self.sigma!r}")
+        if sigma == 0:
             raise ValueError(
                 "sigma=0 publishes q_tilde as a deterministic function of the labels: no finite "
-                "epsilon under strict accounting (spec §6 E7); use sigma > 0, or "
-                "accounting='paper' for figures"
+                "epsilon in any accounting (spec §6 E7; the paper's 2/gamma branch covers only "
+                "the resampling); use sigma > 0, or sigma=inf for the uniform prior"
             )
-        if math.isinf(sigma):
-            gamma = 1.0 / K
+        if self.mechanism == "uniform" or math.isinf(sigma) or gamma * K >= 1.0 - 1e-12:
+            return 1.0 / K, math.inf  # the uniform prior (spec §2.3): no data access, eps1 = 0
         return gamma, float(sigma)
 
     def calibrate(self) -> tuple[float, dict[str, Any]]:
         """(lambda, privacy dict) from the public parameters only: spec §2.8; no data access.
 
-        The dict has epsilon (under ``accounting``), delta, accounting, epsilon_paper and
-        epsilon_strict, plus the gamma and sigma actually used.
+        The dict has epsilon, delta, accounting, epsilon_paper and epsilon_strict, plus the gamma
+        and sigma actually used. ``epsilon`` is always the strict figure, the guarantee the
+        release has (spec §6 E1/E7): ``accounting="paper"`` only calibrates lambda as Theorem 3.1
+        is printed (figure reproduction), and its figure stays in ``epsilon_paper``.
         """
         gamma, sigma = self._params()
         K, eps, delta = self.space.K, float(self.epsilon), float(self.delta)
@@ -210,7 +311,7 @@ class ClusterDP:
                 "1/(1-lambda)^2 (spec §5); raise epsilon or gamma, or pass allow_high_lambda=True"
             )
         privacy = {
-            "epsilon": e_paper if self.accounting == "paper" else e_strict,
+            "epsilon": e_strict,
             "delta": delta,
             "accounting": self.accounting,
             "epsilon_paper": e_paper,
@@ -220,8 +321,13 @@ class ClusterDP:
         }
         return lam, privacy
 
-    def privacy_charge(self) -> PrivacyCharge:
-        """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7)."""
+    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+        """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7).
+
+        ``public`` (the facts :meth:`check_input` found, e.g. ``n``) is accepted for the common
+        contract and not used: by parallel composition over the (cluster, arm) groups the charge
+        depends on the public parameters only (spec §2.8).
+        """
         lam, p = self.calibrate()
         return PrivacyCharge(
             mechanism="approx" if p["delta"] > 0 else "pure",
@@ -229,6 +335,7 @@ class ClusterDP:
             delta=p["delta"],
             detail={
                 "mechanism": self.mechanism,
+                "unit": self.unit,
                 "accounting": p["accounting"],
                 "epsilon_paper": p["epsilon_paper"],
                 "gamma": p["gamma"],
@@ -238,37 +345,68 @@ class ClusterDP:
         )
 
     # ---- the release -------------------------------------------------------------------------
-    def privatize(
+    def check_input(
         self,
-        df: pd.DataFrame,
-        cluster: str,
-        treatment: str,
-        outcome: str,
-        random_state: int | np.random.Generator | None = None,
-    ) -> ClusterDPRelease:
-        """Privatize the outcomes of ``df``; all checks run before any noise is drawn.
+        data: pd.DataFrame,
+        cluster: str | None = None,
+        treatment: str | None = None,
+        outcome: str | None = None,
+    ) -> Prepared:
+        """Every refusal that public facts decide, before anything is charged or drawn.
+
+        The parameters (:meth:`calibrate`, which also refuses an epsilon so large that lambda
+        underflows), the columns, a response space too wide for a finite variance, a non-numeric
+        outcome dtype (numeric strings are not parsed), the outcomes' membership of Y, 0/1 arms
+        and the (cluster, arm) group sizes (public: clusters and arms are not private, spec §1.2).
 
         Parameters
         ----------
-        df : DataFrame with one row per unit.
-        cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie
-            in Y.
-        random_state : int, numpy Generator, or None (OS entropy).
+        data : DataFrame with one row per unit.
+        cluster, treatment, outcome : column names (by keyword, or positionally in this order).
+
+        Returns
+        -------
+        Prepared
+            ``public``: n and the number of clusters; ``data``: the checked unit codes.
         """
-        lam, privacy = self.calibrate()
-        gamma, sigma = privacy.pop("gamma"), privacy.pop("sigma")
-        if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+        lam, _ = self.calibrate()
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(f"df must be a pandas DataFrame, got {type(data).__name__}")
         for arg, col in (("cluster", cluster), ("treatment", treatment), ("outcome", outcome)):
-            if col not in df.columns:
-                raise ValueError(
-                    f"{arg}={col!r} is not a column of df (columns: {list(df.columns)})"
-                )
-        if len(df) == 0:
+            if col is None:
+                raise TypeError(f"ClusterDP needs the {arg} column: pass {arg}='<column name>'")
+        cols = columns(data, cluster=cluster, treatment=treatment, outcome=outcome)
+        if len(data) == 0:
             raise ValueError("df has no rows; nothing to release")
-        y_idx = self.space.index(df[outcome].to_numpy(), name=f"outcome column {outcome!r}")
-        z = _treatment(df[treatment], treatment)
-        cidx, labels = _codes(df[cluster], name=f"cluster column {cluster!r}")
+        self._check_finite_variance(lam, len(data))
+        y = cols["outcome"]
+        if not pd.api.types.is_numeric_dtype(y):
+            raise ValueError(
+                f"outcome column {outcome!r} must be numeric (dtype {y.dtype}); numeric strings "
+                "are not parsed: convert the column (e.g. pandas.to_numeric) before releasing"
+            )
+        y_idx = self.space.index(y.to_numpy(), name=f"outcome column {outcome!r}")
+        z = treatment_codes(cols["treatment"], name=str(treatment))
+        cidx, labels = cluster_codes(cols["cluster"], name=f"cluster column {cluster!r}")
+        self._check_groups(z, cidx, labels)
+        units = _Units(y_idx=y_idx, z=z, cidx=cidx, labels=labels)
+        return Prepared(public={"n": int(z.size), "clusters": int(labels.size)}, data=units)
+
+    def _check_finite_variance(self, lam: float, n: int) -> None:
+        """Refuse a response space whose debiased outcomes have no finite variance in floating
+        point: |y_hat| <= B (1 + lambda)/(1 - lambda) (Theorem 3.2, spec §3.1), and V_hat sums n
+        squares of differences of such values (spec §3.6). Public: Y, lambda and n only."""
+        bound = self.space.B * (1.0 + lam) / (1.0 - lam)
+        if not 2.0 * math.log10(2.0 * bound) + math.log10(n) < 300.0:
+            raise ValueError(
+                f"the response space is too wide: debiased outcomes reach B(1+lambda)/(1-lambda) "
+                f"= {bound:.3g} (B = max|y| = {self.space.B:.3g}, lambda = {lam:.4g}) and their "
+                f"variance over n = {n} units overflows floating point; rescale the outcomes"
+            )
+
+    def _check_groups(self, z: np.ndarray, cidx: np.ndarray, labels: np.ndarray) -> None:
+        """Refuse empty (cluster, arm) groups and groups too small for V_hat (spec §1.1, §3.6);
+        warn about small groups (spec §5). Group sizes are public (spec §1.2)."""
         C = labels.size
         n_cell = np.bincount(2 * cidx + z, minlength=2 * C).reshape(C, 2)
         empty = np.argwhere(n_cell == 0)
@@ -276,35 +414,66 @@ class ClusterDP:
             shown = [(labels[c], int(a)) for c, a in empty[:5]]
             raise ValueError(
                 f"(cluster, arm) groups with no units: {shown}; every cluster needs treated and "
-                "control "
-                "units (n_c >= 2, spec §1.1); merge small clusters before releasing"
+                "control units (n_c >= 2, spec §1.1); merge small clusters before releasing"
+            )
+        cells = n_cell if self.strata == "clusters" else n_cell.sum(axis=0, keepdims=True)
+        single = np.argwhere(cells < 2)
+        if single.size:
+            where = "(cluster, arm) group" if self.strata == "clusters" else "arm"
+            raise ValueError(
+                f"a {where} has a single unit: the variance estimate V_hat (spec §3.6) needs at "
+                "least 2 per "
+                f"{where}; merge small clusters (or use strata='none')"
             )
         pooled = self.mechanism != "cluster"
         small = n_cell.sum(axis=0) if pooled else n_cell.ravel()
-        if np.isfinite(sigma) and small.min() < SMALL_GROUP:
+        if math.isfinite(self._params()[1]) and small.min() < SMALL_GROUP:
             warnings.warn(
                 f"a group has only {int(small.min())} < {SMALL_GROUP} units: Laplace(sigma/n) "
                 "noise swamps its histogram (spec §5)",
                 SmallGroupWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        rng = (
-            random_state
-            if isinstance(random_state, np.random.Generator)
-            else np.random.default_rng(random_state)
+
+    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ClusterDPResult:
+        """Draw the release once and estimate from it: Algorithm 2 (spec §2.1), then the
+        debiased ATE (Theorem 3.2, §3.1) with V_hat and its CI (§3.6) as post-processing."""
+        rng = _noise_rng(self.noise_seed if evaluation else None)  # OS entropy in a release
+        published = self._draw(prepared.data, rng)
+        est = published.estimate(self.strata, self.level)
+        p = published.privacy
+        privacy = Privacy(
+            epsilon=p["epsilon"], delta=p["delta"], unit=self.unit,
+            mechanism=MECHANISM_NAMES[self.mechanism],
+            detail={"accounting": p["accounting"], "epsilon_paper": p["epsilon_paper"],
+                    "epsilon_strict": p["epsilon_strict"], "lam": published.lam,
+                    "gamma": published.gamma, "sigma": published.sigma},
         )
+        return ClusterDPResult(
+            ate=est.ate, ci=est.ci, se=est.se, level=est.level, privacy=privacy, n=est.n,
+            evaluation=evaluation, published=published, lam=published.lam,
+            gamma=published.gamma, sigma=published.sigma, space=self.space, strata=self.strata,
+        )
+
+    def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPRelease:
+        """Algorithm 2 (or its pooled/uniform variants) once on checked units (spec §2.1-2.3)."""
+        lam, privacy = self.calibrate()
+        gamma, sigma = privacy.pop("gamma"), privacy.pop("sigma")
+        pooled = self.mechanism != "cluster"
+        C = units.labels.size
         G = 2 if pooled else 2 * C
-        g = z if pooled else 2 * cidx + z
-        y_tilde, q_t = privatize_arrays(y_idx, g, G, self.space.K, gamma, sigma, lam, rng, reps=1)
+        g = units.z if pooled else 2 * units.cidx + units.z
+        q_t = release_priors(group_counts(units.y_idx, g, G, self.space.K)[0], gamma, sigma, rng)
+        y_tilde = resample(units.y_idx, g, q_t[None], lam, rng)[0]
+        order = secret_order(units.cidx, units.z, rng)
         data = pd.DataFrame(
             {
-                "cluster": df[cluster].to_numpy(),
-                "treatment": z,
-                "outcome": self.space.values[y_tilde[0]],
-            },
-            index=df.index,
+                "cluster": units.labels[units.cidx[order]],
+                "treatment": units.z[order],
+                "outcome": self.space.values[y_tilde[order]],
+            }
         )
-        priors = _priors_frame(q_t[0], labels, self.space, pooled)
+        priors = _priors_frame(q_t, units.labels, self.space, pooled)
         return ClusterDPRelease(
             data=data,
             priors=priors,
@@ -316,16 +485,68 @@ class ClusterDP:
             sigma=sigma,
         )
 
+    def privatize(
+        self,
+        df: pd.DataFrame,
+        cluster: str,
+        treatment: str,
+        outcome: str,
+        random_state: int | np.random.Generator | None = None,
+        evaluation: bool = False,
+    ) -> ClusterDPRelease:
+        """The published artefact alone (advanced layer, not charged: the caller accounts for
+        it); all checks of :meth:`check_input` run before any noise is drawn.
 
-def _codes(col: pd.Series | np.ndarray, name: str = "cluster") -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes 0..C-1 of the cluster labels (sorted), and the labels."""
+        Parameters
+        ----------
+        df : DataFrame with one row per unit.
+        cluster, treatment, outcome : column names; treatment must be 0/1 and outcomes must lie
+            in Y.
+        random_state : int or numpy Generator seeding the noise, in evaluation mode only;
+            None draws from OS entropy (:func:`dpcausal.noise.secure_rng`), as every release does.
+        evaluation : bool
+            True for a non-private study that may be reproduced from ``random_state``.
+        """
+        if random_state is not None and not evaluation:
+            raise ValueError(
+                "random_state seeds the noise: evaluation mode only (evaluation=True); a release "
+                "draws its noise from OS entropy"
+            )
+        prepared = self.check_input(df, cluster, treatment, outcome)
+        return self._draw(prepared.data, _noise_rng(random_state))
+
+
+def _noise_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
+    """A seeded generator (evaluation only) or, for ``None``, :func:`secure_rng` (OS entropy)."""
+    if seed is None:
+        return secure_rng()
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def secret_order(cidx: np.ndarray, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Publication order of the units: grouped by the public (cluster, arm), in a fresh random
+    order within each group (issue 18 item 15).
+
+    The source's row order may depend on the outcomes (a file sorted by outcome); publishing in
+    it would tell every label whatever the noise. The order drawn here is a function of the
+    public groups and of ``rng`` only (OS entropy in a release).
+    """
+    perm = rng.permutation(z.size)
+    return perm[np.lexsort((z[perm], cidx[perm]))]  # lexsort is stable: random within groups
+
+
+def cluster_codes(col: pd.Series | np.ndarray,
+                  name: str = "cluster") -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes 0..C-1 of the cluster labels (sorted), and the labels; missing labels are
+    refused (every unit needs a cluster, spec §1.1)."""
     codes, labels = pd.factorize(pd.Series(col), sort=True)
     if np.any(codes < 0):
         raise ValueError(f"{name} has missing values; every unit needs a cluster")
     return codes.astype(np.int64), np.asarray(labels)
 
 
-def _treatment(col: pd.Series, name: str) -> np.ndarray:
+def treatment_codes(col: pd.Series, name: str = "treatment") -> np.ndarray:
+    """The 0/1 arms of a treatment column (spec §1.1); anything else is refused."""
     z = col.to_numpy()
     ok = pd.notna(z) & np.isin(z, [0, 1])
     if not np.all(ok):

@@ -22,7 +22,13 @@ class ResponseSpace:
     values: np.ndarray = field(repr=False)
 
     def __post_init__(self) -> None:
-        v = np.asarray(self.values, dtype=float).ravel()
+        raw = np.asarray(self.values)
+        if raw.dtype.kind not in "biuf":
+            raise ValueError(
+                f"values must be numbers, got dtype {raw.dtype} ({self.values!r}); numeric "
+                "strings are not parsed"
+            )
+        v = raw.astype(float).ravel()
         if v.size and not np.all(np.isfinite(v)):
             raise ValueError(f"values must be finite numbers, got {self.values!r}")
         v = np.unique(v)
