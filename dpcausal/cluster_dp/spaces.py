@@ -65,11 +65,9 @@ class ResponseSpace:
         y = np.asarray(y, dtype=float)
         idx = np.clip(np.searchsorted(self.values, y), 0, self.K - 1)
         bad = self.values[idx] != y
-        if np.any(bad):
-            shown = np.unique(y[bad])[:5].tolist()
+        if np.any(bad):  # the message names the public space only, never a data value
             raise ValueError(
-                f"{name} has values outside the response space: {shown} "
-                f"(Y = {self.values.tolist()}); "
+                f"{name} has values outside the response space Y = {self.values.tolist()}; "
                 "bin continuous outcomes first with bin_continuous(x, edges, reps) using public "
                 "edges"
             )
