@@ -147,7 +147,7 @@ class _TrapRng(np.random.Generator):
         (
             {},
             lambda d: d.assign(y=d["y"].where(d["y"] < 6, 7)),
-            r"outside the response space: \[7.0\]",
+            r"outside the response space Y = \[-5.0",
         ),
         (
             {},
