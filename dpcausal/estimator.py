@@ -23,6 +23,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
+from dpcausal.contract import Mechanism, Prepared, columns
 from dpcausal.folds import fold_rows, make_folds
 from dpcausal.nuisance import FoldModels, fit_fold
 from dpcausal.release import ATERelease, draw_release
@@ -31,8 +32,14 @@ from dpcausal.sensitivity import NoiseCalibration, calibrate
 from dpcausal.validation import check_data, check_params
 
 
-class PrivateATE:
-    """Differentially private ATE by cross-fitted ensembles (G-formula, IPW or AIPW).
+class PrivateATE(Mechanism):
+    """Differentially private ATE by cross-fitted ensembles (G-formula, IPW or AIPW): spec §2.7.
+
+    A :class:`dpcausal.Mechanism`: ``fit(df, treatment=..., outcome=..., covariates=...)`` or
+    ``fit(X, A, Y)`` is one privacy release returning an :class:`ATERelease`; the phases
+    (:meth:`check_input`, :meth:`privacy_charge`, :meth:`private_release`) and the finer steps
+    (:meth:`make_folds`, :meth:`fit_folds`, :meth:`aggregate`, :meth:`release`) are public so an
+    orchestrator can reserve the charge before the noise is drawn.
 
     Parameters
     ----------
@@ -96,11 +103,6 @@ class PrivateATE:
         self.chunk_size = chunk_size
 
     # ------------------------------------------------------------------ public parameters
-    def get_params(self) -> dict[str, Any]:
-        """Constructor arguments, as scikit-learn estimators expose them."""
-        names = self.__init__.__code__.co_varnames[1 : self.__init__.__code__.co_argcount]
-        return {name: getattr(self, name) for name in names}
-
     def resolved_n_folds(self, n: int) -> int:
         """K for a dataset of n rows ("auto" -> min(500, n // 100), at least 2; spec §7)."""
         if isinstance(self.n_folds, str):
@@ -110,7 +112,7 @@ class PrivateATE:
         return self.n_folds
 
     def _params(self, n: int, d: int) -> dict[str, Any]:
-        p = self.get_params()
+        p = self.get_params(deep=False)
         p["n_folds"] = self.resolved_n_folds(n)
         p["propensity_model"] = self._propensity_model()
         p["outcome_model"] = self._outcome_model()
@@ -136,8 +138,9 @@ class PrivateATE:
             self.zeta, self.ci_share, self.sensitivity, self.sigma2,
         )
 
-    def privacy_charge(self, n: int) -> PrivacyCharge:
-        """What one release on n rows costs, for the ledger: exact zeta-GDP (spec §2.6)."""
+    def privacy_charge(self, n: int, d: int | None = None) -> PrivacyCharge:
+        """What one release on n rows costs, for the ledger: zeta-GDP (spec §2.6); data-free
+        (``d``, the number of covariates, does not change it)."""
         cal = self.calibration(n)
         zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
         return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta,
@@ -244,25 +247,57 @@ class PrivateATE:
             delta=self.delta, params=self.public_params(n, d or 0), evaluation=evaluation,
         )
 
-    def fit(self, X: Any, A: Any, Y: Any, evaluation: bool = False) -> ATERelease:
-        """One private release on (X, A, Y); also kept as ``release_``.
+    # ------------------------------------------------------------------ contract
+    def check_input(self, data: Any, *args: Any, treatment: str | None = None,
+                    outcome: str | None = None,
+                    covariates: Sequence[str] | None = None) -> Prepared:
+        """Checked (X, A, Y) from a DataFrame with column roles or from arrays (issue 17).
 
-        ``evaluation=True`` additionally exposes the pre-noise estimate and variance in
-        ``release.nonprivate``: for simulations only, never for publication.
+        ``check_input(df, treatment="a", outcome="y", covariates=["x1", "x2"])`` (covariates
+        default: every other column) or ``check_input(X, A, Y)``. Raises every refusal before
+        anything is charged; ``public`` holds ``n`` and ``d``.
         """
+        X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
         Xa, Aa, Ya = self.validate(X, A, Y)
+        return Prepared(public={"n": int(Xa.shape[0]), "d": int(Xa.shape[1])}, data=(Xa, Aa, Ya))
+
+    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ATERelease:
+        """Folds, fold fits, aggregation, then the noise drawn once (spec §2.7)."""
+        Xa, Aa, Ya = prepared.data
         fold_ids = self.make_folds(Xa.shape[0])
         models = self.fit_folds(Xa, Aa, Ya, fold_ids)
         nuis = self.aggregate(Xa, fold_ids, models)
-        self.release_ = self.release(Aa, Ya, nuis, evaluation=evaluation, d=Xa.shape[1])
-        return self.release_
+        return self.release(Aa, Ya, nuis, evaluation=evaluation, d=Xa.shape[1])
 
-    def __repr__(self) -> str:
-        defaults = PrivateATE().get_params()
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
-                         if not (isinstance(v, (str, int, float, tuple, type(None)))
-                                 and v == defaults[k]))
-        return f"PrivateATE({args})"
+    def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> ATERelease:
+        """One private release on a DataFrame with roles or on (X, A, Y); kept as ``release_``.
+
+        ``evaluation=True`` additionally exposes the pre-noise estimate and variance in
+        ``release.nonprivate``: for simulations only, never for publication. Repeated fits on the
+        same data compose (each draws new noise and spends again).
+        """
+        release: ATERelease = super().fit(data, *args, evaluation=evaluation, **roles)
+        return release
+
+
+def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcome: str | None,
+                 covariates: Sequence[str] | None) -> tuple[Any, Any, Any]:
+    """(X, A, Y) from ``(X, A, Y)`` arrays or a DataFrame with column roles (issue 17)."""
+    if args:
+        if len(args) != 2 or treatment or outcome or covariates is not None:
+            raise TypeError("pass either arrays fit(X, A, Y) or a DataFrame with roles "
+                            "fit(df, treatment=..., outcome=..., covariates=...), not both")
+        return data, args[0], args[1]
+    if treatment is None or outcome is None:
+        raise TypeError("fit(df, ...) needs the column roles treatment= and outcome= "
+                        "(covariates= defaults to every other column); or pass fit(X, A, Y)")
+    if covariates is None:
+        columns(data, treatment=treatment, outcome=outcome)    # names the missing role first
+        covariates = [c for c in data.columns if c not in (treatment, outcome)]
+    cols = columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
+    if cols["covariates"].shape[1] == 0:
+        raise ValueError("no covariate columns: name them with covariates=[...]")
+    return cols["covariates"], cols["treatment"], cols["outcome"]
 
 
 def _describe(model: Any) -> str:

@@ -28,15 +28,20 @@ def test_fit_returns_a_private_release(data_a):
     assert lo < rel.ate < hi and rel.variance > rel.noise["sigma_ate"] ** 2
     # plain Python floats: they print as numbers, not np.float64(...)
     assert all(type(v) is float for v in (rel.ate, lo, hi, rel.variance))
-    assert rel.privacy["zeta"] == pytest.approx(1.5)
-    assert rel.privacy["epsilon"] == pytest.approx(7.0514, abs=1e-3)
-    assert rel.privacy["rho"] == pytest.approx(1.125)
-    assert rel.confint() == rel.ci
+    assert rel.privacy.zeta == pytest.approx(1.5) and rel.privacy.unit == "row"
+    assert rel.privacy.epsilon == pytest.approx(7.0514, abs=1e-3)
+    assert rel.privacy.rho == pytest.approx(1.125)
+    assert rel.privacy.mechanism == "gaussian"
+    assert rel.privacy.detail["zeta1"] == pytest.approx(1.5 * 0.9**0.5)
+    assert rel.se == pytest.approx(rel.variance**0.5) and rel.level == pytest.approx(0.95)
+    assert rel.noise_share() == pytest.approx(rel.noise["sigma_ate"] ** 2 / rel.variance)
+    assert rel.confint().iloc[0].tolist() == list(rel.ci)
     d = rel.to_dict()
     json.dumps(d)
-    assert d["ate"] == rel.ate and d["nonprivate"] is None
+    assert d["kind"] == "ate" and d["ate"] == rel.ate and d["nonprivate"] is None
+    assert d["privacy"]["unit"] == "row" and d["se"] == rel.se
     text = str(rel)
-    assert "ATE (private)" in text and "1.5-GDP" in text and "EVALUATION" not in text
+    assert "ATE" in text and "1.5-GDP" in text and "EVALUATION" not in text
 
 
 def test_release_mode_carries_no_nonprivate_value(data_a):
@@ -53,7 +58,8 @@ def test_release_mode_carries_no_nonprivate_value(data_a):
 def test_point_estimate_only(data_a):
     rel = PrivateATE(estimator="g", n_folds=40, ci_share=0.0, random_state=0).fit(*data_a)
     assert rel.ci is None and rel.variance is None and rel.se is None
-    assert rel.privacy["zeta"] == pytest.approx(1.5) and rel.privacy["zeta2"] == 0
+    assert rel.privacy.zeta == pytest.approx(1.5) and rel.privacy.detail["zeta2"] == 0
+    assert rel.noise_share() is None and "not released" in str(rel)
 
 
 def test_determinism(data_a):
@@ -204,7 +210,7 @@ def test_released_code_mode_warns():
     X, A, Y = _ok()
     with pytest.warns(UserWarning, match="NOT a valid privacy bound"):
         rel = PrivateATE(n_folds=5, sensitivity="released_code", random_state=0).fit(X, A, Y)
-    assert rel.privacy["valid_claim"] is False
+    assert rel.privacy.detail["valid_claim"] is False
 
 
 def test_small_folds_warn():
