@@ -3,7 +3,11 @@
 
 For row i the K-1 models not trained on i's fold are combined: the harmonic mean for pi and,
 separately, for 1 - pi (stored as the means of the inverses, as the authors' code does), and the
-arithmetic mean for mu_1, mu_0. Predictions are clipped first (Assumption 4, §1.2).
+arithmetic mean for mu_1, mu_0. Predictions are clipped first (Assumption 4, §1.2); before that,
+every non-finite prediction, and every prediction call that raises or returns a wrong shape, is
+replaced by a public constant (the centre of the outcome bounds; 1/2 for a propensity): clipping
+lets NaN through, and a model that returns NaN only when trained on one record would otherwise
+publish NaN for one neighbour and a number for the other (issue 18 item 1).
 
 Memory is O(n + block): rows are streamed in cache-sized blocks of (rows x K) predictions, and
 inside a block each row's own-fold entry is set to exactly 0.0 before the row sum, so a change
@@ -17,12 +21,13 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy.special import expit
 
 from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance
+from dpcausal.validation import private_log
 
 # Predictions per block: 2**17 float64 = 1 MiB for stacked linear/logistic models (stays in cache
 # between the passes); 2**21 for other models, whose cost is the number of predict calls.
@@ -83,6 +88,7 @@ def _inverse_propensities(eta: float) -> Callable:
     z_lo, z_hi = math.log(eta / (1 - eta)), math.log((1 - eta) / eta)
 
     def transform(block: np.ndarray, on_logits: bool) -> tuple[np.ndarray, np.ndarray]:
+        _replace_nonfinite(block, 0.0 if on_logits else 0.5)        # logit(1/2) = 0
         if on_logits:
             np.clip(block, z_lo, z_hi, out=block)
             inv0 = np.exp(block)
@@ -102,9 +108,17 @@ def _clipped(lo: float, hi: float) -> Callable:
     def transform(block: np.ndarray, on_logits: bool) -> tuple[np.ndarray]:
         if on_logits:                                   # a logistic model used as outcome model
             expit(block, out=block)
+        _replace_nonfinite(block, (lo + hi) / 2)
         return (np.clip(block, lo, hi, out=block),)
 
     return transform
+
+
+def _replace_nonfinite(block: np.ndarray, constant: float) -> None:
+    """Set every NaN/inf entry of ``block`` to the public ``constant``, in place (item 1)."""
+    bad = ~np.isfinite(block)
+    if bad.any():
+        block[bad] = constant
 
 
 def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.ndarray]:
@@ -158,5 +172,19 @@ class _PredictionPlan:
             return block, logits
         block = np.empty((Xc.shape[0], len(self.models)))
         for k, model in enumerate(self.models):
-            block[:, k] = predict_nuisance(model, Xc, self.default)
+            block[:, k] = _predict_or_default(model, Xc, self.default)
         return block, False
+
+
+def _predict_or_default(model: Any, Xc: Any, default: float) -> np.ndarray:
+    """One fold model's predictions, or ``default`` for every row if the call raises or returns
+    the wrong shape (a model may fail on inputs depending on what it was trained on: item 1)."""
+    rows = Xc.shape[0]
+    try:
+        values = predict_nuisance(model, Xc, default)
+        if values.shape == (rows,):
+            return values
+    except Exception as exc:
+        private_log.error("a fold model's prediction raised; using the public constant",
+                          exc_info=exc)
+    return np.full(rows, default)

@@ -12,7 +12,7 @@ arXiv:2505.19589.
 
 from __future__ import annotations
 
-import warnings
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,11 +25,14 @@ from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
 from dpcausal.contract import Mechanism, Prepared, columns
 from dpcausal.folds import fold_rows, make_folds
+from dpcausal.noise import secure_rng
 from dpcausal.nuisance import FoldModels, fit_fold
 from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import NoiseCalibration, calibrate
-from dpcausal.validation import check_data, check_params
+from dpcausal.validation import (
+    check_data, check_params, check_schema, check_values, private_failures,
+)
 
 
 class PrivateATE(Mechanism):
@@ -48,19 +51,27 @@ class PrivateATE(Mechanism):
     outcome_model : regressor, or classifier for binary outcomes (default ``LinearRegression()``).
     n_folds : int or "auto"
         K; "auto" is min(500, n // 100), at least 2 (spec §7).
-    folds : "shuffle", "contiguous" or an int array of public fold ids.
+    folds : "secret" (default), "shuffle", "contiguous" or an int array of public fold ids.
+        "secret": a fresh uniformly random balanced assignment per release, from OS entropy and
+        never published, so fold membership depends neither on the data nor on the source's
+        row order (issue 18 item 2). "shuffle" (a permutation seeded by ``random_state``) and
+        "contiguous" (the authors' code) assign folds by row position: evaluation mode only.
+        An array gives each row's fold; it must be public (e.g. a keyed hash of a record id).
     outcome_bounds : (low, high), public; outcomes are clipped to it.
     propensity_clip : eta_c in (0, 0.5]; B_pi = 1/eta_c.
     zeta : total Gaussian-DP budget of the release.
     ci_share : r = zeta2^2 / zeta^2 spent on the variance; 0 releases the point estimate only.
     alpha, p1 : CI level 1 - alpha and the variance-noise slack p1 (eq. 11-12).
     sensitivity : "theorem1" (default), "lemma", or "released_code" (not a valid bound).
-    sigma2 : "paper" or "tight".   ci : "paper" or "conservative".
+    sigma2 : "paper" or "tight".
+    ci : "conservative" (default; spec §3's valid construction) or "paper" (eq. 11, whose coverage
+        argument the spec shows is invalid).
     delta : the delta at which epsilon is reported.
-    random_state : seeds the public fold permutation and the noise (independent streams); OS
-        entropy when None. A seeded noise draw is reproducible by anyone who knows the seed, so
-        a release meant for publication leaves it None (or keeps it secret): the published
-        parameters record only whether a seed was set, never its value.
+    random_state : seeds the fold assignment only, and only in evaluation mode ("shuffle", or
+        "secret" folds in evaluation); a release draws its folds and noise from OS entropy.
+    noise_seed : evaluation mode only (refused in a release): seeds the noise, which is
+        otherwise drawn from OS entropy. A seeded draw is reproducible by anyone who knows the
+        seed; the published parameters say ``noise_seeded``, never a seed (issue 18 item 7).
     chunk_size : rows per aggregation block (default: about 2M predictions per block).
     """
 
@@ -70,7 +81,7 @@ class PrivateATE(Mechanism):
         propensity_model: Any = None,
         outcome_model: Any = None,
         n_folds: int | str = "auto",
-        folds: str | Sequence[int] = "shuffle",
+        folds: str | Sequence[int] = "secret",
         outcome_bounds: tuple[float, float] = (-1.0, 1.0),
         propensity_clip: float = 0.2,
         zeta: float = 1.5,
@@ -79,9 +90,10 @@ class PrivateATE(Mechanism):
         p1: float = 0.01,
         sensitivity: str = "theorem1",
         sigma2: str = "paper",
-        ci: str = "paper",
+        ci: str = "conservative",
         delta: float = DEFAULT_DELTA,
         random_state: int | None = None,
+        noise_seed: int | None = None,
         chunk_size: int | None = None,
     ) -> None:
         self.estimator = estimator
@@ -100,6 +112,7 @@ class PrivateATE(Mechanism):
         self.ci = ci
         self.delta = delta
         self.random_state = random_state
+        self.noise_seed = noise_seed
         self.chunk_size = chunk_size
 
     # ------------------------------------------------------------------ public parameters
@@ -125,10 +138,28 @@ class PrivateATE(Mechanism):
     def _outcome_model(self) -> Any:
         return LinearRegression() if self.outcome_model is None else self.outcome_model
 
-    def _seeds(self) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
-        """Independent (fold, noise) seed streams from ``random_state`` (OS entropy when None)."""
-        fold_seed, noise_seed = np.random.SeedSequence(self.random_state).spawn(2)
-        return fold_seed, noise_seed
+    def check_mode(self, evaluation: bool) -> None:
+        """Refusals that depend on the mode and the public parameters only, made before anything
+        is charged: seeds and row-position folds are for evaluation (issue 18 items 2, 7)."""
+        if evaluation:
+            return
+        if self.noise_seed is not None:
+            raise ValueError(
+                "noise_seed is for evaluation mode only (fit(..., evaluation=True)): a seeded "
+                "draw is reproducible by anyone who knows the seed; a release draws its noise "
+                "from OS entropy")
+        if isinstance(self.folds, str) and self.folds in ("shuffle", "contiguous"):
+            raise ValueError(
+                f"folds={self.folds!r} is for evaluation mode only: it assigns folds by row "
+                "position, so a source ordered by data values moves records between folds when "
+                "one record changes; a release uses folds='secret' (the default) or an array "
+                "of public fold ids (e.g. a keyed hash of a record id)")
+
+    def _noise_rng(self, evaluation: bool) -> np.random.Generator:
+        """OS entropy; a ``noise_seed`` generator only in evaluation mode (item 7)."""
+        if evaluation and self.noise_seed is not None:
+            return np.random.default_rng(self.noise_seed)
+        return secure_rng()
 
     def calibration(self, n: int) -> NoiseCalibration:
         """The data-free noise calibration for n rows (spec §2.5)."""
@@ -151,7 +182,7 @@ class PrivateATE(Mechanism):
         cal = self.calibration(n)
         return {
             "estimator": self.estimator, "n": n, "d": d, "n_folds": cal.n_folds,
-            "folds": self.folds if isinstance(self.folds, str) else "custom",
+            "folds": self.folds if isinstance(self.folds, str) else "public_ids",
             "propensity_model": (_describe(self._propensity_model())
                                  if self.estimator != "g" else None),
             "outcome_model": _describe(self._outcome_model()) if self.estimator != "ipw" else None,
@@ -161,29 +192,33 @@ class PrivateATE(Mechanism):
             "zeta": self.zeta, "ci_share": self.ci_share, "zeta1": cal.zeta1, "zeta2": cal.zeta2,
             "alpha": self.alpha, "p1": self.p1, "sensitivity": self.sensitivity,
             "sigma2": self.sigma2, "ci": self.ci, "delta": self.delta,
-            "seeded": self.random_state is not None,  # never the seed: it would reveal the noise
+            "noise_seeded": self.noise_seed is not None,  # never a seed: it reveals the noise
         }
 
     # ------------------------------------------------------------------ phases
     def validate(self, X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Check data and parameters (ValueError before anything is fitted); clip Y to the
-        bounds."""
+        """Check data and parameters with detailed messages (evaluation and curator-side use);
+        clip Y to the bounds (spec §1.2). Data-dependent messages: a release uses
+        :meth:`check_input` before the charge and checks values after it."""
         Xa, Aa, Ya = check_data(X, A, Y)
         self._params(Xa.shape[0], Xa.shape[1])
-        lo, hi = map(float, self.outcome_bounds)
-        clipped = int(np.count_nonzero((Ya < lo) | (Ya > hi)))
-        self.n_clipped_ = clipped
-        if clipped:
-            warnings.warn(
-                f"{clipped} outcome values lay outside outcome_bounds={self.outcome_bounds} and "
-                "were clipped to them (spec §1.2); this changes the estimand for those rows",
-                UserWarning, stacklevel=2,
-            )
-        return Xa, Aa, np.clip(Ya, lo, hi)
+        return Xa, Aa, self._clip(Ya)
 
-    def make_folds(self, n: int) -> np.ndarray:
-        """Public fold ids (spec §2.2 step 1): a function of n, K, ``folds`` and the seed only."""
-        return make_folds(n, self.resolved_n_folds(n), self.folds, self._seeds()[0])
+    def _clip(self, Y: np.ndarray) -> np.ndarray:
+        lo, hi = map(float, self.outcome_bounds)
+        return np.clip(Y, lo, hi)
+
+    def make_folds(self, n: int, evaluation: bool = False) -> np.ndarray:
+        """Fold ids (spec §2.2 step 1), never a function of data values: a fresh secret draw
+        from OS entropy ("secret"; seeded by ``random_state`` in evaluation), the public array,
+        or, in evaluation only, the seeded or contiguous split of row positions (item 2)."""
+        self.check_mode(evaluation)
+        K = self.resolved_n_folds(n)
+        if isinstance(self.folds, str) and self.folds == "secret":
+            seeded = evaluation and self.random_state is not None
+            return make_folds(n, K, "secret",
+                              np.random.default_rng(self.random_state) if seeded else secure_rng())
+        return make_folds(n, K, self.folds, self.random_state)
 
     def fit_fold(
         self, X: np.ndarray, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, k: int
@@ -230,21 +265,31 @@ class PrivateATE(Mechanism):
         A: np.ndarray,
         Y: np.ndarray,
         nuisances: EnsembleNuisances,
-        random_state: int | np.random.Generator | None = None,
         evaluation: bool = False,
         d: int | None = None,
     ) -> ATERelease:
-        """Scores, tau_hat, V_hat, then the noise, drawn once (spec §2.2 steps 4-5, §3)."""
-        n = A.shape[0]
-        cal = self.calibration(n)
-        gamma = scores(self.estimator, A, Y, nuisances, cal.centre)
+        """Scores (Y clipped here too: item 8), tau_hat, V_hat, then the noise, drawn once from
+        OS entropy (spec §2.2 steps 4-5, §3). Release mode: a failure is generic (item 3)."""
+        self.check_mode(evaluation)
+        with private_failures(evaluation, "scoring"):
+            tau_hat, v_hat = self._estimate(A, Y, nuisances)
+        return self._draw(tau_hat, v_hat, A.shape[0], d or 0, evaluation)
+
+    def _estimate(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
+                  ) -> tuple[float, float]:
+        gamma = scores(self.estimator, A, self._clip(Y), nuisances,
+                       self.calibration(A.shape[0]).centre)
         tau_hat, v_hat = ate_and_variance(gamma)
-        rng = (random_state if isinstance(random_state, np.random.Generator)
-               else np.random.default_rng(self._seeds()[1] if random_state is None
-                                          else random_state))
+        if not (math.isfinite(tau_hat) and math.isfinite(v_hat)):
+            raise AssertionError("bug: tau_hat and V_hat must be finite before the noise")
+        return tau_hat, v_hat
+
+    def _draw(self, tau_hat: float, v_hat: float, n: int, d: int, evaluation: bool,
+              diagnostics: dict[str, float] | None = None) -> ATERelease:
         return draw_release(
-            tau_hat, v_hat, cal, rng, alpha=self.alpha, p1=self.p1, ci_mode=self.ci,
-            delta=self.delta, params=self.public_params(n, d or 0), evaluation=evaluation,
+            tau_hat, v_hat, self.calibration(n), self._noise_rng(evaluation), alpha=self.alpha,
+            p1=self.p1, ci_mode=self.ci, delta=self.delta, params=self.public_params(n, d),
+            evaluation=evaluation, diagnostics=diagnostics,
         )
 
     # ------------------------------------------------------------------ contract
@@ -258,16 +303,34 @@ class PrivateATE(Mechanism):
         anything is charged; ``public`` holds ``n`` and ``d``.
         """
         X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
-        Xa, Aa, Ya = self.validate(X, A, Y)
-        return Prepared(public={"n": int(Xa.shape[0]), "d": int(Xa.shape[1])}, data=(Xa, Aa, Ya))
+        Xa, Aa, Ya = check_schema(X, A, Y)
+        n, d = Xa.shape
+        self._params(n, d)
+        return Prepared(public={"n": int(n), "d": int(d)}, data=(Xa, Aa, Ya))
 
     def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ATERelease:
-        """Folds, fold fits, aggregation, then the noise drawn once (spec §2.7)."""
-        Xa, Aa, Ya = prepared.data
-        fold_ids = self.make_folds(Xa.shape[0])
-        models = self.fit_folds(Xa, Aa, Ya, fold_ids)
-        nuis = self.aggregate(Xa, fold_ids, models)
-        return self.release(Aa, Ya, nuis, evaluation=evaluation, d=Xa.shape[1])
+        """Value checks, folds, fold fits, aggregation, then the noise drawn once (spec §2.7).
+
+        Runs after the charge: in release mode a data-dependent failure raises a generic
+        :class:`~dpcausal.validation.ReleaseFailedError` (issue 18 item 3). Evaluation mode also
+        returns, in ``nonprivate``, the number of clipped outcomes and of fold fits that fell
+        back to constants (non-private counts: never in a release, item 11).
+        """
+        self.check_mode(evaluation)
+        n, d = prepared.public["n"], prepared.public["d"]
+        with private_failures(evaluation, "fitting"):
+            Xa, Aa, Ya = check_values(*prepared.data)
+            lo, hi = map(float, self.outcome_bounds)
+            n_clipped = int(np.count_nonzero((Ya < lo) | (Ya > hi)))
+            Ya = self._clip(Ya)
+            fold_ids = self.make_folds(n, evaluation)
+            models = self.fit_folds(Xa, Aa, Ya, fold_ids)
+            tau_hat, v_hat = self._estimate(Aa, Ya, self.aggregate(Xa, fold_ids, models))
+        diagnostics = None
+        if evaluation:
+            diagnostics = {"n_clipped": n_clipped,
+                           "failed_fits": sum(fm.failed for fm in models)}
+        return self._draw(tau_hat, v_hat, n, d, evaluation, diagnostics)
 
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> ATERelease:
         """One private release on a DataFrame with roles or on (X, A, Y); kept as ``release_``.
@@ -276,6 +339,7 @@ class PrivateATE(Mechanism):
         ``release.nonprivate``: for simulations only, never for publication. Repeated fits on the
         same data compose (each draws new noise and spends again).
         """
+        self.check_mode(evaluation)
         release: ATERelease = super().fit(data, *args, evaluation=evaluation, **roles)
         return release
 

@@ -16,6 +16,7 @@ import numpy as np
 from dpcausal.accounting import DEFAULT_DELTA, gdp_epsilon, gdp_to_zcdp
 from dpcausal.ci import confidence_interval, private_variance
 from dpcausal.contract import Privacy, Release
+from dpcausal.noise import gaussian_mechanism, gaussian_sigma_for
 from dpcausal.sensitivity import NoiseCalibration
 
 
@@ -82,10 +83,11 @@ def draw_release(
     *,
     alpha: float = 0.05,
     p1: float = 0.01,
-    ci_mode: str = "paper",
+    ci_mode: str = "conservative",
     delta: float = DEFAULT_DELTA,
     params: dict[str, Any] | None = None,
     evaluation: bool = False,
+    diagnostics: dict[str, float] | None = None,
 ) -> ATERelease:
     """tau_DP = tau_hat + N_Z(0, sigma1^2); with zeta2 > 0 also V_DP and the eq. 12 CI: spec §2.2,
     §3.
@@ -94,26 +96,35 @@ def draw_release(
     (:func:`dpcausal.noise.gaussian_mechanism`), their scales inflated by
     :func:`dpcausal.noise.gaussian_sigma_for` so that the lattice sensitivity over the scale stays
     ``Delta_j / sigma_j = zeta_j``. Each draw is then exactly ``zeta_j^2/2``-zCDP (Canonne, Kamath,
-    Steinke 2020, Thm 4) and its (eps, delta) profile matches ``zeta_j``-GDP to within the margin
-    tested in ``tests/test_release_noise.py`` (dp_accounting's discrete Gaussian PLD); the release
+    Steinke 2020, Thm 4), and its exact (eps, delta) curve (dp_accounting's discrete Gaussian
+    privacy loss) lies on or below the ``zeta_j``-GDP curve, within a relative 1e-5 of it
+    (``tests/test_release_noise.py``: lattice ``sigma/gamma >= 2^20``). The release
     is charged as ``zeta = sqrt(zeta1^2 + zeta2^2)``-GDP (= ``zeta^2/2``-zCDP), which the ledger
     composes with other Gaussian releases by GDP composition (spec §2.6). ``rng`` is
     :func:`dpcausal.noise.secure_rng` in a release; a seeded generator only in evaluation.
+    ``diagnostics`` (evaluation only) joins ``nonprivate``.
     """
     cal = calibration
-    g1, g2 = rng.standard_normal(2).tolist()
-    ate = float(tau_hat) + cal.sigma_ate * g1
+    if not (math.isfinite(tau_hat) and math.isfinite(v_hat) and v_hat >= 0):
+        raise AssertionError("bug: tau_hat and V_hat must be finite before the noise is drawn")
+    ate = gaussian_mechanism(float(tau_hat), gaussian_sigma_for(cal.sigma_ate, cal.sensitivity),
+                             rng)
+    sqrt_v = math.sqrt(v_hat)
     ci = variance = se = None
     if cal.zeta2 > 0:
-        noisy_sqrt_v = math.sqrt(v_hat) + cal.sigma_var * g2
+        noisy_sqrt_v = gaussian_mechanism(
+            sqrt_v, gaussian_sigma_for(cal.sigma_var, cal.sensitivity_var), rng)
         variance = private_variance(noisy_sqrt_v, cal.sigma_ate, cal.sigma_var, p1, ci_mode)
         se = math.sqrt(variance)
         ci = confidence_interval(ate, variance, alpha, p1)
+    else:   # same shape whatever the split: the second draw is made and discarded
+        gaussian_mechanism(sqrt_v, gaussian_sigma_for(cal.sigma_ate, cal.sensitivity), rng)
     zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
     privacy = Privacy(
         epsilon=gdp_epsilon(zeta, delta), delta=delta, unit="row", mechanism="gaussian",
         zeta=zeta, rho=gdp_to_zcdp(zeta),
-        detail={"zeta1": cal.zeta1, "zeta2": cal.zeta2, "valid_claim": cal.sensitivity_mode != "released_code"},
+        detail={"zeta1": cal.zeta1, "zeta2": cal.zeta2, "sampler": "discrete_gaussian",
+                "valid_claim": cal.sensitivity_mode != "released_code"},
     )
     noise = {
         "sigma_ate": cal.sigma_ate, "sigma_var": cal.sigma_var,
@@ -123,7 +134,7 @@ def draw_release(
     }
     nonprivate = None
     if evaluation:
-        nonprivate = {"ate": float(tau_hat), "variance": float(v_hat)}
+        nonprivate = {"ate": float(tau_hat), "variance": float(v_hat), **(diagnostics or {})}
     return ATERelease(
         ate=ate, ci=ci, se=se, level=1.0 - alpha, privacy=privacy, n=cal.n, evaluation=evaluation,
         variance=variance, noise=noise, n_folds=cal.n_folds, estimator=cal.estimator,

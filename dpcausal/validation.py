@@ -1,16 +1,61 @@
 """Input checks for the private ATE: every user mistake becomes a ValueError/TypeError naming the
-argument and the fix, raised before any model is fitted or any noise is drawn (issue 3)."""
+argument and the fix (issue 3), split by what the check reads (issue 18 item 3):
+
+- :func:`check_schema` and :func:`check_params` read public facts only (shapes, dtypes, n, d,
+  parameters) and run before anything is charged;
+- :func:`check_values` reads data values (finiteness, the 0/1 coding, both arms non-empty); in a
+  release it runs after the charge, inside :func:`private_failures`, so that a failure publishes
+  a generic message and its details go only to the curator's private log.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
 
 ESTIMATORS = ("g", "ipw", "aipw")
+
+#: The curator's private log: details of data-dependent failures (counts, values, a user
+#: model's error text). It never propagates to the root logger (Prefect's, the CLI's) and has
+#: no output of its own: attach a handler writing to the private store (``data/private/``).
+private_log = logging.getLogger("dpcausal.private")
+private_log.propagate = False
+private_log.addHandler(logging.NullHandler())
+
+
+class ReleaseFailedError(RuntimeError):
+    """A release failed after its charge, for a reason that depends on the data; the message is
+    generic on purpose (details: :data:`private_log`)."""
+
+
+@contextmanager
+def private_failures(evaluation: bool, step: str) -> Iterator[None]:
+    """Release mode: any exception inside becomes a generic :class:`ReleaseFailedError` (no
+    counts, values or model text; not chained), its details logged to :data:`private_log`.
+    Evaluation mode: exceptions pass through unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        if evaluation:
+            raise
+        private_log.error("release failed during %s", step, exc_info=exc)
+        raise ReleaseFailedError(
+            f"the release failed during {step} for a reason that depends on the data; its "
+            "budget is spent; the curator's private log holds the details") from None
+
+
+def _numeric(name: str, values: Any) -> np.ndarray:
+    """A float array, refused by dtype (a schema fact) rather than by a value's text."""
+    arr = np.asarray(values)
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must be numeric (or bool), got dtype {arr.dtype}")
+    return arr.astype(float)
 
 
 def as_covariates(X: Any) -> np.ndarray:
@@ -22,7 +67,8 @@ def as_covariates(X: Any) -> np.ndarray:
                 f"X has non-numeric columns {non_numeric}: encode them (e.g. one-hot inside the "
                 "model's Pipeline would need numeric input too) before calling fit"
             )
-    arr = np.asarray(X, dtype=float)
+        X = X.to_numpy(dtype=float)
+    arr = _numeric("X", X)
     if arr.ndim == 1:
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2:
@@ -30,16 +76,29 @@ def as_covariates(X: Any) -> np.ndarray:
     return arr
 
 
-def check_data(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validate shapes, finiteness and the treatment coding; return float arrays (A as 0/1 ints)."""
+def check_schema(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shapes and dtypes only (public facts): float arrays X (n, d), A (n,), Y (n,)."""
     Xa = as_covariates(X)
-    Aa = np.asarray(A, dtype=float).ravel()
-    Ya = np.asarray(Y, dtype=float).ravel()
+    Aa = _numeric("A", A).ravel()
+    Ya = _numeric("Y", Y).ravel()
     n = Xa.shape[0]
     if not (Aa.shape[0] == Ya.shape[0] == n):
         raise ValueError(
             f"X, A and Y must have the same number of rows, got {n}, {Aa.shape[0]}, {Ya.shape[0]}"
         )
+    return Xa, Aa, Ya
+
+
+def check_data(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`check_schema` then :func:`check_values` (the detailed messages: evaluation and
+    curator-side use)."""
+    return check_values(*check_schema(X, A, Y))
+
+
+def check_values(Xa: np.ndarray, Aa: np.ndarray, Ya: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Finiteness, the 0/1 treatment coding and two non-empty arms: data-dependent checks."""
+    n = Xa.shape[0]
     for name, arr in (("X", Xa), ("A", Aa), ("Y", Ya)):
         bad = ~np.isfinite(arr)
         if bad.any():

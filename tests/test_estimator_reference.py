@@ -29,8 +29,8 @@ def test_sigma_zero_matches_loop_reference(estimator, models):
     K, bounds, eta = 6, (-1.0, 1.0), 0.1
     est = PrivateATE(estimator=estimator, propensity_model=prop, outcome_model=out, n_folds=K,
                      folds="contiguous", outcome_bounds=bounds, propensity_clip=eta, random_state=0)
-    with pytest.warns(UserWarning, match="outside outcome_bounds"):
-        rel = est.fit(X, A, Y, evaluation=True)
+    rel = est.fit(X, A, Y, evaluation=True)
+    assert rel.nonprivate["n_clipped"] > 0          # the reference clips too
     tau, var = reference_ate(X, A, Y, K, estimator, prop, out, bounds, eta)
     assert abs(rel.nonprivate["ate"] - tau) < 1e-10
     assert abs(rel.nonprivate["variance"] - var) < 1e-10 * max(1.0, var)
@@ -85,8 +85,8 @@ def test_stacked_linear_path_equals_generic_predict():
     X, A, Y = _data(500, 4, seed=5)
     Y = np.clip(Y, -1, 1)
     ident = FunctionTransformer()            # a Pipeline is never stacked: the generic path
-    fast = PrivateATE(n_folds=10, random_state=1).fit(X, A, Y, evaluation=True)
-    slow = PrivateATE(n_folds=10, random_state=1,
+    fast = PrivateATE(n_folds=10, random_state=1, noise_seed=1).fit(X, A, Y, evaluation=True)
+    slow = PrivateATE(n_folds=10, random_state=1, noise_seed=1,
                       propensity_model=make_pipeline(ident, LogisticRegression()),
                       outcome_model=make_pipeline(ident, LinearRegression())
                       ).fit(X, A, Y, evaluation=True)

@@ -240,8 +240,8 @@ def test_reads_core_ate_releases():
     assert res.ate == pytest.approx(float(np.dot(w / w.sum(), [r.ate for r in releases])),
                                     rel=1e-12)
     assert res.studies["n"].tolist() == [3000, 3000]
-    assert res.privacy["study_zeta"] == {"study 1": releases[0].privacy["zeta"],
-                                         "study 2": releases[1].privacy["zeta"]}
+    assert res.privacy["study_zeta"] == {"study 1": releases[0].privacy.zeta,
+                                         "study 2": releases[1].privacy.zeta}
     with pytest.raises(ValueError, match=r"releases\[1\]\.variance is None"):
         combine([releases[0], _core_release(3, ci_share=0.0)])
 

@@ -59,7 +59,7 @@ def _phases(est, X, A, Y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Xa, Aa, Ya = est.validate(X, A, Y)
-    fold_ids = est.make_folds(len(Ya))
+    fold_ids = est.make_folds(len(Ya), evaluation=True)     # seeded: the same for neighbours
     nuis = est.aggregate(Xa, fold_ids, est.fit_folds(Xa, Aa, Ya, fold_ids))
     gamma = scores(est.estimator, Aa, Ya, nuis, est.calibration(len(Ya)).centre)
     return fold_ids, nuis, gamma
