@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.special import expit
 
-from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance
+from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
 from dpcausal.validation import private_log
 
 # Predictions per block: 2**17 float64 = 1 MiB for stacked linear/logistic models (stays in cache
@@ -69,14 +69,16 @@ def aggregate(
     lo, hi = outcome_bounds
     eta = propensity_clip
     threads = n_threads or min(2, os.cpu_count() or 1)
+    stackable = isinstance(X, np.ndarray)       # a DataFrame goes to the models as it is
     out: dict[str, np.ndarray | None] = {}
     if estimator in ("ipw", "aipw"):
-        plan = _PredictionPlan([fm.propensity for fm in fold_models], default=0.5)
+        plan = _PredictionPlan([fm.propensity for fm in fold_models], 0.5, stackable)
         out["inv_pi1"], out["inv_pi0"] = _oof_means(
             X, fold_ids, plan, _inverse_propensities(eta), 2, chunk_size or plan.rows, threads)
     if estimator in ("g", "aipw"):
         for arm in ("mu1", "mu0"):
-            plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2)
+            plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2,
+                                   stackable)
             (out[arm],) = _oof_means(
                 X, fold_ids, plan, _clipped(lo, hi), 1, chunk_size or plan.rows, threads)
     return EnsembleNuisances(out.get("inv_pi1"), out.get("inv_pi0"), out.get("mu1"), out.get("mu0"))
@@ -128,7 +130,7 @@ def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.nd
 
     def work(start: int) -> None:
         stop = min(n, start + rows)
-        block, on_logits = plan.predict(X[start:stop])
+        block, on_logits = plan.predict(take_rows(X, slice(start, stop)))
         own = (np.arange(stop - start), fold_ids[start:stop])
         for total, values in zip(sums, transform(block, on_logits)):
             values[own] = 0.0                                   # exclude the row's own fold
@@ -148,15 +150,16 @@ def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.nd
 
 class _PredictionPlan:
     """Predicts all K fold models on a block of rows: one matrix product when every model is
-    linear (or every one logistic, returned as logits), else column by column."""
+    linear (or every one logistic, returned as logits) and X is a float array, else column by
+    column."""
 
-    def __init__(self, models: Sequence, default: float) -> None:
+    def __init__(self, models: Sequence, default: float, stackable: bool = True) -> None:
         self.models = list(models)
         self.default = default
         forms = [None if m is None or isinstance(m, float) else linear_form(m) for m in self.models]
         kinds = {f[0] if f else None for f in forms}
         self.stacked = None
-        if len(kinds) == 1 and None not in kinds:
+        if stackable and len(kinds) == 1 and None not in kinds:
             coef = np.column_stack([f[1] for f in forms])           # (d, K)
             intercept = np.array([f[2] for f in forms])              # (K,)
             self.stacked = (coef, intercept, kinds.pop() == "logistic")

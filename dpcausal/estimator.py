@@ -16,6 +16,7 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 from threadpoolctl import threadpool_limits
 from sklearn import config_context
 from sklearn.base import clone
@@ -31,8 +32,11 @@ from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import NoiseCalibration, calibrate
 from dpcausal.validation import (
-    check_data, check_params, check_schema, check_values, private_failures,
+    check_data, check_params, check_schema, check_values, outcome_bounds, private_failures,
 )
+
+# Covariates: a float array, or a DataFrame kept with its column names and dtypes (issue 20)
+Covariates = np.ndarray | pd.DataFrame
 
 
 class PrivateATE(Mechanism):
@@ -57,7 +61,10 @@ class PrivateATE(Mechanism):
         row order (issue 18 item 2). "shuffle" (a permutation seeded by ``random_state``) and
         "contiguous" (the authors' code) assign folds by row position: evaluation mode only.
         An array gives each row's fold; it must be public (e.g. a keyed hash of a record id).
-    outcome_bounds : (low, high), public; outcomes are clipped to it.
+    outcome_bounds : (low, high), required, no default: public bounds on the outcome, fixed
+        without looking at the data. The noise is calibrated to them and outcomes outside are
+        clipped to them (spec §1.2), so a silent default would bias the estimate or misstate
+        the privacy; DP libraries such as OpenDP and Tumult require bounds for this reason.
     propensity_clip : eta_c in (0, 0.5]; B_pi = 1/eta_c.
     zeta : total Gaussian-DP budget of the release.
     ci_share : r = zeta2^2 / zeta^2 spent on the variance; 0 releases the point estimate only.
@@ -82,7 +89,7 @@ class PrivateATE(Mechanism):
         outcome_model: Any = None,
         n_folds: int | str = "auto",
         folds: str | Sequence[int] = "secret",
-        outcome_bounds: tuple[float, float] = (-1.0, 1.0),
+        outcome_bounds: tuple[float, float] | None = None,
         propensity_clip: float = 0.2,
         zeta: float = 1.5,
         ci_share: float = 0.1,
@@ -132,6 +139,18 @@ class PrivateATE(Mechanism):
         check_params(p, n, d)
         return p
 
+    def _plain_linear(self) -> bool:
+        """Whether every model the estimator uses is a plain ``LinearRegression`` or
+        ``LogisticRegression``: then DataFrame covariates become a float array and the fold
+        models are predicted by one stacked matrix product; otherwise a DataFrame reaches the
+        models with its column names and dtypes (issue 20)."""
+        used = []
+        if self.estimator in ("ipw", "aipw"):
+            used.append(self._propensity_model())
+        if self.estimator in ("g", "aipw"):
+            used.append(self._outcome_model())
+        return all(type(m) in (LinearRegression, LogisticRegression) for m in used)
+
     def _propensity_model(self) -> Any:
         return LogisticRegression() if self.propensity_model is None else self.propensity_model
 
@@ -165,7 +184,7 @@ class PrivateATE(Mechanism):
         """The data-free noise calibration for n rows (spec §2.5)."""
         K = self.resolved_n_folds(n)
         return calibrate(
-            self.estimator, n, K, tuple(self.outcome_bounds), self.propensity_clip,
+            self.estimator, n, K, self._bounds(), self.propensity_clip,
             self.zeta, self.ci_share, self.sensitivity, self.sigma2,
         )
 
@@ -187,7 +206,7 @@ class PrivateATE(Mechanism):
                                  if self.estimator != "g" else None),
             "outcome_model": _describe(self._outcome_model()) if self.estimator != "ipw" else None,
             "aggregators": "harmonic(pi), harmonic(1-pi), mean(mu)",
-            "outcome_bounds": list(map(float, self.outcome_bounds)),
+            "outcome_bounds": list(self._bounds()),
             "propensity_clip": self.propensity_clip, "B_mu": cal.B_mu, "B_pi": cal.B_pi,
             "zeta": self.zeta, "ci_share": self.ci_share, "zeta1": cal.zeta1, "zeta2": cal.zeta2,
             "alpha": self.alpha, "p1": self.p1, "sensitivity": self.sensitivity,
@@ -196,17 +215,21 @@ class PrivateATE(Mechanism):
         }
 
     # ------------------------------------------------------------------ phases
-    def validate(self, X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def validate(self, X: Any, A: Any, Y: Any) -> tuple[Covariates, np.ndarray, np.ndarray]:
         """Check data and parameters with detailed messages (evaluation and curator-side use);
         clip Y to the bounds (spec §1.2). Data-dependent messages: a release uses
         :meth:`check_input` before the charge and checks values after it."""
-        Xa, Aa, Ya = check_data(X, A, Y)
+        Xa, Aa, Ya = check_data(X, A, Y, keep_frame=not self._plain_linear())
         self._params(Xa.shape[0], Xa.shape[1])
         return Xa, Aa, self._clip(Ya)
 
     def _clip(self, Y: np.ndarray) -> np.ndarray:
-        lo, hi = map(float, self.outcome_bounds)
+        lo, hi = self._bounds()
         return np.clip(Y, lo, hi)
+
+    def _bounds(self) -> tuple[float, float]:
+        """The checked public outcome bounds (a ``ValueError`` naming the argument if unset)."""
+        return outcome_bounds(self.outcome_bounds)
 
     def make_folds(self, n: int, evaluation: bool = False) -> np.ndarray:
         """Fold ids (spec §2.2 step 1), never a function of data values: a fresh secret draw
@@ -221,13 +244,13 @@ class PrivateATE(Mechanism):
         return make_folds(n, K, self.folds, self.random_state)
 
     def fit_fold(
-        self, X: np.ndarray, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, k: int
+        self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, k: int
     ) -> FoldModels:
         """Fold k's nuisances, fitted on fold k's rows only (spec §2.2 step 2)."""
         return self.fit_folds(X, A, Y, fold_ids, ks=[k])[0]
 
     def fit_folds(
-        self, X: np.ndarray, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
+        self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
         ks: Sequence[int] | None = None,
     ) -> list[FoldModels]:
         """Fit the folds ``ks`` (default: all), each on its own rows, one BLAS thread each.
@@ -251,12 +274,12 @@ class PrivateATE(Mechanism):
             ]
 
     def aggregate(
-        self, X: np.ndarray, fold_ids: np.ndarray, fold_models: Sequence[FoldModels]
+        self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels]
     ) -> EnsembleNuisances:
         """Out-of-fold ensemble nuisances (spec §2.2 step 3), streamed in row chunks."""
         return aggregate(
             X, fold_ids, fold_models, estimator=self.estimator,
-            outcome_bounds=tuple(map(float, self.outcome_bounds)),
+            outcome_bounds=self._bounds(),
             propensity_clip=self.propensity_clip, chunk_size=self.chunk_size,
         )
 
@@ -303,7 +326,7 @@ class PrivateATE(Mechanism):
         anything is charged; ``public`` holds ``n`` and ``d``.
         """
         X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
-        Xa, Aa, Ya = check_schema(X, A, Y)
+        Xa, Aa, Ya = check_schema(X, A, Y, keep_frame=not self._plain_linear())
         n, d = Xa.shape
         self._params(n, d)
         return Prepared(public={"n": int(n), "d": int(d)}, data=(Xa, Aa, Ya))
@@ -320,7 +343,7 @@ class PrivateATE(Mechanism):
         n, d = prepared.public["n"], prepared.public["d"]
         with private_failures(evaluation, "fitting"):
             Xa, Aa, Ya = check_values(*prepared.data)
-            lo, hi = map(float, self.outcome_bounds)
+            lo, hi = self._bounds()
             n_clipped = int(np.count_nonzero((Ya < lo) | (Ya > hi)))
             Ya = self._clip(Ya)
             fold_ids = self.make_folds(n, evaluation)

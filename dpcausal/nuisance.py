@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
 from scipy import linalg
 from sklearn.base import is_classifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
@@ -59,7 +60,7 @@ def fit_fold(
     The models are unfitted prototypes (``sklearn.base.clone`` of the user's): each fit works on
     a deep copy, which is what a clone gives at a sixth of the cost.
     """
-    Xk, Ak, Yk = X[rows], A[rows], Y[rows]
+    Xk, Ak, Yk = take_rows(X, rows), A[rows], Y[rows]
     failed = 0
     propensity = None
     if estimator in ("ipw", "aipw"):
@@ -72,7 +73,7 @@ def fit_fold(
     if estimator in ("g", "aipw"):
         arms = []
         for arm in (1, 0):
-            Xa, Ya = Xk[Ak == arm], Yk[Ak == arm]
+            Xa, Ya = take_rows(Xk, Ak == arm), Yk[Ak == arm]
             mean = float(Ya.mean()) if Ya.size else None
             fitted, bad = _or_fallback(partial(_fit_outcome, outcome_model, Xa, Ya), mean, k,
                                        f"mu{arm}")
@@ -80,6 +81,12 @@ def fit_fold(
             failed += bad
         mu1, mu0 = arms
     return FoldModels(k=k, propensity=propensity, mu1=mu1, mu0=mu0, failed=failed)
+
+
+def take_rows(X: Any, rows: Any) -> Any:
+    """Rows of X by position (an index array, boolean mask or slice), for arrays and DataFrames
+    alike (issue 20: covariates keep their column names and dtypes)."""
+    return X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
 
 
 def _or_fallback(fit: Callable[[], Nuisance], constant: float | None, k: int, name: str
@@ -117,7 +124,7 @@ def _fit_outcome(model: Any, Xa: np.ndarray, Ya: np.ndarray) -> Nuisance:
             f"outcome_model {type(model).__name__} is a classifier, so Y must be binary 0/1; "
             "use a regressor for real-valued outcomes"
         )
-    if type(model) is LinearRegression and not model.positive:
+    if type(model) is LinearRegression and not model.positive and isinstance(Xa, np.ndarray):
         return _fit_least_squares(model, Xa, Ya)
     return copy.deepcopy(model).fit(Xa, Ya.astype(int) if is_classifier(model) else Ya)
 

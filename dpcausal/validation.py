@@ -58,14 +58,20 @@ def _numeric(name: str, values: Any) -> np.ndarray:
     return arr.astype(float)
 
 
-def as_covariates(X: Any) -> np.ndarray:
-    """2-d float array of covariates; DataFrames must be numeric (encode categoricals first)."""
+def as_covariates(X: Any, keep_frame: bool = False) -> np.ndarray | pd.DataFrame:
+    """Covariates as a 2-d float array or, with ``keep_frame``, a DataFrame kept with its column
+    names and dtypes (issue 20: a user's Pipeline selects and encodes columns by name inside each
+    fold) and a fresh positional index (no source row labels travel with it)."""
     if isinstance(X, pd.DataFrame):
+        if keep_frame:
+            return X.reset_index(drop=True)
         non_numeric = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
         if non_numeric:
             raise ValueError(
-                f"X has non-numeric columns {non_numeric}: encode them (e.g. one-hot inside the "
-                "model's Pipeline would need numeric input too) before calling fit"
+                f"X has non-numeric columns {non_numeric}, which plain LinearRegression/"
+                "LogisticRegression models cannot use: give a Pipeline that encodes them (e.g. a "
+                "ColumnTransformer with a OneHotEncoder) as propensity_model/outcome_model; it "
+                "is fitted within each fold and sees the columns by name"
             )
         X = X.to_numpy(dtype=float)
     arr = _numeric("X", X)
@@ -76,9 +82,11 @@ def as_covariates(X: Any) -> np.ndarray:
     return arr
 
 
-def check_schema(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Shapes and dtypes only (public facts): float arrays X (n, d), A (n,), Y (n,)."""
-    Xa = as_covariates(X)
+def check_schema(X: Any, A: Any, Y: Any, keep_frame: bool = False
+                 ) -> tuple[np.ndarray | pd.DataFrame, np.ndarray, np.ndarray]:
+    """Shapes and dtypes only (public facts): X (n, d) (see :func:`as_covariates`), float A (n,)
+    and Y (n,)."""
+    Xa = as_covariates(X, keep_frame)
     Aa = _numeric("A", A).ravel()
     Ya = _numeric("Y", Y).ravel()
     n = Xa.shape[0]
@@ -89,17 +97,21 @@ def check_schema(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.nda
     return Xa, Aa, Ya
 
 
-def check_data(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_data(X: Any, A: Any, Y: Any, keep_frame: bool = False
+               ) -> tuple[np.ndarray | pd.DataFrame, np.ndarray, np.ndarray]:
     """:func:`check_schema` then :func:`check_values` (the detailed messages: evaluation and
     curator-side use)."""
-    return check_values(*check_schema(X, A, Y))
+    return check_values(*check_schema(X, A, Y, keep_frame))
 
 
-def check_values(Xa: np.ndarray, Aa: np.ndarray, Ya: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Finiteness, the 0/1 treatment coding and two non-empty arms: data-dependent checks."""
+def check_values(Xa: np.ndarray | pd.DataFrame, Aa: np.ndarray, Ya: np.ndarray
+                 ) -> tuple[np.ndarray | pd.DataFrame, np.ndarray, np.ndarray]:
+    """Finiteness (of numeric covariates), the 0/1 treatment coding and two non-empty arms:
+    data-dependent checks."""
     n = Xa.shape[0]
-    for name, arr in (("X", Xa), ("A", Aa), ("Y", Ya)):
+    numeric_X = (Xa.select_dtypes(include=["number", "bool"]).to_numpy(dtype=float)
+                 if isinstance(Xa, pd.DataFrame) else Xa)
+    for name, arr in (("X", numeric_X), ("A", Aa), ("Y", Ya)):
         bad = ~np.isfinite(arr)
         if bad.any():
             raise ValueError(
@@ -121,7 +133,7 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
     est = params["estimator"]
     if est not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {est!r}")
-    lo, hi = _bounds(params["outcome_bounds"])
+    lo, hi = outcome_bounds(params["outcome_bounds"])
     if est == "ipw" and max(abs(lo), abs(hi)) == 0:
         raise ValueError("outcome_bounds must not be (0, 0)")
     clip = params["propensity_clip"]
@@ -191,7 +203,15 @@ def _check_model(params: dict[str, Any], name: str, needed: bool, method: str) -
         )
 
 
-def _bounds(bounds: Any) -> tuple[float, float]:
+def outcome_bounds(bounds: Any) -> tuple[float, float]:
+    """The public outcome bounds as floats; ``None`` (unset) and malformed pairs raise a
+    ``ValueError`` naming the argument and why it is required (issue 20)."""
+    if bounds is None:
+        raise ValueError(
+            "outcome_bounds is required: pass PrivateATE(outcome_bounds=(low, high)), public "
+            "bounds on the outcome chosen without looking at the data (e.g. the scale's range). "
+            "The noise is calibrated to them and outcomes outside are clipped (spec §1.2), so "
+            "there is no safe default")
     try:
         lo, hi = (float(b) for b in bounds)
     except (TypeError, ValueError):

@@ -57,7 +57,7 @@ def test_k2_reduces_to_two_fold_cross_fitting(estimator):
     Y = np.clip(Y, -1, 1)
     eta = 0.05
     est = PrivateATE(estimator=estimator, n_folds=2, folds="contiguous", propensity_clip=eta,
-                     random_state=0)
+                     random_state=0, outcome_bounds=(-1, 1))
     rel = est.fit(X, A, Y, evaluation=True)
     halves = [np.arange(100), np.arange(100, 200)]
     gamma = np.empty(200)
@@ -85,11 +85,12 @@ def test_stacked_linear_path_equals_generic_predict():
     X, A, Y = _data(500, 4, seed=5)
     Y = np.clip(Y, -1, 1)
     ident = FunctionTransformer()            # a Pipeline is never stacked: the generic path
-    fast = PrivateATE(n_folds=10, random_state=1, noise_seed=1).fit(X, A, Y, evaluation=True)
+    fast = PrivateATE(n_folds=10, random_state=1, noise_seed=1,
+                      outcome_bounds=(-1, 1)).fit(X, A, Y, evaluation=True)
     slow = PrivateATE(n_folds=10, random_state=1, noise_seed=1,
                       propensity_model=make_pipeline(ident, LogisticRegression()),
-                      outcome_model=make_pipeline(ident, LinearRegression())
-                      ).fit(X, A, Y, evaluation=True)
+                      outcome_model=make_pipeline(ident, LinearRegression()),
+                      outcome_bounds=(-1, 1)).fit(X, A, Y, evaluation=True)
     assert abs(fast.nonprivate["ate"] - slow.nonprivate["ate"]) < 1e-10
     assert fast.ate == slow.ate               # same seed: the same noise draw
 
@@ -97,6 +98,8 @@ def test_stacked_linear_path_equals_generic_predict():
 def test_chunking_does_not_change_the_estimate():
     X, A, Y = _data(301, 2, seed=9)
     Y = np.clip(Y, -1, 1)
-    whole = PrivateATE(n_folds=7, random_state=2).fit(X, A, Y, evaluation=True)
-    chunked = PrivateATE(n_folds=7, random_state=2, chunk_size=13).fit(X, A, Y, evaluation=True)
+    whole = PrivateATE(n_folds=7, random_state=2,
+                       outcome_bounds=(-1, 1)).fit(X, A, Y, evaluation=True)
+    chunked = PrivateATE(n_folds=7, random_state=2, chunk_size=13,
+                         outcome_bounds=(-1, 1)).fit(X, A, Y, evaluation=True)
     assert whole.nonprivate == chunked.nonprivate

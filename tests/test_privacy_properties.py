@@ -89,7 +89,7 @@ def test_adversarial_neighbours_respect_every_bound(estimator, n, K):
     B_pi = 1 / eta
     est = PrivateATE(estimator=estimator, propensity_model=HashClassifier(),
                      outcome_model=HashRegressor(), n_folds=K, folds="shuffle",
-                     propensity_clip=eta, random_state=K)
+                     propensity_clip=eta, random_state=K, outcome_bounds=(-1, 1))
     cal = est.calibration(n)
     B_mu = cal.B_mu
     d_thm1 = ate_sensitivity(estimator, n, K, B_mu, B_pi, "theorem1")
