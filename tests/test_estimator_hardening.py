@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from scipy.stats import chi2_contingency, chisquare
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import dpcausal.release as release_mod
 from dpcausal import PrivateATE
