@@ -3,7 +3,11 @@
 
 For row i the K-1 models not trained on i's fold are combined: the harmonic mean for pi and,
 separately, for 1 - pi (stored as the means of the inverses, as the authors' code does), and the
-arithmetic mean for mu_1, mu_0. Predictions are clipped first (Assumption 4, §1.2).
+arithmetic mean for mu_1, mu_0. Predictions are clipped first (Assumption 4, §1.2); before that,
+every non-finite prediction, and every prediction call that raises or returns a wrong shape, is
+replaced by a public constant (the centre of the outcome bounds; 1/2 for a propensity): clipping
+lets NaN through, and a model that returns NaN only when trained on one record would otherwise
+publish NaN for one neighbour and a number for the other (issue 18 item 1).
 
 Memory is O(n + block): rows are streamed in cache-sized blocks of (rows x K) predictions, and
 inside a block each row's own-fold entry is set to exactly 0.0 before the row sum, so a change
@@ -17,12 +21,13 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy.special import expit
 
-from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance
+from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
+from dpcausal.validation import private_log
 
 # Predictions per block: 2**17 float64 = 1 MiB for stacked linear/logistic models (stays in cache
 # between the passes); 2**21 for other models, whose cost is the number of predict calls.
@@ -64,14 +69,16 @@ def aggregate(
     lo, hi = outcome_bounds
     eta = propensity_clip
     threads = n_threads or min(2, os.cpu_count() or 1)
+    stackable = isinstance(X, np.ndarray)       # a DataFrame goes to the models as it is
     out: dict[str, np.ndarray | None] = {}
     if estimator in ("ipw", "aipw"):
-        plan = _PredictionPlan([fm.propensity for fm in fold_models], default=0.5)
+        plan = _PredictionPlan([fm.propensity for fm in fold_models], 0.5, stackable)
         out["inv_pi1"], out["inv_pi0"] = _oof_means(
             X, fold_ids, plan, _inverse_propensities(eta), 2, chunk_size or plan.rows, threads)
     if estimator in ("g", "aipw"):
         for arm in ("mu1", "mu0"):
-            plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2)
+            plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2,
+                                   stackable)
             (out[arm],) = _oof_means(
                 X, fold_ids, plan, _clipped(lo, hi), 1, chunk_size or plan.rows, threads)
     return EnsembleNuisances(out.get("inv_pi1"), out.get("inv_pi0"), out.get("mu1"), out.get("mu0"))
@@ -83,6 +90,7 @@ def _inverse_propensities(eta: float) -> Callable:
     z_lo, z_hi = math.log(eta / (1 - eta)), math.log((1 - eta) / eta)
 
     def transform(block: np.ndarray, on_logits: bool) -> tuple[np.ndarray, np.ndarray]:
+        _replace_nonfinite(block, 0.0 if on_logits else 0.5)        # logit(1/2) = 0
         if on_logits:
             np.clip(block, z_lo, z_hi, out=block)
             inv0 = np.exp(block)
@@ -102,9 +110,17 @@ def _clipped(lo: float, hi: float) -> Callable:
     def transform(block: np.ndarray, on_logits: bool) -> tuple[np.ndarray]:
         if on_logits:                                   # a logistic model used as outcome model
             expit(block, out=block)
+        _replace_nonfinite(block, (lo + hi) / 2)
         return (np.clip(block, lo, hi, out=block),)
 
     return transform
+
+
+def _replace_nonfinite(block: np.ndarray, constant: float) -> None:
+    """Set every NaN/inf entry of ``block`` to the public ``constant``, in place (item 1)."""
+    bad = ~np.isfinite(block)
+    if bad.any():
+        block[bad] = constant
 
 
 def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.ndarray]:
@@ -114,7 +130,7 @@ def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.nd
 
     def work(start: int) -> None:
         stop = min(n, start + rows)
-        block, on_logits = plan.predict(X[start:stop])
+        block, on_logits = plan.predict(take_rows(X, slice(start, stop)))
         own = (np.arange(stop - start), fold_ids[start:stop])
         for total, values in zip(sums, transform(block, on_logits)):
             values[own] = 0.0                                   # exclude the row's own fold
@@ -134,15 +150,16 @@ def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.nd
 
 class _PredictionPlan:
     """Predicts all K fold models on a block of rows: one matrix product when every model is
-    linear (or every one logistic, returned as logits), else column by column."""
+    linear (or every one logistic, returned as logits) and X is a float array, else column by
+    column."""
 
-    def __init__(self, models: Sequence, default: float) -> None:
+    def __init__(self, models: Sequence, default: float, stackable: bool = True) -> None:
         self.models = list(models)
         self.default = default
         forms = [None if m is None or isinstance(m, float) else linear_form(m) for m in self.models]
         kinds = {f[0] if f else None for f in forms}
         self.stacked = None
-        if len(kinds) == 1 and None not in kinds:
+        if stackable and len(kinds) == 1 and None not in kinds:
             coef = np.column_stack([f[1] for f in forms])           # (d, K)
             intercept = np.array([f[2] for f in forms])              # (K,)
             self.stacked = (coef, intercept, kinds.pop() == "logistic")
@@ -158,5 +175,19 @@ class _PredictionPlan:
             return block, logits
         block = np.empty((Xc.shape[0], len(self.models)))
         for k, model in enumerate(self.models):
-            block[:, k] = predict_nuisance(model, Xc, self.default)
+            block[:, k] = _predict_or_default(model, Xc, self.default)
         return block, False
+
+
+def _predict_or_default(model: Any, Xc: Any, default: float) -> np.ndarray:
+    """One fold model's predictions, or ``default`` for every row if the call raises or returns
+    the wrong shape (a model may fail on inputs depending on what it was trained on: item 1)."""
+    rows = Xc.shape[0]
+    try:
+        values = predict_nuisance(model, Xc, default)
+        if values.shape == (rows,):
+            return values
+    except Exception as exc:
+        private_log.error("a fold model's prediction raised; using the public constant",
+                          exc_info=exc)
+    return np.full(rows, default)

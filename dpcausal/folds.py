@@ -22,19 +22,24 @@ def make_folds(
     Parameters
     ----------
     n, n_folds : number of rows and folds K (2 <= K <= n // 2).
-    folds : ``"shuffle"`` (array_split of a permutation seeded by ``random_state``),
-        ``"contiguous"`` (array_split of ``range(n)``, as the authors' code), or an int array of
-        fold ids given by the user (it must itself be public).
+    folds : ``"secret"`` (array_split of a uniformly random permutation drawn from the generator
+        ``random_state``: a uniformly random balanced assignment, independent of the row order
+        and of the data; a release passes :func:`dpcausal.noise.secure_rng` and keeps it
+        secret), ``"shuffle"`` (the same with a seed; public, so a function of row positions:
+        evaluation only, issue 18 item 2), ``"contiguous"`` (array_split of ``range(n)``, as the
+        authors' code; evaluation only), or an int array of fold ids given by the user (it must
+        itself be public, e.g. a keyed hash of a declared record id).
     """
     _check_n_folds(n, n_folds)
     if isinstance(folds, str):
         if folds == "contiguous":
             order = np.arange(n)
-        elif folds == "shuffle":
+        elif folds in ("secret", "shuffle"):
             order = np.random.default_rng(random_state).permutation(n)
         else:
             raise ValueError(
-                f"folds must be 'shuffle', 'contiguous' or an int array of fold ids, got {folds!r}"
+                "folds must be 'secret', 'shuffle', 'contiguous' or an int array of fold ids, "
+                f"got {folds!r}"
             )
         fold_ids = np.empty(n, dtype=np.int64)
         for k, rows in enumerate(np.array_split(order, n_folds)):

@@ -3,20 +3,25 @@
 Model k sees only fold k's rows (and, for the outcome models, only one arm of them): any estimator
 with ``fit``/``predict`` (``predict_proba`` for the propensity, or for a classifier used as outcome
 model on binary outcomes) is cloned per fold, so preprocessing inside a user's ``Pipeline`` is
-fitted inside the fold. Degenerate folds fall back to fold-local constants (§2.7), which keeps the
-privacy analysis intact since they use fold k's data only.
+fitted inside the fold. Degenerate folds, and folds whose fit raises (issue 18 item 3), fall back
+to fold-local constants (§2.7), which keeps the privacy analysis intact since they use fold k's
+data only; the error's details go only to the curator's private log.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
 from scipy import linalg
 from sklearn.base import is_classifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
+
+from dpcausal.validation import private_log
 
 # A fitted nuisance is either a fitted estimator or a float constant (a §2.7 fallback).
 Nuisance = Any
@@ -34,6 +39,7 @@ class FoldModels:
     propensity: Nuisance | None
     mu1: Nuisance | None
     mu0: Nuisance | None
+    failed: int = 0   # nuisances whose fit raised and fell back (non-private: evaluation only)
 
 
 def fit_fold(
@@ -54,21 +60,52 @@ def fit_fold(
     The models are unfitted prototypes (``sklearn.base.clone`` of the user's): each fit works on
     a deep copy, which is what a clone gives at a sixth of the cost.
     """
-    Xk, Ak, Yk = X[rows], A[rows], Y[rows]
+    Xk, Ak, Yk = take_rows(X, rows), A[rows], Y[rows]
+    failed = 0
     propensity = None
     if estimator in ("ipw", "aipw"):
-        propensity = _fit_propensity(propensity_model, Xk, Ak, propensity_clip)
+        pi_const = float(np.clip(Ak.mean(), propensity_clip, 1.0 - propensity_clip))
+        propensity, bad = _or_fallback(
+            partial(_fit_propensity, propensity_model, Xk, Ak, pi_const), pi_const, k,
+            "propensity")
+        failed += bad
     mu1 = mu0 = None
     if estimator in ("g", "aipw"):
-        mu1 = _fit_outcome(outcome_model, Xk[Ak == 1], Yk[Ak == 1])
-        mu0 = _fit_outcome(outcome_model, Xk[Ak == 0], Yk[Ak == 0])
-    return FoldModels(k=k, propensity=propensity, mu1=mu1, mu0=mu0)
+        arms = []
+        for arm in (1, 0):
+            Xa, Ya = take_rows(Xk, Ak == arm), Yk[Ak == arm]
+            mean = float(Ya.mean()) if Ya.size else None
+            fitted, bad = _or_fallback(partial(_fit_outcome, outcome_model, Xa, Ya), mean, k,
+                                       f"mu{arm}")
+            arms.append(fitted)
+            failed += bad
+        mu1, mu0 = arms
+    return FoldModels(k=k, propensity=propensity, mu1=mu1, mu0=mu0, failed=failed)
 
 
-def _fit_propensity(model: Any, Xk: np.ndarray, Ak: np.ndarray, eta_c: float) -> Nuisance:
-    """§2.7: if A is constant in the fold, pi_hat^(k) := clip(mean A_k, eta_c, 1 - eta_c)."""
+def take_rows(X: Any, rows: Any) -> Any:
+    """Rows of X by position (an index array, boolean mask or slice), for arrays and DataFrames
+    alike (issue 20: covariates keep their column names and dtypes)."""
+    return X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
+
+
+def _or_fallback(fit: Callable[[], Nuisance], constant: float | None, k: int, name: str
+                 ) -> tuple[Nuisance, int]:
+    """``fit()``, or the fold-local §2.7 constant if it raises (issue 18 item 3): a user
+    model's failure may depend on the fold's data, so it must not end the release or reach its
+    output; the error goes to the private log."""
+    try:
+        return fit(), 0
+    except Exception as exc:
+        private_log.error("fold %d: fitting %s raised; using the fold-local constant", k, name,
+                          exc_info=exc)
+        return constant, 1
+
+
+def _fit_propensity(model: Any, Xk: np.ndarray, Ak: np.ndarray, constant: float) -> Nuisance:
+    """§2.7: if A is constant in the fold, ``constant`` = clip(mean A_k, eta_c, 1 - eta_c)."""
     if Ak.min() == Ak.max():
-        return float(np.clip(Ak.mean(), eta_c, 1.0 - eta_c))
+        return constant
     return copy.deepcopy(model).fit(Xk, Ak)
 
 
@@ -87,7 +124,7 @@ def _fit_outcome(model: Any, Xa: np.ndarray, Ya: np.ndarray) -> Nuisance:
             f"outcome_model {type(model).__name__} is a classifier, so Y must be binary 0/1; "
             "use a regressor for real-valued outcomes"
         )
-    if type(model) is LinearRegression and not model.positive:
+    if type(model) is LinearRegression and not model.positive and isinstance(Xa, np.ndarray):
         return _fit_least_squares(model, Xa, Ya)
     return copy.deepcopy(model).fit(Xa, Ya.astype(int) if is_classifier(model) else Ya)
 

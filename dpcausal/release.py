@@ -1,79 +1,76 @@
 """The noisy release: spec dp_ate_ensemble.md §2.2 steps 4-5, §2.6 (what is published), §3 (CI).
 
-``draw_release`` is the only function that touches the noise generator for the ATE. It draws its
-two standard normals unconditionally (same shape whatever the budget split), once per call.
+``draw_release`` is the only function that adds noise to the ATE. It draws its two discrete
+Gaussians unconditionally (same shape whatever the budget split), once per call, through the
+exact lattice sampler :func:`dpcausal.noise.gaussian_mechanism`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from dpcausal._results import ResultMixin
 from dpcausal.accounting import DEFAULT_DELTA, gdp_epsilon, gdp_to_zcdp
 from dpcausal.ci import confidence_interval, private_variance
+from dpcausal.contract import Privacy, Release
+from dpcausal.noise import gaussian_mechanism, gaussian_sigma_for
 from dpcausal.sensitivity import NoiseCalibration
 
 
-@dataclass(frozen=True)
-class ATERelease(ResultMixin):
-    """One differentially private ATE release (frozen; ``to_dict()``/``to_json()`` ready).
+@dataclass(frozen=True, kw_only=True)
+class ATERelease(Release):
+    """One differentially private ATE release (spec §2.6): a :class:`dpcausal.Release`.
 
-    ``ate``, ``ci`` and ``variance`` are the private outputs (``ci``/``variance`` are ``None`` for
-    a point-estimate-only release). ``privacy`` and ``noise`` are public by construction.
-    ``nonprivate`` holds the pre-noise estimate and variance only in evaluation mode.
+    ``ate`` and ``ci`` are the private outputs, ``se = sqrt(variance)`` the total private standard
+    error sqrt(V_DP) (sampling and noise; ``ci``/``variance``/``se`` are ``None`` for a
+    point-estimate-only release), ``level = 1 - alpha``. ``privacy``, ``noise`` and ``params``
+    are public by construction. ``nonprivate`` holds the pre-noise estimate and variance only in
+    evaluation mode.
     """
 
-    ate: float
-    ci: tuple[float, float] | None
+    kind: ClassVar[str] = "ate"
+
     variance: float | None
-    privacy: dict[str, Any]
     noise: dict[str, Any]
-    n: int
     n_folds: int
     estimator: str
-    alpha: float
     params: dict[str, Any] = field(default_factory=dict)
-    evaluation: bool = False
     nonprivate: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.evaluation != (self.nonprivate is not None):
             raise AssertionError("bug: nonprivate values must exist exactly in evaluation mode")
-        if (self.ci is None) != (self.variance is None):
+        if not (self.ci is None) == (self.variance is None) == (self.se is None):
             raise AssertionError("bug: a CI is released together with its private variance")
-        if self.ci is not None and not self.ci[0] <= self.ate <= self.ci[1]:
-            raise AssertionError("bug: the CI must contain the private estimate")
+        if self.se is not None and not math.isclose(self.se**2, self.variance, rel_tol=1e-9):
+            raise AssertionError("bug: se must be sqrt(variance)")
 
     @property
-    def se(self) -> float | None:
-        """Private standard error sqrt(V_DP), or None without a CI."""
-        return None if self.variance is None else math.sqrt(self.variance)
+    def alpha(self) -> float:
+        """1 - level: the CI's miscoverage (eq. 12)."""
+        return 1.0 - self.level
 
-    def confint(self) -> tuple[float, float] | None:
-        """The private (1 - alpha) confidence interval (DoubleML/EconML name)."""
-        return self.ci
+    def noise_share(self) -> float | None:
+        """sigma_ate^2 / V_DP: the share of the released variance that is privacy noise."""
+        if self.variance is None:
+            return None
+        return float(self.noise["sigma_ate"] ** 2 / self.variance)
 
-    def summary_rows(self) -> list[tuple[str, str]]:
-        p, z = self.privacy, self.noise
-        level = f"{100 * (1 - self.alpha):g}% CI"
-        ci = ("not released (ci_share=0)" if self.ci is None
-              else f"[{self.ci[0]:.6g}, {self.ci[1]:.6g}]")
+    def extra_rows(self) -> list[tuple[str, str]]:
+        z = self.noise
         rows = [
-            ("estimator", f"{self.estimator.upper()}  (n={self.n}, K={self.n_folds})"),
-            ("ATE (private)", f"{self.ate:.6g}"),
-            (level, ci),
-            ("SE (private)", "-" if self.se is None else f"{self.se:.6g}"),
-            ("privacy", f"{p['zeta']:.4g}-GDP = ({p['epsilon']:.4g}, {p['delta']:.1e})-DP"
-                        f" = {p['rho']:.4g}-zCDP"),
+            ("estimator", f"{self.estimator.upper()}  (K={self.n_folds})"),
+            ("privacy (GDP)", f"{self.privacy.zeta:.4g}-GDP = {self.privacy.rho:.4g}-zCDP"),
             ("noise sd (ATE)", f"{z['sigma_ate']:.4g}  (sensitivity {z['sensitivity']:.4g},"
                                f" {z['sensitivity_mode']})"),
-            ("mode", "EVALUATION (not private)" if self.evaluation else "release"),
         ]
-        if self.evaluation:
+        if self.ci is None:
+            rows.append(("CI", "not released (ci_share=0)"))
+        if self.evaluation and self.nonprivate is not None:
             rows.append(("non-private ATE", f"{self.nonprivate['ate']:.6g}"))
         return rows
 
@@ -86,36 +83,60 @@ def draw_release(
     *,
     alpha: float = 0.05,
     p1: float = 0.01,
-    ci_mode: str = "paper",
+    ci_mode: str = "conservative",
     delta: float = DEFAULT_DELTA,
     params: dict[str, Any] | None = None,
     evaluation: bool = False,
+    diagnostics: dict[str, float] | None = None,
 ) -> ATERelease:
-    """tau_DP = tau_hat + N(0, sigma1^2); with zeta2 > 0 also V_DP and the eq. 12 CI: spec §2.2,
-    §3."""
-    g1, g2 = rng.standard_normal(2).tolist()  # Python floats: the outputs print as numbers
+    """tau_DP = tau_hat + N_Z(0, sigma1^2); with zeta2 > 0 also V_DP and the eq. 12 CI: spec §2.2,
+    §3.
+
+    Both draws are exact discrete Gaussians on power-of-two lattices
+    (:func:`dpcausal.noise.gaussian_mechanism`), their scales inflated by
+    :func:`dpcausal.noise.gaussian_sigma_for` so that the lattice sensitivity over the scale stays
+    ``Delta_j / sigma_j = zeta_j``. Each draw is then exactly ``zeta_j^2/2``-zCDP (Canonne, Kamath,
+    Steinke 2020, Thm 4), and its exact (eps, delta) curve (dp_accounting's discrete Gaussian
+    privacy loss) lies on or below the ``zeta_j``-GDP curve, within a relative 1e-5 of it
+    (``tests/test_release_noise.py``: lattice ``sigma/gamma >= 2^20``). The release
+    is charged as ``zeta = sqrt(zeta1^2 + zeta2^2)``-GDP (= ``zeta^2/2``-zCDP), which the ledger
+    composes with other Gaussian releases by GDP composition (spec §2.6). ``rng`` is
+    :func:`dpcausal.noise.secure_rng` in a release; a seeded generator only in evaluation.
+    ``diagnostics`` (evaluation only) joins ``nonprivate``.
+    """
     cal = calibration
-    ate = float(tau_hat) + cal.sigma_ate * g1
-    ci = variance = None
+    if not (math.isfinite(tau_hat) and math.isfinite(v_hat) and v_hat >= 0):
+        raise AssertionError("bug: tau_hat and V_hat must be finite before the noise is drawn")
+    ate = gaussian_mechanism(float(tau_hat), gaussian_sigma_for(cal.sigma_ate, cal.sensitivity),
+                             rng)
+    sqrt_v = math.sqrt(v_hat)
+    ci = variance = se = None
     if cal.zeta2 > 0:
-        noisy_sqrt_v = math.sqrt(v_hat) + cal.sigma_var * g2
+        noisy_sqrt_v = gaussian_mechanism(
+            sqrt_v, gaussian_sigma_for(cal.sigma_var, cal.sensitivity_var), rng)
         variance = private_variance(noisy_sqrt_v, cal.sigma_ate, cal.sigma_var, p1, ci_mode)
+        se = math.sqrt(variance)
         ci = confidence_interval(ate, variance, alpha, p1)
+    else:   # same shape whatever the split: the second draw is made and discarded
+        gaussian_mechanism(sqrt_v, gaussian_sigma_for(cal.sigma_ate, cal.sensitivity), rng)
     zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
-    privacy = {
-        "zeta": zeta, "zeta1": cal.zeta1, "zeta2": cal.zeta2,
-        "epsilon": gdp_epsilon(zeta, delta), "delta": delta, "rho": gdp_to_zcdp(zeta),
-        "valid_claim": cal.sensitivity_mode != "released_code",
-    }
+    privacy = Privacy(
+        epsilon=gdp_epsilon(zeta, delta), delta=delta, unit="row", mechanism="gaussian",
+        zeta=zeta, rho=gdp_to_zcdp(zeta),
+        detail={"zeta1": cal.zeta1, "zeta2": cal.zeta2, "sampler": "discrete_gaussian",
+                "valid_claim": cal.sensitivity_mode != "released_code"},
+    )
     noise = {
         "sigma_ate": cal.sigma_ate, "sigma_var": cal.sigma_var,
         "sensitivity": cal.sensitivity, "sensitivity_mode": cal.sensitivity_mode,
         "sensitivity_var": cal.sensitivity_var, "sigma2_mode": cal.sigma2_mode,
         "ci_mode": ci_mode, "B_mu": cal.B_mu, "B_pi": cal.B_pi, "C": cal.C,
     }
+    nonprivate = None
+    if evaluation:
+        nonprivate = {"ate": float(tau_hat), "variance": float(v_hat), **(diagnostics or {})}
     return ATERelease(
-        ate=ate, ci=ci, variance=variance, privacy=privacy, noise=noise,
-        n=cal.n, n_folds=cal.n_folds, estimator=cal.estimator, alpha=alpha,
-        params=dict(params or {}), evaluation=evaluation,
-        nonprivate={"ate": tau_hat, "variance": v_hat} if evaluation else None,
+        ate=ate, ci=ci, se=se, level=1.0 - alpha, privacy=privacy, n=cal.n, evaluation=evaluation,
+        variance=variance, noise=noise, n_folds=cal.n_folds, estimator=cal.estimator,
+        params=dict(params or {}), nonprivate=nonprivate,
     )

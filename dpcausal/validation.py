@@ -1,28 +1,80 @@
 """Input checks for the private ATE: every user mistake becomes a ValueError/TypeError naming the
-argument and the fix, raised before any model is fitted or any noise is drawn (issue 3)."""
+argument and the fix (issue 3), split by what the check reads (issue 18 item 3):
+
+- :func:`check_schema` and :func:`check_params` read public facts only (shapes, dtypes, n, d,
+  parameters) and run before anything is charged;
+- :func:`check_values` reads data values (finiteness, the 0/1 coding, both arms non-empty); in a
+  release it runs after the charge, inside :func:`private_failures`, so that a failure publishes
+  a generic message and its details go only to the curator's private log.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
 
 ESTIMATORS = ("g", "ipw", "aipw")
 
+#: The curator's private log: details of data-dependent failures (counts, values, a user
+#: model's error text). It never propagates to the root logger (Prefect's, the CLI's) and has
+#: no output of its own: attach a handler writing to the private store (``data/private/``).
+private_log = logging.getLogger("dpcausal.private")
+private_log.propagate = False
+private_log.addHandler(logging.NullHandler())
 
-def as_covariates(X: Any) -> np.ndarray:
-    """2-d float array of covariates; DataFrames must be numeric (encode categoricals first)."""
+
+class ReleaseFailedError(RuntimeError):
+    """A release failed after its charge, for a reason that depends on the data; the message is
+    generic on purpose (details: :data:`private_log`)."""
+
+
+@contextmanager
+def private_failures(evaluation: bool, step: str) -> Iterator[None]:
+    """Release mode: any exception inside becomes a generic :class:`ReleaseFailedError` (no
+    counts, values or model text; not chained), its details logged to :data:`private_log`.
+    Evaluation mode: exceptions pass through unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        if evaluation:
+            raise
+        private_log.error("release failed during %s", step, exc_info=exc)
+        raise ReleaseFailedError(
+            f"the release failed during {step} for a reason that depends on the data; its "
+            "budget is spent; the curator's private log holds the details") from None
+
+
+def _numeric(name: str, values: Any) -> np.ndarray:
+    """A float array, refused by dtype (a schema fact) rather than by a value's text."""
+    arr = np.asarray(values)
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must be numeric (or bool), got dtype {arr.dtype}")
+    return arr.astype(float)
+
+
+def as_covariates(X: Any, keep_frame: bool = False) -> np.ndarray | pd.DataFrame:
+    """Covariates as a 2-d float array or, with ``keep_frame``, a DataFrame kept with its column
+    names and dtypes (issue 20: a user's Pipeline selects and encodes columns by name inside each
+    fold) and a fresh positional index (no source row labels travel with it)."""
     if isinstance(X, pd.DataFrame):
+        if keep_frame:
+            return X.reset_index(drop=True)
         non_numeric = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
         if non_numeric:
             raise ValueError(
-                f"X has non-numeric columns {non_numeric}: encode them (e.g. one-hot inside the "
-                "model's Pipeline would need numeric input too) before calling fit"
+                f"X has non-numeric columns {non_numeric}, which plain LinearRegression/"
+                "LogisticRegression models cannot use: give a Pipeline that encodes them (e.g. a "
+                "ColumnTransformer with a OneHotEncoder) as propensity_model/outcome_model; it "
+                "is fitted within each fold and sees the columns by name"
             )
-    arr = np.asarray(X, dtype=float)
+        X = X.to_numpy(dtype=float)
+    arr = _numeric("X", X)
     if arr.ndim == 1:
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2:
@@ -30,17 +82,36 @@ def as_covariates(X: Any) -> np.ndarray:
     return arr
 
 
-def check_data(X: Any, A: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validate shapes, finiteness and the treatment coding; return float arrays (A as 0/1 ints)."""
-    Xa = as_covariates(X)
-    Aa = np.asarray(A, dtype=float).ravel()
-    Ya = np.asarray(Y, dtype=float).ravel()
+def check_schema(X: Any, A: Any, Y: Any, keep_frame: bool = False
+                 ) -> tuple[np.ndarray | pd.DataFrame, np.ndarray, np.ndarray]:
+    """Shapes and dtypes only (public facts): X (n, d) (see :func:`as_covariates`), float A (n,)
+    and Y (n,)."""
+    Xa = as_covariates(X, keep_frame)
+    Aa = _numeric("A", A).ravel()
+    Ya = _numeric("Y", Y).ravel()
     n = Xa.shape[0]
     if not (Aa.shape[0] == Ya.shape[0] == n):
         raise ValueError(
             f"X, A and Y must have the same number of rows, got {n}, {Aa.shape[0]}, {Ya.shape[0]}"
         )
-    for name, arr in (("X", Xa), ("A", Aa), ("Y", Ya)):
+    return Xa, Aa, Ya
+
+
+def check_data(X: Any, A: Any, Y: Any, keep_frame: bool = False
+               ) -> tuple[np.ndarray | pd.DataFrame, np.ndarray, np.ndarray]:
+    """:func:`check_schema` then :func:`check_values` (the detailed messages: evaluation and
+    curator-side use)."""
+    return check_values(*check_schema(X, A, Y, keep_frame))
+
+
+def check_values(Xa: np.ndarray | pd.DataFrame, Aa: np.ndarray, Ya: np.ndarray
+                 ) -> tuple[np.ndarray | pd.DataFrame, np.ndarray, np.ndarray]:
+    """Finiteness (of numeric covariates), the 0/1 treatment coding and two non-empty arms:
+    data-dependent checks."""
+    n = Xa.shape[0]
+    numeric_X = (Xa.select_dtypes(include=["number", "bool"]).to_numpy(dtype=float)
+                 if isinstance(Xa, pd.DataFrame) else Xa)
+    for name, arr in (("X", numeric_X), ("A", Aa), ("Y", Ya)):
         bad = ~np.isfinite(arr)
         if bad.any():
             raise ValueError(
@@ -62,7 +133,7 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
     est = params["estimator"]
     if est not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {est!r}")
-    lo, hi = _bounds(params["outcome_bounds"])
+    lo, hi = outcome_bounds(params["outcome_bounds"])
     if est == "ipw" and max(abs(lo), abs(hi)) == 0:
         raise ValueError("outcome_bounds must not be (0, 0)")
     clip = params["propensity_clip"]
@@ -132,7 +203,15 @@ def _check_model(params: dict[str, Any], name: str, needed: bool, method: str) -
         )
 
 
-def _bounds(bounds: Any) -> tuple[float, float]:
+def outcome_bounds(bounds: Any) -> tuple[float, float]:
+    """The public outcome bounds as floats; ``None`` (unset) and malformed pairs raise a
+    ``ValueError`` naming the argument and why it is required (issue 20)."""
+    if bounds is None:
+        raise ValueError(
+            "outcome_bounds is required: pass PrivateATE(outcome_bounds=(low, high)), public "
+            "bounds on the outcome chosen without looking at the data (e.g. the scale's range). "
+            "The noise is calibrated to them and outcomes outside are clipped (spec §1.2), so "
+            "there is no safe default")
     try:
         lo, hi = (float(b) for b in bounds)
     except (TypeError, ValueError):

@@ -220,15 +220,14 @@ def run_group(experiment: str, rep: int, group: tuple, n: int | None = None,
                         outcome_bounds=exp.outcome_bounds,
                         propensity_clip=min(m.clip for m in members))
     Xa, Aa, Ya = fitter.validate(X, A, Y)
-    folds = fitter.make_folds(len(Ya))
+    folds = fitter.make_folds(len(Ya), evaluation=True)
     fitted = fitter.fit_folds(Xa, Aa, Ya, folds)
     rows = []
     for m in members:
         est = PrivateATE(estimator=m.estimator, propensity_model=fitter.propensity_model,
                          outcome_model=fitter.outcome_model, n_folds=K, folds="contiguous",
                          outcome_bounds=exp.outcome_bounds, propensity_clip=m.clip)
-        rel = est.release(Aa, Ya, est.aggregate(Xa, folds, fitted), evaluation=True,
-                          random_state=0)
+        rel = est.release(Aa, Ya, est.aggregate(Xa, folds, fitted), evaluation=True)
         rows.append({**base, "method": m.name, "estimator": m.estimator, "n_folds": K,
                      "clip": m.clip, "tau_hat": rel.nonprivate["ate"],
                      "v_hat": rel.nonprivate["variance"]})

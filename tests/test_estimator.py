@@ -22,61 +22,73 @@ def data_a():
 
 
 def test_fit_returns_a_private_release(data_a):
-    rel = PrivateATE(estimator="aipw", n_folds=40, random_state=0).fit(*data_a)
+    rel = PrivateATE(estimator="aipw", n_folds=40, random_state=0,
+                     outcome_bounds=(-1, 1)).fit(*data_a)
     assert isinstance(rel, ATERelease) and not rel.evaluation and rel.nonprivate is None
     lo, hi = rel.ci
     assert lo < rel.ate < hi and rel.variance > rel.noise["sigma_ate"] ** 2
     # plain Python floats: they print as numbers, not np.float64(...)
     assert all(type(v) is float for v in (rel.ate, lo, hi, rel.variance))
-    assert rel.privacy["zeta"] == pytest.approx(1.5)
-    assert rel.privacy["epsilon"] == pytest.approx(7.0514, abs=1e-3)
-    assert rel.privacy["rho"] == pytest.approx(1.125)
-    assert rel.confint() == rel.ci
+    assert rel.privacy.zeta == pytest.approx(1.5) and rel.privacy.unit == "row"
+    assert rel.privacy.epsilon == pytest.approx(7.0514, abs=1e-3)
+    assert rel.privacy.rho == pytest.approx(1.125)
+    assert rel.privacy.mechanism == "gaussian"
+    assert rel.privacy.detail["zeta1"] == pytest.approx(1.5 * 0.9**0.5)
+    assert rel.se == pytest.approx(rel.variance**0.5) and rel.level == pytest.approx(0.95)
+    assert rel.noise_share() == pytest.approx(rel.noise["sigma_ate"] ** 2 / rel.variance)
+    assert rel.confint().iloc[0].tolist() == list(rel.ci)
     d = rel.to_dict()
     json.dumps(d)
-    assert d["ate"] == rel.ate and d["nonprivate"] is None
+    assert d["kind"] == "ate" and d["ate"] == rel.ate and d["nonprivate"] is None
+    assert d["privacy"]["unit"] == "row" and d["se"] == rel.se
     text = str(rel)
-    assert "ATE (private)" in text and "1.5-GDP" in text and "EVALUATION" not in text
+    assert "ATE" in text and "1.5-GDP" in text and "EVALUATION" not in text
 
 
 def test_release_mode_carries_no_nonprivate_value(data_a):
     """Item 11: the non-private estimate and variance appear nowhere in a release's dict/str."""
-    ev = PrivateATE(n_folds=40, random_state=0).fit(*data_a, evaluation=True)
-    rel = PrivateATE(n_folds=40, random_state=0).fit(*data_a)
+    ev = PrivateATE(n_folds=40, random_state=0,
+                    outcome_bounds=(-1, 1)).fit(*data_a, evaluation=True)
+    rel = PrivateATE(n_folds=40, random_state=0, outcome_bounds=(-1, 1)).fit(*data_a)
     secrets = {repr(ev.nonprivate["ate"]), repr(ev.nonprivate["variance"]),
                f"{ev.nonprivate['ate']:.6g}"}
     blob = rel.to_json() + str(rel) + repr(rel.to_dict())
     assert not any(s in blob for s in secrets)
-    assert ev.ate == rel.ate              # evaluation mode changes only what is exposed
 
 
 def test_point_estimate_only(data_a):
-    rel = PrivateATE(estimator="g", n_folds=40, ci_share=0.0, random_state=0).fit(*data_a)
+    rel = PrivateATE(estimator="g", n_folds=40, ci_share=0.0, random_state=0,
+                     outcome_bounds=(-1, 1)).fit(*data_a)
     assert rel.ci is None and rel.variance is None and rel.se is None
-    assert rel.privacy["zeta"] == pytest.approx(1.5) and rel.privacy["zeta2"] == 0
+    assert rel.privacy.zeta == pytest.approx(1.5) and rel.privacy.detail["zeta2"] == 0
+    assert rel.noise_share() is None and "not released" in str(rel)
 
 
-def test_determinism(data_a):
-    a = PrivateATE(n_folds=40, random_state=3).fit(*data_a)
-    b = PrivateATE(n_folds=40, random_state=3).fit(*data_a)
-    c = PrivateATE(n_folds=40, random_state=4).fit(*data_a)
+def test_determinism_in_evaluation(data_a):
+    def fit(noise_seed):
+        return PrivateATE(n_folds=40, folds="shuffle", random_state=3,
+                          noise_seed=noise_seed,
+                          outcome_bounds=(-1, 1)).fit(*data_a, evaluation=True)
+
+    a, b, c = fit(3), fit(3), fit(4)
     assert a.to_dict() == b.to_dict()
-    assert a.ate != c.ate
+    assert a.ate != c.ate and a.nonprivate == c.nonprivate
 
 
 def test_published_parameters_never_carry_the_noise_seed(data_a):
     """A seeded draw is reproducible from its seed, so the release records only that a seed was
     set; without a seed two releases differ (OS entropy)."""
     seed = 987_654_321
-    seeded = PrivateATE(n_folds=20, random_state=seed).fit(*data_a)
+    seeded = PrivateATE(n_folds=20, noise_seed=seed,
+                        outcome_bounds=(-1, 1)).fit(*data_a, evaluation=True)
     assert str(seed) not in json.dumps(seeded.to_dict())
-    assert seeded.params["seeded"] is True
-    a, b = (PrivateATE(n_folds=20).fit(*data_a) for _ in range(2))
-    assert a.params["seeded"] is False and a.ate != b.ate
+    assert seeded.params["noise_seeded"] is True
+    a, b = (PrivateATE(n_folds=20, outcome_bounds=(-1, 1)).fit(*data_a) for _ in range(2))
+    assert a.params["noise_seeded"] is False and a.ate != b.ate
 
 
 def test_fold_assignment_ignores_data_values(data_a):
-    """Item 11: same seed and n give the same folds whatever X, A, Y hold."""
+    """Item 11: same seed and n give the same folds whatever X, A, Y hold (evaluation)."""
     X, A, Y = data_a
     seen = []
 
@@ -86,8 +98,9 @@ def test_fold_assignment_ignores_data_values(data_a):
             return super().fit_folds(X, A, Y, fold_ids, ks)
 
     rng = np.random.default_rng(0)
-    Spy(n_folds=40, random_state=9).fit(X, A, Y)
-    Spy(n_folds=40, random_state=9).fit(rng.permutation(X), rng.permutation(A), -Y)
+    spy = Spy(n_folds=40, folds="shuffle", random_state=9, outcome_bounds=(-1, 1))
+    spy.fit(X, A, Y, evaluation=True)
+    spy.fit(rng.permutation(X), rng.permutation(A), -Y, evaluation=True)
     assert np.array_equal(seen[0], seen[1])
 
 
@@ -115,8 +128,9 @@ def test_preprocessing_is_fitted_inside_the_fold():
     RecordingScaler.log = []
     est = PrivateATE(estimator="aipw", n_folds=K, folds="contiguous", random_state=0,
                      propensity_model=make_pipeline(RecordingScaler(), LogisticRegression()),
-                     outcome_model=make_pipeline(RecordingScaler(), LinearRegression()))
-    est.fit(X, A, Y)
+                     outcome_model=make_pipeline(RecordingScaler(), LinearRegression()),
+                     outcome_bounds=(-1, 1))
+    est.fit(X, A, Y, evaluation=True)
     folds = [frozenset(np.round(X[rows, -1], 12)) for rows in np.array_split(np.arange(n), K)]
     assert len(RecordingScaler.log) == 3 * K
     assert all(any(seen <= fold for fold in folds) for seen in RecordingScaler.log)
@@ -129,12 +143,13 @@ def test_degenerate_folds_use_fold_local_fallbacks():
     X = rng.standard_normal((n, 1))
     A = np.r_[np.ones(40), rng.binomial(1, 0.5, n - 40)].astype(int)   # fold 0 all treated
     Y = np.clip(0.1 * A + rng.normal(0, 0.1, n), -1, 1)
-    est = PrivateATE(estimator="aipw", n_folds=5, folds="contiguous", random_state=0)
+    est = PrivateATE(estimator="aipw", n_folds=5, folds="contiguous", random_state=0,
+                     outcome_bounds=(-1, 1))
     Xa, Aa, Ya = est.validate(X, A, Y)
-    fm = est.fit_fold(Xa, Aa, Ya, est.make_folds(n), 0)
+    fm = est.fit_fold(Xa, Aa, Ya, est.make_folds(n, evaluation=True), 0)
     assert fm.propensity == pytest.approx(0.8)      # clip(mean A = 1, eta, 1 - eta)
-    assert fm.mu0 is None and isinstance(fm.mu1, LinearRegression)
-    assert np.isfinite(est.fit(X, A, Y).ate)
+    assert fm.mu0 is None and isinstance(fm.mu1, LinearRegression) and fm.failed == 0
+    assert np.isfinite(est.fit(X, A, Y, evaluation=True).ate)
 
 
 def test_binary_outcome_with_classifier():
@@ -152,9 +167,12 @@ def test_binary_outcome_with_classifier():
 def test_dataframe_input(data_a):
     X, A, Y = data_a
     df = pd.DataFrame(X, columns=["x1"])
-    a = PrivateATE(n_folds=40, random_state=0).fit(df, pd.Series(A), pd.Series(Y))
-    b = PrivateATE(n_folds=40, random_state=0).fit(X, A, Y)
-    assert a.ate == b.ate
+    a = PrivateATE(n_folds=40, random_state=0,
+                   outcome_bounds=(-1, 1)).fit(df, pd.Series(A), pd.Series(Y),
+                                                   evaluation=True)
+    b = PrivateATE(n_folds=40, random_state=0, outcome_bounds=(-1, 1)).fit(X, A, Y,
+                                                                      evaluation=True)
+    assert a.nonprivate == b.nonprivate
 
 
 def _ok():
@@ -179,38 +197,44 @@ def _ok():
     ({"ci_share": 1.0}, None, r"ci_share must be in \[0, 1\)"),
     ({"estimator": "dr"}, None, "estimator must be one of"),
     ({"outcome_bounds": (1, -1)}, None, "outcome_bounds must be finite with low < high"),
+    ({"outcome_bounds": None}, None, r"outcome_bounds is required: pass .* no safe default"),
     ({"propensity_model": LinearRegression()}, None,
      "propensity_model must implement fit and predict_proba"),
     ({"sigma2": "exact"}, None, "sigma2 must be one of"),
     ({"p1": 0.05}, None, r"p1 must be in \(0, alpha/2\)"),
 ])
 def test_bad_input_is_refused_before_any_noise(kwargs, data_edit, match, monkeypatch):
+    """Parameter and schema errors: refused before the charge in either mode. Data-value errors
+    carry their detail in evaluation mode only (a release's are generic: test_estimator_hardening);
+    either way no noise is drawn."""
     X, A, Y = _ok()
+    evaluation = data_edit is not None and kwargs == {} and match != "same number of rows"
     if data_edit:
         X, A, Y = data_edit(X, A, Y)
     drawn = []
     import dpcausal.estimator as mod
     real = mod.draw_release
     monkeypatch.setattr(mod, "draw_release", lambda *a, **k: drawn.append(1) or real(*a, **k))
-    params = {"n_folds": 5, "random_state": 0, **kwargs}
+    params = {"n_folds": 5, "random_state": 0, "outcome_bounds": (-1, 1), **kwargs}
     with pytest.raises((ValueError, TypeError), match=match):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            PrivateATE(**params).fit(X, A, Y)
+            PrivateATE(**params).fit(X, A, Y, evaluation=evaluation)
     assert drawn == []
 
 
 def test_released_code_mode_warns():
     X, A, Y = _ok()
     with pytest.warns(UserWarning, match="NOT a valid privacy bound"):
-        rel = PrivateATE(n_folds=5, sensitivity="released_code", random_state=0).fit(X, A, Y)
-    assert rel.privacy["valid_claim"] is False
+        rel = PrivateATE(n_folds=5, sensitivity="released_code", random_state=0,
+                         outcome_bounds=(-1, 1)).fit(X, A, Y)
+    assert rel.privacy.detail["valid_claim"] is False
 
 
 def test_small_folds_warn():
     X, A, Y = _ok()
     with pytest.warns(UserWarning, match="rows per fold"):
-        PrivateATE(n_folds=10, random_state=0).fit(X, A, Y)
+        PrivateATE(n_folds=10, random_state=0, outcome_bounds=(-1, 1)).fit(X, A, Y)
 
 
 def test_repr_shows_non_defaults():

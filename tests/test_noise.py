@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import kstest, norm
 
 from dpcausal.accounting import gdp_epsilon
+from dpcausal.noise import gaussian_sigma_for
 from dpcausal.release import draw_release
 from dpcausal.sensitivity import calibrate
 
@@ -69,13 +70,17 @@ def test_approximate_dp_histogram_test(factor, should_pass):
     assert (sum(votes) >= 5) == should_pass
 
 
-def test_one_draw_per_release_whatever_the_split():
-    """The release consumes exactly two normals, with or without a CI (constant shape)."""
+def test_one_draw_per_release_whatever_the_split(monkeypatch):
+    """The release makes exactly two exact discrete-Gaussian draws, with or without a CI
+    (constant shape), each on the lattice of its own scale."""
+    import dpcausal.release as release_mod
+
     point_only = calibrate("g", 5000, 200, (-1, 1), 0.2, zeta=1.5, ci_share=0.0)
+    real = release_mod.gaussian_mechanism
     for cal in (CAL, point_only):
-        rng = np.random.default_rng(5)
-        draw_release(0.1, 1e-4, cal, rng)
-        after = rng.standard_normal()
-        ref = np.random.default_rng(5)
-        ref.standard_normal(2)
-        assert after == ref.standard_normal()
+        scales = []
+        monkeypatch.setattr(release_mod, "gaussian_mechanism",
+                            lambda v, s, rng: scales.append(s) or real(v, s, rng))
+        draw_release(0.1, 1e-4, cal, np.random.default_rng(5))
+        assert len(scales) == 2
+        assert scales[0] == gaussian_sigma_for(cal.sigma_ate, cal.sensitivity)

@@ -59,7 +59,7 @@ def _phases(est, X, A, Y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Xa, Aa, Ya = est.validate(X, A, Y)
-    fold_ids = est.make_folds(len(Ya))
+    fold_ids = est.make_folds(len(Ya), evaluation=True)     # seeded: the same for neighbours
     nuis = est.aggregate(Xa, fold_ids, est.fit_folds(Xa, Aa, Ya, fold_ids))
     gamma = scores(est.estimator, Aa, Ya, nuis, est.calibration(len(Ya)).centre)
     return fold_ids, nuis, gamma
@@ -89,7 +89,7 @@ def test_adversarial_neighbours_respect_every_bound(estimator, n, K):
     B_pi = 1 / eta
     est = PrivateATE(estimator=estimator, propensity_model=HashClassifier(),
                      outcome_model=HashRegressor(), n_folds=K, folds="shuffle",
-                     propensity_clip=eta, random_state=K)
+                     propensity_clip=eta, random_state=K, outcome_bounds=(-1, 1))
     cal = est.calibration(n)
     B_mu = cal.B_mu
     d_thm1 = ate_sensitivity(estimator, n, K, B_mu, B_pi, "theorem1")

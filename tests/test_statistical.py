@@ -25,7 +25,8 @@ def nonprivate_estimates():
         X, A, Y, _ = make_experiment_a(n=5000, random_state=1000 + rep)
         for est in out:
             rel = PrivateATE(estimator=est, n_folds=200, propensity_clip=0.2,
-                             random_state=rep).fit(X, A, Y, evaluation=True)
+                             random_state=rep, outcome_bounds=(-1, 1)
+                             ).fit(X, A, Y, evaluation=True)
             out[est].append((rel.nonprivate["ate"], rel.nonprivate["variance"]))
     return {k: np.array(v) for k, v in out.items()}
 
