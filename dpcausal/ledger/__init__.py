@@ -4,8 +4,13 @@ See ``dpcausal/ledger/README.md`` for the protocol and the composition each mech
 """
 
 from dpcausal.ledger.composition import Cap, Spend, compose
-from dpcausal.ledger.errors import BudgetExceededError, LedgerError, ReleaseInProgressError
+from dpcausal.ledger.errors import (
+    BudgetExceededError,
+    IncompatibleChargeError,
+    LedgerError,
+    ReleaseInProgressError,
+)
 from dpcausal.ledger.store import Ledger, ReleaseSlot
 
-__all__ = ["BudgetExceededError", "Cap", "Ledger", "LedgerError", "ReleaseInProgressError",
-           "ReleaseSlot", "Spend", "compose"]
+__all__ = ["BudgetExceededError", "Cap", "IncompatibleChargeError", "Ledger", "LedgerError",
+           "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose"]

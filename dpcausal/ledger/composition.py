@@ -9,6 +9,11 @@ on one dataset must share the neighbouring relation (a caveat of every ledger).
 
 - All charges ``gaussian``: exact GDP, ``zeta = sqrt(sum zeta_j^2)``. A zeta/rho cap is compared
   exactly (rational arithmetic on the stored floats), an (epsilon, delta) cap through ``gdp_delta``.
+- Caps are compared in their own currency, never as epsilon at one delta. A zeta-GDP cap promises
+  the whole Gaussian tradeoff curve, so it admits ``gaussian`` charges only. A rho-zCDP cap admits
+  every charge with a zCDP bound, summed exactly: ``gaussian`` ``zeta^2 / 2``; ``laplace`` and
+  ``pure`` ``eps^2 / 2`` (Bun & Steinke 2016, Prop. 1.4). ``approx`` and ``rdp`` charges have no
+  zCDP bound and need an (epsilon, delta) cap.
 - Mixed, no ``rdp`` charge: ``dp_accounting`` privacy-loss distributions, composed exactly up to
   pessimistic discretisation. ``gaussian``: N(0, 1/zeta^2) vs N(1, 1/zeta^2); ``laplace``:
   Lap(0, 1/eps) vs Lap(1, 1/eps); ``pure`` and ``approx``: the generic (eps, delta)-DP PLD.
@@ -110,33 +115,70 @@ class Spend:
     delta: float
     method: str  # "none", "gdp", "pld" or "rdp"
     zeta: float | None = None
-
-    @property
-    def rho(self) -> float | None:
-        return None if self.zeta is None else self.zeta**2 / 2.0
+    rho: float | None = None  # zCDP, when every charge has a zCDP bound (:func:`zcdp_rho`)
 
     def describe(self) -> str:
         if self.n_charges == 0:
             return "nothing"
         text = f"epsilon={self.epsilon:.6g} at delta={self.delta:g}"
-        return f"zeta={self.zeta:.6g} (GDP), {text}" if self.zeta is not None else text
+        if self.zeta is not None:
+            return f"zeta={self.zeta:.6g} (GDP), {text}"
+        return f"rho={self.rho:.6g} (zCDP), {text}" if self.rho is not None else text
+
+
+def zcdp_rho(charge: PrivacyCharge) -> Fraction | None:
+    """rho-zCDP bound of one charge, exact in the stored floats' rationals; None if it has none.
+
+    Gaussian ``zeta^2 / 2`` (spec §1.3); pure and Laplace ``eps^2 / 2``: an eps-DP mechanism is
+    eps^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4). ``approx`` and ``rdp`` charges have no bound.
+    """
+    if charge.mechanism == "gaussian":
+        return Fraction(charge.zeta) ** 2 / 2  # type: ignore[arg-type]
+    if charge.mechanism in {"pure", "laplace"}:
+        return Fraction(charge.epsilon) ** 2 / 2  # type: ignore[arg-type]
+    return None
+
+
+def admissible(charge: PrivacyCharge, cap: Cap) -> str | None:
+    """Why ``charge`` can never count against ``cap`` (None if it can): caps compare in their own
+    currency (module docstring), so a GDP cap admits Gaussian charges only and a zCDP cap charges
+    with a zCDP bound only."""
+    if cap.kind == "zeta" and charge.mechanism != "gaussian":
+        return (f"a zeta-GDP cap admits Gaussian charges only, got a {charge.mechanism} charge "
+                "(GDP is a promise about the whole tradeoff curve, which an epsilon at one delta "
+                "does not keep); give the dataset a rho-zCDP cap (zeta-GDP = zeta^2/2-zCDP) or an "
+                "(epsilon, delta) cap with `dpcausal ledger set-budget`")
+    if cap.kind == "rho" and zcdp_rho(charge) is None:
+        return (f"a rho-zCDP cap admits gaussian, laplace and pure charges only, got a "
+                f"{charge.mechanism} charge (it has no zCDP bound); give the dataset an "
+                "(epsilon, delta) cap with `dpcausal ledger set-budget`")
+    return None
 
 
 def compose(charges: Sequence[PrivacyCharge], delta: float = DEFAULT_DELTA) -> Spend:
     """Compose charges on one dataset and report (epsilon at ``delta``) per the table above."""
     if not charges:
-        return Spend(0, 0.0, delta, "none", zeta=0.0)
+        return Spend(0, 0.0, delta, "none", zeta=0.0, rho=0.0)
+    rhos = [zcdp_rho(c) for c in charges]
+    rho = None if None in rhos else _up(float(sum(rhos, Fraction(0))))  # type: ignore[arg-type]
     if all(c.mechanism == "gaussian" for c in charges):
         zeta = compose_gdp([c.zeta for c in charges])  # type: ignore[misc]
-        return Spend(len(charges), _up(_gdp_epsilon_or_inf(zeta, delta)), delta, "gdp", zeta=zeta)
+        return Spend(len(charges), _up(_gdp_epsilon_or_inf(zeta, delta)), delta, "gdp",
+                     zeta=zeta, rho=zeta**2 / 2)
     if any(c.mechanism == "rdp" for c in charges):
         return Spend(len(charges), _up(_rdp_epsilon(charges, delta)), delta, "rdp")
-    return Spend(len(charges), _pld_epsilon(charges, delta), delta, "pld")
+    return Spend(len(charges), _pld_epsilon(charges, delta), delta, "pld", rho=rho)
 
 
 def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]:
     """Whether composing ``charges`` stays within ``cap`` (never rounding in the user's favour)."""
     spend = compose(charges, cap.delta)
+    if any(admissible(c, cap) is not None for c in charges):
+        return False, spend
+    if cap.kind == "rho":
+        # exact: sum rho_j <= rho_cap in rational arithmetic (composition: Bun & Steinke 2016, Lemma 1.7)
+        total = sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
+        return total <= Fraction(cap.value), spend
     if spend.zeta is not None and cap.zeta is not None:
         # exact: sum zeta_j^2 <= zeta_cap^2 (= 2 rho) in rational arithmetic on the stored floats
         total = sum((Fraction(c.zeta) ** 2 for c in charges), Fraction(0))  # type: ignore[arg-type]

@@ -19,5 +19,15 @@ class BudgetExceededError(ValueError):
         )
 
 
+class IncompatibleChargeError(ValueError):
+    """A charge that can never count against the dataset's cap (its mechanism or its unit of
+    privacy); refused before anything is recorded or drawn."""
+
+    def __init__(self, dataset: str, reason: str) -> None:
+        self.dataset = dataset
+        super().__init__(f"refused for dataset {dataset}: {reason}. No noise was drawn and "
+                         "nothing was charged.")
+
+
 class ReleaseInProgressError(RuntimeError):
     """The release id was reserved before but never committed; its charge stays, no new noise."""

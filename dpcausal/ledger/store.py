@@ -30,8 +30,12 @@ from sqlalchemy.engine import Connection
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.ledger import schema
-from dpcausal.ledger.composition import Cap, Spend, compose, remaining, within_cap
-from dpcausal.ledger.errors import BudgetExceededError, ReleaseInProgressError
+from dpcausal.ledger.composition import Cap, Spend, admissible, compose, remaining, within_cap
+from dpcausal.ledger.errors import (
+    BudgetExceededError,
+    IncompatibleChargeError,
+    ReleaseInProgressError,
+)
 
 _T = schema.charges
 _D = schema.datasets
@@ -110,6 +114,10 @@ class Ledger:
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
             recorded = _charges_of(conn, dataset)
+            reasons = [r for r in (admissible(c, cap) for c in recorded) if r is not None]
+            if reasons:
+                raise ValueError(f"cannot set the cap of dataset {dataset} to {cap.describe()}: "
+                                 f"{reasons[0]}, and that charge is already recorded.")
             ok, spend = within_cap(recorded, cap)
             if not ok:
                 raise ValueError(
@@ -270,9 +278,12 @@ class Ledger:
 
 
 def _admit(dataset: str, charge: PrivacyCharge, recorded: list[PrivacyCharge],
-           cap: Cap) -> tuple[BudgetExceededError | None, Spend]:
+           cap: Cap) -> tuple[ValueError | None, Spend]:
     """(the refusal of ``charge`` on top of ``recorded`` under ``cap``, or None; the spend with
     ``charge`` included)."""
+    reason = admissible(charge, cap)
+    if reason is not None:
+        return IncompatibleChargeError(dataset, reason), compose(recorded, cap.delta)
     ok, spend = within_cap([*recorded, charge], cap)
     if ok:
         return None, spend

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger.composition import Cap, compose, remaining, within_cap
+from dpcausal.ledger.composition import Cap, admissible, compose, remaining, within_cap
 
 
 def gauss(z: float) -> PrivacyCharge:
@@ -145,12 +145,40 @@ def test_mixed_cap_boundary_catches_undercounting() -> None:
     reference = acc.get_epsilon(1e-5)
     assert within_cap(charges, Cap("epsilon", reference * 1.001, 1e-5))[0]
     assert not within_cap(charges, Cap("epsilon", reference * 0.999, 1e-5))[0]
-    # a GDP cap with non-Gaussian charges is compared at the reporting delta
-    from dpcausal.accounting import gdp_zeta_for
 
-    zeta_cap = gdp_zeta_for(reference, 1e-5)
-    assert within_cap(charges, Cap("zeta", zeta_cap * 1.001))[0]
-    assert not within_cap(charges, Cap("zeta", zeta_cap * 0.999))[0]
+
+# ---------------------------------------------------------------- GDP / zCDP caps, mixed
+def test_pure_laplace_charge_is_not_admitted_under_a_gdp_cap_by_its_epsilon() -> None:
+    """Issue 18 item 5: 1-GDP is (4.377, 1e-5)-DP, so comparing as epsilon at one delta admitted
+    a pure eps=4.3 Laplace charge; a GDP cap is a promise about the whole tradeoff curve."""
+    assert not within_cap([lap(4.3)], Cap("zeta", 1.0))[0]
+    assert not within_cap([gauss(0.1), lap(0.01)], Cap("zeta", 1.0))[0]
+    assert admissible(lap(0.01), Cap("zeta", 1.0)) is not None
+    assert admissible(gauss(0.5), Cap("zeta", 1.0)) is None
+
+
+def test_zcdp_cap_admits_pure_charges_as_half_epsilon_squared() -> None:
+    """Bun & Steinke (2016) Prop. 1.4: eps-DP => eps^2/2-zCDP; Gaussian zeta => zeta^2/2-zCDP."""
+    assert not within_cap([lap(4.3)], Cap("rho", 9.2))[0]  # 4.3^2 / 2 = 9.245
+    assert within_cap([lap(4.3)], Cap("rho", 9.2451))[0]
+    # 1.0^2/2 + 1.2^2/2 + 0.6^2/2 = 1.4 exactly (in the stored floats' rationals)
+    charges = [gauss(1.0), lap(1.2), PrivacyCharge("pure", epsilon=0.6)]
+    exact = sum(Fraction(v) ** 2 for v in (1.0, 1.2, 0.6)) / 2
+    assert within_cap(charges, Cap("rho", float(exact) * (1 + 1e-12)))[0]
+    assert not within_cap(charges, Cap("rho", float(exact) * (1 - 1e-12)))[0]
+    assert compose(charges).rho == pytest.approx(1.4, rel=1e-8)  # rounded up by 1e-9
+    assert compose(charges).zeta is None  # not a GDP figure any more
+
+
+@pytest.mark.parametrize("charge", [
+    PrivacyCharge("approx", epsilon=0.1, delta=1e-9),
+    PrivacyCharge("rdp", rdp_orders=(2.0, 4.0), rdp_epsilons=(0.01, 0.02)),
+])
+def test_charges_without_a_zcdp_bound_are_refused_under_gdp_and_zcdp_caps(charge) -> None:
+    for cap in (Cap("zeta", 10.0), Cap("rho", 50.0)):
+        assert admissible(charge, cap) is not None
+        assert not within_cap([charge], cap)[0]
+    assert admissible(charge, Cap("epsilon", 10.0, 1e-5)) is None
 
 
 # ---------------------------------------------------------------- with RDP curves

@@ -12,7 +12,13 @@ import pytest
 import sqlalchemy as sa
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import BudgetExceededError, Ledger, LedgerError, ReleaseInProgressError
+from dpcausal.ledger import (
+    BudgetExceededError,
+    IncompatibleChargeError,
+    Ledger,
+    LedgerError,
+    ReleaseInProgressError,
+)
 
 
 def gauss(z: float) -> PrivacyCharge:
@@ -110,6 +116,20 @@ def test_history_and_budgets_tables(led: Ledger) -> None:
     assert 0 < row["remaining_epsilon"] < 9.0 - row["spent_epsilon"] + 1e-9
     spent = led.spent("ds")
     assert spent.zeta is None and spent.delta == 1e-6
+
+
+def test_gdp_cap_refuses_a_laplace_charge_before_reserving(led: Ledger) -> None:
+    """Issue 18 item 5: eps=4.3 pure Laplace was admitted under a 1-GDP cap (4.377 at 1e-5)."""
+    led.set_budget("ds", zeta=1.0)
+    with pytest.raises(IncompatibleChargeError, match="refused for dataset ds: a zeta-GDP cap "
+                                                      "admits Gaussian charges only"):
+        with led.release("ds", "r/1", PrivacyCharge("laplace", epsilon=4.3)):
+            pytest.fail("no block, no noise for a refused charge")
+    assert led.history("ds").empty
+    led.set_budget("ds", rho=0.5)  # zCDP: the same charge counts as 4.3^2 / 2 = 9.245
+    with pytest.raises(BudgetExceededError):
+        led.check("ds", PrivacyCharge("laplace", epsilon=4.3))
+    _publish(led, "r/2", PrivacyCharge("laplace", epsilon=1.0))  # exactly rho = 0.5
 
 
 def test_set_budget_cannot_go_below_spent(led: Ledger) -> None:
