@@ -6,24 +6,46 @@ import json
 from typing import Any, Callable
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import Ledger
+from dpcausal.ledger import Cap, Ledger
 
 
 def open_ledger(budget: float | None = None, dataset: str | None = None) -> Ledger:
-    """The project ledger (DPCAUSAL_LEDGER_URL); a config budget creates it and sets the cap of a
-    dataset seen for the first time (later caps are managed with `dpcausal ledger set-budget`)."""
-    led = Ledger(create=budget is not None)
-    if budget is not None and dataset is not None and not led.has_dataset(dataset):
-        led.set_budget(dataset, zeta=budget)
+    """The project ledger (DPCAUSAL_LEDGER_URL). It is never created here and no cap is ever set
+    here: a dataset must have been given its cap explicitly (`dpcausal ledger set-budget`, or
+    :func:`set_initial_budget` for the demo's own data). ``budget`` (a config's
+    ``ledger.budget``) only names the cap to suggest when ``dataset`` has none."""
+    led = Ledger()
+    if dataset is not None and not led.has_dataset(dataset):
+        led.close()
+        cap = f"--zeta {budget:g}" if budget is not None else "--zeta Z"
+        raise ValueError(_no_cap(dataset, cap))
     return led
 
 
-def ensure_epsilon_cap(dataset: str, epsilon: float | None, delta: float) -> None:
-    """Create the ledger if needed and give a dataset seen for the first time its (epsilon,
-    delta) cap (the ``ledger`` block of an (epsilon, delta) mechanism's config)."""
+def _no_cap(dataset: str, cap: str) -> str:
+    return (f"dataset {dataset!r} has no privacy budget in the ledger; its curator sets it "
+            f"explicitly: `dpcausal ledger set-budget {dataset} {cap}` (a config never creates "
+            "a cap: a new dataset id must not start with a fresh budget)")
+
+
+def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | None = None,
+                       epsilon: float | None = None, delta: float | None = None) -> Cap:
+    """Give ``dataset`` its cap if it has none yet (creating the ledger if needed); else keep the
+    cap it has. For a project's own data only (the demo): every other dataset gets its cap from
+    its curator through `dpcausal ledger set-budget`."""
     with Ledger(create=True) as led:
-        if epsilon is not None and not led.has_dataset(dataset):
-            led.set_budget(dataset, epsilon=epsilon, delta=delta)
+        if led.has_dataset(dataset):
+            return led.cap(dataset)
+        return led.set_budget(dataset, zeta=zeta, rho=rho, epsilon=epsilon, delta=delta)
+
+
+def ensure_epsilon_cap(dataset: str, epsilon: float | None, delta: float) -> None:
+    """Refuse (ValueError) a dataset without a cap; ``epsilon``/``delta`` (an (epsilon, delta)
+    mechanism's config) only name the cap to suggest. Never creates a ledger or a cap."""
+    cap = f"--epsilon {epsilon:g} --delta {delta:g}" if epsilon is not None else "--epsilon E"
+    with Ledger() as led:
+        if not led.has_dataset(dataset):
+            raise ValueError(_no_cap(dataset, cap))
 
 
 def check_budget(dataset: str, charge: PrivacyCharge, *, budget: float | None = None) -> None:
