@@ -69,9 +69,10 @@ class SessionAccountant:
 class LedgerAccountant:
     """Charges every fit to ``dataset`` in a persistent ledger: reserve, release, commit."""
 
-    def __init__(self, ledger: Ledger, dataset: str) -> None:
+    def __init__(self, ledger: Ledger, dataset: str, fingerprint: str | None = None) -> None:
         self.ledger = ledger
         self.dataset = dataset
+        self.fingerprint = fingerprint
 
     @contextmanager
     def charging(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
@@ -81,7 +82,9 @@ class LedgerAccountant:
                              "it is a non-private read of the data")
         recorder = _Recorder()
         release_id = f"notebook/{uuid.uuid4()}"
-        with self.ledger.release(self.dataset, release_id, charge) as slot:
+        with self.ledger.release(self.dataset, release_id, charge, unit=mechanism.unit,
+                                 fingerprint=self.fingerprint,
+                                 detail={"mechanism_class": type(mechanism).__name__}) as slot:
             yield recorder
             if recorder.release is not None:
                 slot.commit(recorder.release.to_json())

@@ -48,23 +48,29 @@ def ensure_epsilon_cap(dataset: str, epsilon: float | None, delta: float) -> Non
             raise ValueError(_no_cap(dataset, cap))
 
 
-def check_budget(dataset: str, charge: PrivacyCharge, *, budget: float | None = None) -> None:
-    """Refuse now (BudgetExceededError) a charge that would not fit under the dataset's cap:
-    before any model is fitted. The reservation at release time stays authoritative."""
+def check_budget(dataset: str, charge: PrivacyCharge, *, budget: float | None = None,
+                 unit: str, fingerprint: str | None = None) -> None:
+    """Refuse now what the reservation would refuse (BudgetExceededError, IncompatibleChargeError,
+    DatasetIdentityError, or no cap at all) before any model is fitted. ``unit`` is the charge's
+    unit of privacy, ``fingerprint`` the data's keyed fingerprint. The reservation at release time
+    stays authoritative."""
     with open_ledger(budget, dataset) as led:
-        led.check(dataset, charge)
+        led.check(dataset, charge, unit=unit, fingerprint=fingerprint)
 
 
 def charged_release(dataset: str, release_id: str, charge: PrivacyCharge,
                     draw: Callable[[], dict[str, Any]], *, budget: float | None = None,
-                    run_url: str | None = None) -> tuple[dict[str, Any], bool]:
-    """Reserve ``charge``, call ``draw`` (which draws the noise once), commit its JSON.
+                    run_url: str | None = None, unit: str, fingerprint: str | None = None,
+                    detail: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+    """Reserve ``charge`` (per ``unit``), call ``draw`` (which draws the noise once), commit its
+    JSON. ``detail`` says what the release was (estimator, K, bounds ...) for `ledger history`.
 
     Returns ``(release, reused)``: a release id committed before returns its stored release
-    (no new noise). Raises BudgetExceededError before ``draw`` when the cap would be exceeded.
+    (no new noise). Raises before ``draw`` when the ledger refuses the charge.
     """
     with open_ledger(budget, dataset) as led:
-        with led.release(dataset, release_id, charge, run_url=run_url) as slot:
+        with led.release(dataset, release_id, charge, run_url=run_url, unit=unit,
+                         fingerprint=fingerprint, detail=detail) as slot:
             if slot.result is not None:
                 return json.loads(slot.result), True
             out = draw()

@@ -6,11 +6,12 @@ See ``dpcausal/ledger/README.md`` for the protocol and the composition each mech
 from dpcausal.ledger.composition import Cap, Spend, compose
 from dpcausal.ledger.errors import (
     BudgetExceededError,
+    DatasetIdentityError,
     IncompatibleChargeError,
     LedgerError,
     ReleaseInProgressError,
 )
 from dpcausal.ledger.store import Ledger, ReleaseSlot
 
-__all__ = ["BudgetExceededError", "Cap", "IncompatibleChargeError", "Ledger", "LedgerError",
-           "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose"]
+__all__ = ["BudgetExceededError", "Cap", "DatasetIdentityError", "IncompatibleChargeError",
+           "Ledger", "LedgerError", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose"]

@@ -139,6 +139,30 @@ def zcdp_rho(charge: PrivacyCharge) -> Fraction | None:
     return None
 
 
+# Which caps a charge's unit of privacy bounds: a guarantee for every record of one user (or
+# client) bounds the loss of any one of its rows, and a row-level guarantee bounds the loss of
+# one row's label; never the reverse (a row-level charge says nothing about a user with many
+# rows, a label-level one nothing about the other columns). Clients are not assumed to hold
+# whole users.
+UNIT_BOUNDS = {"row": {"row", "label"}, "user": {"user", "row", "label"},
+               "client": {"client", "row", "label"}, "label": {"label"}}
+
+
+def unit_admissible(charge_unit: str, cap_unit: str) -> str | None:
+    """Why a charge stated per ``charge_unit`` cannot count against a cap per ``cap_unit`` (None
+    if it can, at its own parameters): :data:`UNIT_BOUNDS`, dpcausal/ledger/README.md "Units"."""
+    for name, unit in (("unit", charge_unit), ("cap unit", cap_unit)):
+        if unit not in UNIT_BOUNDS:
+            raise ValueError(f"{name} must be one of {sorted(UNIT_BOUNDS)}, got {unit!r}")
+    if cap_unit in UNIT_BOUNDS[charge_unit]:
+        return None
+    return (f"its cap is per {cap_unit} and the charge per {charge_unit}: a {charge_unit}-level "
+            f"guarantee does not bound the loss of one {cap_unit} (only "
+            f"{', '.join(sorted(UNIT_BOUNDS[charge_unit]))}); convert the charge explicitly "
+            f"(e.g. group privacy over a public maximum of rows per {cap_unit}) or give the "
+            f"dataset a cap per {charge_unit}")
+
+
 def admissible(charge: PrivacyCharge, cap: Cap) -> str | None:
     """Why ``charge`` can never count against ``cap`` (None if it can): caps compare in their own
     currency (module docstring), so a GDP cap admits Gaussian charges only and a zCDP cap charges
@@ -176,7 +200,7 @@ def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]
     if any(admissible(c, cap) is not None for c in charges):
         return False, spend
     if cap.kind == "rho":
-        # exact: sum rho_j <= rho_cap in rational arithmetic (composition: Bun & Steinke 2016, Lemma 1.7)
+        # exact: sum rho_j <= rho_cap in rationals (composition: Bun & Steinke 2016, Lemma 1.7)
         total = sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
         return total <= Fraction(cap.value), spend
     if spend.zeta is not None and cap.zeta is not None:

@@ -29,5 +29,18 @@ class IncompatibleChargeError(ValueError):
                          "nothing was charged.")
 
 
+class DatasetIdentityError(ValueError):
+    """The data's keyed fingerprint is bound to another dataset id: the same data must not start
+    with a fresh budget under a new id. Nothing was recorded or drawn."""
+
+    def __init__(self, dataset: str, original: str) -> None:
+        self.dataset, self.original = dataset, original
+        super().__init__(
+            f"refused for dataset {dataset}: these data (their keyed fingerprint) are already "
+            f"budgeted as dataset {original!r}; release them under {original!r} (the same data "
+            "under a new id would start with a fresh budget). No noise was drawn and nothing was "
+            "charged.")
+
+
 class ReleaseInProgressError(RuntimeError):
     """The release id was reserved before but never committed; its charge stays, no new noise."""

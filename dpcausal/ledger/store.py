@@ -21,7 +21,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -30,15 +30,25 @@ from sqlalchemy.engine import Connection
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.ledger import schema
-from dpcausal.ledger.composition import Cap, Spend, admissible, compose, remaining, within_cap
+from dpcausal.ledger.composition import (
+    Cap,
+    Spend,
+    admissible,
+    compose,
+    remaining,
+    unit_admissible,
+    within_cap,
+)
 from dpcausal.ledger.errors import (
     BudgetExceededError,
+    DatasetIdentityError,
     IncompatibleChargeError,
     ReleaseInProgressError,
 )
 
 _T = schema.charges
 _D = schema.datasets
+_F = schema.fingerprints
 
 
 @dataclass
@@ -93,13 +103,18 @@ class Ledger:
 
     # ------------------------------------------------------------------ budgets
     def set_budget(self, dataset: str, *, zeta: float | None = None, rho: float | None = None,
-                   epsilon: float | None = None, delta: float | None = None) -> Cap:
+                   epsilon: float | None = None, delta: float | None = None, unit: str = "row",
+                   fingerprint: str | None = None) -> Cap:
         """Set (or change) a dataset's cap: exactly one of ``zeta``, ``rho``, ``epsilon``+``delta``.
 
         For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
-        reported and, for mixed mechanisms, compared. A cap below what is already spent is refused.
+        reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client);
+        ``fingerprint`` (the data's keyed fingerprint) binds the data to this dataset id. A cap
+        below what is already spent, or one a recorded charge cannot count against, is refused;
+        so is a fingerprint already bound to another dataset id.
         """
         _check_name(dataset)
+        unit_admissible(unit, unit)  # validates the name
         given = {k: v for k, v in {"zeta": zeta, "rho": rho, "epsilon": epsilon}.items()
                  if v is not None}
         if len(given) != 1:
@@ -113,8 +128,12 @@ class Ledger:
         now = datetime.now(UTC)
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
+            if fingerprint is not None:
+                _check_fingerprint(conn, dataset, fingerprint)
             recorded = _charges_of(conn, dataset)
-            reasons = [r for r in (admissible(c, cap) for c in recorded) if r is not None]
+            units = conn.execute(sa.select(_T.c.unit).where(_T.c.dataset == dataset)).scalars()
+            reasons = [r for r in (unit_admissible(u, unit) for u in set(units)) if r is not None]
+            reasons += [r for r in (admissible(c, cap) for c in recorded) if r is not None]
             if reasons:
                 raise ValueError(f"cannot set the cap of dataset {dataset} to {cap.describe()}: "
                                  f"{reasons[0]}, and that charge is already recorded.")
@@ -125,12 +144,19 @@ class Ledger:
                     f"spent {spend.describe()}, more than that cap. A cap cannot go below what is "
                     "spent; give a cap at least as large.")
             values = dict(cap_kind=cap.kind, cap_value=float(cap.value),
-                          cap_delta=float(cap.delta), updated_at=now)
+                          cap_delta=float(cap.delta), unit=unit, updated_at=now)
             if row is None:
                 conn.execute(_D.insert().values(name=dataset, created_at=now, **values))
             else:
                 conn.execute(_D.update().where(_D.c.name == dataset).values(**values))
+            if fingerprint is not None:
+                _bind_fingerprint(conn, dataset, fingerprint)
         return cap
+
+    def unit(self, dataset: str) -> str:
+        """The unit of privacy of the dataset's cap (ValueError for an unknown dataset)."""
+        with self.engine.connect() as conn:
+            return str(_require(conn, dataset, _read_dataset(conn, dataset))["unit"])
 
     def has_dataset(self, dataset: str) -> bool:
         """Whether the dataset has a cap in this ledger."""
@@ -163,14 +189,16 @@ class Ledger:
                 spend = compose(recorded, cap.delta)
                 left = remaining(recorded, cap)
                 rows.append({
-                    "dataset": d["name"], "cap": cap.describe(), "delta": cap.delta,
+                    "dataset": d["name"], "unit": d["unit"], "cap": cap.describe(),
+                    "delta": cap.delta,
                     "charges": spend.n_charges, "committed": counts.get("committed", 0),
                     "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
                     "spent_zeta": spend.zeta, "spent_epsilon": spend.epsilon,
                     "remaining_zeta": left["zeta"], "remaining_epsilon": left["epsilon"],
                     "composition": spend.method,
                 })
-        columns = ["dataset", "cap", "delta", "charges", "committed", "unfinished", "spent_zeta",
+        columns = ["dataset", "unit", "cap", "delta", "charges", "committed", "unfinished",
+                   "spent_zeta",
                    "spent_epsilon", "remaining_zeta", "remaining_epsilon", "composition"]
         return pd.DataFrame(rows, columns=columns)
 
@@ -184,36 +212,54 @@ class Ledger:
             _mark_dead_reservations(conn, dataset)
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
             frame = pd.DataFrame([dict(r) for r in rows.mappings()])
-        columns = ["release_id", "status", "mechanism", "zeta", "epsilon", "delta",
-                   "reserved_at", "finished_at", "run_url"]
-        return frame[columns] if len(frame) else pd.DataFrame(columns=columns)
+        columns = ["release_id", "status", "mechanism", "unit", "zeta", "epsilon", "delta",
+                   "detail", "reserved_at", "finished_at", "run_url"]
+        if not len(frame):
+            return pd.DataFrame(columns=columns)
+        frame["detail"] = [json.loads(d) for d in frame["detail"]]
+        return frame[columns]
 
     # ------------------------------------------------------------------ releases
-    def check(self, dataset: str, charge: PrivacyCharge) -> None:
-        """Raise BudgetExceededError now if ``charge`` would not fit under the cap today.
+    def check(self, dataset: str, charge: PrivacyCharge, *, unit: str,
+              fingerprint: str | None = None) -> None:
+        """Raise now what :meth:`release` would raise for ``charge`` per ``unit`` today
+        (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError).
 
         Advisory and read-only, so a flow can refuse before hours of model fitting; only the
         reservation in :meth:`release` is authoritative (another release may land in between).
         """
         with self.engine.connect() as conn:
-            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
-            refusal, _ = _admit(dataset, charge, _charges_of(conn, dataset), cap)
+            row = _require(conn, dataset, _read_dataset(conn, dataset))
+            if fingerprint is not None:
+                _check_fingerprint(conn, dataset, fingerprint)
+            refusal, _ = _admit(dataset, charge, unit, _charges_of(conn, dataset), row)
         if refusal is not None:
             raise refusal
 
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                run_url: str | None = None) -> Iterator[ReleaseSlot]:
+                run_url: str | None = None, *, unit: str, fingerprint: str | None = None,
+                detail: dict | None = None) -> Iterator[ReleaseSlot]:
         """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
+
+        ``unit`` is the charge's unit of privacy (row, user, label, client); ``fingerprint`` the
+        released data's keyed fingerprint (bound to ``dataset`` on first use); ``detail`` what
+        the release was (mechanism, estimator, K, bounds ...), stored with ``charge.detail``.
 
         Raises
         ------
         BudgetExceededError
             The cap would be exceeded (nothing recorded; draw no noise).
+        IncompatibleChargeError
+            The cap can never admit this charge: its mechanism or its unit (nothing recorded).
+        DatasetIdentityError
+            ``fingerprint`` is already bound to another dataset id (nothing recorded).
         ReleaseInProgressError
             The release id was reserved before and never committed (its charge stays recorded).
         """
-        slot = self._reserve(dataset, release_id, charge, run_url)
+        if detail:
+            charge = replace(charge, detail={**charge.detail, **detail})
+        slot = self._reserve(dataset, release_id, charge, run_url, unit, fingerprint)
         if slot.result is not None:  # committed before: hand it back, draw nothing
             yield slot
             return
@@ -229,8 +275,9 @@ class Ledger:
                 "stays recorded (status incomplete) and nothing may be published under it.")
 
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                 run_url: str | None) -> ReleaseSlot:
+                 run_url: str | None, unit: str, fingerprint: str | None) -> ReleaseSlot:
         _check_name(dataset)
+        unit_admissible(unit, unit)  # validates the name before anything is read
         if not isinstance(release_id, str) or not release_id.strip():
             raise ValueError(f"release_id must be a non-empty string, got {release_id!r}; "
                              "use '<prefect flow-run id>/<release name>'")
@@ -239,30 +286,36 @@ class Ledger:
                             f"{type(charge).__name__}")
         outcome: ReleaseSlot | Exception
         with self.engine.begin() as conn:
-            cap = _cap_of(_require(conn, dataset, _lock_dataset(conn, dataset)))
+            row = _require(conn, dataset, _lock_dataset(conn, dataset))
             recorded = _charges_of(conn, dataset)
             same_id = sa.select(_T).where(_T.c.release_id == release_id)
             old = conn.execute(same_id).mappings().first()
             if old is not None:
-                outcome = _retry(conn, old, dataset, charge, recorded, cap)
+                outcome = _retry(conn, old, dataset, charge, unit, recorded, _cap_of(row))
+            elif fingerprint is not None and (owner := _owner_of(conn, fingerprint)) not in (
+                    None, dataset):
+                outcome = DatasetIdentityError(dataset, owner)
             else:
-                outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, cap)
+                outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, row,
+                                       unit, fingerprint)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
-                run_url: str | None, recorded: list[PrivacyCharge],
-                cap: Cap) -> ReleaseSlot | Exception:
-        refusal, spend = _admit(dataset, charge, recorded, cap)
+                run_url: str | None, recorded: list[PrivacyCharge], row: sa.RowMapping,
+                unit: str, fingerprint: str | None) -> ReleaseSlot | Exception:
+        refusal, spend = _admit(dataset, charge, unit, recorded, row)
         if refusal is not None:
             return refusal
+        if fingerprint is not None:
+            _bind_fingerprint(conn, dataset, fingerprint)
         token = uuid.uuid4().hex
         conn.execute(_T.insert().values(
             release_id=release_id, dataset=dataset, status="reserved", token=token,
-            owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url,
-            reserved_at=datetime.now(UTC), **_charge_row(charge)))
+            owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=unit,
+            fingerprint=fingerprint, reserved_at=datetime.now(UTC), **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
     def _finish(self, release_id: str, token: str, status: str, result: str | None) -> None:
@@ -277,11 +330,13 @@ class Ledger:
                     "by a retry); nothing is published, its charge stays recorded.")
 
 
-def _admit(dataset: str, charge: PrivacyCharge, recorded: list[PrivacyCharge],
-           cap: Cap) -> tuple[ValueError | None, Spend]:
-    """(the refusal of ``charge`` on top of ``recorded`` under ``cap``, or None; the spend with
-    ``charge`` included)."""
-    reason = admissible(charge, cap)
+def _admit(dataset: str, charge: PrivacyCharge, unit: str, recorded: list[PrivacyCharge],
+           row: sa.RowMapping) -> tuple[ValueError | None, Spend]:
+    """(the refusal of ``charge`` per ``unit`` on top of ``recorded`` under the dataset ``row``'s
+    cap, or None; the spend with ``charge`` included). Recorded charges were admitted under the
+    same rules, so each counts at its own parameters (README "Units")."""
+    cap = _cap_of(row)
+    reason = unit_admissible(unit, row["unit"]) or admissible(charge, cap)
     if reason is not None:
         return IncompatibleChargeError(dataset, reason), compose(recorded, cap.delta)
     ok, spend = within_cap([*recorded, charge], cap)
@@ -291,11 +346,12 @@ def _admit(dataset: str, charge: PrivacyCharge, recorded: list[PrivacyCharge],
                                _describe(charge), cap.describe(), spend.describe()), spend
 
 
-def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge,
+def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge, unit: str,
            recorded: list[PrivacyCharge], cap: Cap) -> ReleaseSlot | Exception:
     """A release id seen before: its committed result, or the error to raise (no new noise)."""
     rid = old["release_id"]
-    if old["dataset"] != dataset or not _same_charge(_row_charge(old), charge):
+    if (old["dataset"] != dataset or not _same_charge(_row_charge(old), charge)
+            or old["unit"] != unit):
         return ValueError(
             f"release_id {rid} is already recorded for dataset {old['dataset']} with charge "
             f"{_describe(_row_charge(old))}; a release id names one release: use a new id for "
@@ -329,6 +385,27 @@ def _mark_dead_reservations(conn: Connection, dataset: str | None = None) -> Non
     if dead:
         conn.execute(_T.update().where(_T.c.id.in_(dead), _T.c.status == "reserved")
                      .values(status="incomplete"))
+
+
+def _owner_of(conn: Connection, fingerprint: str) -> str | None:
+    """The dataset id a keyed fingerprint is bound to, if any."""
+    return conn.execute(sa.select(_F.c.dataset).where(_F.c.fingerprint == fingerprint)).scalar()
+
+
+def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
+    if not isinstance(fingerprint, str) or not fingerprint.strip():
+        raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}")
+    owner = _owner_of(conn, fingerprint)
+    if owner not in (None, dataset):
+        raise DatasetIdentityError(dataset, owner)
+
+
+def _bind_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
+    """Bind ``fingerprint`` to ``dataset`` (a no-op if it already is; callers checked it is not
+    bound elsewhere, under the dataset's lock)."""
+    if _owner_of(conn, fingerprint) is None:
+        conn.execute(_F.insert().values(fingerprint=fingerprint, dataset=dataset,
+                                        created_at=datetime.now(UTC)))
 
 
 def _check_name(dataset: object) -> None:

@@ -37,13 +37,14 @@ def test_set_budget_budgets_history(run, tmp_path: Path) -> None:
 
     with Ledger(f"sqlite:///{tmp_path / 'data' / 'ledger.db'}") as led:
         with led.release("trial-A", "flowrun-1/ate", PrivacyCharge("gaussian", zeta=0.5),
-                         run_url="http://127.0.0.1:5000/#/experiments/1/runs/abc") as slot:
+                         run_url="http://127.0.0.1:5000/#/experiments/1/runs/abc",
+                         unit="row") as slot:
             slot.commit(json.dumps({"tau_dp": 0.1}))
 
     out = run("ledger", "budgets")
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[1].split()[:4] == ["dataset", "cap", "delta", "charges"]
+    assert lines[1].split()[:5] == ["dataset", "unit", "cap", "delta", "charges"]
     row_a = next(line for line in lines if line.startswith("trial-A"))
     assert "zeta=1.5 (GDP)" in row_a and " 0.5 " in row_a and "1.41421" in row_a
     row_c = next(line for line in lines if line.startswith("trial-C"))
@@ -69,7 +70,7 @@ def test_errors_exit_nonzero_with_a_message(run, args: list[str], message: str) 
 def test_lowering_below_spent_and_unknown_dataset(run, tmp_path: Path) -> None:
     run("ledger", "set-budget", "d", "--zeta", "2")
     with Ledger(f"sqlite:///{tmp_path / 'data' / 'ledger.db'}") as led:
-        with led.release("d", "r/1", PrivacyCharge("gaussian", zeta=1.8)) as slot:
+        with led.release("d", "r/1", PrivacyCharge("gaussian", zeta=1.8), unit="row") as slot:
             slot.commit("{}")
     out = run("ledger", "set-budget", "d", "--zeta", "1")
     assert out.exit_code == 1 and "cannot set the cap of dataset d" in out.output

@@ -39,7 +39,8 @@ def _release(url: str, release_id: str, noise_log: Path, go=None, reserved=None,
     if go is not None:
         go.wait(60)
     try:
-        with led.release("ds", release_id, PrivacyCharge("gaussian", zeta=ZETA)) as slot:
+        with led.release("ds", release_id, PrivacyCharge("gaussian", zeta=ZETA),
+                         unit="row") as slot:
             if slot.result is not None:
                 return {"outcome": "replayed", "result": slot.result}
             noise = float(np.random.default_rng().normal(0.0, 1.0 / ZETA))
@@ -165,7 +166,8 @@ def test_sigkill_between_reserve_and_commit(ledger_url: str, tmp_path: Path) -> 
         assert led.spent("ds").zeta == ZETA
         # and no result was ever published under it
         with pytest.raises(ReleaseInProgressError, match="status incomplete"):
-            with led.release("ds", "flowrun-7/ate", PrivacyCharge("gaussian", zeta=ZETA)):
+            with led.release("ds", "flowrun-7/ate", PrivacyCharge("gaussian", zeta=ZETA),
+                             unit="row"):
                 pytest.fail("the block must not run for an unfinished release id")
     FIGURES[f"crash {ledger_url.split(':')[0]}"] = dict(status="incomplete", noise_draws=1,
                                                         rerun=outcome["outcome"])

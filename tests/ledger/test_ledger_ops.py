@@ -23,16 +23,16 @@ def test_a_config_budget_never_creates_a_ledger_or_a_cap(url: str, tmp_path: Pat
     id a fresh cap, so the same data under a new id started with a full budget."""
     charge = PrivacyCharge("gaussian", zeta=0.5)
     with pytest.raises(LedgerError, match="the file does not exist"):
-        ledger_ops.check_budget("new-id", charge, budget=15.0)
+        ledger_ops.check_budget("new-id", charge, budget=15.0, unit="row")
     assert not (tmp_path / "ledger.db").exists()
     with Ledger(url, create=True) as led:
         led.set_budget("old-id", zeta=1.0)
     msg = r"dataset 'new-id' has no privacy budget.*`dpcausal ledger set-budget new-id --zeta 15"
     with pytest.raises(ValueError, match=msg):
-        ledger_ops.check_budget("new-id", charge, budget=15.0)
+        ledger_ops.check_budget("new-id", charge, budget=15.0, unit="row")
     with pytest.raises(ValueError, match=msg):
         ledger_ops.charged_release("new-id", "r/1", charge, lambda: pytest.fail("drew noise"),
-                                   budget=15.0)
+                                   budget=15.0, unit="row")
     with pytest.raises(ValueError, match=r"has no privacy budget.*--epsilon 2 --delta 1e-06"):
         ledger_ops.ensure_epsilon_cap("new-id", 2.0, 1e-6)
     with Ledger(url) as led:
@@ -43,7 +43,7 @@ def test_the_demo_sets_its_own_cap_explicitly_once(url: str, tmp_path: Path) -> 
     cap = ledger_ops.set_initial_budget("demo-a", zeta=15.0)
     assert cap.describe() == "zeta=15 (GDP)"
     out, reused = ledger_ops.charged_release("demo-a", "r/1", PrivacyCharge("gaussian", zeta=9.0),
-                                             lambda: {"ate": 1.0})
+                                             lambda: {"ate": 1.0}, unit="row")
     assert out == {"ate": 1.0} and not reused
     # calling it again (the next demo run) keeps the cap, its spend, and a curator's change
     with Ledger(url) as led:
