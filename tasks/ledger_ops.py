@@ -78,6 +78,16 @@ def charged_release(dataset: str, release_id: str, charge: PrivacyCharge,
     return out, False
 
 
+def budgeted_as(dataset: str | None = None, *, fingerprint: str | None = None) -> str | None:
+    """The dataset id under which ``dataset`` has a cap or its data's keyed ``fingerprint`` is
+    bound in the project ledger, else None (also when there is no ledger file yet). The flow
+    refuses evaluation mode (a non-private read) whenever this is not None."""
+    if not Ledger.exists():
+        return None
+    with Ledger() as led:
+        return led.known(dataset, fingerprint=fingerprint)
+
+
 def spent(dataset: str) -> dict[str, Any]:
     """The dataset's cumulative spend: zeta (None unless all charges are Gaussian), epsilon at
     delta."""

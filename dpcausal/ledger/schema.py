@@ -88,6 +88,21 @@ def default_url() -> str:
     return os.environ.get("DPCAUSAL_LEDGER_URL") or f"sqlite:///{folder.resolve() / 'ledger.db'}"
 
 
+def _parse(url: str) -> sa.URL:
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def exists(url: str) -> bool:
+    """False only for a SQLite ledger file that does not exist (nothing to read there)."""
+    parsed = _parse(url)
+    if parsed.get_backend_name() != "sqlite":
+        return True
+    return bool(parsed.database) and Path(parsed.database).exists()
+
+
 def open_engine(url: str, create: bool) -> Engine:
     """An engine on a checked ledger; creates the schema only where no database exists yet.
 
@@ -95,9 +110,7 @@ def open_engine(url: str, create: bool) -> Engine:
     already hold a dpcausal ledger, whatever ``create`` says (a truncated or foreign file is an
     error, never overwritten with a fresh, empty ledger).
     """
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
+    parsed = _parse(url)
     fresh = False
     if parsed.get_backend_name() == "sqlite":
         if not parsed.database or parsed.database == ":memory:":

@@ -153,6 +153,27 @@ class Ledger:
                 _bind_fingerprint(conn, dataset, fingerprint)
         return cap
 
+    def known(self, dataset: str | None = None, *, fingerprint: str | None = None) -> str | None:
+        """The dataset id under which ``dataset`` has a cap or ``fingerprint`` is bound, else None.
+
+        For refusing a non-private evaluation read of budgeted data (issue 18 item 6): a caller
+        refuses evaluation mode whenever this is not None.
+        """
+        if dataset is None and fingerprint is None:
+            raise ValueError("give a dataset id, a fingerprint or both")
+        with self.engine.connect() as conn:
+            if fingerprint is not None and (owner := _owner_of(conn, fingerprint)) is not None:
+                return owner
+            if dataset is not None and _read_dataset(conn, dataset) is not None:
+                return dataset
+        return None
+
+    @staticmethod
+    def exists(url: str | None = None) -> bool:
+        """Whether there is a ledger to open at ``url`` (default as :class:`Ledger`): False only
+        for a SQLite file that does not exist; a server database is assumed to exist."""
+        return schema.exists(url if url is not None else schema.default_url())
+
     def unit(self, dataset: str) -> str:
         """The unit of privacy of the dataset's cap (ValueError for an unknown dataset)."""
         with self.engine.connect() as conn:

@@ -50,3 +50,17 @@ def test_the_demo_sets_its_own_cap_explicitly_once(url: str, tmp_path: Path) -> 
         led.set_budget("demo-a", zeta=12.0)
     assert ledger_ops.set_initial_budget("demo-a", zeta=15.0).value == 12.0
     assert ledger_ops.spent("demo-a")["zeta"] == pytest.approx(9.0)
+
+
+def test_evaluation_check_knows_budgeted_ids_and_fingerprints(url: str, tmp_path: Path) -> None:
+    """Issue 18 item 6: evaluation mode must be refused for data the ledger budgets or knows."""
+    assert ledger_ops.budgeted_as("trial-A", fingerprint="fp-1") is None  # no ledger file yet
+    assert not (tmp_path / "ledger.db").exists()  # and asking did not create one
+    with Ledger(url, create=True) as led:
+        led.set_budget("trial-A", zeta=1.0, fingerprint="fp-1")
+    assert ledger_ops.budgeted_as("trial-A") == "trial-A"
+    assert ledger_ops.budgeted_as("scratch", fingerprint="fp-1") == "trial-A"  # same data
+    assert ledger_ops.budgeted_as(fingerprint="fp-1") == "trial-A"
+    assert ledger_ops.budgeted_as("scratch", fingerprint="fp-2") is None
+    with pytest.raises(ValueError, match="give a dataset id, a fingerprint or both"):
+        ledger_ops.budgeted_as()
