@@ -89,8 +89,10 @@ def budgeted_as(dataset: str | None = None, *, fingerprint: str | None = None) -
 
 
 def spent(dataset: str) -> dict[str, Any]:
-    """The dataset's cumulative spend: zeta (None unless all charges are Gaussian), epsilon at
-    delta."""
+    """The dataset's cumulative spend (zeta if all charges are Gaussian, rho if all have a zCDP
+    bound, epsilon at delta, n_charges) and what one more release could spend (``next_zeta``,
+    ``next_epsilon`` at delta, ``next_pure_epsilon``; dpcausal.ledger.composition.headroom)."""
     with Ledger() as led:
-        s = led.spent(dataset)
-    return {"zeta": s.zeta, "epsilon": s.epsilon, "delta": s.delta, "n_charges": s.n_charges}
+        s, left = led.spent(dataset), led.headroom(dataset)
+    return {"zeta": s.zeta, "rho": s.rho, "epsilon": s.epsilon, "delta": s.delta,
+            "n_charges": s.n_charges, **left}

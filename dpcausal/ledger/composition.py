@@ -41,8 +41,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from dp_accounting.pld import common as pld_common
@@ -216,15 +217,45 @@ def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]
     return spend.epsilon <= _down(cap.epsilon), spend
 
 
-def remaining(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | None]:
-    """Remaining budget, rounded down: zeta (GDP caps with all-Gaussian charges) and epsilon."""
-    spend = compose(charges, cap.delta)
-    out: dict[str, float | None] = {"zeta": None, "epsilon": None}
-    if spend.zeta is not None and cap.zeta is not None:
-        left2 = cap.zeta**2 - spend.zeta**2
-        out["zeta"] = _down(math.sqrt(left2)) if left2 > 0 else 0.0
-    out["epsilon"] = max(0.0, _down(_down(cap.epsilon) - spend.epsilon))
-    return out
+def headroom(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | None]:
+    """What one more release could spend on top of ``charges`` under ``cap``, rounded down.
+
+    ``next_zeta``: the largest Gaussian charge still admitted; ``next_epsilon``: its epsilon at
+    the cap's delta (spec §1.3), so the two figures agree (never cap epsilon minus spent
+    epsilon, which no single release can spend); ``next_pure_epsilon``: the largest pure
+    eps-DP charge still admitted (None under a GDP cap, which admits none). GDP/zCDP caps:
+    closed form from the exact zCDP remainder; (epsilon, delta) caps: the largest value the
+    composition of the module docstring admits, by bisection (the value returned was admitted).
+    """
+    if cap.kind in {"zeta", "rho"}:
+        bound = Fraction(cap.value) ** 2 / 2 if cap.kind == "zeta" else Fraction(cap.value)
+        left = bound - sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
+        largest = _down(math.sqrt(2 * left)) if left > 0 else 0.0
+        next_zeta, next_pure = largest, (None if cap.kind == "zeta" else largest)
+    else:
+        next_zeta = _largest(lambda z: within_cap(
+            [*charges, PrivacyCharge("gaussian", zeta=z)], cap)[0])
+        next_pure = _largest(lambda e: within_cap(
+            [*charges, PrivacyCharge("pure", epsilon=e)], cap)[0])
+    next_epsilon = _up(_gdp_epsilon_or_inf(next_zeta, cap.delta)) if next_zeta > 0 else 0.0
+    return {"next_zeta": next_zeta, "next_epsilon": next_epsilon,
+            "next_pure_epsilon": next_pure}
+
+
+def _largest(fits: Callable[[float], bool], rel: float = 1e-6) -> float:
+    """Largest x > 0 with ``fits(x)`` for a monotone ``fits``, to ``rel``; always a value that
+    fits (0.0 if even 1e-9 does not; 1e4 is taken as unbounded)."""
+    if not fits(1e-9):
+        return 0.0
+    lo, hi = 1e-9, 1.0
+    while fits(hi):
+        lo, hi = hi, 2 * hi
+        if hi > 1e4:
+            return lo
+    while hi - lo > rel * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def laplace_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
@@ -293,11 +324,23 @@ def _curve_on(charge: PrivacyCharge, grid: np.ndarray) -> np.ndarray:
 
 
 def _pld_epsilon(charges: Sequence[PrivacyCharge], delta: float) -> float:
+    """PLD composition: the last charge composed onto the (cached) composition of the others,
+    so that trying many last charges (:func:`headroom`) composes the recorded ones once."""
+    keys = [_pld_key(c) for c in charges]
+    base = _pld_composed(tuple(sorted(Counter(keys[:-1]).items())))
+    last = _pld_of(*keys[-1])
+    total = last if base is None else base.compose(last)
+    return float(total.get_epsilon_for_delta(delta))
+
+
+@lru_cache(maxsize=32)
+def _pld_composed(counts: tuple[tuple[tuple[str, float, float], int], ...]
+                  ) -> pld.PrivacyLossDistribution | None:
     total = None
-    for key, count in Counter(_pld_key(c) for c in charges).items():
+    for key, count in counts:
         one = _pld_of(*key).self_compose(count) if count > 1 else _pld_of(*key)
         total = one if total is None else total.compose(one)
-    return float(total.get_epsilon_for_delta(delta))  # type: ignore[union-attr]
+    return total
 
 
 def _pld_key(c: PrivacyCharge) -> tuple[str, float, float]:

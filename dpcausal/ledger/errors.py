@@ -10,12 +10,16 @@ class LedgerError(RuntimeError):
 class BudgetExceededError(ValueError):
     """A release would exceed a dataset's cap; nothing was recorded and no noise may be drawn."""
 
-    def __init__(self, dataset: str, spent: str, requested: str, cap: str, total: str) -> None:
+    def __init__(self, dataset: str, spent: str, requested: str, cap: str, total: str,
+                 most: str = "") -> None:
         self.dataset, self.spent, self.requested, self.cap = dataset, spent, requested, cap
+        self.most = most
+        left = f" The most one more release could spend: {most}." if most else ""
         super().__init__(
             f"budget exhausted for dataset {dataset}: spent {spent}, requested {requested}, "
-            f"cap {cap} (together: {total}). No noise was drawn and nothing was charged; raise the "
-            f"cap with `dpcausal ledger set-budget {dataset} ...` or request a smaller release."
+            f"cap {cap} (together: {total}). No noise was drawn and nothing was charged.{left} "
+            f"Raise the cap with `dpcausal ledger set-budget {dataset} ...` or request a smaller "
+            "release."
         )
 
 

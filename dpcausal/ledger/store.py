@@ -15,6 +15,7 @@ Protocol (spec privacy_testing.md "Budgets"; issue 5)
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import socket
@@ -35,7 +36,7 @@ from dpcausal.ledger.composition import (
     Spend,
     admissible,
     compose,
-    remaining,
+    headroom,
     unit_admissible,
     within_cap,
 )
@@ -195,8 +196,15 @@ class Ledger:
             cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
             return compose(_charges_of(conn, dataset), cap.delta)
 
+    def headroom(self, dataset: str) -> dict[str, float | None]:
+        """What one more release on ``dataset`` could spend (:func:`composition.headroom`)."""
+        with self.engine.connect() as conn:
+            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
+            return headroom(_charges_of(conn, dataset), cap)
+
     def budgets(self) -> pd.DataFrame:
-        """One row per dataset: cap, charges by status, composed spend, remaining (rounded down)."""
+        """One row per dataset: unit, cap, charges by status, composed spend, and what one more
+        release could spend (``next_*``, rounded down; :func:`composition.headroom`)."""
         rows = []
         with self.engine.begin() as conn:
             _mark_dead_reservations(conn)
@@ -208,28 +216,29 @@ class Ledger:
                     .group_by(_T.c.status)).all()
                 counts = dict(statuses)
                 spend = compose(recorded, cap.delta)
-                left = remaining(recorded, cap)
+                left = headroom(recorded, cap)
                 rows.append({
                     "dataset": d["name"], "unit": d["unit"], "cap": cap.describe(),
                     "delta": cap.delta,
                     "charges": spend.n_charges, "committed": counts.get("committed", 0),
                     "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
-                    "spent_zeta": spend.zeta, "spent_epsilon": spend.epsilon,
-                    "remaining_zeta": left["zeta"], "remaining_epsilon": left["epsilon"],
-                    "composition": spend.method,
+                    "spent_zeta": spend.zeta, "spent_rho": spend.rho,
+                    "spent_epsilon": spend.epsilon, **left, "composition": spend.method,
                 })
         columns = ["dataset", "unit", "cap", "delta", "charges", "committed", "unfinished",
-                   "spent_zeta",
-                   "spent_epsilon", "remaining_zeta", "remaining_epsilon", "composition"]
+                   "spent_zeta", "spent_rho", "spent_epsilon", "next_zeta", "next_epsilon",
+                   "next_pure_epsilon", "composition"]
         return pd.DataFrame(rows, columns=columns)
 
     def history(self, dataset: str) -> pd.DataFrame:
-        """Every charge of a dataset in reservation order, with status and run link.
+        """Every charge of a dataset in reservation order: status, mechanism, unit, the charge's
+        own (epsilon, delta) (Gaussian and RDP charges at the dataset's delta), what the release
+        was (``detail``) and its run link.
 
         Reservations whose process (on this host) is gone are marked ``incomplete`` first.
         """
         with self.engine.begin() as conn:
-            _require(conn, dataset, _read_dataset(conn, dataset))
+            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
             _mark_dead_reservations(conn, dataset)
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
             frame = pd.DataFrame([dict(r) for r in rows.mappings()])
@@ -237,6 +246,9 @@ class Ledger:
                    "detail", "reserved_at", "finished_at", "run_url"]
         if not len(frame):
             return pd.DataFrame(columns=columns)
+        guarantees = [_guarantee(_row_charge(r), cap.delta) for r in frame.to_dict("records")]
+        frame["epsilon"] = [g[0] for g in guarantees]
+        frame["delta"] = [g[1] for g in guarantees]
         frame["detail"] = [json.loads(d) for d in frame["detail"]]
         return frame[columns]
 
@@ -364,7 +376,8 @@ def _admit(dataset: str, charge: PrivacyCharge, unit: str, recorded: list[Privac
     if ok:
         return None, spend
     return BudgetExceededError(dataset, compose(recorded, cap.delta).describe(),
-                               _describe(charge), cap.describe(), spend.describe()), spend
+                               _describe(charge), cap.describe(), spend.describe(),
+                               _most(recorded, cap)), spend
 
 
 def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge, unit: str,
@@ -447,8 +460,11 @@ def _lock_dataset(conn: Connection, dataset: str) -> sa.RowMapping | None:
 def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.RowMapping:
     if row is None:
         known = conn.execute(sa.select(_D.c.name).order_by(_D.c.name)).scalars().all()
+        close = difflib.get_close_matches(dataset, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(f"unknown dataset {dataset!r} (known: {', '.join(known) or 'none'}); "
-                         f"set its budget first: `dpcausal ledger set-budget {dataset} --zeta ...`")
+                         f"{hint}set its budget first: `dpcausal ledger set-budget {dataset} "
+                         "--zeta ...`")
     return row
 
 
@@ -478,6 +494,26 @@ def _row_charge(r: sa.RowMapping) -> PrivacyCharge:
     return PrivacyCharge(r["mechanism"], zeta=r["zeta"], epsilon=r["epsilon"], delta=r["delta"],
                          rdp_orders=curve(r["rdp_orders"]), rdp_epsilons=curve(r["rdp_epsilons"]),
                          detail=json.loads(r["detail"]))
+
+
+def _guarantee(c: PrivacyCharge, delta: float) -> tuple[float, float]:
+    """One charge's own (epsilon, delta): pure/Laplace (eps, 0), approx (eps, its delta),
+    Gaussian and RDP their epsilon at ``delta`` (spec §1.3; CKS 2020 via dp_accounting)."""
+    if c.mechanism in {"pure", "laplace", "approx"}:
+        return float(c.epsilon), float(c.delta)  # type: ignore[arg-type]
+    return compose([c], delta).epsilon, delta
+
+
+def _most(charges: list[PrivacyCharge], cap: Cap) -> str:
+    """The most one more release could still spend, in words (for refusals)."""
+    left = headroom(charges, cap)
+    if not left["next_zeta"]:
+        return "nothing: the budget is used up"
+    text = (f"zeta={left['next_zeta']:.6g} Gaussian (epsilon={left['next_epsilon']:.6g} at "
+            f"delta={cap.delta:g})")
+    if left["next_pure_epsilon"]:
+        text += f", or a pure epsilon={left['next_pure_epsilon']:.6g}"
+    return text
 
 
 def _describe(c: PrivacyCharge) -> str:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger.composition import Cap, admissible, compose, remaining, within_cap
+from dpcausal.ledger.composition import Cap, admissible, compose, headroom, within_cap
 
 
 def gauss(z: float) -> PrivacyCharge:
@@ -68,19 +68,52 @@ def test_gdp_and_zcdp_caps_are_exact(cap: Cap, admitted: int) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(1e-3, 5.0), min_size=1, max_size=12), st.floats(1e-2, 20.0))
-def test_gdp_cap_decision_is_exact_and_remaining_never_generous(zetas, cap_zeta) -> None:
+def test_gdp_cap_decision_is_exact_and_headroom_never_generous(zetas, cap_zeta) -> None:
     cap = Cap("zeta", cap_zeta)
     charges = [gauss(z) for z in zetas]
     squares = Fraction(0)
     for z in zetas:  # hand reference: exact rational sum of squares
         squares += Fraction(z) * Fraction(z)
     assert within_cap(charges, cap)[0] == (squares <= Fraction(cap_zeta) ** 2)
-    left = remaining(charges, cap)
-    assert left["zeta"] >= 0 and left["epsilon"] >= 0
+    left = headroom(charges, cap)
+    assert left["next_zeta"] >= 0 and left["next_epsilon"] >= 0
+    assert left["next_pure_epsilon"] is None  # a GDP cap admits no pure charge
     if squares <= Fraction(cap_zeta) ** 2:
-        assert compose(charges).zeta ** 2 + left["zeta"] ** 2 <= cap_zeta**2 * (1 + 1e-15)
+        assert compose(charges).zeta ** 2 + left["next_zeta"] ** 2 <= cap_zeta**2 * (1 + 1e-15)
+        if left["next_zeta"] > 0:
+            assert within_cap([*charges, gauss(left["next_zeta"])], cap)[0]
     else:
-        assert left == {"zeta": 0.0, "epsilon": 0.0}
+        assert left == {"next_zeta": 0.0, "next_epsilon": 0.0, "next_pure_epsilon": None}
+
+
+def test_headroom_is_what_one_more_release_could_spend() -> None:
+    """Issue 21: cap eps minus spent eps is no release's spend; report one more release's."""
+    # zeta cap 2.5 with zeta 2 spent: one more Gaussian of zeta 1.5 = (7.0514, 1e-5), spec §1.3
+    left = headroom([gauss(2.0)], Cap("zeta", 2.5))
+    assert left["next_zeta"] == pytest.approx(1.5, rel=1e-8) and left["next_zeta"] <= 1.5
+    assert left["next_epsilon"] == pytest.approx(7.0514, abs=6e-5)
+    # rho cap 2 with eps=1 pure spent (rho 0.5): 1.5 left, so zeta = eps = sqrt(3)
+    left = headroom([lap(1.0)], Cap("rho", 2.0))
+    assert left["next_zeta"] == pytest.approx(math.sqrt(3), rel=1e-8)
+    assert left["next_pure_epsilon"] == pytest.approx(math.sqrt(3), rel=1e-8)
+    # (7.0514, 1e-5) cap, nothing spent: zeta 1.5 again, to the bisection's tolerance
+    left = headroom([], Cap("epsilon", 7.0514, 1e-5))
+    assert 1.5 * (1 - 1e-4) <= left["next_zeta"] <= 1.5 * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("charges, cap", [
+    ([PrivacyCharge("pure", epsilon=1.0)], Cap("epsilon", 3.0, 1e-5)),
+    ([gauss(1.0), lap(0.5)], Cap("epsilon", 6.0, 1e-6)),
+    ([PrivacyCharge("approx", epsilon=0.5, delta=1e-6)], Cap("epsilon", 2.0, 1e-5)),
+])
+def test_headroom_under_an_epsilon_cap_is_admitted_and_tight(charges, cap) -> None:
+    left = headroom(charges, cap)
+    for key, make in (("next_zeta", gauss), ("next_pure_epsilon",
+                                             lambda e: PrivacyCharge("pure", epsilon=e))):
+        value = left[key]
+        assert value > 0
+        assert within_cap([*charges, make(value)], cap)[0]
+        assert not within_cap([*charges, make(value * 1.001)], cap)[0]
 
 
 # ---------------------------------------------------------------- mixed: PLD

@@ -45,6 +45,8 @@ def test_refusal_message_records_nothing_and_runs_no_block(led: Ledger) -> None:
         with led.release("ds", "run-2/ate", gauss(1.0), unit="row"):
             ran.append(True)
     assert isinstance(info.value, ValueError) and not ran
+    # the most one more release could spend: sqrt(1.5^2 - 1.2^2) = 0.9, nothing more
+    assert "The most one more release could spend: zeta=0.9 Gaussian (epsilon=" in str(info.value)
     assert list(led.history("ds")["release_id"]) == ["run-1/ate"]
     _publish(led, "run-3/ate", gauss(0.9))  # sqrt(1.44 + 0.81) = 1.5: still fits exactly
     assert led.spent("ds").zeta == pytest.approx(1.5, rel=1e-15)
@@ -115,7 +117,9 @@ def test_history_and_budgets_tables(led: Ledger) -> None:
     row = led.budgets().set_index("dataset").loc["ds"]
     assert row["cap"] == "epsilon=9, delta=1e-06" and row["charges"] == 2
     assert row["composition"] == "pld" and pd.isna(row["spent_zeta"])
-    assert 0 < row["remaining_epsilon"] < 9.0 - row["spent_epsilon"] + 1e-9
+    assert row["next_zeta"] > 0 and row["next_pure_epsilon"] > 0  # headroom: composition tests
+    assert list(hist["epsilon"])[1:] == [0.5] and list(hist["delta"]) == [1e-6, 0.0]
+    assert hist["epsilon"].iloc[0] > 4.3772  # zeta=1 is (4.3772, 1e-5)-DP, spec §1.3; at 1e-6 more
     spent = led.spent("ds")
     assert spent.zeta is None and spent.delta == 1e-6
 
