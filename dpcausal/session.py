@@ -67,7 +67,9 @@ class SessionAccountant:
 
 
 class LedgerAccountant:
-    """Charges every fit to ``dataset`` in a persistent ledger: reserve, release, commit."""
+    """Charges every fit to ``dataset`` in a persistent ledger: reserve (in the mechanism's unit
+    of privacy, binding ``fingerprint`` if given) before the noise, commit after; a refused
+    reservation raises before :meth:`Mechanism.private_release` runs, so nothing is drawn."""
 
     def __init__(self, ledger: Ledger, dataset: str, fingerprint: str | None = None) -> None:
         self.ledger = ledger
@@ -105,10 +107,10 @@ def use_accountant(acc: Any) -> Any:
     return previous
 
 
-def use_ledger(ledger: Ledger, dataset: str) -> Any:
+def use_ledger(ledger: Ledger, dataset: str, *, fingerprint: str | None = None) -> Any:
     """Charge every following fit to ``dataset`` in ``ledger``; returns the previous
-    accountant."""
-    return use_accountant(LedgerAccountant(ledger, dataset))
+    accountant. For one block, prefer ``with ledger.charging(dataset): ...``."""
+    return use_accountant(LedgerAccountant(ledger, dataset, fingerprint))
 
 
 def reset() -> None:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 import sqlalchemy as sa
@@ -251,6 +252,32 @@ class Ledger:
         frame["delta"] = [g[1] for g in guarantees]
         frame["detail"] = [json.loads(d) for d in frame["detail"]]
         return frame[columns]
+
+    # ------------------------------------------------------------------ notebooks
+    @contextmanager
+    def charging(self, dataset: str, *, fingerprint: str | None = None) -> Iterator[Ledger]:
+        """Charge every library fit inside the block to ``dataset``: reserve -> fit -> commit.
+
+        ``with led.charging("trial-A"): est.fit(df, ...)``. Each fit reserves its charge (in the
+        mechanism's unit) before drawing any noise and commits the release before returning it;
+        past the cap it raises BudgetExceededError and draws nothing. Evaluation fits are
+        refused. The previous accountant (:mod:`dpcausal.session`) is restored on exit.
+        """
+        from dpcausal import session
+
+        _check_name(dataset)
+        previous = session.use_ledger(self, dataset, fingerprint=fingerprint)
+        try:
+            yield self
+        finally:
+            session.use_accountant(previous)
+
+    def fit(self, dataset: str, mechanism: Any, data: Any, *args: Any,
+            fingerprint: str | None = None, **roles: Any) -> Any:
+        """One charged release in one line: ``led.fit("trial-A", PrivateATE(...), df,
+        treatment="A", outcome="Y")`` is ``mechanism.fit(...)`` inside :meth:`charging`."""
+        with self.charging(dataset, fingerprint=fingerprint):
+            return mechanism.fit(data, *args, **roles)
 
     # ------------------------------------------------------------------ releases
     def check(self, dataset: str, charge: PrivacyCharge, *, unit: str,
