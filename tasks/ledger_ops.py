@@ -29,14 +29,17 @@ def _no_cap(dataset: str, cap: str) -> str:
 
 
 def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | None = None,
-                       epsilon: float | None = None, delta: float | None = None) -> Cap:
-    """Give ``dataset`` its cap if it has none yet (creating the ledger if needed); else keep the
-    cap it has. For a project's own data only (the demo): every other dataset gets its cap from
-    its curator through `dpcausal ledger set-budget`."""
+                       epsilon: float | None = None, delta: float | None = None,
+                       unit: str = "row", fingerprint: str | None = None) -> Cap:
+    """Give ``dataset`` its cap (per ``unit``, binding ``fingerprint`` if given) if it has none
+    yet, creating the ledger if needed; else keep the cap it has. For a project's own data only
+    (the demo): every other dataset gets its cap from its curator through `dpcausal ledger
+    set-budget`."""
     with Ledger(create=True) as led:
         if led.has_dataset(dataset):
             return led.cap(dataset)
-        return led.set_budget(dataset, zeta=zeta, rho=rho, epsilon=epsilon, delta=delta)
+        return led.set_budget(dataset, zeta=zeta, rho=rho, epsilon=epsilon, delta=delta,
+                              unit=unit, fingerprint=fingerprint)
 
 
 def ensure_epsilon_cap(dataset: str, epsilon: float | None, delta: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import multiprocessing as mp
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -102,6 +103,32 @@ def _spent_of(charges: list[PrivacyCharge]) -> float:
     from dpcausal.ledger import compose
 
     return compose(charges, 1e-5).epsilon
+
+
+def _open_and_count(url: str, go, queue) -> None:  # noqa: ANN001
+    go.wait(60)
+    try:
+        with Ledger(url) as led:
+            queue.put(("ok", len(led.history("trial-A"))))
+    except Exception as exc:  # reported to the parent, which fails the test
+        queue.put(("error", repr(exc)))
+
+
+@pytest.mark.timeout(240)
+def test_concurrent_openers_migrate_once(ledger_url: str) -> None:
+    """Six processes open the same schema-1 ledger at once: one migrates, all read 3 charges."""
+    _write_schema_1_ledger(ledger_url)
+    ctx = mp.get_context("forkserver")
+    go, queue = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_open_and_count, args=(ledger_url, go, queue)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    go.set()
+    results = [queue.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert results == [("ok", 3)] * 6
+    _no_schema_drift(ledger_url)
 
 
 def test_a_ledger_newer_than_the_code_is_refused_untouched(sqlite_url: str) -> None:

@@ -50,6 +50,11 @@ def test_the_demo_sets_its_own_cap_explicitly_once(url: str, tmp_path: Path) -> 
         led.set_budget("demo-a", zeta=12.0)
     assert ledger_ops.set_initial_budget("demo-a", zeta=15.0).value == 12.0
     assert ledger_ops.spent("demo-a")["zeta"] == pytest.approx(9.0)
+    ledger_ops.set_initial_budget("demo-labels", epsilon=4.0, delta=1e-6, unit="label",
+                                  fingerprint="fp-demo")
+    with Ledger(url) as led:
+        assert led.unit("demo-labels") == "label"
+        assert led.known(fingerprint="fp-demo") == "demo-labels"
 
 
 def test_evaluation_check_knows_budgeted_ids_and_fingerprints(url: str, tmp_path: Path) -> None:
