@@ -13,7 +13,7 @@ class BudgetExceededError(ValueError):
     def __init__(self, dataset: str, spent: str, requested: str, cap: str, total: str,
                  most: str = "") -> None:
         self.dataset, self.spent, self.requested, self.cap = dataset, spent, requested, cap
-        self.most = most
+        self.total, self.most = total, most
         left = f" The most one more release could spend: {most}." if most else ""
         super().__init__(
             f"budget exhausted for dataset {dataset}: spent {spent}, requested {requested}, "

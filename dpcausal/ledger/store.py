@@ -206,26 +206,27 @@ class Ledger:
     def budgets(self) -> pd.DataFrame:
         """One row per dataset: unit, cap, charges by status, composed spend, and what one more
         release could spend (``next_*``, rounded down; :func:`composition.headroom`)."""
-        rows = []
-        with self.engine.begin() as conn:
+        read = []
+        with self.engine.begin() as conn:  # read only; the composition runs after the lock
             _mark_dead_reservations(conn)
             for d in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
-                cap = _cap_of(d)
-                recorded = _charges_of(conn, d["name"])
                 statuses = conn.execute(
                     sa.select(_T.c.status, sa.func.count()).where(_T.c.dataset == d["name"])
                     .group_by(_T.c.status)).all()
-                counts = dict(statuses)
-                spend = compose(recorded, cap.delta)
-                left = headroom(recorded, cap)
-                rows.append({
-                    "dataset": d["name"], "unit": d["unit"], "cap": cap.describe(),
-                    "delta": cap.delta,
-                    "charges": spend.n_charges, "committed": counts.get("committed", 0),
-                    "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
-                    "spent_zeta": spend.zeta, "spent_rho": spend.rho,
-                    "spent_epsilon": spend.epsilon, **left, "composition": spend.method,
-                })
+                read.append((dict(d), _charges_of(conn, d["name"]), dict(statuses)))
+        rows = []
+        for d, recorded, counts in read:
+            cap = _cap_of(d)
+            spend = compose(recorded, cap.delta)
+            rows.append({
+                "dataset": d["name"], "unit": d["unit"], "cap": cap.describe(),
+                "delta": cap.delta,
+                "charges": spend.n_charges, "committed": counts.get("committed", 0),
+                "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
+                "spent_zeta": spend.zeta, "spent_rho": spend.rho,
+                "spent_epsilon": spend.epsilon, **headroom(recorded, cap),
+                "composition": spend.method,
+            })
         columns = ["dataset", "unit", "cap", "delta", "charges", "committed", "unfinished",
                    "spent_zeta", "spent_rho", "spent_epsilon", "next_zeta", "next_epsilon",
                    "next_pure_epsilon", "composition"]
@@ -242,12 +243,13 @@ class Ledger:
             cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
             _mark_dead_reservations(conn, dataset)
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
-            frame = pd.DataFrame([dict(r) for r in rows.mappings()])
+            records = [dict(r) for r in rows.mappings()]
         columns = ["release_id", "status", "mechanism", "unit", "zeta", "epsilon", "delta",
                    "detail", "reserved_at", "finished_at", "run_url"]
-        if not len(frame):
+        if not records:
             return pd.DataFrame(columns=columns)
-        guarantees = [_guarantee(_row_charge(r), cap.delta) for r in frame.to_dict("records")]
+        guarantees = [_guarantee(_row_charge(r), cap.delta) for r in records]
+        frame = pd.DataFrame(records)
         frame["epsilon"] = [g[0] for g in guarantees]
         frame["delta"] = [g[1] for g in guarantees]
         frame["detail"] = [json.loads(d) for d in frame["detail"]]
@@ -292,9 +294,10 @@ class Ledger:
             row = _require(conn, dataset, _read_dataset(conn, dataset))
             if fingerprint is not None:
                 _check_fingerprint(conn, dataset, fingerprint)
-            refusal, _ = _admit(dataset, charge, unit, _charges_of(conn, dataset), row)
+            recorded = _charges_of(conn, dataset)
+            refusal, _ = _admit(dataset, charge, unit, recorded, row)
         if refusal is not None:
-            raise refusal
+            raise _with_most(refusal, recorded, _cap_of(row))
 
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
@@ -360,7 +363,7 @@ class Ledger:
                                        unit, fingerprint)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
-            raise outcome
+            raise _with_most(outcome, recorded, _cap_of(row))
         return outcome
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
@@ -403,8 +406,16 @@ def _admit(dataset: str, charge: PrivacyCharge, unit: str, recorded: list[Privac
     if ok:
         return None, spend
     return BudgetExceededError(dataset, compose(recorded, cap.delta).describe(),
-                               _describe(charge), cap.describe(), spend.describe(),
-                               _most(recorded, cap)), spend
+                               _describe(charge), cap.describe(), spend.describe()), spend
+
+
+def _with_most(refusal: Exception, recorded: list[PrivacyCharge], cap: Cap) -> Exception:
+    """A budget refusal completed with the most one more release could spend: computed after
+    the transaction, so the bisection never holds the ledger's lock."""
+    if not isinstance(refusal, BudgetExceededError):
+        return refusal
+    return BudgetExceededError(refusal.dataset, refusal.spent, refusal.requested, refusal.cap,
+                               refusal.total, _most(recorded, cap))
 
 
 def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge, unit: str,
