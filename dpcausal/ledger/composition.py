@@ -149,12 +149,17 @@ UNIT_BOUNDS = {"row": {"row", "label"}, "user": {"user", "row", "label"},
                "client": {"client", "row", "label"}, "label": {"label"}}
 
 
+def check_unit(unit: object, name: str = "unit") -> None:
+    """ValueError unless ``unit`` is a unit of privacy (row, user, label, client)."""
+    if unit not in UNIT_BOUNDS:
+        raise ValueError(f"{name} must be one of {sorted(UNIT_BOUNDS)}, got {unit!r}")
+
+
 def unit_admissible(charge_unit: str, cap_unit: str) -> str | None:
     """Why a charge stated per ``charge_unit`` cannot count against a cap per ``cap_unit`` (None
     if it can, at its own parameters): :data:`UNIT_BOUNDS`, dpcausal/ledger/README.md "Units"."""
-    for name, unit in (("unit", charge_unit), ("cap unit", cap_unit)):
-        if unit not in UNIT_BOUNDS:
-            raise ValueError(f"{name} must be one of {sorted(UNIT_BOUNDS)}, got {unit!r}")
+    check_unit(charge_unit)
+    check_unit(cap_unit, "cap unit")
     if cap_unit in UNIT_BOUNDS[charge_unit]:
         return None
     return (f"its cap is per {cap_unit} and the charge per {charge_unit}: a {charge_unit}-level "

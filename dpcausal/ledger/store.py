@@ -36,6 +36,7 @@ from dpcausal.ledger.composition import (
     Cap,
     Spend,
     admissible,
+    check_unit,
     compose,
     headroom,
     unit_admissible,
@@ -116,7 +117,9 @@ class Ledger:
         so is a fingerprint already bound to another dataset id.
         """
         _check_name(dataset)
-        unit_admissible(unit, unit)  # validates the name
+        check_unit(unit)
+        if fingerprint is not None:
+            _check_fingerprint_value(fingerprint)
         given = {k: v for k, v in {"zeta": zeta, "rho": rho, "epsilon": epsilon}.items()
                  if v is not None}
         if len(given) != 1:
@@ -340,7 +343,9 @@ class Ledger:
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
                  run_url: str | None, unit: str, fingerprint: str | None) -> ReleaseSlot:
         _check_name(dataset)
-        unit_admissible(unit, unit)  # validates the name before anything is read
+        check_unit(unit)
+        if fingerprint is not None:
+            _check_fingerprint_value(fingerprint)
         if not isinstance(release_id, str) or not release_id.strip():
             raise ValueError(f"release_id must be a non-empty string, got {release_id!r}; "
                              "use '<prefect flow-run id>/<release name>'")
@@ -464,9 +469,13 @@ def _owner_of(conn: Connection, fingerprint: str) -> str | None:
     return conn.execute(sa.select(_F.c.dataset).where(_F.c.fingerprint == fingerprint)).scalar()
 
 
-def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
+def _check_fingerprint_value(fingerprint: object) -> None:
     if not isinstance(fingerprint, str) or not fingerprint.strip():
         raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}")
+
+
+def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
+    _check_fingerprint_value(fingerprint)
     owner = _owner_of(conn, fingerprint)
     if owner not in (None, dataset):
         raise DatasetIdentityError(dataset, owner)

@@ -257,6 +257,11 @@ def test_bad_release_arguments(sqlite_url: str) -> None:
             led.release("ds", "r/1", {"zeta": 0.1}, unit="row").__enter__()
         with pytest.raises(ValueError, match="dataset must be a non-empty string"):
             led.set_budget("  ", zeta=1.0)
+        with pytest.raises(ValueError, match="unit must be one of .*got 'person'"):
+            led.release("ds", "r/3", gauss(0.1), unit="person").__enter__()
+        with pytest.raises(ValueError, match="fingerprint must be a non-empty string, got ''"):
+            led.release("ds", "r/3", gauss(0.1), unit="row", fingerprint="").__enter__()
+        assert led.history("ds").empty
         with pytest.raises(TypeError, match="result must be a JSON string, got dict"):
             with led.release("ds", "r/2", gauss(0.1), unit="row") as slot:
                 slot.commit({"tau": 1.0})
