@@ -3,7 +3,7 @@
 See ``dpcausal/ledger/README.md`` for the protocol and the composition each mechanism gets.
 """
 
-from dpcausal.ledger.composition import Cap, Spend, compose
+from dpcausal.ledger.composition import Cap, Spend, compose, group_privacy
 from dpcausal.ledger.errors import (
     BudgetExceededError,
     DatasetIdentityError,
@@ -14,4 +14,4 @@ from dpcausal.ledger.errors import (
 from dpcausal.ledger.store import Ledger, ReleaseSlot
 
 __all__ = ["BudgetExceededError", "Cap", "DatasetIdentityError", "IncompatibleChargeError",
-           "Ledger", "LedgerError", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose"]
+           "Ledger", "LedgerError", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose", "group_privacy"]

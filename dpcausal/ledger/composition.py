@@ -232,6 +232,9 @@ def headroom(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | No
     closed form from the exact zCDP remainder; (epsilon, delta) caps: the largest value the
     composition of the module docstring admits, by bisection (the value returned was admitted).
     """
+    if any(admissible(c, cap) is not None for c in charges):  # recorded under older rules
+        return {"next_zeta": 0.0, "next_epsilon": 0.0,
+                "next_pure_epsilon": None if cap.kind == "zeta" else 0.0}
     if cap.kind in {"zeta", "rho"}:
         bound = Fraction(cap.value) ** 2 / 2 if cap.kind == "zeta" else Fraction(cap.value)
         left = bound - sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
@@ -261,6 +264,33 @@ def _largest(fits: Callable[[float], bool], rel: float = 1e-6) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def group_privacy(charge: PrivacyCharge, k: int) -> PrivacyCharge:
+    """The charge of the same release for groups of ``k`` records (e.g. a row-level charge as a
+    user-level one, with a public maximum of ``k`` rows per user): the explicit unit conversion.
+
+    Gaussian ``zeta -> k zeta`` and Laplace ``eps -> k eps`` (exact: the statistic moves by at
+    most ``k`` sensitivities); pure ``eps -> k eps``; approx ``(eps, delta) -> (k eps,
+    k e^{(k-1) eps} delta)`` (group privacy, Vadhan 2017, Lemma 2.2). RDP curves are refused
+    (no simple group bound).
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1 (the public maximum group size), got {k!r}")
+    detail = {**charge.detail, "group_privacy_k": k}
+    if charge.mechanism == "gaussian":
+        return PrivacyCharge("gaussian", zeta=k * charge.zeta, delta=charge.delta,  # type: ignore
+                             detail=detail)
+    if charge.mechanism in {"laplace", "pure"}:
+        return PrivacyCharge(charge.mechanism, epsilon=k * charge.epsilon,  # type: ignore
+                             detail=detail)
+    if charge.mechanism == "approx":
+        eps = charge.epsilon
+        return PrivacyCharge("approx", epsilon=k * eps,  # type: ignore[operator]
+                             delta=k * math.exp((k - 1) * eps) * charge.delta,  # type: ignore
+                             detail=detail)
+    raise ValueError("an rdp charge has no group-privacy conversion here; state the release's "
+                     "RDP curve for the larger unit directly")
 
 
 def laplace_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:

@@ -15,7 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger.composition import Cap, admissible, compose, headroom, within_cap
+from dpcausal.ledger.composition import (
+    Cap,
+    admissible,
+    compose,
+    group_privacy,
+    headroom,
+    within_cap,
+)
 
 
 def gauss(z: float) -> PrivacyCharge:
@@ -212,6 +219,29 @@ def test_charges_without_a_zcdp_bound_are_refused_under_gdp_and_zcdp_caps(charge
         assert admissible(charge, cap) is not None
         assert not within_cap([charge], cap)[0]
     assert admissible(charge, Cap("epsilon", 10.0, 1e-5)) is None
+
+
+def test_headroom_is_zero_when_an_old_charge_is_no_longer_admitted() -> None:
+    """A schema-1 ledger may hold a Laplace charge under a zeta cap: nothing more is admitted."""
+    assert headroom([lap(0.1)], Cap("zeta", 5.0)) == {
+        "next_zeta": 0.0, "next_epsilon": 0.0, "next_pure_epsilon": None}
+    rdp = PrivacyCharge("rdp", rdp_orders=(2.0,), rdp_epsilons=(0.1,))
+    assert headroom([rdp], Cap("rho", 5.0))["next_pure_epsilon"] == 0.0
+
+
+def test_group_privacy_is_the_explicit_unit_conversion() -> None:
+    """k rows per user: hand values (Gaussian/Laplace exact, approx by Vadhan Lemma 2.2)."""
+    assert group_privacy(gauss(0.4), 3).zeta == pytest.approx(1.2)
+    assert group_privacy(lap(0.5), 3) == PrivacyCharge("laplace", epsilon=1.5)
+    out = group_privacy(PrivacyCharge("approx", epsilon=0.5, delta=1e-7), 2)
+    assert (out.epsilon, out.delta) == (1.0, pytest.approx(2 * math.exp(0.5) * 1e-7))
+    assert out.detail["group_privacy_k"] == 2
+    assert group_privacy(lap(0.5), 1) == lap(0.5)
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="k must be an integer >= 1"):
+            group_privacy(lap(0.5), bad)
+    with pytest.raises(ValueError, match="an rdp charge has no group-privacy conversion"):
+        group_privacy(_gaussian_curve(1.0), 2)
 
 
 # ---------------------------------------------------------------- with RDP curves

@@ -19,6 +19,7 @@ from dpcausal.ledger import (
     Ledger,
     LedgerError,
     ReleaseInProgressError,
+    group_privacy,
 )
 
 
@@ -180,6 +181,18 @@ def test_cap_unit_change_must_still_be_bounded_by_every_charge(led: Ledger) -> N
     assert led.unit("ds") == "row"
     with pytest.raises(ValueError, match=r"unit must be one of \['client', 'label', 'row', "):
         led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="person")
+
+
+def test_a_row_level_charge_converted_by_group_privacy_counts_per_user(led: Ledger) -> None:
+    led.set_budget("ds", epsilon=2.0, delta=1e-5, unit="user")
+    row_charge = PrivacyCharge("pure", epsilon=0.5)
+    with pytest.raises(IncompatibleChargeError, match="its cap is per user and the charge per row"):
+        led.check("ds", row_charge, unit="row")
+    _publish(led, "r/1", group_privacy(row_charge, 3), unit="user")  # <= 3 rows per user: 1.5
+    hist = led.history("ds")
+    assert list(hist["epsilon"]) == [1.5] and hist["detail"].iloc[0] == {"group_privacy_k": 3}
+    with pytest.raises(BudgetExceededError):  # 1.5 + 1.5 > 2 (pure composes to 3 at most)
+        led.check("ds", group_privacy(row_charge, 3), unit="user")
 
 
 def test_a_known_fingerprint_under_a_new_dataset_id_is_refused(led: Ledger) -> None:
