@@ -14,4 +14,5 @@ from dpcausal.ledger.errors import (
 from dpcausal.ledger.store import Ledger, ReleaseSlot
 
 __all__ = ["BudgetExceededError", "Cap", "DatasetIdentityError", "IncompatibleChargeError",
-           "Ledger", "LedgerError", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose", "group_privacy"]
+           "Ledger", "LedgerError", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose",
+           "group_privacy"]
