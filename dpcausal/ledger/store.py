@@ -134,7 +134,7 @@ class Ledger:
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
             if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint)
+                _check_fingerprint(conn, dataset, fingerprint, lock=True)
             recorded = _charges_of(conn, dataset)
             units = conn.execute(sa.select(_T.c.unit).where(_T.c.dataset == dataset)).scalars()
             reasons = [r for r in (unit_admissible(u, unit) for u in set(units)) if r is not None]
@@ -360,8 +360,8 @@ class Ledger:
             old = conn.execute(same_id).mappings().first()
             if old is not None:
                 outcome = _retry(conn, old, dataset, charge, unit, recorded, _cap_of(row))
-            elif fingerprint is not None and (owner := _owner_of(conn, fingerprint)) not in (
-                    None, dataset):
+            elif fingerprint is not None and (owner := _owner_of(conn, fingerprint, lock=True)
+                                              ) not in (None, dataset):
                 outcome = DatasetIdentityError(dataset, owner)
             else:
                 outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, row,
@@ -464,8 +464,13 @@ def _mark_dead_reservations(conn: Connection, dataset: str | None = None) -> Non
                      .values(status="incomplete"))
 
 
-def _owner_of(conn: Connection, fingerprint: str) -> str | None:
-    """The dataset id a keyed fingerprint is bound to, if any."""
+def _owner_of(conn: Connection, fingerprint: str, lock: bool = False) -> str | None:
+    """The dataset id a keyed fingerprint is bound to, if any. ``lock`` (before binding it):
+    on PostgreSQL a transaction advisory lock on the fingerprint, so two datasets racing to bind
+    the same new fingerprint are serialised (SQLite's BEGIN IMMEDIATE already is)."""
+    if lock and conn.engine.url.get_backend_name() == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(
+            sa.func.hashtextextended(fingerprint, 0))))
     return conn.execute(sa.select(_F.c.dataset).where(_F.c.fingerprint == fingerprint)).scalar()
 
 
@@ -474,9 +479,10 @@ def _check_fingerprint_value(fingerprint: object) -> None:
         raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}")
 
 
-def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
+def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str,
+                       lock: bool = False) -> None:
     _check_fingerprint_value(fingerprint)
-    owner = _owner_of(conn, fingerprint)
+    owner = _owner_of(conn, fingerprint, lock)
     if owner not in (None, dataset):
         raise DatasetIdentityError(dataset, owner)
 

@@ -201,3 +201,41 @@ def test_history_marks_dead_reservations_incomplete(ledger_url: str, tmp_path: P
         victim.join(30)
         assert list(led.history("ds")["status"]) == ["incomplete"]
         assert led.budgets().set_index("dataset").loc["ds", "unfinished"] == 1
+
+
+def _bind_child(url, dataset, go, queue):  # noqa: ANN001
+    led = Ledger(url)
+    try:
+        go.wait(60)
+        with led.release(dataset, f"{dataset}/r", PrivacyCharge("gaussian", zeta=0.1), unit="row",
+                         fingerprint="same-data") as slot:
+            slot.commit("{}")
+        queue.put((dataset, "committed"))
+    except Exception as exc:  # reported to the parent
+        queue.put((dataset, type(exc).__name__))
+    finally:
+        led.close()
+
+
+@pytest.mark.timeout(240)
+def test_race_to_bind_one_fingerprint_under_8_ids(ledger_url: str) -> None:
+    """The same new data released under 8 dataset ids at once: exactly one id gets them."""
+    names = [f"id-{i}" for i in range(8)]
+    with Ledger(ledger_url, create=True) as led:
+        for name in names:
+            led.set_budget(name, zeta=1.0)
+    go, queue = _ctx.Event(), _ctx.Queue()
+    procs = [_ctx.Process(target=_bind_child, args=(ledger_url, n, go, queue)) for n in names]
+    for p in procs:
+        p.start()
+    time.sleep(1.0)
+    go.set()
+    results = dict(queue.get(timeout=180) for _ in procs)
+    for p in procs:
+        p.join(30)
+    outcomes = sorted(results.values())
+    assert outcomes == ["DatasetIdentityError"] * 7 + ["committed"], results
+    winner = next(n for n, r in results.items() if r == "committed")
+    with Ledger(ledger_url) as led:
+        assert led.known(fingerprint="same-data") == winner
+        assert sum(len(led.history(n)) for n in names) == 1
