@@ -1,11 +1,23 @@
-"""`dpcausal ledger`: inspect and set per-dataset privacy budgets (dpcausal/ledger/README.md)."""
+"""`dpcausal ledger`: inspect and set per-dataset privacy budgets (dpcausal/ledger/README.md).
+
+Exit codes: 0 done, 2 bad input (unknown dataset, bad cap, missing or unreadable ledger),
+1 anything else. ``--json`` prints one JSON document instead of the table.
+"""
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 import click
 import pandas as pd
+
+
+class InputError(click.ClickException):
+    """A mistake in what was asked (exit code 2)."""
+
+    exit_code = 2
 
 
 def _open(url: str | None, create: bool = False):  # noqa: ANN202 - ledger imported lazily
@@ -14,18 +26,46 @@ def _open(url: str | None, create: bool = False):  # noqa: ANN202 - ledger impor
     try:
         return Ledger(url, create=create)
     except (LedgerError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
 
 
 def _fmt(value: object) -> str:
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={_fmt(v)}" for k, v in value.items())
+        return text if len(text) <= 60 else text[:57] + "..."
+    if value is None or (not isinstance(value, (str, list)) and pd.isna(value)):
         return "-"
     if isinstance(value, float):
         return "inf" if math.isinf(value) else f"{value:.6g}"
-    if isinstance(value, pd.Timestamp):  # UTC (SQLite drops the zone, PostgreSQL keeps it)
-        stamp = value.tz_convert("UTC") if value.tzinfo is not None else value
-        return stamp.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, pd.Timestamp):
+        return _utc(value).strftime("%Y-%m-%d %H:%M:%S")
     return str(value)
+
+
+def _utc(stamp: pd.Timestamp) -> pd.Timestamp:
+    """UTC (SQLite drops the zone, PostgreSQL keeps it)."""
+    return stamp.tz_convert("UTC") if stamp.tzinfo is not None else stamp.tz_localize("UTC")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value: missing -> null, inf -> "inf", timestamps -> ISO 8601 UTC."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, pd.Timestamp):
+        return _utc(value).isoformat()
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return value
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def _table(frame: pd.DataFrame, title: str) -> None:
@@ -41,61 +81,94 @@ def _table(frame: pd.DataFrame, title: str) -> None:
 url_option = click.option("--url", default=None, metavar="URL",
                           help="Ledger database URL (default: $DPCAUSAL_LEDGER_URL, "
                                "else SQLite at <data>/ledger.db).")
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print one JSON document instead of the table.")
+
+BUDGET_COLUMNS = ["dataset", "unit", "cap", "charges", "unfinished", "spent_epsilon", "next_zeta",
+                  "next_epsilon", "next_pure_epsilon"]
+HISTORY_COLUMNS = ["release_id", "status", "mechanism", "unit", "epsilon", "delta", "detail",
+                   "reserved_at", "run_url"]
 
 
 @click.group()
 def ledger() -> None:
-    """Inspect and set per-dataset privacy budgets."""
+    """Inspect and set per-dataset privacy budgets.
+
+    Exit codes: 0 done, 2 bad input (unknown dataset, bad cap, no ledger), 1 anything else.
+    """
 
 
 @ledger.command()
 @url_option
-def budgets(url: str | None) -> None:
-    """Every dataset's cap, spend (composed) and remaining budget (rounded down)."""
+@json_option
+def budgets(url: str | None, as_json: bool) -> None:
+    """Every dataset's cap, spend, and what one more release could still spend."""
     with _open(url) as led:
         frame = led.budgets()
         where = led.engine.url.render_as_string(hide_password=True)
+    if as_json:
+        click.echo(json.dumps({"ledger": where, "datasets": _records(frame)}, indent=2))
+        return
     if frame.empty:
         click.echo(f"No datasets in the ledger at {where}; add one with "
                    "`dpcausal ledger set-budget DATASET --zeta ...`.")
         return
-    _table(frame, f"Privacy budgets ({where})")
+    _table(frame[BUDGET_COLUMNS], f"Privacy budgets ({where}; epsilon at each dataset's delta)")
+    click.echo("next_*: the most ONE more release could spend: a Gaussian release of next_zeta "
+               "(= next_epsilon at the delta), or a pure next_pure_epsilon. Spend composes, so "
+               "this is not cap minus spent.")
 
 
 @ledger.command("set-budget")
 @click.argument("dataset")
-@click.option("--zeta", type=float, help="Cap in zeta-GDP.")
-@click.option("--rho", type=float, help="Cap in rho-zCDP (zeta = sqrt(2 rho)).")
-@click.option("--epsilon", type=float, help="Cap epsilon (with --delta).")
+@click.option("--zeta", type=float, help="Cap in zeta-GDP (admits Gaussian charges only).")
+@click.option("--rho", type=float, help="Cap in rho-zCDP (Gaussian zeta^2/2, pure eps^2/2).")
+@click.option("--epsilon", type=float, help="Cap epsilon (with --delta); admits every charge.")
 @click.option("--delta", type=float,
               help="Cap delta with --epsilon; with --zeta/--rho the delta at which epsilon is "
                    "reported (default 1e-5).")
+@click.option("--unit", type=click.Choice(["row", "user", "label", "client"]), default="row",
+              show_default=True, help="Unit of privacy the cap protects.")
+@click.option("--fingerprint", default=None, metavar="F",
+              help="The data's keyed fingerprint: binds these data to DATASET (refused if it is "
+                   "bound to another dataset id).")
 @url_option
 def set_budget(dataset: str, zeta: float | None, rho: float | None, epsilon: float | None,
-               delta: float | None, url: str | None) -> None:
+               delta: float | None, unit: str, fingerprint: str | None, url: str | None) -> None:
     """Set DATASET's cap: --zeta Z | --rho R | --epsilon E --delta D (creates the ledger)."""
     with _open(url, create=True) as led:
         try:
-            cap = led.set_budget(dataset, zeta=zeta, rho=rho, epsilon=epsilon, delta=delta)
+            cap = led.set_budget(dataset, zeta=zeta, rho=rho, epsilon=epsilon, delta=delta,
+                                 unit=unit, fingerprint=fingerprint)
             spent = led.spent(dataset)
         except ValueError as exc:
-            raise click.ClickException(str(exc)) from exc
-    click.echo(f"Budget of {dataset}: {cap.describe()}; spent so far: {spent.describe()}.")
+            raise InputError(str(exc)) from exc
+    bound = " (fingerprint bound)" if fingerprint else ""
+    click.echo(f"Budget of {dataset}: {cap.describe()} per {unit}{bound}; spent so far: "
+               f"{spent.describe()}.")
 
 
 @ledger.command()
 @click.argument("dataset")
 @url_option
-def history(dataset: str, url: str | None) -> None:
-    """DATASET's charges in order, with status and run links."""
+@json_option
+def history(dataset: str, url: str | None, as_json: bool) -> None:
+    """DATASET's charges in order: status, epsilon, unit, what was released, run link."""
     with _open(url) as led:
         try:
             frame, spent, cap = led.history(dataset), led.spent(dataset), led.cap(dataset)
+            unit, left = led.unit(dataset), led.headroom(dataset)
         except ValueError as exc:
-            raise click.ClickException(str(exc)) from exc
-    if frame.empty:
-        click.echo(f"No charges on {dataset} yet (cap {cap.describe()}).")
+            raise InputError(str(exc)) from exc
+    if as_json:
+        doc = {"dataset": dataset, "unit": unit, "cap": cap.describe(), "delta": cap.delta,
+               "spent": {"zeta": spent.zeta, "rho": spent.rho, "epsilon": spent.epsilon,
+                         "n_charges": spent.n_charges},
+               "next": left, "charges": _records(frame)}
+        click.echo(json.dumps(_plain(doc), indent=2))
         return
-    _table(frame, f"Charges on {dataset} (cap {cap.describe()}; spent {spent.describe()}; "
-                  "times UTC)")
-
+    if frame.empty:
+        click.echo(f"No charges on {dataset} yet (cap {cap.describe()} per {unit}).")
+        return
+    _table(frame[HISTORY_COLUMNS], f"Charges on {dataset} (cap {cap.describe()} per {unit}; "
+                                   f"spent {spent.describe()}; times UTC)")

@@ -67,11 +67,14 @@ class SessionAccountant:
 
 
 class LedgerAccountant:
-    """Charges every fit to ``dataset`` in a persistent ledger: reserve, release, commit."""
+    """Charges every fit to ``dataset`` in a persistent ledger: reserve (in the mechanism's unit
+    of privacy, binding ``fingerprint`` if given) before the noise, commit after; a refused
+    reservation raises before :meth:`Mechanism.private_release` runs, so nothing is drawn."""
 
-    def __init__(self, ledger: Ledger, dataset: str) -> None:
+    def __init__(self, ledger: Ledger, dataset: str, fingerprint: str | None = None) -> None:
         self.ledger = ledger
         self.dataset = dataset
+        self.fingerprint = fingerprint
 
     @contextmanager
     def charging(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
@@ -81,7 +84,9 @@ class LedgerAccountant:
                              "it is a non-private read of the data")
         recorder = _Recorder()
         release_id = f"notebook/{uuid.uuid4()}"
-        with self.ledger.release(self.dataset, release_id, charge) as slot:
+        with self.ledger.release(self.dataset, release_id, charge, unit=mechanism.unit,
+                                 fingerprint=self.fingerprint,
+                                 detail={"mechanism_class": type(mechanism).__name__}) as slot:
             yield recorder
             if recorder.release is not None:
                 slot.commit(recorder.release.to_json())
@@ -102,10 +107,10 @@ def use_accountant(acc: Any) -> Any:
     return previous
 
 
-def use_ledger(ledger: Ledger, dataset: str) -> Any:
+def use_ledger(ledger: Ledger, dataset: str, *, fingerprint: str | None = None) -> Any:
     """Charge every following fit to ``dataset`` in ``ledger``; returns the previous
-    accountant."""
-    return use_accountant(LedgerAccountant(ledger, dataset))
+    accountant. For one block, prefer ``with ledger.charging(dataset): ...``."""
+    return use_accountant(LedgerAccountant(ledger, dataset, fingerprint))
 
 
 def reset() -> None:

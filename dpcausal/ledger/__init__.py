@@ -3,9 +3,16 @@
 See ``dpcausal/ledger/README.md`` for the protocol and the composition each mechanism gets.
 """
 
-from dpcausal.ledger.composition import Cap, Spend, compose
-from dpcausal.ledger.errors import BudgetExceededError, LedgerError, ReleaseInProgressError
+from dpcausal.ledger.composition import Cap, Spend, compose, group_privacy
+from dpcausal.ledger.errors import (
+    BudgetExceededError,
+    DatasetIdentityError,
+    IncompatibleChargeError,
+    LedgerError,
+    ReleaseInProgressError,
+)
 from dpcausal.ledger.store import Ledger, ReleaseSlot
 
-__all__ = ["BudgetExceededError", "Cap", "Ledger", "LedgerError", "ReleaseInProgressError",
-           "ReleaseSlot", "Spend", "compose"]
+__all__ = ["BudgetExceededError", "Cap", "DatasetIdentityError", "IncompatibleChargeError",
+           "Ledger", "LedgerError", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose",
+           "group_privacy"]

@@ -9,6 +9,11 @@ on one dataset must share the neighbouring relation (a caveat of every ledger).
 
 - All charges ``gaussian``: exact GDP, ``zeta = sqrt(sum zeta_j^2)``. A zeta/rho cap is compared
   exactly (rational arithmetic on the stored floats), an (epsilon, delta) cap through ``gdp_delta``.
+- Caps are compared in their own currency, never as epsilon at one delta. A zeta-GDP cap promises
+  the whole Gaussian tradeoff curve, so it admits ``gaussian`` charges only. A rho-zCDP cap admits
+  every charge with a zCDP bound, summed exactly: ``gaussian`` ``zeta^2 / 2``; ``laplace`` and
+  ``pure`` ``eps^2 / 2`` (Bun & Steinke 2016, Prop. 1.4). ``approx`` and ``rdp`` charges have no
+  zCDP bound and need an (epsilon, delta) cap.
 - Mixed, no ``rdp`` charge: ``dp_accounting`` privacy-loss distributions, composed exactly up to
   pessimistic discretisation. ``gaussian``: N(0, 1/zeta^2) vs N(1, 1/zeta^2); ``laplace``:
   Lap(0, 1/eps) vs Lap(1, 1/eps); ``pure`` and ``approx``: the generic (eps, delta)-DP PLD.
@@ -36,8 +41,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from dp_accounting.pld import common as pld_common
@@ -110,33 +116,99 @@ class Spend:
     delta: float
     method: str  # "none", "gdp", "pld" or "rdp"
     zeta: float | None = None
-
-    @property
-    def rho(self) -> float | None:
-        return None if self.zeta is None else self.zeta**2 / 2.0
+    rho: float | None = None  # zCDP, when every charge has a zCDP bound (:func:`zcdp_rho`)
 
     def describe(self) -> str:
         if self.n_charges == 0:
             return "nothing"
         text = f"epsilon={self.epsilon:.6g} at delta={self.delta:g}"
-        return f"zeta={self.zeta:.6g} (GDP), {text}" if self.zeta is not None else text
+        if self.zeta is not None:
+            return f"zeta={self.zeta:.6g} (GDP), {text}"
+        return f"rho={self.rho:.6g} (zCDP), {text}" if self.rho is not None else text
+
+
+def zcdp_rho(charge: PrivacyCharge) -> Fraction | None:
+    """rho-zCDP bound of one charge, exact in the stored floats' rationals; None if it has none.
+
+    Gaussian ``zeta^2 / 2`` (spec §1.3); pure and Laplace ``eps^2 / 2``: an eps-DP mechanism is
+    eps^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4). ``approx`` and ``rdp`` charges have no bound.
+    """
+    if charge.mechanism == "gaussian":
+        return Fraction(charge.zeta) ** 2 / 2  # type: ignore[arg-type]
+    if charge.mechanism in {"pure", "laplace"}:
+        return Fraction(charge.epsilon) ** 2 / 2  # type: ignore[arg-type]
+    return None
+
+
+# Which caps a charge's unit of privacy bounds: a guarantee for every record of one user (or
+# client) bounds the loss of any one of its rows, and a row-level guarantee bounds the loss of
+# one row's label; never the reverse (a row-level charge says nothing about a user with many
+# rows, a label-level one nothing about the other columns). Clients are not assumed to hold
+# whole users.
+UNIT_BOUNDS = {"row": {"row", "label"}, "user": {"user", "row", "label"},
+               "client": {"client", "row", "label"}, "label": {"label"}}
+
+
+def check_unit(unit: object, name: str = "unit") -> None:
+    """ValueError unless ``unit`` is a unit of privacy (row, user, label, client)."""
+    if unit not in UNIT_BOUNDS:
+        raise ValueError(f"{name} must be one of {sorted(UNIT_BOUNDS)}, got {unit!r}")
+
+
+def unit_admissible(charge_unit: str, cap_unit: str) -> str | None:
+    """Why a charge stated per ``charge_unit`` cannot count against a cap per ``cap_unit`` (None
+    if it can, at its own parameters): :data:`UNIT_BOUNDS`, dpcausal/ledger/README.md "Units"."""
+    check_unit(charge_unit)
+    check_unit(cap_unit, "cap unit")
+    if cap_unit in UNIT_BOUNDS[charge_unit]:
+        return None
+    return (f"its cap is per {cap_unit} and the charge per {charge_unit}: a {charge_unit}-level "
+            f"guarantee does not bound the loss of one {cap_unit} (only "
+            f"{', '.join(sorted(UNIT_BOUNDS[charge_unit]))}); convert the charge explicitly "
+            f"(e.g. group privacy over a public maximum of rows per {cap_unit}) or give the "
+            f"dataset a cap per {charge_unit}")
+
+
+def admissible(charge: PrivacyCharge, cap: Cap) -> str | None:
+    """Why ``charge`` can never count against ``cap`` (None if it can): caps compare in their own
+    currency (module docstring), so a GDP cap admits Gaussian charges only and a zCDP cap charges
+    with a zCDP bound only."""
+    if cap.kind == "zeta" and charge.mechanism != "gaussian":
+        return (f"a zeta-GDP cap admits Gaussian charges only, got a {charge.mechanism} charge "
+                "(GDP is a promise about the whole tradeoff curve, which an epsilon at one delta "
+                "does not keep); give the dataset a rho-zCDP cap (zeta-GDP = zeta^2/2-zCDP) or an "
+                "(epsilon, delta) cap with `dpcausal ledger set-budget`")
+    if cap.kind == "rho" and zcdp_rho(charge) is None:
+        return (f"a rho-zCDP cap admits gaussian, laplace and pure charges only, got a "
+                f"{charge.mechanism} charge (it has no zCDP bound); give the dataset an "
+                "(epsilon, delta) cap with `dpcausal ledger set-budget`")
+    return None
 
 
 def compose(charges: Sequence[PrivacyCharge], delta: float = DEFAULT_DELTA) -> Spend:
     """Compose charges on one dataset and report (epsilon at ``delta``) per the table above."""
     if not charges:
-        return Spend(0, 0.0, delta, "none", zeta=0.0)
+        return Spend(0, 0.0, delta, "none", zeta=0.0, rho=0.0)
+    rhos = [zcdp_rho(c) for c in charges]
+    rho = None if None in rhos else _up(float(sum(rhos, Fraction(0))))  # type: ignore[arg-type]
     if all(c.mechanism == "gaussian" for c in charges):
         zeta = compose_gdp([c.zeta for c in charges])  # type: ignore[misc]
-        return Spend(len(charges), _up(_gdp_epsilon_or_inf(zeta, delta)), delta, "gdp", zeta=zeta)
+        return Spend(len(charges), _up(_gdp_epsilon_or_inf(zeta, delta)), delta, "gdp",
+                     zeta=zeta, rho=zeta**2 / 2)
     if any(c.mechanism == "rdp" for c in charges):
         return Spend(len(charges), _up(_rdp_epsilon(charges, delta)), delta, "rdp")
-    return Spend(len(charges), _pld_epsilon(charges, delta), delta, "pld")
+    return Spend(len(charges), _pld_epsilon(charges, delta), delta, "pld", rho=rho)
 
 
 def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]:
     """Whether composing ``charges`` stays within ``cap`` (never rounding in the user's favour)."""
     spend = compose(charges, cap.delta)
+    if any(admissible(c, cap) is not None for c in charges):
+        return False, spend
+    if cap.kind == "rho":
+        # exact: sum rho_j <= rho_cap in rationals (composition: Bun & Steinke 2016, Lemma 1.7)
+        total = sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
+        return total <= Fraction(cap.value), spend
     if spend.zeta is not None and cap.zeta is not None:
         # exact: sum zeta_j^2 <= zeta_cap^2 (= 2 rho) in rational arithmetic on the stored floats
         total = sum((Fraction(c.zeta) ** 2 for c in charges), Fraction(0))  # type: ignore[arg-type]
@@ -150,15 +222,75 @@ def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]
     return spend.epsilon <= _down(cap.epsilon), spend
 
 
-def remaining(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | None]:
-    """Remaining budget, rounded down: zeta (GDP caps with all-Gaussian charges) and epsilon."""
-    spend = compose(charges, cap.delta)
-    out: dict[str, float | None] = {"zeta": None, "epsilon": None}
-    if spend.zeta is not None and cap.zeta is not None:
-        left2 = cap.zeta**2 - spend.zeta**2
-        out["zeta"] = _down(math.sqrt(left2)) if left2 > 0 else 0.0
-    out["epsilon"] = max(0.0, _down(_down(cap.epsilon) - spend.epsilon))
-    return out
+def headroom(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | None]:
+    """What one more release could spend on top of ``charges`` under ``cap``, rounded down.
+
+    ``next_zeta``: the largest Gaussian charge still admitted; ``next_epsilon``: its epsilon at
+    the cap's delta (spec §1.3), so the two figures agree (never cap epsilon minus spent
+    epsilon, which no single release can spend); ``next_pure_epsilon``: the largest pure
+    eps-DP charge still admitted (None under a GDP cap, which admits none). GDP/zCDP caps:
+    closed form from the exact zCDP remainder; (epsilon, delta) caps: the largest value the
+    composition of the module docstring admits, by bisection (the value returned was admitted).
+    """
+    if any(admissible(c, cap) is not None for c in charges):  # recorded under older rules
+        return {"next_zeta": 0.0, "next_epsilon": 0.0,
+                "next_pure_epsilon": None if cap.kind == "zeta" else 0.0}
+    if cap.kind in {"zeta", "rho"}:
+        bound = Fraction(cap.value) ** 2 / 2 if cap.kind == "zeta" else Fraction(cap.value)
+        left = bound - sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
+        largest = _down(math.sqrt(2 * left)) if left > 0 else 0.0
+        next_zeta, next_pure = largest, (None if cap.kind == "zeta" else largest)
+    else:
+        next_zeta = _largest(lambda z: within_cap(
+            [*charges, PrivacyCharge("gaussian", zeta=z)], cap)[0])
+        next_pure = _largest(lambda e: within_cap(
+            [*charges, PrivacyCharge("pure", epsilon=e)], cap)[0])
+    next_epsilon = _up(_gdp_epsilon_or_inf(next_zeta, cap.delta)) if next_zeta > 0 else 0.0
+    return {"next_zeta": next_zeta, "next_epsilon": next_epsilon,
+            "next_pure_epsilon": next_pure}
+
+
+def _largest(fits: Callable[[float], bool], rel: float = 1e-6) -> float:
+    """Largest x > 0 with ``fits(x)`` for a monotone ``fits``, to ``rel``; always a value that
+    fits (0.0 if even 1e-9 does not; 1e4 is taken as unbounded)."""
+    if not fits(1e-9):
+        return 0.0
+    lo, hi = 1e-9, 1.0
+    while fits(hi):
+        lo, hi = hi, 2 * hi
+        if hi > 1e4:
+            return lo
+    while hi - lo > rel * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def group_privacy(charge: PrivacyCharge, k: int) -> PrivacyCharge:
+    """The charge of the same release for groups of ``k`` records (e.g. a row-level charge as a
+    user-level one, with a public maximum of ``k`` rows per user): the explicit unit conversion.
+
+    Gaussian ``zeta -> k zeta`` and Laplace ``eps -> k eps`` (exact: the statistic moves by at
+    most ``k`` sensitivities); pure ``eps -> k eps``; approx ``(eps, delta) -> (k eps,
+    k e^{(k-1) eps} delta)`` (group privacy, Vadhan 2017, Lemma 2.2). RDP curves are refused
+    (no simple group bound).
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1 (the public maximum group size), got {k!r}")
+    detail = {**charge.detail, "group_privacy_k": k}
+    if charge.mechanism == "gaussian":
+        return PrivacyCharge("gaussian", zeta=k * charge.zeta, delta=charge.delta,  # type: ignore
+                             detail=detail)
+    if charge.mechanism in {"laplace", "pure"}:
+        return PrivacyCharge(charge.mechanism, epsilon=k * charge.epsilon,  # type: ignore
+                             detail=detail)
+    if charge.mechanism == "approx":
+        eps = charge.epsilon
+        return PrivacyCharge("approx", epsilon=k * eps,  # type: ignore[operator]
+                             delta=k * math.exp((k - 1) * eps) * charge.delta,  # type: ignore
+                             detail=detail)
+    raise ValueError("an rdp charge has no group-privacy conversion here; state the release's "
+                     "RDP curve for the larger unit directly")
 
 
 def laplace_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
@@ -227,11 +359,23 @@ def _curve_on(charge: PrivacyCharge, grid: np.ndarray) -> np.ndarray:
 
 
 def _pld_epsilon(charges: Sequence[PrivacyCharge], delta: float) -> float:
+    """PLD composition: the last charge composed onto the (cached) composition of the others,
+    so that trying many last charges (:func:`headroom`) composes the recorded ones once."""
+    keys = [_pld_key(c) for c in charges]
+    base = _pld_composed(tuple(sorted(Counter(keys[:-1]).items())))
+    last = _pld_of(*keys[-1])
+    total = last if base is None else base.compose(last)
+    return float(total.get_epsilon_for_delta(delta))
+
+
+@lru_cache(maxsize=32)
+def _pld_composed(counts: tuple[tuple[tuple[str, float, float], int], ...]
+                  ) -> pld.PrivacyLossDistribution | None:
     total = None
-    for key, count in Counter(_pld_key(c) for c in charges).items():
+    for key, count in counts:
         one = _pld_of(*key).self_compose(count) if count > 1 else _pld_of(*key)
         total = one if total is None else total.compose(one)
-    return float(total.get_epsilon_for_delta(delta))  # type: ignore[union-attr]
+    return total
 
 
 def _pld_key(c: PrivacyCharge) -> tuple[str, float, float]:

@@ -3,6 +3,11 @@
 Writes are serialisable on both back ends: SQLite transactions start with ``BEGIN IMMEDIATE``
 (one writer at a time, others wait on the busy timeout); on PostgreSQL the reserve step locks the
 dataset row with ``SELECT ... FOR UPDATE``.
+
+The tables are versioned with Alembic (``migrations/``, version table ``ledger_schema_version``, so
+a PostgreSQL database shared with MLflow keeps its own ``alembic_version``). An older ledger is
+migrated when it is opened, in one transaction, never refused or reset; a ledger written before
+migrations existed (``dpcausal-ledger/1``) is stamped at revision 0001 first.
 """
 
 from __future__ import annotations
@@ -11,13 +16,18 @@ import os
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from dpcausal.ledger.errors import LedgerError
 
-SCHEMA = "dpcausal-ledger/1"
+SCHEMA = "dpcausal-ledger/2"
+HEAD = "0002"  # the Alembic revision these tables are
+VERSION_TABLE = "ledger_schema_version"
+MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_S = 120.0
+_PG_MIGRATION_LOCK = 0x6470_6C65_6467  # advisory lock key: one migration at a time
+_CORE = {"ledger_meta", "ledger_datasets", "ledger_charges"}  # present since schema 1
 
 metadata = sa.MetaData()
 
@@ -35,6 +45,7 @@ datasets = sa.Table(
     sa.Column("cap_delta", sa.Double, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("unit", sa.String(16), nullable=False, server_default="row"),  # the cap's unit
 )
 
 charges = sa.Table(
@@ -57,6 +68,16 @@ charges = sa.Table(
     sa.Column("result", sa.Text),
     sa.Column("reserved_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
+    sa.Column("unit", sa.String(16), nullable=False, server_default="row"),  # row|user|label|client
+    sa.Column("fingerprint", sa.String(256)),  # keyed fingerprint of the data released, if given
+)
+
+fingerprints = sa.Table(
+    "ledger_fingerprints", metadata,  # each keyed fingerprint belongs to one dataset id
+    sa.Column("fingerprint", sa.String(256), primary_key=True),
+    sa.Column("dataset", sa.String(256), sa.ForeignKey("ledger_datasets.name"), nullable=False,
+              index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
 
 
@@ -67,6 +88,21 @@ def default_url() -> str:
     return os.environ.get("DPCAUSAL_LEDGER_URL") or f"sqlite:///{folder.resolve() / 'ledger.db'}"
 
 
+def _parse(url: str) -> sa.URL:
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def exists(url: str) -> bool:
+    """False only for a SQLite ledger file that does not exist (nothing to read there)."""
+    parsed = _parse(url)
+    if parsed.get_backend_name() != "sqlite":
+        return True
+    return bool(parsed.database) and Path(parsed.database).exists()
+
+
 def open_engine(url: str, create: bool) -> Engine:
     """An engine on a checked ledger; creates the schema only where no database exists yet.
 
@@ -74,9 +110,7 @@ def open_engine(url: str, create: bool) -> Engine:
     already hold a dpcausal ledger, whatever ``create`` says (a truncated or foreign file is an
     error, never overwritten with a fresh, empty ledger).
     """
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
+    parsed = _parse(url)
     fresh = False
     if parsed.get_backend_name() == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
@@ -117,28 +151,79 @@ def _serialise_sqlite(engine: Engine) -> None:
 
 def _check_schema(engine: Engine, url: str, may_create: bool, fresh: bool) -> None:
     server = engine.url.get_backend_name() != "sqlite"
-    where = engine.url.render_as_string(hide_password=True) if server else engine.url.database
+    where = _where(engine)
     try:
         names = set(sa.inspect(engine).get_table_names())
     except (DatabaseError, OperationalError) as exc:
         raise LedgerError(f"cannot read the ledger at {where}: {exc.orig}. The file is corrupt or "
                           "not a SQLite database; restore it from a backup (it is never replaced "
                           "automatically, the privacy spend it records must not be lost).") from exc
-    ours = set(metadata.tables)
-    if may_create and (fresh or (server and not names & ours)):
-        with engine.begin() as conn:
-            metadata.create_all(conn)
-            conn.execute(meta.insert().values(key="schema", value=SCHEMA))
+    if may_create and (fresh or (server and not names & _CORE)):
+        migrate(engine)
         return
-    if not names & ours:
+    if not names & _CORE:
         hint = ("create the tables with Ledger(url, create=True) or `dpcausal ledger set-budget`"
                 if server else "an empty or truncated file? Restore it from a backup, or point "
                 "DPCAUSAL_LEDGER_URL at a new path to start a new ledger")
         raise LedgerError(f"no ledger at {where}: the database holds no ledger tables ({hint}).")
-    if not ours <= names:
+    if not _CORE <= names:
         raise LedgerError(f"{where} is not a dpcausal ledger (missing tables "
-                          f"{sorted(ours - names)}); check DPCAUSAL_LEDGER_URL or --url.")
+                          f"{sorted(_CORE - names)}); check DPCAUSAL_LEDGER_URL or --url.")
     with engine.connect() as conn:
-        found = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema")).scalar()
-    if found != SCHEMA:
-        raise LedgerError(f"{where} holds ledger schema {found!r}, this code reads {SCHEMA!r}.")
+        version = _version(conn, where)
+    if version != HEAD:
+        migrate(engine)
+
+
+def _where(engine: Engine) -> str:
+    if engine.url.get_backend_name() == "sqlite":
+        return str(engine.url.database)
+    return engine.url.render_as_string(hide_password=True)
+
+
+def _version(conn: Connection, where: str) -> str | None:
+    """The ledger's Alembic revision: its version table's, else 0001 for a schema-1 ledger
+    written before migrations existed, None for an empty database."""
+    names = set(sa.inspect(conn).get_table_names())
+    if not names & _CORE:
+        return None
+    if VERSION_TABLE in names:
+        found = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+        if found is not None:
+            return str(found)
+    schema = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema")).scalar()
+    if schema == "dpcausal-ledger/1":
+        return "0001"
+    raise LedgerError(f"{where} holds ledger schema {schema!r} without a migration record; this "
+                      f"code reads {SCHEMA!r}. Restore the ledger from a backup.")
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the ledger to revision :data:`HEAD` with Alembic, in one serialised transaction
+    (SQLite ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent openers migrate once.
+
+    An empty database is built from revision 0001 up; a schema-1 ledger without a version table
+    is stamped 0001 first. Existing rows are kept (``migrations/versions``).
+    """
+    try:
+        from alembic import command
+        from alembic.config import Config
+        from alembic.script import ScriptDirectory
+    except ImportError as exc:  # pragma: no cover - alembic is a dependency of dpcausal
+        raise LedgerError("migrating the ledger needs Alembic: pip install alembic") from exc
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    known = {rev.revision for rev in ScriptDirectory.from_config(cfg).walk_revisions()}
+    with engine.begin() as conn:
+        if engine.url.get_backend_name() == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK)))
+        version = _version(conn, _where(engine))  # again, under the lock
+        if version == HEAD:
+            return
+        if version is not None and version not in known:
+            raise LedgerError(f"{_where(engine)} holds ledger revision {version}, newer than this "
+                              f"code ({HEAD}); upgrade dpcausal to read it.")
+        cfg.attributes["connection"] = conn
+        if version is not None and not sa.inspect(conn).has_table(VERSION_TABLE):
+            command.stamp(cfg, version)
+        command.upgrade(cfg, "head")

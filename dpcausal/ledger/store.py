@@ -15,14 +15,16 @@ Protocol (spec privacy_testing.md "Budgets"; issue 5)
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 import sqlalchemy as sa
@@ -30,11 +32,26 @@ from sqlalchemy.engine import Connection
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.ledger import schema
-from dpcausal.ledger.composition import Cap, Spend, compose, remaining, within_cap
-from dpcausal.ledger.errors import BudgetExceededError, ReleaseInProgressError
+from dpcausal.ledger.composition import (
+    Cap,
+    Spend,
+    admissible,
+    check_unit,
+    compose,
+    headroom,
+    unit_admissible,
+    within_cap,
+)
+from dpcausal.ledger.errors import (
+    BudgetExceededError,
+    DatasetIdentityError,
+    IncompatibleChargeError,
+    ReleaseInProgressError,
+)
 
 _T = schema.charges
 _D = schema.datasets
+_F = schema.fingerprints
 
 
 @dataclass
@@ -89,13 +106,20 @@ class Ledger:
 
     # ------------------------------------------------------------------ budgets
     def set_budget(self, dataset: str, *, zeta: float | None = None, rho: float | None = None,
-                   epsilon: float | None = None, delta: float | None = None) -> Cap:
+                   epsilon: float | None = None, delta: float | None = None, unit: str = "row",
+                   fingerprint: str | None = None) -> Cap:
         """Set (or change) a dataset's cap: exactly one of ``zeta``, ``rho``, ``epsilon``+``delta``.
 
         For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
-        reported and, for mixed mechanisms, compared. A cap below what is already spent is refused.
+        reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client);
+        ``fingerprint`` (the data's keyed fingerprint) binds the data to this dataset id. A cap
+        below what is already spent, or one a recorded charge cannot count against, is refused;
+        so is a fingerprint already bound to another dataset id.
         """
         _check_name(dataset)
+        check_unit(unit)
+        if fingerprint is not None:
+            _check_fingerprint_value(fingerprint)
         given = {k: v for k, v in {"zeta": zeta, "rho": rho, "epsilon": epsilon}.items()
                  if v is not None}
         if len(given) != 1:
@@ -109,7 +133,15 @@ class Ledger:
         now = datetime.now(UTC)
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
+            if fingerprint is not None:
+                _check_fingerprint(conn, dataset, fingerprint, lock=True)
             recorded = _charges_of(conn, dataset)
+            units = conn.execute(sa.select(_T.c.unit).where(_T.c.dataset == dataset)).scalars()
+            reasons = [r for r in (unit_admissible(u, unit) for u in set(units)) if r is not None]
+            reasons += [r for r in (admissible(c, cap) for c in recorded) if r is not None]
+            if reasons:
+                raise ValueError(f"cannot set the cap of dataset {dataset} to {cap.describe()}: "
+                                 f"{reasons[0]}, and that charge is already recorded.")
             ok, spend = within_cap(recorded, cap)
             if not ok:
                 raise ValueError(
@@ -117,12 +149,40 @@ class Ledger:
                     f"spent {spend.describe()}, more than that cap. A cap cannot go below what is "
                     "spent; give a cap at least as large.")
             values = dict(cap_kind=cap.kind, cap_value=float(cap.value),
-                          cap_delta=float(cap.delta), updated_at=now)
+                          cap_delta=float(cap.delta), unit=unit, updated_at=now)
             if row is None:
                 conn.execute(_D.insert().values(name=dataset, created_at=now, **values))
             else:
                 conn.execute(_D.update().where(_D.c.name == dataset).values(**values))
+            if fingerprint is not None:
+                _bind_fingerprint(conn, dataset, fingerprint)
         return cap
+
+    def known(self, dataset: str | None = None, *, fingerprint: str | None = None) -> str | None:
+        """The dataset id under which ``dataset`` has a cap or ``fingerprint`` is bound, else None.
+
+        For refusing a non-private evaluation read of budgeted data (issue 18 item 6): a caller
+        refuses evaluation mode whenever this is not None.
+        """
+        if dataset is None and fingerprint is None:
+            raise ValueError("give a dataset id, a fingerprint or both")
+        with self.engine.connect() as conn:
+            if fingerprint is not None and (owner := _owner_of(conn, fingerprint)) is not None:
+                return owner
+            if dataset is not None and _read_dataset(conn, dataset) is not None:
+                return dataset
+        return None
+
+    @staticmethod
+    def exists(url: str | None = None) -> bool:
+        """Whether there is a ledger to open at ``url`` (default as :class:`Ledger`): False only
+        for a SQLite file that does not exist; a server database is assumed to exist."""
+        return schema.exists(url if url is not None else schema.default_url())
+
+    def unit(self, dataset: str) -> str:
+        """The unit of privacy of the dataset's cap (ValueError for an unknown dataset)."""
+        with self.engine.connect() as conn:
+            return str(_require(conn, dataset, _read_dataset(conn, dataset))["unit"])
 
     def has_dataset(self, dataset: str) -> bool:
         """Whether the dataset has a cap in this ledger."""
@@ -140,72 +200,132 @@ class Ledger:
             cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
             return compose(_charges_of(conn, dataset), cap.delta)
 
+    def headroom(self, dataset: str) -> dict[str, float | None]:
+        """What one more release on ``dataset`` could spend (:func:`composition.headroom`)."""
+        with self.engine.connect() as conn:
+            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
+            return headroom(_charges_of(conn, dataset), cap)
+
     def budgets(self) -> pd.DataFrame:
-        """One row per dataset: cap, charges by status, composed spend, remaining (rounded down)."""
-        rows = []
-        with self.engine.begin() as conn:
+        """One row per dataset: unit, cap, charges by status, composed spend, and what one more
+        release could spend (``next_*``, rounded down; :func:`composition.headroom`)."""
+        read = []
+        with self.engine.begin() as conn:  # read only; the composition runs after the lock
             _mark_dead_reservations(conn)
             for d in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
-                cap = _cap_of(d)
-                recorded = _charges_of(conn, d["name"])
                 statuses = conn.execute(
                     sa.select(_T.c.status, sa.func.count()).where(_T.c.dataset == d["name"])
                     .group_by(_T.c.status)).all()
-                counts = dict(statuses)
-                spend = compose(recorded, cap.delta)
-                left = remaining(recorded, cap)
-                rows.append({
-                    "dataset": d["name"], "cap": cap.describe(), "delta": cap.delta,
-                    "charges": spend.n_charges, "committed": counts.get("committed", 0),
-                    "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
-                    "spent_zeta": spend.zeta, "spent_epsilon": spend.epsilon,
-                    "remaining_zeta": left["zeta"], "remaining_epsilon": left["epsilon"],
-                    "composition": spend.method,
-                })
-        columns = ["dataset", "cap", "delta", "charges", "committed", "unfinished", "spent_zeta",
-                   "spent_epsilon", "remaining_zeta", "remaining_epsilon", "composition"]
+                read.append((dict(d), _charges_of(conn, d["name"]), dict(statuses)))
+        rows = []
+        for d, recorded, counts in read:
+            cap = _cap_of(d)
+            spend = compose(recorded, cap.delta)
+            rows.append({
+                "dataset": d["name"], "unit": d["unit"], "cap": cap.describe(),
+                "delta": cap.delta,
+                "charges": spend.n_charges, "committed": counts.get("committed", 0),
+                "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
+                "spent_zeta": spend.zeta, "spent_rho": spend.rho,
+                "spent_epsilon": spend.epsilon, **headroom(recorded, cap),
+                "composition": spend.method,
+            })
+        columns = ["dataset", "unit", "cap", "delta", "charges", "committed", "unfinished",
+                   "spent_zeta", "spent_rho", "spent_epsilon", "next_zeta", "next_epsilon",
+                   "next_pure_epsilon", "composition"]
         return pd.DataFrame(rows, columns=columns)
 
     def history(self, dataset: str) -> pd.DataFrame:
-        """Every charge of a dataset in reservation order, with status and run link.
+        """Every charge of a dataset in reservation order: status, mechanism, unit, the charge's
+        own (epsilon, delta) (Gaussian and RDP charges at the dataset's delta), what the release
+        was (``detail``) and its run link.
 
         Reservations whose process (on this host) is gone are marked ``incomplete`` first.
         """
         with self.engine.begin() as conn:
-            _require(conn, dataset, _read_dataset(conn, dataset))
+            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
             _mark_dead_reservations(conn, dataset)
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
-            frame = pd.DataFrame([dict(r) for r in rows.mappings()])
-        columns = ["release_id", "status", "mechanism", "zeta", "epsilon", "delta",
-                   "reserved_at", "finished_at", "run_url"]
-        return frame[columns] if len(frame) else pd.DataFrame(columns=columns)
+            records = [dict(r) for r in rows.mappings()]
+        columns = ["release_id", "status", "mechanism", "unit", "zeta", "epsilon", "delta",
+                   "detail", "reserved_at", "finished_at", "run_url"]
+        if not records:
+            return pd.DataFrame(columns=columns)
+        guarantees = [_guarantee(_row_charge(r), cap.delta) for r in records]
+        frame = pd.DataFrame(records)
+        frame["epsilon"] = [g[0] for g in guarantees]
+        frame["delta"] = [g[1] for g in guarantees]
+        frame["detail"] = [json.loads(d) for d in frame["detail"]]
+        return frame[columns]
+
+    # ------------------------------------------------------------------ notebooks
+    @contextmanager
+    def charging(self, dataset: str, *, fingerprint: str | None = None) -> Iterator[Ledger]:
+        """Charge every library fit inside the block to ``dataset``: reserve -> fit -> commit.
+
+        ``with led.charging("trial-A"): est.fit(df, ...)``. Each fit reserves its charge (in the
+        mechanism's unit) before drawing any noise and commits the release before returning it;
+        past the cap it raises BudgetExceededError and draws nothing. Evaluation fits are
+        refused. The previous accountant (:mod:`dpcausal.session`) is restored on exit.
+        """
+        from dpcausal import session
+
+        _check_name(dataset)
+        previous = session.use_ledger(self, dataset, fingerprint=fingerprint)
+        try:
+            yield self
+        finally:
+            session.use_accountant(previous)
+
+    def fit(self, dataset: str, mechanism: Any, data: Any, *args: Any,
+            fingerprint: str | None = None, **roles: Any) -> Any:
+        """One charged release in one line: ``led.fit("trial-A", PrivateATE(...), df,
+        treatment="A", outcome="Y")`` is ``mechanism.fit(...)`` inside :meth:`charging`."""
+        with self.charging(dataset, fingerprint=fingerprint):
+            return mechanism.fit(data, *args, **roles)
 
     # ------------------------------------------------------------------ releases
-    def check(self, dataset: str, charge: PrivacyCharge) -> None:
-        """Raise BudgetExceededError now if ``charge`` would not fit under the cap today.
+    def check(self, dataset: str, charge: PrivacyCharge, *, unit: str,
+              fingerprint: str | None = None) -> None:
+        """Raise now what :meth:`release` would raise for ``charge`` per ``unit`` today
+        (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError).
 
         Advisory and read-only, so a flow can refuse before hours of model fitting; only the
         reservation in :meth:`release` is authoritative (another release may land in between).
         """
         with self.engine.connect() as conn:
-            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
-            refusal, _ = _admit(dataset, charge, _charges_of(conn, dataset), cap)
+            row = _require(conn, dataset, _read_dataset(conn, dataset))
+            if fingerprint is not None:
+                _check_fingerprint(conn, dataset, fingerprint)
+            recorded = _charges_of(conn, dataset)
+            refusal, _ = _admit(dataset, charge, unit, recorded, row)
         if refusal is not None:
-            raise refusal
+            raise _with_most(refusal, recorded, _cap_of(row))
 
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                run_url: str | None = None) -> Iterator[ReleaseSlot]:
+                run_url: str | None = None, *, unit: str, fingerprint: str | None = None,
+                detail: dict | None = None) -> Iterator[ReleaseSlot]:
         """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
+
+        ``unit`` is the charge's unit of privacy (row, user, label, client); ``fingerprint`` the
+        released data's keyed fingerprint (bound to ``dataset`` on first use); ``detail`` what
+        the release was (mechanism, estimator, K, bounds ...), stored with ``charge.detail``.
 
         Raises
         ------
         BudgetExceededError
             The cap would be exceeded (nothing recorded; draw no noise).
+        IncompatibleChargeError
+            The cap can never admit this charge: its mechanism or its unit (nothing recorded).
+        DatasetIdentityError
+            ``fingerprint`` is already bound to another dataset id (nothing recorded).
         ReleaseInProgressError
             The release id was reserved before and never committed (its charge stays recorded).
         """
-        slot = self._reserve(dataset, release_id, charge, run_url)
+        if detail:
+            charge = replace(charge, detail={**charge.detail, **detail})
+        slot = self._reserve(dataset, release_id, charge, run_url, unit, fingerprint)
         if slot.result is not None:  # committed before: hand it back, draw nothing
             yield slot
             return
@@ -221,8 +341,11 @@ class Ledger:
                 "stays recorded (status incomplete) and nothing may be published under it.")
 
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                 run_url: str | None) -> ReleaseSlot:
+                 run_url: str | None, unit: str, fingerprint: str | None) -> ReleaseSlot:
         _check_name(dataset)
+        check_unit(unit)
+        if fingerprint is not None:
+            _check_fingerprint_value(fingerprint)
         if not isinstance(release_id, str) or not release_id.strip():
             raise ValueError(f"release_id must be a non-empty string, got {release_id!r}; "
                              "use '<prefect flow-run id>/<release name>'")
@@ -231,30 +354,36 @@ class Ledger:
                             f"{type(charge).__name__}")
         outcome: ReleaseSlot | Exception
         with self.engine.begin() as conn:
-            cap = _cap_of(_require(conn, dataset, _lock_dataset(conn, dataset)))
+            row = _require(conn, dataset, _lock_dataset(conn, dataset))
             recorded = _charges_of(conn, dataset)
             same_id = sa.select(_T).where(_T.c.release_id == release_id)
             old = conn.execute(same_id).mappings().first()
             if old is not None:
-                outcome = _retry(conn, old, dataset, charge, recorded, cap)
+                outcome = _retry(conn, old, dataset, charge, unit, recorded, _cap_of(row))
+            elif fingerprint is not None and (owner := _owner_of(conn, fingerprint, lock=True)
+                                              ) not in (None, dataset):
+                outcome = DatasetIdentityError(dataset, owner)
             else:
-                outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, cap)
+                outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, row,
+                                       unit, fingerprint)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
-            raise outcome
+            raise _with_most(outcome, recorded, _cap_of(row))
         return outcome
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
-                run_url: str | None, recorded: list[PrivacyCharge],
-                cap: Cap) -> ReleaseSlot | Exception:
-        refusal, spend = _admit(dataset, charge, recorded, cap)
+                run_url: str | None, recorded: list[PrivacyCharge], row: sa.RowMapping,
+                unit: str, fingerprint: str | None) -> ReleaseSlot | Exception:
+        refusal, spend = _admit(dataset, charge, unit, recorded, row)
         if refusal is not None:
             return refusal
+        if fingerprint is not None:
+            _bind_fingerprint(conn, dataset, fingerprint)
         token = uuid.uuid4().hex
         conn.execute(_T.insert().values(
             release_id=release_id, dataset=dataset, status="reserved", token=token,
-            owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url,
-            reserved_at=datetime.now(UTC), **_charge_row(charge)))
+            owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=unit,
+            fingerprint=fingerprint, reserved_at=datetime.now(UTC), **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
     def _finish(self, release_id: str, token: str, status: str, result: str | None) -> None:
@@ -269,10 +398,15 @@ class Ledger:
                     "by a retry); nothing is published, its charge stays recorded.")
 
 
-def _admit(dataset: str, charge: PrivacyCharge, recorded: list[PrivacyCharge],
-           cap: Cap) -> tuple[BudgetExceededError | None, Spend]:
-    """(the refusal of ``charge`` on top of ``recorded`` under ``cap``, or None; the spend with
-    ``charge`` included)."""
+def _admit(dataset: str, charge: PrivacyCharge, unit: str, recorded: list[PrivacyCharge],
+           row: sa.RowMapping) -> tuple[ValueError | None, Spend]:
+    """(the refusal of ``charge`` per ``unit`` on top of ``recorded`` under the dataset ``row``'s
+    cap, or None; the spend with ``charge`` included). Recorded charges were admitted under the
+    same rules, so each counts at its own parameters (README "Units")."""
+    cap = _cap_of(row)
+    reason = unit_admissible(unit, row["unit"]) or admissible(charge, cap)
+    if reason is not None:
+        return IncompatibleChargeError(dataset, reason), compose(recorded, cap.delta)
     ok, spend = within_cap([*recorded, charge], cap)
     if ok:
         return None, spend
@@ -280,11 +414,21 @@ def _admit(dataset: str, charge: PrivacyCharge, recorded: list[PrivacyCharge],
                                _describe(charge), cap.describe(), spend.describe()), spend
 
 
-def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge,
+def _with_most(refusal: Exception, recorded: list[PrivacyCharge], cap: Cap) -> Exception:
+    """A budget refusal completed with the most one more release could spend: computed after
+    the transaction, so the bisection never holds the ledger's lock."""
+    if not isinstance(refusal, BudgetExceededError):
+        return refusal
+    return BudgetExceededError(refusal.dataset, refusal.spent, refusal.requested, refusal.cap,
+                               refusal.total, _most(recorded, cap))
+
+
+def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge, unit: str,
            recorded: list[PrivacyCharge], cap: Cap) -> ReleaseSlot | Exception:
     """A release id seen before: its committed result, or the error to raise (no new noise)."""
     rid = old["release_id"]
-    if old["dataset"] != dataset or not _same_charge(_row_charge(old), charge):
+    if (old["dataset"] != dataset or not _same_charge(_row_charge(old), charge)
+            or old["unit"] != unit):
         return ValueError(
             f"release_id {rid} is already recorded for dataset {old['dataset']} with charge "
             f"{_describe(_row_charge(old))}; a release id names one release: use a new id for "
@@ -320,6 +464,37 @@ def _mark_dead_reservations(conn: Connection, dataset: str | None = None) -> Non
                      .values(status="incomplete"))
 
 
+def _owner_of(conn: Connection, fingerprint: str, lock: bool = False) -> str | None:
+    """The dataset id a keyed fingerprint is bound to, if any. ``lock`` (before binding it):
+    on PostgreSQL a transaction advisory lock on the fingerprint, so two datasets racing to bind
+    the same new fingerprint are serialised (SQLite's BEGIN IMMEDIATE already is)."""
+    if lock and conn.engine.url.get_backend_name() == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(
+            sa.func.hashtextextended(fingerprint, 0))))
+    return conn.execute(sa.select(_F.c.dataset).where(_F.c.fingerprint == fingerprint)).scalar()
+
+
+def _check_fingerprint_value(fingerprint: object) -> None:
+    if not isinstance(fingerprint, str) or not fingerprint.strip():
+        raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}")
+
+
+def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str,
+                       lock: bool = False) -> None:
+    _check_fingerprint_value(fingerprint)
+    owner = _owner_of(conn, fingerprint, lock)
+    if owner not in (None, dataset):
+        raise DatasetIdentityError(dataset, owner)
+
+
+def _bind_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
+    """Bind ``fingerprint`` to ``dataset`` (a no-op if it already is; callers checked it is not
+    bound elsewhere, under the dataset's lock)."""
+    if _owner_of(conn, fingerprint) is None:
+        conn.execute(_F.insert().values(fingerprint=fingerprint, dataset=dataset,
+                                        created_at=datetime.now(UTC)))
+
+
 def _check_name(dataset: object) -> None:
     if not isinstance(dataset, str) or not dataset.strip():
         raise ValueError(f"dataset must be a non-empty string, got {dataset!r}")
@@ -338,8 +513,11 @@ def _lock_dataset(conn: Connection, dataset: str) -> sa.RowMapping | None:
 def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.RowMapping:
     if row is None:
         known = conn.execute(sa.select(_D.c.name).order_by(_D.c.name)).scalars().all()
+        close = difflib.get_close_matches(dataset, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(f"unknown dataset {dataset!r} (known: {', '.join(known) or 'none'}); "
-                         f"set its budget first: `dpcausal ledger set-budget {dataset} --zeta ...`")
+                         f"{hint}set its budget first: `dpcausal ledger set-budget {dataset} "
+                         "--zeta ...`")
     return row
 
 
@@ -369,6 +547,26 @@ def _row_charge(r: sa.RowMapping) -> PrivacyCharge:
     return PrivacyCharge(r["mechanism"], zeta=r["zeta"], epsilon=r["epsilon"], delta=r["delta"],
                          rdp_orders=curve(r["rdp_orders"]), rdp_epsilons=curve(r["rdp_epsilons"]),
                          detail=json.loads(r["detail"]))
+
+
+def _guarantee(c: PrivacyCharge, delta: float) -> tuple[float, float]:
+    """One charge's own (epsilon, delta): pure/Laplace (eps, 0), approx (eps, its delta),
+    Gaussian and RDP their epsilon at ``delta`` (spec §1.3; CKS 2020 via dp_accounting)."""
+    if c.mechanism in {"pure", "laplace", "approx"}:
+        return float(c.epsilon), float(c.delta)  # type: ignore[arg-type]
+    return compose([c], delta).epsilon, delta
+
+
+def _most(charges: list[PrivacyCharge], cap: Cap) -> str:
+    """The most one more release could still spend, in words (for refusals)."""
+    left = headroom(charges, cap)
+    if not left["next_zeta"]:
+        return "nothing: the budget is used up"
+    text = (f"zeta={left['next_zeta']:.6g} Gaussian (epsilon={left['next_epsilon']:.6g} at "
+            f"delta={cap.delta:g})")
+    if left["next_pure_epsilon"]:
+        text += f", or a pure epsilon={left['next_pure_epsilon']:.6g}"
+    return text
 
 
 def _describe(c: PrivacyCharge) -> str:

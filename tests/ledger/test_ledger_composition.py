@@ -15,7 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger.composition import Cap, compose, remaining, within_cap
+from dpcausal.ledger.composition import (
+    Cap,
+    admissible,
+    compose,
+    group_privacy,
+    headroom,
+    within_cap,
+)
 
 
 def gauss(z: float) -> PrivacyCharge:
@@ -68,19 +75,52 @@ def test_gdp_and_zcdp_caps_are_exact(cap: Cap, admitted: int) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(1e-3, 5.0), min_size=1, max_size=12), st.floats(1e-2, 20.0))
-def test_gdp_cap_decision_is_exact_and_remaining_never_generous(zetas, cap_zeta) -> None:
+def test_gdp_cap_decision_is_exact_and_headroom_never_generous(zetas, cap_zeta) -> None:
     cap = Cap("zeta", cap_zeta)
     charges = [gauss(z) for z in zetas]
     squares = Fraction(0)
     for z in zetas:  # hand reference: exact rational sum of squares
         squares += Fraction(z) * Fraction(z)
     assert within_cap(charges, cap)[0] == (squares <= Fraction(cap_zeta) ** 2)
-    left = remaining(charges, cap)
-    assert left["zeta"] >= 0 and left["epsilon"] >= 0
+    left = headroom(charges, cap)
+    assert left["next_zeta"] >= 0 and left["next_epsilon"] >= 0
+    assert left["next_pure_epsilon"] is None  # a GDP cap admits no pure charge
     if squares <= Fraction(cap_zeta) ** 2:
-        assert compose(charges).zeta ** 2 + left["zeta"] ** 2 <= cap_zeta**2 * (1 + 1e-15)
+        assert compose(charges).zeta ** 2 + left["next_zeta"] ** 2 <= cap_zeta**2 * (1 + 1e-15)
+        if left["next_zeta"] > 0:
+            assert within_cap([*charges, gauss(left["next_zeta"])], cap)[0]
     else:
-        assert left == {"zeta": 0.0, "epsilon": 0.0}
+        assert left == {"next_zeta": 0.0, "next_epsilon": 0.0, "next_pure_epsilon": None}
+
+
+def test_headroom_is_what_one_more_release_could_spend() -> None:
+    """Issue 21: cap eps minus spent eps is no release's spend; report one more release's."""
+    # zeta cap 2.5 with zeta 2 spent: one more Gaussian of zeta 1.5 = (7.0514, 1e-5), spec §1.3
+    left = headroom([gauss(2.0)], Cap("zeta", 2.5))
+    assert left["next_zeta"] == pytest.approx(1.5, rel=1e-8) and left["next_zeta"] <= 1.5
+    assert left["next_epsilon"] == pytest.approx(7.0514, abs=6e-5)
+    # rho cap 2 with eps=1 pure spent (rho 0.5): 1.5 left, so zeta = eps = sqrt(3)
+    left = headroom([lap(1.0)], Cap("rho", 2.0))
+    assert left["next_zeta"] == pytest.approx(math.sqrt(3), rel=1e-8)
+    assert left["next_pure_epsilon"] == pytest.approx(math.sqrt(3), rel=1e-8)
+    # (7.0514, 1e-5) cap, nothing spent: zeta 1.5 again, to the bisection's tolerance
+    left = headroom([], Cap("epsilon", 7.0514, 1e-5))
+    assert 1.5 * (1 - 1e-4) <= left["next_zeta"] <= 1.5 * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("charges, cap", [
+    ([PrivacyCharge("pure", epsilon=1.0)], Cap("epsilon", 3.0, 1e-5)),
+    ([gauss(1.0), lap(0.5)], Cap("epsilon", 6.0, 1e-6)),
+    ([PrivacyCharge("approx", epsilon=0.5, delta=1e-6)], Cap("epsilon", 2.0, 1e-5)),
+])
+def test_headroom_under_an_epsilon_cap_is_admitted_and_tight(charges, cap) -> None:
+    left = headroom(charges, cap)
+    for key, make in (("next_zeta", gauss), ("next_pure_epsilon",
+                                             lambda e: PrivacyCharge("pure", epsilon=e))):
+        value = left[key]
+        assert value > 0
+        assert within_cap([*charges, make(value)], cap)[0]
+        assert not within_cap([*charges, make(value * 1.001)], cap)[0]
 
 
 # ---------------------------------------------------------------- mixed: PLD
@@ -145,12 +185,63 @@ def test_mixed_cap_boundary_catches_undercounting() -> None:
     reference = acc.get_epsilon(1e-5)
     assert within_cap(charges, Cap("epsilon", reference * 1.001, 1e-5))[0]
     assert not within_cap(charges, Cap("epsilon", reference * 0.999, 1e-5))[0]
-    # a GDP cap with non-Gaussian charges is compared at the reporting delta
-    from dpcausal.accounting import gdp_zeta_for
 
-    zeta_cap = gdp_zeta_for(reference, 1e-5)
-    assert within_cap(charges, Cap("zeta", zeta_cap * 1.001))[0]
-    assert not within_cap(charges, Cap("zeta", zeta_cap * 0.999))[0]
+
+# ---------------------------------------------------------------- GDP / zCDP caps, mixed
+def test_pure_laplace_charge_is_not_admitted_under_a_gdp_cap_by_its_epsilon() -> None:
+    """Issue 18 item 5: 1-GDP is (4.377, 1e-5)-DP, so comparing as epsilon at one delta admitted
+    a pure eps=4.3 Laplace charge; a GDP cap is a promise about the whole tradeoff curve."""
+    assert not within_cap([lap(4.3)], Cap("zeta", 1.0))[0]
+    assert not within_cap([gauss(0.1), lap(0.01)], Cap("zeta", 1.0))[0]
+    assert admissible(lap(0.01), Cap("zeta", 1.0)) is not None
+    assert admissible(gauss(0.5), Cap("zeta", 1.0)) is None
+
+
+def test_zcdp_cap_admits_pure_charges_as_half_epsilon_squared() -> None:
+    """Bun & Steinke (2016) Prop. 1.4: eps-DP => eps^2/2-zCDP; Gaussian zeta => zeta^2/2-zCDP."""
+    assert not within_cap([lap(4.3)], Cap("rho", 9.2))[0]  # 4.3^2 / 2 = 9.245
+    assert within_cap([lap(4.3)], Cap("rho", 9.2451))[0]
+    # 1.0^2/2 + 1.2^2/2 + 0.6^2/2 = 1.4 exactly (in the stored floats' rationals)
+    charges = [gauss(1.0), lap(1.2), PrivacyCharge("pure", epsilon=0.6)]
+    exact = sum(Fraction(v) ** 2 for v in (1.0, 1.2, 0.6)) / 2
+    assert within_cap(charges, Cap("rho", float(exact) * (1 + 1e-12)))[0]
+    assert not within_cap(charges, Cap("rho", float(exact) * (1 - 1e-12)))[0]
+    assert compose(charges).rho == pytest.approx(1.4, rel=1e-8)  # rounded up by 1e-9
+    assert compose(charges).zeta is None  # not a GDP figure any more
+
+
+@pytest.mark.parametrize("charge", [
+    PrivacyCharge("approx", epsilon=0.1, delta=1e-9),
+    PrivacyCharge("rdp", rdp_orders=(2.0, 4.0), rdp_epsilons=(0.01, 0.02)),
+])
+def test_charges_without_a_zcdp_bound_are_refused_under_gdp_and_zcdp_caps(charge) -> None:
+    for cap in (Cap("zeta", 10.0), Cap("rho", 50.0)):
+        assert admissible(charge, cap) is not None
+        assert not within_cap([charge], cap)[0]
+    assert admissible(charge, Cap("epsilon", 10.0, 1e-5)) is None
+
+
+def test_headroom_is_zero_when_an_old_charge_is_no_longer_admitted() -> None:
+    """A schema-1 ledger may hold a Laplace charge under a zeta cap: nothing more is admitted."""
+    assert headroom([lap(0.1)], Cap("zeta", 5.0)) == {
+        "next_zeta": 0.0, "next_epsilon": 0.0, "next_pure_epsilon": None}
+    rdp = PrivacyCharge("rdp", rdp_orders=(2.0,), rdp_epsilons=(0.1,))
+    assert headroom([rdp], Cap("rho", 5.0))["next_pure_epsilon"] == 0.0
+
+
+def test_group_privacy_is_the_explicit_unit_conversion() -> None:
+    """k rows per user: hand values (Gaussian/Laplace exact, approx by Vadhan Lemma 2.2)."""
+    assert group_privacy(gauss(0.4), 3).zeta == pytest.approx(1.2)
+    assert group_privacy(lap(0.5), 3) == PrivacyCharge("laplace", epsilon=1.5)
+    out = group_privacy(PrivacyCharge("approx", epsilon=0.5, delta=1e-7), 2)
+    assert (out.epsilon, out.delta) == (1.0, pytest.approx(2 * math.exp(0.5) * 1e-7))
+    assert out.detail["group_privacy_k"] == 2
+    assert group_privacy(lap(0.5), 1) == lap(0.5)
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="k must be an integer >= 1"):
+            group_privacy(lap(0.5), bad)
+    with pytest.raises(ValueError, match="an rdp charge has no group-privacy conversion"):
+        group_privacy(_gaussian_curve(1.0), 2)
 
 
 # ---------------------------------------------------------------- with RDP curves

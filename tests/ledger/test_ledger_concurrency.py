@@ -39,7 +39,8 @@ def _release(url: str, release_id: str, noise_log: Path, go=None, reserved=None,
     if go is not None:
         go.wait(60)
     try:
-        with led.release("ds", release_id, PrivacyCharge("gaussian", zeta=ZETA)) as slot:
+        with led.release("ds", release_id, PrivacyCharge("gaussian", zeta=ZETA),
+                         unit="row") as slot:
             if slot.result is not None:
                 return {"outcome": "replayed", "result": slot.result}
             noise = float(np.random.default_rng().normal(0.0, 1.0 / ZETA))
@@ -165,7 +166,8 @@ def test_sigkill_between_reserve_and_commit(ledger_url: str, tmp_path: Path) -> 
         assert led.spent("ds").zeta == ZETA
         # and no result was ever published under it
         with pytest.raises(ReleaseInProgressError, match="status incomplete"):
-            with led.release("ds", "flowrun-7/ate", PrivacyCharge("gaussian", zeta=ZETA)):
+            with led.release("ds", "flowrun-7/ate", PrivacyCharge("gaussian", zeta=ZETA),
+                             unit="row"):
                 pytest.fail("the block must not run for an unfinished release id")
     FIGURES[f"crash {ledger_url.split(':')[0]}"] = dict(status="incomplete", noise_draws=1,
                                                         rerun=outcome["outcome"])
@@ -199,3 +201,41 @@ def test_history_marks_dead_reservations_incomplete(ledger_url: str, tmp_path: P
         victim.join(30)
         assert list(led.history("ds")["status"]) == ["incomplete"]
         assert led.budgets().set_index("dataset").loc["ds", "unfinished"] == 1
+
+
+def _bind_child(url, dataset, go, queue):  # noqa: ANN001
+    led = Ledger(url)
+    try:
+        go.wait(60)
+        with led.release(dataset, f"{dataset}/r", PrivacyCharge("gaussian", zeta=0.1), unit="row",
+                         fingerprint="same-data") as slot:
+            slot.commit("{}")
+        queue.put((dataset, "committed"))
+    except Exception as exc:  # reported to the parent
+        queue.put((dataset, type(exc).__name__))
+    finally:
+        led.close()
+
+
+@pytest.mark.timeout(240)
+def test_race_to_bind_one_fingerprint_under_8_ids(ledger_url: str) -> None:
+    """The same new data released under 8 dataset ids at once: exactly one id gets them."""
+    names = [f"id-{i}" for i in range(8)]
+    with Ledger(ledger_url, create=True) as led:
+        for name in names:
+            led.set_budget(name, zeta=1.0)
+    go, queue = _ctx.Event(), _ctx.Queue()
+    procs = [_ctx.Process(target=_bind_child, args=(ledger_url, n, go, queue)) for n in names]
+    for p in procs:
+        p.start()
+    time.sleep(1.0)
+    go.set()
+    results = dict(queue.get(timeout=180) for _ in procs)
+    for p in procs:
+        p.join(30)
+    outcomes = sorted(results.values())
+    assert outcomes == ["DatasetIdentityError"] * 7 + ["committed"], results
+    winner = next(n for n, r in results.items() if r == "committed")
+    with Ledger(ledger_url) as led:
+        assert led.known(fingerprint="same-data") == winner
+        assert sum(len(led.history(n)) for n in names) == 1

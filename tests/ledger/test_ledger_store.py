@@ -12,16 +12,25 @@ import pytest
 import sqlalchemy as sa
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import BudgetExceededError, Ledger, LedgerError, ReleaseInProgressError
+from dpcausal.ledger import (
+    BudgetExceededError,
+    DatasetIdentityError,
+    IncompatibleChargeError,
+    Ledger,
+    LedgerError,
+    ReleaseInProgressError,
+    group_privacy,
+)
 
 
 def gauss(z: float) -> PrivacyCharge:
     return PrivacyCharge("gaussian", zeta=z)
 
 
-def _publish(led: Ledger, release_id: str, charge: PrivacyCharge, dataset: str = "ds") -> str:
-    with led.release(dataset, release_id, charge, run_url=f"http://mlflow/#/runs/{release_id}") \
-            as slot:
+def _publish(led: Ledger, release_id: str, charge: PrivacyCharge, dataset: str = "ds",
+             unit: str = "row", fingerprint: str | None = None) -> str:
+    with led.release(dataset, release_id, charge, run_url=f"http://mlflow/#/runs/{release_id}",
+                     unit=unit, fingerprint=fingerprint) as slot:
         slot.commit(json.dumps({"id": release_id}))
     return slot.result
 
@@ -34,9 +43,11 @@ def test_refusal_message_records_nothing_and_runs_no_block(led: Ledger) -> None:
     msg = (r"^budget exhausted for dataset ds: spent zeta=1\.2 \(GDP\), epsilon=5\.\d+ at "
            r"delta=1e-05, requested zeta=1 \(gaussian\), cap zeta=1\.5 \(GDP\)")
     with pytest.raises(BudgetExceededError, match=msg) as info:
-        with led.release("ds", "run-2/ate", gauss(1.0)):
+        with led.release("ds", "run-2/ate", gauss(1.0), unit="row"):
             ran.append(True)
     assert isinstance(info.value, ValueError) and not ran
+    # the most one more release could spend: sqrt(1.5^2 - 1.2^2) = 0.9, nothing more
+    assert "The most one more release could spend: zeta=0.9 Gaussian (epsilon=" in str(info.value)
     assert list(led.history("ds")["release_id"]) == ["run-1/ate"]
     _publish(led, "run-3/ate", gauss(0.9))  # sqrt(1.44 + 0.81) = 1.5: still fits exactly
     assert led.spent("ds").zeta == pytest.approx(1.5, rel=1e-15)
@@ -46,10 +57,10 @@ def test_check_refuses_exactly_what_a_reservation_would_and_records_nothing(led:
     led.set_budget("ds", zeta=1.5)
     _publish(led, "run-1/ate", gauss(0.9))
     fits = math.sqrt(1.5**2 - 0.9**2)  # 1.2: exactly the remaining zeta
-    led.check("ds", gauss(fits))
+    led.check("ds", gauss(fits), unit="row")
     with pytest.raises(BudgetExceededError,
                        match=r"^budget exhausted for dataset ds: spent zeta=0\.9"):
-        led.check("ds", gauss(fits * 1.001))
+        led.check("ds", gauss(fits * 1.001), unit="row")
     assert list(led.history("ds")["release_id"]) == ["run-1/ate"]  # read-only
     assert led.has_dataset("ds") and not led.has_dataset("other")
     _publish(led, "run-2/ate", gauss(fits))  # what check admitted, the reservation admits
@@ -58,20 +69,20 @@ def test_check_refuses_exactly_what_a_reservation_would_and_records_nothing(led:
 def test_exception_in_block_keeps_charge_as_incomplete(led: Ledger) -> None:
     led.set_budget("ds", rho=1.0)
     with pytest.raises(RuntimeError, match="estimator crashed"):
-        with led.release("ds", "run-1/ate", gauss(1.0)):
+        with led.release("ds", "run-1/ate", gauss(1.0), unit="row"):
             raise RuntimeError("estimator crashed")
     hist = led.history("ds")
     assert list(hist["status"]) == ["incomplete"]
     assert led.spent("ds").zeta == 1.0
     with pytest.raises(ReleaseInProgressError, match="never committed"):
-        with led.release("ds", "run-1/ate", gauss(1.0)):
+        with led.release("ds", "run-1/ate", gauss(1.0), unit="row"):
             pytest.fail("no block, no noise for a release id that was never committed")
 
 
 def test_leaving_block_without_commit_is_an_error(led: Ledger) -> None:
     led.set_budget("ds", zeta=3.0)
     with pytest.raises(ReleaseInProgressError, match="without slot.commit"):
-        with led.release("ds", "run-1/ate", gauss(1.0)):
+        with led.release("ds", "run-1/ate", gauss(1.0), unit="row"):
             pass
     assert list(led.history("ds")["status"]) == ["incomplete"]
 
@@ -79,7 +90,7 @@ def test_leaving_block_without_commit_is_an_error(led: Ledger) -> None:
 def test_committed_release_is_replayed_and_not_charged_twice(led: Ledger) -> None:
     led.set_budget("ds", zeta=3.0)
     first = _publish(led, "run-1/ate", gauss(1.0))
-    with led.release("ds", "run-1/ate", gauss(1.0)) as slot:
+    with led.release("ds", "run-1/ate", gauss(1.0), unit="row") as slot:
         assert slot.result == first
         with pytest.raises(ReleaseInProgressError, match="already committed"):
             slot.commit("{}")
@@ -91,9 +102,9 @@ def test_release_id_names_one_release(led: Ledger) -> None:
     led.set_budget("other", zeta=3.0)
     _publish(led, "run-1/ate", gauss(1.0))
     with pytest.raises(ValueError, match="already recorded for dataset ds with charge zeta=1"):
-        led.release("ds", "run-1/ate", gauss(0.5)).__enter__()
+        led.release("ds", "run-1/ate", gauss(0.5), unit="row").__enter__()
     with pytest.raises(ValueError, match="already recorded for dataset ds"):
-        led.release("other", "run-1/ate", gauss(1.0)).__enter__()
+        led.release("other", "run-1/ate", gauss(1.0), unit="row").__enter__()
 
 
 def test_history_and_budgets_tables(led: Ledger) -> None:
@@ -107,9 +118,103 @@ def test_history_and_budgets_tables(led: Ledger) -> None:
     row = led.budgets().set_index("dataset").loc["ds"]
     assert row["cap"] == "epsilon=9, delta=1e-06" and row["charges"] == 2
     assert row["composition"] == "pld" and pd.isna(row["spent_zeta"])
-    assert 0 < row["remaining_epsilon"] < 9.0 - row["spent_epsilon"] + 1e-9
+    assert row["next_zeta"] > 0 and row["next_pure_epsilon"] > 0  # headroom: composition tests
+    assert list(hist["epsilon"])[1:] == [0.5] and list(hist["delta"]) == [1e-6, 0.0]
+    assert hist["epsilon"].iloc[0] > 4.3772  # zeta=1 is (4.3772, 1e-5)-DP, spec §1.3; at 1e-6 more
     spent = led.spent("ds")
     assert spent.zeta is None and spent.delta == 1e-6
+
+
+def test_gdp_cap_refuses_a_laplace_charge_before_reserving(led: Ledger) -> None:
+    """Issue 18 item 5: eps=4.3 pure Laplace was admitted under a 1-GDP cap (4.377 at 1e-5)."""
+    led.set_budget("ds", zeta=1.0)
+    with pytest.raises(IncompatibleChargeError, match="refused for dataset ds: a zeta-GDP cap "
+                                                      "admits Gaussian charges only"):
+        with led.release("ds", "r/1", PrivacyCharge("laplace", epsilon=4.3), unit="row"):
+            pytest.fail("no block, no noise for a refused charge")
+    assert led.history("ds").empty
+    led.set_budget("ds", rho=0.5)  # zCDP: the same charge counts as 4.3^2 / 2 = 9.245
+    with pytest.raises(BudgetExceededError):
+        led.check("ds", PrivacyCharge("laplace", epsilon=4.3), unit="row")
+    _publish(led, "r/2", PrivacyCharge("laplace", epsilon=1.0))  # exactly rho = 0.5
+
+
+# which (charge unit -> cap unit) pairs count, written out by hand (README "Units")
+ADMITTED = {("row", "row"), ("row", "label"), ("user", "user"), ("user", "row"),
+            ("user", "label"), ("client", "client"), ("client", "row"), ("client", "label"),
+            ("label", "label")}
+
+
+@pytest.mark.parametrize("charge_unit", ["row", "user", "label", "client"])
+@pytest.mark.parametrize("cap_unit", ["row", "user", "label", "client"])
+def test_units_a_user_charge_bounds_rows_never_the_reverse(sqlite_url: str, charge_unit: str,
+                                                           cap_unit: str) -> None:
+    """Issue 18 item 5: every charge records its unit; a label-DP charge (Cluster-DP) used to be
+    admitted under a cap protecting whole rows, a row-level one under a per-user cap."""
+    with Ledger(sqlite_url, create=True) as led:
+        led.set_budget("ds", epsilon=5.0, delta=1e-5, unit=cap_unit)
+        charge = PrivacyCharge("pure", epsilon=1.0)
+        if (charge_unit, cap_unit) in ADMITTED:
+            _publish(led, "r/1", charge, unit=charge_unit)
+            assert list(led.history("ds")["unit"]) == [charge_unit]
+        else:
+            msg = (f"refused for dataset ds: its cap is per {cap_unit} and the charge per "
+                   f"{charge_unit}: a {charge_unit}-level guarantee does not bound the loss of one "
+                   f"{cap_unit}")
+            with pytest.raises(IncompatibleChargeError, match=msg):
+                led.check("ds", charge, unit=charge_unit)
+            with pytest.raises(IncompatibleChargeError, match=msg):
+                _publish(led, "r/1", charge, unit=charge_unit)
+            assert led.history("ds").empty
+
+
+def test_cap_unit_change_must_still_be_bounded_by_every_charge(led: Ledger) -> None:
+    led.set_budget("ds", epsilon=5.0, delta=1e-5)
+    assert led.unit("ds") == "row"
+    _publish(led, "r/1", PrivacyCharge("pure", epsilon=1.0), unit="user")
+    led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="user")  # the user charge bounds it
+    led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="row")
+    _publish(led, "r/2", PrivacyCharge("pure", epsilon=1.0), unit="row")
+    with pytest.raises(ValueError, match="cannot set the cap of dataset ds to epsilon=5, "
+                                         "delta=1e-05: its cap is per user and the charge per row"):
+        led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="user")
+    assert led.unit("ds") == "row"
+    with pytest.raises(ValueError, match=r"unit must be one of \['client', 'label', 'row', "):
+        led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="person")
+
+
+def test_a_row_level_charge_converted_by_group_privacy_counts_per_user(led: Ledger) -> None:
+    led.set_budget("ds", epsilon=2.0, delta=1e-5, unit="user")
+    row_charge = PrivacyCharge("pure", epsilon=0.5)
+    with pytest.raises(IncompatibleChargeError, match="its cap is per user and the charge per row"):
+        led.check("ds", row_charge, unit="row")
+    _publish(led, "r/1", group_privacy(row_charge, 3), unit="user")  # <= 3 rows per user: 1.5
+    hist = led.history("ds")
+    assert list(hist["epsilon"]) == [1.5] and hist["detail"].iloc[0] == {"group_privacy_k": 3}
+    with pytest.raises(BudgetExceededError):  # 1.5 + 1.5 > 2 (pure composes to 3 at most)
+        led.check("ds", group_privacy(row_charge, 3), unit="user")
+
+
+def test_a_known_fingerprint_under_a_new_dataset_id_is_refused(led: Ledger) -> None:
+    """Issue 18 item 5: the same data under a new dataset id started with a full budget."""
+    led.set_budget("trial-A", zeta=2.0, fingerprint="fp-1")
+    msg = r"refused for dataset trial-B: .* already budgeted as dataset 'trial-A'"
+    with pytest.raises(DatasetIdentityError, match=msg):
+        led.set_budget("trial-B", zeta=2.0, fingerprint="fp-1")
+    assert not led.has_dataset("trial-B")
+    led.set_budget("trial-B", zeta=2.0)
+    for call in (lambda: led.check("trial-B", gauss(0.1), unit="row", fingerprint="fp-1"),
+                 lambda: _publish(led, "r/1", gauss(0.1), "trial-B", fingerprint="fp-1")):
+        with pytest.raises(DatasetIdentityError, match=msg):
+            call()
+    assert led.history("trial-B").empty
+    # a new version of trial-A's data binds to trial-A on its first release ...
+    _publish(led, "r/2", gauss(0.1), "trial-A", fingerprint="fp-2")
+    _publish(led, "r/3", gauss(0.1), "trial-A", fingerprint="fp-1")
+    with pytest.raises(DatasetIdentityError, match=msg):  # ... and is refused under trial-B
+        _publish(led, "r/4", gauss(0.1), "trial-B", fingerprint="fp-2")
+    _publish(led, "r/5", gauss(0.1), "trial-B", fingerprint="fp-3")
+    assert len(led.history("trial-A")) == 2 and len(led.history("trial-B")) == 1
 
 
 def test_set_budget_cannot_go_below_spent(led: Ledger) -> None:
@@ -128,7 +233,7 @@ def test_set_budget_cannot_go_below_spent(led: Ledger) -> None:
 def test_unknown_dataset(led: Ledger) -> None:
     led.set_budget("known", zeta=1.0)
     msg = r"unknown dataset 'nope' \(known: known\); set its budget first"
-    for call in (lambda: led.release("nope", "r/1", gauss(0.1)).__enter__(),
+    for call in (lambda: led.release("nope", "r/1", gauss(0.1), unit="row").__enter__(),
                  lambda: led.history("nope"), lambda: led.spent("nope"), lambda: led.cap("nope")):
         with pytest.raises(ValueError, match=msg):
             call()
@@ -160,13 +265,18 @@ def test_bad_release_arguments(sqlite_url: str) -> None:
     with Ledger(sqlite_url, create=True) as led:
         led.set_budget("ds", zeta=1.0)
         with pytest.raises(ValueError, match="release_id must be a non-empty string, got ''"):
-            led.release("ds", "", gauss(0.1)).__enter__()
+            led.release("ds", "", gauss(0.1), unit="row").__enter__()
         with pytest.raises(TypeError, match="charge must be a dpcausal.accounting.PrivacyCharge"):
-            led.release("ds", "r/1", {"zeta": 0.1}).__enter__()
+            led.release("ds", "r/1", {"zeta": 0.1}, unit="row").__enter__()
         with pytest.raises(ValueError, match="dataset must be a non-empty string"):
             led.set_budget("  ", zeta=1.0)
+        with pytest.raises(ValueError, match="unit must be one of .*got 'person'"):
+            led.release("ds", "r/3", gauss(0.1), unit="person").__enter__()
+        with pytest.raises(ValueError, match="fingerprint must be a non-empty string, got ''"):
+            led.release("ds", "r/3", gauss(0.1), unit="row", fingerprint="").__enter__()
+        assert led.history("ds").empty
         with pytest.raises(TypeError, match="result must be a JSON string, got dict"):
-            with led.release("ds", "r/2", gauss(0.1)) as slot:
+            with led.release("ds", "r/2", gauss(0.1), unit="row") as slot:
                 slot.commit({"tau": 1.0})
 
 

@@ -1,0 +1,143 @@
+"""Schema migrations: a ledger written by schema-1 code (main 7ea6ad1, kept verbatim as
+``fixtures/ledger_schema_v1.py``) is migrated with Alembic on open, on SQLite and PostgreSQL,
+and every cap, charge, status and stored result survives; nothing is ever reset."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import multiprocessing as mp
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.ledger import Ledger, schema
+
+_spec = importlib.util.spec_from_file_location(
+    "ledger_schema_v1", Path(__file__).parent / "fixtures" / "ledger_schema_v1.py")
+v1 = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(v1)
+
+
+def _write_schema_1_ledger(url: str) -> None:
+    """What schema-1 code wrote: a zeta cap, a committed Gaussian charge, a committed pure
+    charge with its detail, and an incomplete reservation (rows as its store inserted them)."""
+    engine = v1.open_engine(url, create=True)
+    now = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    base = dict(dataset="trial-A", delta=1e-5, rdp_orders=None, rdp_epsilons=None,
+                token="t" * 32, owner="gone-host:1", reserved_at=now)
+    with engine.begin() as conn:
+        assert conn.execute(sa.select(v1.meta.c.value)).scalar() == "dpcausal-ledger/1"
+        conn.execute(v1.datasets.insert().values(name="trial-A", cap_kind="epsilon",
+                                                 cap_value=9.0, cap_delta=1e-5,
+                                                 created_at=now, updated_at=now))
+        conn.execute(v1.charges.insert(), [
+            dict(base, release_id="run-1/ate", mechanism="gaussian", zeta=1.2, epsilon=None,
+                 detail=json.dumps({"zeta1": 1.0}), status="committed", run_url="http://m/1",
+                 result='{"ate": 0.25}', finished_at=now),
+            dict(base, release_id="run-2/rr", mechanism="pure", zeta=None, epsilon=0.5, delta=0.0,
+                 detail=json.dumps({"K": 4}), status="committed", run_url=None,
+                 result='{"ate": -1.5}', finished_at=now),
+            dict(base, release_id="run-3/ate", mechanism="gaussian", zeta=0.7, epsilon=None,
+                 detail="{}", status="incomplete", run_url=None, result=None, finished_at=None),
+        ])
+    engine.dispose()
+
+
+def _no_schema_drift(url: str) -> None:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"version_table": schema.VERSION_TABLE})
+        assert compare_metadata(ctx, schema.metadata) == []
+        assert ctx.get_current_revision() == schema.HEAD
+        assert conn.execute(sa.select(schema.meta.c.value)).scalar() == schema.SCHEMA
+    engine.dispose()
+
+
+def test_head_constant_is_the_migrations_head() -> None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema.MIGRATIONS))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == schema.HEAD
+
+
+def test_fresh_ledger_is_built_by_the_migrations(ledger_url: str) -> None:
+    Ledger(ledger_url, create=True).close()
+    _no_schema_drift(ledger_url)
+
+
+def test_schema_1_ledger_is_migrated_and_every_charge_survives(ledger_url: str) -> None:
+    _write_schema_1_ledger(ledger_url)
+    with Ledger(ledger_url) as led:  # opening migrates (no create needed)
+        hist = led.history("trial-A")
+        assert list(hist["release_id"]) == ["run-1/ate", "run-2/rr", "run-3/ate"]
+        assert list(hist["status"]) == ["committed", "committed", "incomplete"]
+        assert list(hist["unit"]) == ["row", "row", "row"]
+        assert list(hist["run_url"].fillna("-")) == ["http://m/1", "-", "-"]
+        assert hist["detail"].iloc[1] == {"K": 4}
+        assert led.cap("trial-A").describe() == "epsilon=9, delta=1e-05"
+        assert led.budgets().set_index("dataset").loc["trial-A", "unit"] == "row"
+        expected = _spent_of([PrivacyCharge("gaussian", zeta=1.2),
+                              PrivacyCharge("pure", epsilon=0.5),
+                              PrivacyCharge("gaussian", zeta=0.7)])
+        assert led.spent("trial-A").epsilon == pytest.approx(expected, rel=1e-12)
+        # a committed release id still replays its stored result, drawing nothing
+        with led.release("trial-A", "run-1/ate", PrivacyCharge("gaussian", zeta=1.2, delta=1e-5),
+                         unit="row") as slot:
+            assert slot.result == '{"ate": 0.25}'
+        with led.release("trial-A", "run-4/ate", PrivacyCharge("gaussian", zeta=0.5),
+                         unit="row") as slot:
+            slot.commit("{}")
+    _no_schema_drift(ledger_url)
+    with Ledger(ledger_url) as led:  # opening a migrated ledger again changes nothing
+        assert len(led.history("trial-A")) == 4
+
+
+def _spent_of(charges: list[PrivacyCharge]) -> float:
+    from dpcausal.ledger import compose
+
+    return compose(charges, 1e-5).epsilon
+
+
+def _open_and_count(url: str, go, queue) -> None:  # noqa: ANN001
+    go.wait(60)
+    try:
+        with Ledger(url) as led:
+            queue.put(("ok", len(led.history("trial-A"))))
+    except Exception as exc:  # reported to the parent, which fails the test
+        queue.put(("error", repr(exc)))
+
+
+@pytest.mark.timeout(240)
+def test_concurrent_openers_migrate_once(ledger_url: str) -> None:
+    """Six processes open the same schema-1 ledger at once: one migrates, all read 3 charges."""
+    _write_schema_1_ledger(ledger_url)
+    ctx = mp.get_context("forkserver")
+    go, queue = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_open_and_count, args=(ledger_url, go, queue)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    go.set()
+    results = [queue.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert results == [("ok", 3)] * 6
+    _no_schema_drift(ledger_url)
+
+
+def test_a_ledger_newer_than_the_code_is_refused_untouched(sqlite_url: str) -> None:
+    Ledger(sqlite_url, create=True).close()
+    engine = sa.create_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {schema.VERSION_TABLE} SET version_num = '9999'"))
+    engine.dispose()
+    from dpcausal.ledger import LedgerError
+
+    with pytest.raises(LedgerError, match="holds ledger revision 9999, newer than this code"):
+        Ledger(sqlite_url)

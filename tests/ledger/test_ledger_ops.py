@@ -1,0 +1,71 @@
+"""tasks/ledger_ops.py: the flow's ledger calls (no Prefect needed), against a SQLite ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.ledger import Ledger, LedgerError
+from tasks import ledger_ops
+
+
+@pytest.fixture
+def url(tmp_path: Path, monkeypatch) -> str:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", url)
+    return url
+
+
+def test_a_config_budget_never_creates_a_ledger_or_a_cap(url: str, tmp_path: Path) -> None:
+    """Issue 18 item 5: `ledger.budget` in a config created the ledger and gave any new dataset
+    id a fresh cap, so the same data under a new id started with a full budget."""
+    charge = PrivacyCharge("gaussian", zeta=0.5)
+    with pytest.raises(LedgerError, match="the file does not exist"):
+        ledger_ops.check_budget("new-id", charge, budget=15.0, unit="row")
+    assert not (tmp_path / "ledger.db").exists()
+    with Ledger(url, create=True) as led:
+        led.set_budget("old-id", zeta=1.0)
+    msg = r"dataset 'new-id' has no privacy budget.*`dpcausal ledger set-budget new-id --zeta 15"
+    with pytest.raises(ValueError, match=msg):
+        ledger_ops.check_budget("new-id", charge, budget=15.0, unit="row")
+    with pytest.raises(ValueError, match=msg):
+        ledger_ops.charged_release("new-id", "r/1", charge, lambda: pytest.fail("drew noise"),
+                                   budget=15.0, unit="row")
+    with pytest.raises(ValueError, match=r"has no privacy budget.*--epsilon 2 --delta 1e-06"):
+        ledger_ops.ensure_epsilon_cap("new-id", 2.0, 1e-6)
+    with Ledger(url) as led:
+        assert not led.has_dataset("new-id") and led.history("old-id").empty
+
+
+def test_the_demo_sets_its_own_cap_explicitly_once(url: str, tmp_path: Path) -> None:
+    cap = ledger_ops.set_initial_budget("demo-a", zeta=15.0)
+    assert cap.describe() == "zeta=15 (GDP)"
+    out, reused = ledger_ops.charged_release("demo-a", "r/1", PrivacyCharge("gaussian", zeta=9.0),
+                                             lambda: {"ate": 1.0}, unit="row")
+    assert out == {"ate": 1.0} and not reused
+    # calling it again (the next demo run) keeps the cap, its spend, and a curator's change
+    with Ledger(url) as led:
+        led.set_budget("demo-a", zeta=12.0)
+    assert ledger_ops.set_initial_budget("demo-a", zeta=15.0).value == 12.0
+    assert ledger_ops.spent("demo-a")["zeta"] == pytest.approx(9.0)
+    ledger_ops.set_initial_budget("demo-labels", epsilon=4.0, delta=1e-6, unit="label",
+                                  fingerprint="fp-demo")
+    with Ledger(url) as led:
+        assert led.unit("demo-labels") == "label"
+        assert led.known(fingerprint="fp-demo") == "demo-labels"
+
+
+def test_evaluation_check_knows_budgeted_ids_and_fingerprints(url: str, tmp_path: Path) -> None:
+    """Issue 18 item 6: evaluation mode must be refused for data the ledger budgets or knows."""
+    assert ledger_ops.budgeted_as("trial-A", fingerprint="fp-1") is None  # no ledger file yet
+    assert not (tmp_path / "ledger.db").exists()  # and asking did not create one
+    with Ledger(url, create=True) as led:
+        led.set_budget("trial-A", zeta=1.0, fingerprint="fp-1")
+    assert ledger_ops.budgeted_as("trial-A") == "trial-A"
+    assert ledger_ops.budgeted_as("scratch", fingerprint="fp-1") == "trial-A"  # same data
+    assert ledger_ops.budgeted_as(fingerprint="fp-1") == "trial-A"
+    assert ledger_ops.budgeted_as("scratch", fingerprint="fp-2") is None
+    with pytest.raises(ValueError, match="give a dataset id, a fingerprint or both"):
+        ledger_ops.budgeted_as()
