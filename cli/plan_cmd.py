@@ -164,10 +164,11 @@ def run_bounds_check(config: Any, epsilon: float) -> Any:
     dataset = config.ledger.dataset_id
     try:
         with Ledger() as led:
-            led.check(dataset, charge)  # refuse before reading anything
+            led.check(dataset, charge, unit="row")  # refuse before reading anything
             frame = read_frame(config.data)
             prepared = check.check_input(frame, outcome=config.columns.outcome)
-            with led.release(dataset, f"bounds-check/{uuid.uuid4()}", charge) as slot:
+            with led.release(dataset, f"bounds-check/{uuid.uuid4()}", charge, unit="row",
+                             detail=dict(charge.detail)) as slot:
                 out = check.private_release(prepared)
                 slot.commit(out.to_json())
     except BudgetExceededError as exc:
