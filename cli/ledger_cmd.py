@@ -75,7 +75,7 @@ def _table(frame: pd.DataFrame, title: str) -> None:
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(head)]
     click.echo(title)
     for row in [head, ["-" * w for w in widths], *cells]:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 url_option = click.option("--url", default=None, metavar="URL",

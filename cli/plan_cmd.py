@@ -146,8 +146,9 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
         click.echo(f"Bounds check (epsilon {bounds_epsilon:g}, charged): {checked.message()}")
     if needed is not None:
         click.echo(f"zeta needed for an expected half-width of {target_halfwidth:g} at "
-                   f"K={marker}: " + ("unreachable (the non-private CI is already wider)" if needed == float("inf")
-                      else f"{needed:.4g}"))
+                   f"K={marker}: "
+                   + ("unreachable (the non-private CI is already wider)"
+                      if needed == float("inf") else f"{needed:.4g}"))
 
 
 def run_bounds_check(config: Any, epsilon: float) -> Any:

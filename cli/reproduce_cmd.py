@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import time
+
 import click
 
 CORE = ("A", "B", "C", "D")

@@ -13,7 +13,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from conf.models import (
-    DataSource, EpsilonLedgerConfig, MlflowConfig, Tracked, load_typed, with_absolute_paths)
+    DataSource,
+    EpsilonLedgerConfig,
+    MlflowConfig,
+    Tracked,
+    load_typed,
+    with_absolute_paths,
+)
 
 
 class _Strict(BaseModel):

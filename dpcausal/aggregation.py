@@ -132,7 +132,7 @@ def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.nd
         stop = min(n, start + rows)
         block, on_logits = plan.predict(take_rows(X, slice(start, stop)))
         own = (np.arange(stop - start), fold_ids[start:stop])
-        for total, values in zip(sums, transform(block, on_logits)):
+        for total, values in zip(sums, transform(block, on_logits), strict=True):
             values[own] = 0.0                                   # exclude the row's own fold
             total[start:stop] = values.sum(axis=1)
 

@@ -17,10 +17,10 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
@@ -32,7 +32,12 @@ from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import NoiseCalibration, calibrate
 from dpcausal.validation import (
-    check_data, check_params, check_schema, check_values, outcome_bounds, private_failures,
+    check_data,
+    check_params,
+    check_schema,
+    check_values,
+    outcome_bounds,
+    private_failures,
 )
 
 # Covariates: a float array, or a DataFrame kept with its column names and dtypes (issue 20)

@@ -546,7 +546,7 @@ def _shared_groups(shared_people: Any, table: pd.DataFrame) -> list[list[str]]:
         raise TypeError(f"shared_people must be a list of labels or a list of lists of labels, "
                         f"not a mixture, got {shared_people!r}")
     groups = [list(g) for g in items] if items and all(nested) else [items]
-    zeta_of = dict(zip(table["label"], table["zeta"]))
+    zeta_of = dict(zip(table["label"], table["zeta"], strict=True))
     out = []
     for group in groups:
         labels = [str(x) for x in group]
@@ -557,7 +557,7 @@ def _shared_groups(shared_people: Any, table: pd.DataFrame) -> list[list[str]]:
         if unknown:
             raise ValueError(f"shared_people names unknown studies {unknown}; known labels are "
                              f"{list(zeta_of)}")
-        eps_of = dict(zip(table["label"], table["epsilon"]))
+        eps_of = dict(zip(table["label"], table["epsilon"], strict=True))
         unknown_loss = [x for x in labels if _missing(zeta_of[x]) and _missing(eps_of[x])]
         if unknown_loss:
             raise ValueError(f"shared_people: studies {unknown_loss} have no zeta or epsilon, so "
@@ -569,11 +569,11 @@ def _shared_groups(shared_people: Any, table: pd.DataFrame) -> list[list[str]]:
 def _privacy_position(table: pd.DataFrame, groups: list[list[str]]) -> dict:
     """Privacy of the pooled result: no new charge; GDP composition over shared studies (§2.6)."""
     zeta_of = {lab: (None if _missing(z) else float(z))
-               for lab, z in zip(table["label"], table["zeta"])}
+               for lab, z in zip(table["label"], table["zeta"], strict=True)}
     eps_of = {lab: (None if _missing(e) else float(e))
-              for lab, e in zip(table["label"], table["epsilon"])}
+              for lab, e in zip(table["label"], table["epsilon"], strict=True)}
     delta_of = {lab: (0.0 if _missing(d) else float(d))
-                for lab, d in zip(table["label"], table["delta"])}
+                for lab, d in zip(table["label"], table["delta"], strict=True)}
     shared = []
     for labels in groups:
         if all(zeta_of[x] is not None for x in labels):  # Gaussian DP composes exactly

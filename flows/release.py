@@ -49,7 +49,7 @@ def _release_steps(config: ReleaseConfig) -> dict[str, Any]:
         data_fp=unmapped(data.fingerprint), plan=unmapped(plan.plan),
         models=unmapped(models_key(model_specs(config))), store=unmapped(store),
         label=[f"{c[0]}-{c[-1]}" for c in plan.chunks])
-    sizes = {f.task_run_id: len(c) for f, c in zip(futures, plan.chunks)}
+    sizes = {f.task_run_id: len(c) for f, c in zip(futures, plan.chunks, strict=True)}
     for done in as_completed(list(futures)):
         done.wait()  # sets the future's final state (Completed or Cached) without an API call
         size = sizes[done.task_run_id]

@@ -352,14 +352,14 @@ def sigma_table() -> pd.DataFrame:
     (pass = equal to the printed digits). Released-code rows: not a valid privacy claim."""
     rows = []
     for setting, est, n, K, B_pi, bounds, zeta, *targets in SIGMA1_TARGETS:
-        for mode, target in zip(SENSITIVITY_MODES, targets):
+        for mode, target in zip(SENSITIVITY_MODES, targets, strict=True):
             if target is None:
                 continue
             b = _01 if mode == "released_code" and setting.startswith("C") else bounds
             ours = calibrate(est, n, K, b, 1 / B_pi, zeta, 0.0, mode).sigma_ate
             rows.append(_sigma_row(setting, est, B_pi, zeta, "sigma1", mode, ours, target))
     for K, targets in SIGMA1_D.items():
-        for est, target in zip(("g", "ipw", "aipw"), targets):
+        for est, target in zip(("g", "ipw", "aipw"), targets, strict=True):
             if target is not None:
                 ours = calibrate(est, 20000, K, _PM, 0.1, 1.5, 0.0, "theorem1").sigma_ate
                 rows.append(_sigma_row(f"D (K={K})", est, 10, 1.5, "sigma1", "theorem1", ours,

@@ -127,7 +127,8 @@ def simulate_table(table: str, reps: int, rng: np.random.Generator,
         xt = x[treated].reshape(k, n_g)
         xc = x[~treated].reshape(k, n_g)
         s2t, s2c = xt.var(axis=1, ddof=1), xc.var(axis=1, ddof=1)
-        sig2 = np.array([sampling_variance(a, b, n_g, n_g, estimand) for a, b in zip(s2t, s2c)])
+        sig2 = np.array([sampling_variance(a, b, n_g, n_g, estimand)
+                         for a, b in zip(s2t, s2c, strict=True)])
         truth = (y1.mean(axis=1) - y0.mean(axis=1)) if estimand == "SATE" else np.full(k, 0.2)
         for meth, eps in cells:
             kind, par = _noise_plan(meth, n_g, eps) if eps else ("none", None)

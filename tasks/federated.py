@@ -22,7 +22,12 @@ from prefect.cache_policies import INPUTS, NO_CACHE
 
 from conf.federated import FederatedConfig, FederatedMechanism
 from dpcausal.federated import (
-    ClientReports, ReleasePlan, encode_clients, pbm_rdp, plan_release, simulate_release,
+    ClientReports,
+    ReleasePlan,
+    encode_clients,
+    pbm_rdp,
+    plan_release,
+    simulate_release,
 )
 from tasks import ledger_ops
 from tasks.data import read_frame
@@ -143,7 +148,7 @@ def rdp_curve_csv(plan: ReleasePlan) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(cols)
-    w.writerows(zip(*(v.tolist() for v in cols.values())))
+    w.writerows(zip(*(v.tolist() for v in cols.values()), strict=True))
     return buf.getvalue()
 
 

@@ -48,7 +48,7 @@ def plot_violins(estimates: pd.DataFrame, private: pd.DataFrame, experiment: str
     names = list(dict.fromkeys(estimates["method"]))
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(7, 0.55 * len(names)), 3 * len(panels)),
                              squeeze=False)
-    for ax, (title, frame, col) in zip(axes[:, 0], panels):
+    for ax, (title, frame, col) in zip(axes[:, 0], panels, strict=True):
         present = [m for m in names if m in set(frame["method"])]
         data = [frame.loc[frame["method"] == m, col].to_numpy(float) for m in present]
         ax.violinplot(data, showmedians=True)

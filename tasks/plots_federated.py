@@ -20,7 +20,6 @@ from reproduce.federated_report import render
 from tasks.figures import pyplot, save
 
 
-
 def plot_width_vs_epsilon(df: pd.DataFrame, path: Path) -> str:
     """Width of the 90% CI against epsilon, one line per mechanism (log scale)."""
     plt = pyplot()

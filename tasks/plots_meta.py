@@ -53,7 +53,7 @@ def forest_plot(result: MetaResult, path: str | Path) -> Path:
                         top=1 - (head + 0.1) / fig_height, bottom=0.75 / fig_height)
     ys = list(range(k + 1, 1, -1))  # studies at k+1 .. 2, pooled at 0
     max_w = max(result.weights) or 1.0
-    for y, row in zip(ys, studies.itertuples()):
+    for y, row in zip(ys, studies.itertuples(), strict=True):
         ax.plot([row.ci_low, row.ci_high], [y, y], color=_STUDY_COLOUR, lw=1.6,
                 solid_capstyle="butt")
         size = 30 + 170 * (row.weight / max_w)
@@ -86,14 +86,14 @@ def forest_plot(result: MetaResult, path: str | Path) -> Path:
     columns = [(1.03, "\u03b6 (GDP)"), (1.22, "weight"), (1.42, f"ATE [{pct} CI]")]
     for x, head in columns:
         ax.text(x, k + 1.75, head, transform=text, fontsize=9, fontweight="bold", va="center")
-    for y, row in zip(ys, studies.itertuples()):
+    for y, row in zip(ys, studies.itertuples(), strict=True):
         zeta = "n/a" if row.zeta is None or math.isnan(row.zeta) else f"{row.zeta:.3g}"
         cells = (zeta, f"{100 * row.weight:.1f}%",
                  f"{row.ate:.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]")
-        for (x, _), cell in zip(columns, cells):
+        for (x, _), cell in zip(columns, cells, strict=True):
             ax.text(x, y, cell, transform=text, fontsize=9, va="center")
     pooled_cells = ("+0", "100%", f"{result.ate:.3f} [{low:.3f}, {high:.3f}]")
-    for (x, _), cell in zip(columns, pooled_cells):
+    for (x, _), cell in zip(columns, pooled_cells, strict=True):
         ax.text(x, 0, cell, transform=text, fontsize=9, va="center", fontweight="bold",
                 color=_POOLED_COLOUR)
 

@@ -56,7 +56,7 @@ def plot_privacy_synthetic(synth: pd.DataFrame, path: Path) -> str:
     s = experiments.summarise(synth, ["gamma"])
     gammas = sorted(s["gamma"].unique())
     fig, axes = plt.subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.8), sharey=True)
-    for ax, gamma in zip(axes, gammas):
+    for ax, gamma in zip(axes, gammas, strict=True):
         d = s[s["gamma"] == gamma]
         ax.plot(d["eps"], d["P_hat"], marker="o", ms=3, color=_GAMMA_COL.get(gamma),
                 label="mean K eps (Clip-User)")
@@ -74,7 +74,7 @@ def plot_error_synthetic(synth: pd.DataFrame, path: Path) -> str:
     s = experiments.summarise(synth, ["gamma"])
     gammas = sorted(s["gamma"].unique())
     fig, axes = plt.subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.8), sharey=True)
-    for ax, gamma in zip(axes, gammas):
+    for ax, gamma in zip(axes, gammas, strict=True):
         d = s[s["gamma"] == gamma]
         ax.plot(d["eps"], d["E"], "k--", label="original E (mean over draws)")
         ax.plot(d["eps"], d["E_bar"], marker="o", ms=3, color=_GAMMA_COL.get(gamma),

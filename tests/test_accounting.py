@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcausal.accounting import (
-    PrivacyCharge, compose_gdp, gdp_delta, gdp_epsilon, gdp_rdp, gdp_to_zcdp, gdp_zeta_for,
+    PrivacyCharge,
+    compose_gdp,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_rdp,
+    gdp_to_zcdp,
+    gdp_zeta_for,
     zcdp_to_gdp,
 )
 
@@ -45,7 +51,7 @@ def test_rdp_and_zcdp_match_dp_accounting():
     orders = [1.5, 2.0, 8.0, 32.0]
     acc = rdp_privacy_accountant.RdpAccountant(orders)
     acc.compose(dp_accounting.GaussianDpEvent(noise_multiplier=1 / 1.5))
-    for order, rdp in zip(orders, acc._rdp):
+    for order, rdp in zip(orders, acc._rdp, strict=True):
         assert gdp_rdp(1.5, order) == pytest.approx(rdp, rel=1e-12)
     assert gdp_to_zcdp(1.5) == pytest.approx(1.125)
     assert zcdp_to_gdp(1.125) == pytest.approx(1.5)

@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 
 from dpcausal.datasets import (
-    make_experiment_a, make_experiment_b, make_experiment_c, make_experiment_d,
+    make_experiment_a,
+    make_experiment_b,
+    make_experiment_c,
+    make_experiment_d,
 )
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.base import clone
-from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.linear_model import LinearRegression
 
 from dpcausal import ATERelease, Mechanism, PrivateATE, Release
 from dpcausal.accounting import gdp_epsilon
@@ -120,9 +120,10 @@ def test_named_columns_and_categoricals_reach_a_pipeline_fold_locally():
 def test_stacked_fast_path_only_for_numeric_input_and_plain_linear_models(monkeypatch):
     """Issue 20: numeric DataFrames with plain LinearRegression/LogisticRegression become a
     float array (one stacked product per block); any other model gets the DataFrame."""
-    import dpcausal.estimator as mod
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
+
+    import dpcausal.estimator as mod
 
     seen = []
     real = mod.aggregate

@@ -210,7 +210,7 @@ def test_seeded_shuffle_lets_a_value_sorted_input_move_other_records():
     order2 = np.argsort(y2)
     before = _record_folds(make_folds(n, K, "shuffle", 0), order)
     after = _record_folds(make_folds(n, K, "shuffle", 0), order2)
-    assert sum(b != a for b, a in zip(before[1:], after[1:])) > 0
+    assert sum(b != a for b, a in zip(before[1:], after[1:], strict=False)) > 0
     with pytest.raises(ValueError, match="evaluation"):
         PrivateATE(folds="shuffle", random_state=0, outcome_bounds=(-1, 1)).fit(*_data())
 

@@ -25,7 +25,7 @@ N = [20000, 5000, 50000, 20000, 3000]
 
 
 def _dicts(ate=ATE, var=VAR):
-    return [{"ate": a, "variance": v} for a, v in zip(ate, var)]
+    return [{"ate": a, "variance": v} for a, v in zip(ate, var, strict=True)]
 
 
 studies_strategy = st.lists(
@@ -40,7 +40,7 @@ studies_strategy = st.lists(
                                                              "equal"]),
        model=st.sampled_from(["fixed", "random"]))
 def test_weights_are_nonnegative_and_sum_to_one(studies, weighting, model):
-    ate, var = map(np.array, zip(*studies))
+    ate, var = map(np.array, zip(*studies, strict=True))
     res = combine(_dicts(ate, var), weights=weighting, model=model)
     assert math.isclose(math.fsum(res.weights), 1.0, abs_tol=1e-12)
     assert min(res.weights) >= 0
@@ -51,7 +51,7 @@ def test_weights_are_nonnegative_and_sum_to_one(studies, weighting, model):
 @given(studies=studies_strategy)
 def test_inverse_variance_never_has_larger_variance_than_paper_sqrt_or_equal(studies):
     # Cauchy-Schwarz, spec §4 erratum: 1/sum(1/V) <= N / (sum V^{-1/2})^2
-    ate, var = map(np.array, zip(*studies))
+    ate, var = map(np.array, zip(*studies, strict=True))
     iv = combine(_dicts(ate, var), weights="inverse_variance").variance
     assert iv <= combine(_dicts(ate, var), weights="paper_sqrt").variance * (1 + 1e-12)
     assert iv <= combine(_dicts(ate, var), weights="equal").variance * (1 + 1e-12)
@@ -129,16 +129,17 @@ def test_dersimonian_laird_matches_statsmodels():
 
 def test_dersimonian_laird_by_hand_loop():
     w = [1 / v for v in VAR]
-    fixed = sum(wi * a for wi, a in zip(w, ATE)) / sum(w)
-    q = sum(wi * (a - fixed) ** 2 for wi, a in zip(w, ATE))
+    fixed = sum(wi * a for wi, a in zip(w, ATE, strict=True)) / sum(w)
+    q = sum(wi * (a - fixed) ** 2 for wi, a in zip(w, ATE, strict=True))
     tau2 = max(0.0, (q - 4) / (sum(w) - sum(wi * wi for wi in w) / sum(w)))
     lam = [1 / (v + tau2) for v in VAR]
     lam = [x / sum(lam) for x in lam]
     res = combine(_dicts(), model="random")
     assert res.q == pytest.approx(q, rel=1e-12)
     assert res.i2 == pytest.approx((q - 4) / q, rel=1e-12)
-    assert res.ate == pytest.approx(sum(x * a for x, a in zip(lam, ATE)), rel=1e-12)
-    assert res.variance == pytest.approx(sum(x * x * (v + tau2) for x, v in zip(lam, VAR)),
+    assert res.ate == pytest.approx(sum(x * a for x, a in zip(lam, ATE, strict=True)), rel=1e-12)
+    assert res.variance == pytest.approx(
+        sum(x * x * (v + tau2) for x, v in zip(lam, VAR, strict=True)),
                                          rel=1e-12)
 
 
@@ -184,8 +185,9 @@ def _release(a, v, z, n, label=None):
 
 
 def test_release_objects_dicts_and_dataframe_agree():
-    objects = [_release(a, v, z, n) for a, v, z, n in zip(ATE, VAR, ZETA, N)]
-    dicts = [{"ate": a, "variance": v, "zeta": z, "n": n} for a, v, z, n in zip(ATE, VAR, ZETA, N)]
+    objects = [_release(a, v, z, n) for a, v, z, n in zip(ATE, VAR, ZETA, N, strict=True)]
+    dicts = [{"ate": a, "variance": v, "zeta": z, "n": n}
+             for a, v, z, n in zip(ATE, VAR, ZETA, N, strict=True)]
     frame = pd.DataFrame({"ate": ATE, "variance": VAR, "zeta": ZETA, "n": N})
     results = [combine(x, model="random") for x in (objects, dicts, frame)]
     for res in results[1:]:
@@ -222,7 +224,7 @@ def test_reads_only_released_numbers():
                 return None
             raise AssertionError(f"combine read {name!r}, which is not a released number")
 
-    res = combine([Release(a, v) for a, v in zip(ATE, VAR)])
+    res = combine([Release(a, v) for a, v in zip(ATE, VAR, strict=True)])
     assert res.ate == pytest.approx(combine(_dicts()).ate, abs=0)
 
 
@@ -262,12 +264,12 @@ def _passes_spec_composition(epsilon):
 
 def test_privacy_position_no_charge_and_composed_exposure_of_shared_studies():
     dicts = [{"ate": a, "variance": v, "zeta": z, "label": lab}
-             for a, v, z, lab in zip(ATE, VAR, ZETA, "ABCDE")]
+             for a, v, z, lab in zip(ATE, VAR, ZETA, "ABCDE", strict=True)]
     res = combine(dicts, shared_people=["A", "B"])
     p = res.privacy
     assert p["additional_charge"] == 0
     assert "no additional privacy charge" in p["statement"]
-    assert p["study_zeta"] == dict(zip("ABCDE", ZETA))
+    assert p["study_zeta"] == dict(zip("ABCDE", ZETA, strict=True))
     assert p["study_epsilon"]["A"] == pytest.approx(7.0514, abs=1e-3)  # spec §1.3
     assert p["study_epsilon"]["B"] == pytest.approx(1.9931, abs=1e-3)
     assert p["composed_zeta"] == pytest.approx(math.sqrt(1.5**2 + 0.5**2), rel=1e-12)
@@ -280,7 +282,7 @@ def test_privacy_position_no_charge_and_composed_exposure_of_shared_studies():
 
 def test_privacy_several_shared_groups_and_no_declaration():
     dicts = [{"ate": a, "variance": v, "zeta": z, "label": lab}
-             for a, v, z, lab in zip(ATE, VAR, ZETA, "ABCDE")]
+             for a, v, z, lab in zip(ATE, VAR, ZETA, "ABCDE", strict=True)]
     res = combine(dicts, shared_people=[["A", "B"], ["C", "D", "E"]])
     groups = res.privacy["shared_groups"]
     assert [g["studies"] for g in groups] == [["A", "B"], ["C", "D", "E"]]
@@ -296,7 +298,7 @@ def test_privacy_several_shared_groups_and_no_declaration():
 # --- result object ------------------------------------------------------------------------------
 
 def test_result_is_frozen_prints_and_serialises():
-    releases = [_release(*args) for args in zip(ATE, VAR, ZETA, N, "ABCDE")]
+    releases = [_release(*args) for args in zip(ATE, VAR, ZETA, N, "ABCDE", strict=True)]
     res = combine(releases, model="random", shared_people=["A", "B"])
     with pytest.raises(dataclasses.FrozenInstanceError):
         res.ate = 0.0
@@ -496,5 +498,5 @@ def test_shared_people_across_mechanisms_compose_by_basic_composition():
     res = combine([a, b], shared_people=["a", "b"])
     group = res.privacy["shared_groups"][0]
     assert group["composed_zeta"] is None
-    assert group["composed_epsilon"] == pytest.approx(1.0 + 4.3772, abs=1e-3)  # dp_accounting: 4.3772
+    assert group["composed_epsilon"] == pytest.approx(1.0 + 4.3772, abs=1e-3)  # dp_accounting
     assert "share people" in str(res)

@@ -80,7 +80,7 @@ def test_one_draw_per_release_whatever_the_split(monkeypatch):
     for cal in (CAL, point_only):
         scales = []
         monkeypatch.setattr(release_mod, "gaussian_mechanism",
-                            lambda v, s, rng: scales.append(s) or real(v, s, rng))
+                            lambda v, s, rng, seen=scales: seen.append(s) or real(v, s, rng))
         draw_release(0.1, 1e-4, cal, np.random.default_rng(5))
         assert len(scales) == 2
         assert scales[0] == gaussian_sigma_for(cal.sigma_ate, cal.sensitivity)

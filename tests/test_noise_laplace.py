@@ -10,7 +10,12 @@ import pytest
 from scipy import stats
 
 from dpcausal.noise import (
-    effective_scale, lattice_sensitivity, lattice_step, laplace_mechanism, sample_discrete_laplace)
+    effective_scale,
+    laplace_mechanism,
+    lattice_sensitivity,
+    lattice_step,
+    sample_discrete_laplace,
+)
 
 
 @pytest.mark.parametrize("delta", [1e-6, 0.3, 1.0, 23.2143, 970.0255, 4096.0])

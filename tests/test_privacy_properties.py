@@ -18,7 +18,10 @@ from dpcausal.aggregation import aggregate
 from dpcausal.nuisance import FoldModels
 from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import (
-    ate_sensitivity, lemma_constants, score_bound, sqrt_variance_sensitivity,
+    ate_sensitivity,
+    lemma_constants,
+    score_bound,
+    sqrt_variance_sensitivity,
 )
 
 

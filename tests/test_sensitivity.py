@@ -6,7 +6,10 @@ import pytest
 
 from dpcausal.ci import critical_values, private_variance
 from dpcausal.sensitivity import (
-    ate_sensitivity, calibrate, outcome_scale, sqrt_variance_sensitivity,
+    ate_sensitivity,
+    calibrate,
+    outcome_scale,
+    sqrt_variance_sensitivity,
 )
 
 # (setting, estimator, n, K, B_pi, bounds, zeta, theorem1, lemma, released_code): spec §6.8(a)

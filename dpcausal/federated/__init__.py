@@ -5,29 +5,56 @@ Differential Privacy", AISTATS.
 """
 
 from dpcausal.federated.calibration import (
-    JointCalibration, calibrate, calibrate_joint, composed_curve, gaussian_rho_for,
+    JointCalibration,
+    calibrate,
+    calibrate_joint,
+    composed_curve,
+    gaussian_rho_for,
 )
 from dpcausal.federated.central import (
-    CentralGaussianScales, central_gaussian_ate, central_gaussian_scales,
+    CentralGaussianScales,
+    central_gaussian_ate,
+    central_gaussian_scales,
     gaussian_noise_multiplier,
 )
 from dpcausal.federated.estimator import (
-    FederatedATE, FederatedResult, interval, simulate_release,
+    FederatedATE,
+    FederatedResult,
+    interval,
+    simulate_release,
 )
 from dpcausal.federated.intervals import (
-    asymptotic_halfwidth, nonasymptotic_halfwidth, sampling_variance, z_test,
+    asymptotic_halfwidth,
+    nonasymptotic_halfwidth,
+    sampling_variance,
+    z_test,
 )
 from dpcausal.federated.pbm import (
-    clip_outcomes, decode_mean, decode_second_moment, mean_noise_bound, pbm2_encode, pbm_encode,
+    clip_outcomes,
+    decode_mean,
+    decode_second_moment,
+    mean_noise_bound,
+    pbm2_encode,
+    pbm_encode,
     private_variance,
 )
 from dpcausal.federated.protocol import (
-    ClientReports, DecodedGroup, ReleasePlan, aggregate, decode_group, encode_clients,
+    ClientReports,
+    DecodedGroup,
+    ReleasePlan,
+    aggregate,
+    decode_group,
+    encode_clients,
     plan_release,
 )
 from dpcausal.federated.rdp import DEFAULT_ORDERS, cks_epsilon, pbm_rdp
 from dpcausal.federated.secagg import (
-    TRUST_ASSUMPTIONS, AggregateView, client_messages, direct_sum, draw_client_keys, modulus_for,
+    TRUST_ASSUMPTIONS,
+    AggregateView,
+    client_messages,
+    direct_sum,
+    draw_client_keys,
+    modulus_for,
     secure_sum,
 )
 

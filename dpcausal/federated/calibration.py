@@ -12,12 +12,16 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
-
 from scipy.optimize import brentq
 
 from dpcausal._results import ResultMixin
 from dpcausal.federated.rdp import (
-    check_count, check_delta, check_epsilon, check_orders, cks_epsilon, gaussian_rho_theta,
+    check_count,
+    check_delta,
+    check_epsilon,
+    check_orders,
+    cks_epsilon,
+    gaussian_rho_theta,
     pbm_rdp,
 )
 

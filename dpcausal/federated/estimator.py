@@ -19,11 +19,22 @@ from pandas.api.types import is_numeric_dtype
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
 from dpcausal.federated.intervals import (
-    ASYMPTOTIC_FORMS, ESTIMANDS, NONASYMPTOTIC_KINDS, asymptotic_halfwidth, check_alpha,
-    nonasymptotic_halfwidth, sampling_variance, z_test,
+    ASYMPTOTIC_FORMS,
+    ESTIMANDS,
+    NONASYMPTOTIC_KINDS,
+    asymptotic_halfwidth,
+    check_alpha,
+    nonasymptotic_halfwidth,
+    sampling_variance,
+    z_test,
 )
 from dpcausal.federated.protocol import (
-    SECAGG_MODES, ClientReports, ReleasePlan, aggregate, decode_group, encode_clients,
+    SECAGG_MODES,
+    ClientReports,
+    ReleasePlan,
+    aggregate,
+    decode_group,
+    encode_clients,
     plan_release,
 )
 from dpcausal.federated.secagg import TRUST_ASSUMPTIONS
@@ -312,7 +323,8 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
     """
     cal = plan.calibration
     n_c, n_t = n_received
-    v_dp = sum(plan.R**2 / (4 * n * plan.m1 * th**2) for n, th in zip(n_received, cal.theta1))
+    v_dp = sum(plan.R**2 / (4 * n * plan.m1 * th**2)
+               for n, th in zip(n_received, cal.theta1, strict=True))
     ate = mean_treated - mean_control
     sig2 = sampling_variance(s2_treated, s2_control, n_t, n_c, estimand)
     if ci_form in ASYMPTOTIC_FORMS:

@@ -74,7 +74,7 @@ def nonasymptotic_halfwidth(kind: str, estimand: str, R: float, n_treated: int, 
     n = n_t + n_c
     if kind == "hoeffding":
         dp = math.sqrt(sum(R * R / (2 * n_g * m1 * th * th) for n_g, th in
-                           zip((n_c, n_t), theta1)) * math.log(4 / beta))
+                           zip((n_c, n_t), theta1, strict=True)) * math.log(4 / beta))
         if estimand == "PATE":
             return math.sqrt(2 * R * R * (1 / n_t + 1 / n_c) * math.log(4 / beta)) + dp
         if estimand == "SATE":

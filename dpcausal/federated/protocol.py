@@ -19,8 +19,13 @@ from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.federated.calibration import JointCalibration, calibrate_joint
 from dpcausal.federated.pbm import (
-    check_bound, decode_mean, decode_second_moment, mean_noise_bound, pbm2_encode,
-    pbm_encode, private_variance,
+    check_bound,
+    decode_mean,
+    decode_second_moment,
+    mean_noise_bound,
+    pbm2_encode,
+    pbm_encode,
+    private_variance,
 )
 from dpcausal.federated.secagg import AggregateView, direct_sum, modulus_for, secure_sum
 

@@ -6,12 +6,15 @@ a :class:`dpcausal.contract.Mechanism` whose ``fit`` returns a :class:`UserLevel
 (a :class:`dpcausal.contract.Release`).
 """
 
+from dpcausal.noise import laplace_mechanism, sample_discrete_laplace
 from dpcausal.user_level.ate import derive_ate
 from dpcausal.user_level.clip_user import ClipUserInvariantError, ClipUserResult, clip_user
 from dpcausal.user_level.closed_forms import T, bias_mu, bias_var, delta_mu, delta_var, grid_error
 from dpcausal.user_level.generators import (
-    make_itms_like, make_user_level_panel, make_user_level_synthetic)
-from dpcausal.noise import laplace_mechanism, sample_discrete_laplace
+    make_itms_like,
+    make_user_level_panel,
+    make_user_level_synthetic,
+)
 from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
 from dpcausal.user_level.pseudo_user import PseudoUserResult, pseudo_user
 from dpcausal.user_level.release import UserLevelOutput, UserLevelPlan, UserLevelRelease

@@ -129,8 +129,8 @@ def clip_user(
     # per-user retained cells (Python lists: the loop below is sequential by nature)
     indptr, indices, data = M.indptr, M.indices, M.data
     ind_l, dat_l, ptr_l = indices.tolist(), data.tolist(), indptr.tolist()
-    cells_of = [ind_l[a:b] for a, b in zip(ptr_l[:-1], ptr_l[1:])]
-    vals_of = [dat_l[a:b] for a, b in zip(ptr_l[:-1], ptr_l[1:])]
+    cells_of = [ind_l[a:b] for a, b in zip(ptr_l[:-1], ptr_l[1:], strict=False)]
+    vals_of = [dat_l[a:b] for a, b in zip(ptr_l[:-1], ptr_l[1:], strict=False)]
     occ = occ0.copy()
     rank = np.empty(L, np.int64)
     rank[order] = np.arange(L)
@@ -156,7 +156,7 @@ def clip_user(
         for u in Lt.tolist():
             best_e, best_g, best_v = math.inf, -1, 0
             errs: dict[int, float] = {}
-            for g, v in zip(cells_of[u], vals_of[u]):
+            for g, v in zip(cells_of[u], vals_of[u], strict=True):
                 if g == protected:
                     continue
                 e = err(n_list[g], c[g] - v, max_without(g, v))

@@ -183,7 +183,7 @@ def check_error_params(
             f"split must be two shares >= 0 summing to 1 (mean, variance), got {split!r}")
     if len(weights) != 2 or min(weights) < 0 or sum(weights) <= 0:
         raise ValueError(f"weights must be two numbers >= 0, not both 0, got {weights!r}")
-    if all(w == 0 or s == 0 for w, s in zip(weights, split)):
+    if all(w == 0 or s == 0 for w, s in zip(weights, split, strict=True)):
         raise ValueError(
             f"weights={weights!r} and split={split!r} leave no released statistic with a "
             "positive weight; give the released statistic a weight > 0")

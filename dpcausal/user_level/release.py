@@ -31,7 +31,13 @@ from dpcausal.noise import effective_scale, laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
 from dpcausal.user_level.clip_user import clip_user
 from dpcausal.user_level.closed_forms import (
-    bias_mu, bias_var, check_error_params, delta_mu, delta_var, grid_error)
+    bias_mu,
+    bias_var,
+    check_error_params,
+    delta_mu,
+    delta_var,
+    grid_error,
+)
 from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
 from dpcausal.user_level.pseudo_user import pseudo_user
 

@@ -77,7 +77,7 @@ def test_fit_returns_release_with_common_names(df):
         m_ca[key] = m_ca.get(key, 0.0) + row.value * row.q_tilde
     d = pub.data
     y_hat = np.array([(o - r.lam * m_ca[(c, t)]) / (1 - r.lam)
-                      for c, t, o in zip(d.cluster, d.treatment, d.outcome)])
+                      for c, t, o in zip(d.cluster, d.treatment, d.outcome, strict=True)])
     tau, v = strat_dim_loop(y_hat, d.cluster.to_numpy(), d.treatment.to_numpy())
     assert r.ate == pytest.approx(tau, rel=1e-12) and r.se == pytest.approx(math.sqrt(v))
     assert r.ci[0] == pytest.approx(tau - 1.959963984540054 * math.sqrt(v))

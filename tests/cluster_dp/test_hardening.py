@@ -108,7 +108,7 @@ def test_a_file_sorted_by_outcome_does_not_leak_through_row_order(df):
     assert r.lam < 0.15
     pub = r.published.data
     pd.testing.assert_index_equal(pub.index, pd.RangeIndex(len(df)))
-    keys = list(zip(pub["cluster"], pub["treatment"]))
+    keys = list(zip(pub["cluster"], pub["treatment"], strict=True))
     assert keys == sorted(keys)  # grouped by the public (cluster, arm), nothing else
     assert (pub.groupby(["cluster", "treatment"]).size()
             == source.groupby(["c", "z"]).size().rename_axis(["cluster", "treatment"])).all()

@@ -79,7 +79,7 @@ def test_estimate_is_post_processing_with_loop_reference(gmm_df):
     d = rel.data
     y_hat = [
         (o - rel.lam * m[(c, t)]) / (1 - rel.lam)
-        for c, t, o in zip(d.cluster, d.treatment, d.outcome)
+        for c, t, o in zip(d.cluster, d.treatment, d.outcome, strict=True)
     ]
     t_ref, v_ref = strat_dim_loop(np.array(y_hat), d.cluster.to_numpy(), d.treatment.to_numpy())
     assert est.ate == pytest.approx(t_ref, rel=1e-12)

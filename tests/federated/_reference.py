@@ -23,7 +23,7 @@ def log_convolve(a: list[float], b: list[float]) -> list[float]:
 
 
 def renyi(lp: list[float], lq: list[float], order: float) -> float:
-    terms = [order * a + (1 - order) * b for a, b in zip(lp, lq)]
+    terms = [order * a + (1 - order) * b for a, b in zip(lp, lq, strict=True)]
     hi = max(terms)
     return (hi + math.log(sum(math.exp(t - hi) for t in terms))) / (order - 1)
 

@@ -4,7 +4,11 @@ import numpy as np
 import pytest
 
 from dpcausal.federated import (
-    calibrate, calibrate_joint, central_gaussian_scales, cks_epsilon, gaussian_noise_multiplier,
+    calibrate,
+    calibrate_joint,
+    central_gaussian_scales,
+    cks_epsilon,
+    gaussian_noise_multiplier,
     pbm_rdp,
 )
 

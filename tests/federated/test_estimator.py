@@ -9,8 +9,17 @@ from scipy.stats import norm
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.federated import (
-    ClientReports, FederatedATE, aggregate, cks_epsilon, decode_group, encode_clients, interval,
-    nonasymptotic_halfwidth, pbm_rdp, plan_release, sampling_variance,
+    ClientReports,
+    FederatedATE,
+    aggregate,
+    cks_epsilon,
+    decode_group,
+    encode_clients,
+    interval,
+    nonasymptotic_halfwidth,
+    pbm_rdp,
+    plan_release,
+    sampling_variance,
 )
 
 

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from dpcausal.federated import (
-    clip_outcomes, decode_mean, decode_second_moment, mean_noise_bound, pbm2_encode, pbm_encode,
+    clip_outcomes,
+    decode_mean,
+    decode_second_moment,
+    mean_noise_bound,
+    pbm2_encode,
+    pbm_encode,
     private_variance,
 )
 

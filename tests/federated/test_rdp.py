@@ -110,7 +110,7 @@ def test_cks_matches_spec_and_dp_accounting():
     acc.compose(dp_event.GaussianDpEvent(1.0))
     assert cks_epsilon(a / 2, 1e-6)[0] == pytest.approx(acc.get_epsilon(1e-6), rel=1e-12)
     # the textbook conversion eps + log(1/delta)/(a-1) is looser; CKS must be below it
-    textbook = min(e + math.log(1e6) / (o - 1) for e, o in zip(a / 2, a))
+    textbook = min(e + math.log(1e6) / (o - 1) for e, o in zip(a / 2, a, strict=True))
     assert cks_epsilon(a / 2, 1e-6)[0] < textbook
 
 
@@ -118,7 +118,7 @@ def test_composition_th32():
     """TH-3.2: composed curve = max over groups of (mean + second moment); not double-charged."""
     n, t1, t2 = (500, 300), (0.05, 0.06), (0.01, 0.012)
     curve = composed_curve(n, 256, t1, 128, t2)
-    per_group = [pbm_rdp(g, 256, a) + pbm_rdp(g, 128, b) for g, a, b in zip(n, t1, t2)]
+    per_group = [pbm_rdp(g, 256, a) + pbm_rdp(g, 128, b) for g, a, b in zip(n, t1, t2, strict=True)]
     np.testing.assert_allclose(curve, np.maximum(*per_group), rtol=1e-12)
     assert np.all(curve < per_group[0] + per_group[1])  # groups are not summed
     eps_total = cks_epsilon(curve, 1e-6)[0]

@@ -8,9 +8,14 @@ import pytest
 from scipy.stats import chisquare
 
 from dpcausal.federated import (
-    AggregateView, client_messages, direct_sum, draw_client_keys, modulus_for, secure_sum,
+    AggregateView,
+    client_messages,
+    direct_sum,
+    draw_client_keys,
+    modulus_for,
+    protocol,
+    secure_sum,
 )
-from dpcausal.federated import protocol
 
 
 @pytest.mark.parametrize("n,degree", [(2, None), (7, None), (300, None), (2500, None), (64, 6)])

@@ -69,7 +69,7 @@ def test_bad_input_fails_with_one_paragraph_and_no_charge(cli_config, exp_a_csv,
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:  # independent subprocesses: two at a time
         results = list(pool.map(lambda case: invoke("run", *case[0], "--no-progress"), cases))
-    for result, (_, match) in zip(results, cases):
+    for result, (_, match) in zip(results, cases, strict=True):
         _assert_bad(result, match)
     assert _charges(BAD_DATASET) == before
 

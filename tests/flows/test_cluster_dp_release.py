@@ -12,8 +12,8 @@ from _flowtools import Scanner, flow_logs
 from conf.cluster_dp import load_cluster_dp_config
 from conf.models import ConfigError
 from dpcausal.cluster_dp import ClusterDP
-from flows.cluster_dp_release import run_cluster_dp_from_config
 from dpcausal.ledger import BudgetExceededError, Ledger
+from flows.cluster_dp_release import run_cluster_dp_from_config
 from tasks.cluster_dp_demo_data import demo_frame
 
 EPS = 3.0

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from _flowtools import Recorder, task_states
 
-from flows.release import run_release
 from dpcausal.ledger import BudgetExceededError, Ledger
+from flows.release import run_release
 from tasks import progress
 from tasks.model_store import model_store_dir
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from conf.models import ConfigError
-from dpcausal.user_level import make_user_level_panel
 from dpcausal.ledger import BudgetExceededError, Ledger
+from dpcausal.user_level import make_user_level_panel
 
 BOUNDS = (0.0, 65.0)
 

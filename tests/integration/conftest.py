@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _stack import ARTIFACTS, AUTH, Stack, stack_env, free_port
+from _stack import ARTIFACTS, AUTH, Stack, free_port, stack_env
 
 _failed: list[str] = []
 

@@ -183,7 +183,8 @@ def test_ci_modes_release_intervals_and_point_mode_does_not():
     point = ex.privatise(est, seed=1)
     assert "ci_low" not in point
     ci = ex.privatise(est, seed=1, ci_modes=ex.CI_MODES, ci_share=0.1)
-    assert set(zip(ci["ci_mode"], ci["sigma2_mode"])) == set(ex.CI_MODES) and len(ex.CI_MODES) == 4
+    pairs = set(zip(ci["ci_mode"], ci["sigma2_mode"], strict=True))
+    assert pairs == set(ex.CI_MODES) and len(ex.CI_MODES) == 4
     assert (ci["ci_low"] < ci["ate"]).all() and (ci["ate"] < ci["ci_high"]).all()
 
 

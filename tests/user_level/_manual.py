@@ -62,7 +62,7 @@ def brute_sensitivity(stat, counts, values):
 
 def retained_positions(counts, kept):
     """Positions of the first kept[l] samples of each user."""
-    return [i for blk, k in zip(blocks(counts), kept) for i in blk[:k]]
+    return [i for blk, k in zip(blocks(counts), kept, strict=True) for i in blk[:k]]
 
 
 def brute_bias(counts, kept, values, which):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from dpcausal.user_level import T, bias_mu, bias_var, delta_mu, delta_var, grid_error
 from dpcausal.user_level.closed_forms import scalar_grid_error
 
-from ._manual import (T_loop, brute_bias, brute_sensitivity, pop_var, retained_positions)
+from ._manual import T_loop, brute_bias, brute_sensitivity, pop_var, retained_positions
 
 BIN = (0.0, 1.0)
 GRID5 = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -209,10 +209,11 @@ def test_end_to_end_bias_on_random_and_witness_values_P16():
 def test_monotonicity_P7():
     for n in range(1, 30):
         Ts = [T(n, m) for m in range(0, n + 1)]
-        assert all(a <= b for a, b in zip(Ts, Ts[1:])) and max(Ts) <= 0.25
+        assert all(a <= b for a, b in zip(Ts, Ts[1:], strict=False)) and max(Ts) <= 0.25
         bm = [bias_mu(n, c, 1.0) for c in range(1, n + 1)]
         bv = [bias_var(n, c, 1.0) for c in range(1, n + 1)]
-        assert all(a >= b for a, b in zip(bm, bm[1:])) and all(a >= b for a, b in zip(bv, bv[1:]))
+        assert all(a >= b for a, b in zip(bm, bm[1:], strict=False))
+        assert all(a >= b for a, b in zip(bv, bv[1:], strict=False))
 
 
 def test_pseudo_user_clipping_sensitivity_lemmas_P8_P9():

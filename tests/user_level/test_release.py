@@ -7,8 +7,7 @@ import pandas as pd
 import pytest
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.user_level import (
-    UserLevelRelease, clip_user, make_user_level_panel, pseudo_user)
+from dpcausal.user_level import UserLevelRelease, clip_user, make_user_level_panel, pseudo_user
 
 from ._manual import pop_var
 
@@ -219,7 +218,7 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
     d_mu = plan.cells["delta_mu"].to_numpy()
     d_var = plan.cells["delta_var"].to_numpy()
     step = 2.0**-19
-    for trial in range(15):
+    for _ in range(15):
         u = int(rng.integers(30))
         mask = df["unit_id"] == u
         other = df.assign(y=df["y"].where(~mask, rng.choice([0.0, 10.0], size=len(df))))
