@@ -1,0 +1,211 @@
+"""The partitioned release on Dask (issue 19 §3): the flow process never holds a row.
+
+1. Public facts, on the workers: the partition list and each Parquet footer (rows, schema); the
+   flow checks the schema and parameters, takes K from the planner (or the caller) and allocates
+   each partition its folds (:func:`dpcausal.partitioned.allocate_folds`).
+2. The charge is reserved in the ledger (``_charged_release``, the ONE place this flow charges)
+   before any task reads a data value.
+3. Fit phase: one task per partition reads it and fits the folds it owns; fold models come back
+   as Dask results (no shared disk).
+4. Aggregation phase: one task per partition reads it again and returns (n_p, sum Gamma,
+   sum Gamma^2) given all K fold models.
+5. The flow combines the sums into (tau_hat, V_hat, n) and makes one noisy release
+   (:func:`dpcausal.partitioned.release_from_estimates`), committed before it is returned.
+
+Progress of both phases is logged (partitions done / total) and shown as Prefect progress
+artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
+curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.partitioned`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.futures import PrefectFuture, as_completed
+from prefect.runtime import flow_run
+from prefect_dask import DaskTaskRunner
+
+from dpcausal.estimator import PrivateATE
+from dpcausal.ledger import Ledger
+from dpcausal.partitioned import (
+    Roles,
+    allocate_folds,
+    combine,
+    release_from_estimates,
+    release_key,
+)
+from dpcausal.planner import plan, recommended
+from tasks.partitioned import (
+    describe_partition,
+    fit_partition_folds,
+    list_partitions,
+    partition_score_sums,
+)
+
+# Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
+# run on a real cluster.
+DEFAULT_RUNNER = DaskTaskRunner(cluster_kwargs={
+    "n_workers": 2, "threads_per_worker": 1, "processes": False, "dashboard_address": None})
+
+
+@flow(name="dp-partitioned-release", task_runner=DEFAULT_RUNNER, persist_result=False)
+def partitioned_release(
+    source: str,
+    *,
+    id_column: str,
+    treatment: str,
+    outcome: str,
+    covariates: list[str] | None = None,
+    estimator: dict[str, Any],
+    n_folds: int | None = None,
+    compute_budget: float = 300.0,
+    dataset_id: str | None = None,
+    ledger_url: str | None = None,
+    fold_key: Literal["release", "curator"] = "release",
+    evaluation: bool = False,
+) -> dict[str, Any]:
+    """One private ATE release from a directory of Parquet partitions (module docstring).
+
+    ``estimator`` holds :class:`dpcausal.PrivateATE`'s public parameters (``outcome_bounds``
+    required); ``n_folds=None`` takes the planner's recommended K within ``compute_budget``
+    seconds. Release mode charges ``dataset_id`` in the ledger (``ledger_url``, default the
+    project's) and returns the committed release as a dict; evaluation mode charges nothing, is
+    refused for a dataset the ledger knows, and returns the non-private estimates too.
+    """
+    logger = get_run_logger()
+    parts = list_partitions(source)
+    described = [f.result() for f in describe_partition.map(parts)]
+    rows = [r for r, _ in described]
+    roles = _roles(described, id_column, treatment, outcome, covariates)
+    n, d = sum(rows), len(roles.covariates)
+    K = n_folds or _planned_folds(n, d, estimator, compute_budget)
+    est = PrivateATE(**estimator, n_folds=K, folds="secret")
+    est._params(n, d)                                       # public refusals, before the charge
+    est.check_mode(evaluation)
+    folds = allocate_folds(rows, K)
+    key = _curator_fold_key() if fold_key == "curator" else release_key()
+    logger.info("partitioned release: %d partitions, n=%d, d=%d, K=%d", len(parts), n, d, K)
+
+    def compute() -> dict[str, Any]:
+        models = _fit_phase(parts, roles, est, key, folds, evaluation)
+        sums = _aggregation_phase(parts, roles, est, key, folds, models, evaluation)
+        tau_hat, v_hat, n_rows = combine(sums)
+        if n_rows != n:
+            raise AssertionError("bug: the partitions' rows differ from their footers' counts")
+        return release_from_estimates(est, tau_hat, v_hat, n, d, id_column=id_column,
+                                      n_partitions=len(parts), evaluation=evaluation).to_dict()
+
+    if evaluation:
+        if dataset_id is not None:
+            with Ledger(ledger_url) as led:
+                if led.known(dataset_id) is not None:
+                    raise ValueError(
+                        f"evaluation mode is refused for dataset {dataset_id!r}: it has a "
+                        "budget, and evaluation is a non-private read of the data")
+        return compute()
+    if dataset_id is None:
+        raise ValueError("a release needs dataset_id (its budget in the ledger)")
+    return _charged_release(ledger_url, dataset_id, est.privacy_charge(n, d), K, compute)
+
+
+# ----------------------------------------------------------------- THE charge of this flow
+def _charged_release(ledger_url: str | None, dataset_id: str, charge: Any, K: int,
+                     compute: Any) -> dict[str, Any]:
+    """Reserve -> compute and draw once -> commit -> return (the ledger's protocol). A retry of
+    a committed release id gets the stored result and draws nothing. At merge, this becomes the
+    pipeline's single charged-release task."""
+    release_id = f"{flow_run.id}/partitioned-ate"
+    with Ledger(ledger_url) as led, led.release(
+            dataset_id, release_id, charge, unit="row",
+            detail={"mechanism_class": "PrivateATE", "path": "partitioned", "n_folds": K}
+    ) as slot:
+        if slot.result is None:
+            slot.commit(json.dumps(compute()))
+        assert slot.result is not None
+        return dict(json.loads(slot.result))
+
+
+# ----------------------------------------------------------------- phases
+def _fit_phase(parts: list[str], roles: Roles, est: PrivateATE, key: bytes, folds: list[range],
+               evaluation: bool) -> list[Any]:
+    futures = [fit_partition_folds.submit(p, roles, est, key, f, evaluation)
+               for p, f in zip(parts, folds, strict=True)]
+    _track("fit", futures)
+    return [m for fut in futures for m in fut.result()]
+
+
+def _aggregation_phase(parts: list[str], roles: Roles, est: PrivateATE, key: bytes,
+                       folds: list[range], models: list[Any], evaluation: bool) -> list[Any]:
+    futures = [partition_score_sums.submit(p, roles, est, key, f, models,
+                                           evaluation)
+               for p, f in zip(parts, folds, strict=True)]
+    _track("aggregation", futures)
+    return [fut.result() for fut in futures]
+
+
+def _track(phase: str, futures: list[PrefectFuture]) -> None:
+    """Log and show the phase's progress as partitions finish (counts only)."""
+    logger = get_run_logger()
+    total = len(futures)
+    artifact = create_progress_artifact(0.0, description=f"{phase} phase: partitions done")
+    for done, _ in enumerate(as_completed(futures), start=1):
+        update_progress_artifact(artifact, 100.0 * done / total)
+        logger.info("%s phase: %d/%d partitions", phase, done, total)
+
+
+# ----------------------------------------------------------------- public facts
+_NUMERIC = ("int", "uint", "float", "double", "bool", "halffloat")
+
+
+def _roles(described: list[tuple[int, dict[str, str]]], id_column: str, treatment: str,
+           outcome: str, covariates: list[str] | None) -> Roles:
+    """Column roles checked against every partition's schema (public facts)."""
+    schemas = [s for _, s in described]
+    if any(s != schemas[0] for s in schemas[1:]):
+        raise ValueError("the partitions do not share one schema (names and types)")
+    schema = schemas[0]
+    named = [id_column, treatment, outcome]
+    if covariates is None:
+        covariates = [c for c in schema if c not in named]
+    missing = [c for c in named + covariates if c not in schema]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the partitions (columns: {list(schema)})")
+    if not covariates:
+        raise ValueError("no covariate columns: name them with covariates=[...]")
+    for c in [treatment, outcome, *covariates]:
+        if not schema[c].startswith(_NUMERIC):
+            raise TypeError(f"column {c!r} must be numeric, got {schema[c]}")
+    if not (schema[id_column].startswith(("int", "uint")) or schema[id_column] in
+            ("string", "large_string")):
+        raise TypeError(f"id column {id_column!r} must hold integers or strings, "
+                        f"got {schema[id_column]}")
+    return Roles(id=id_column, treatment=treatment, outcome=outcome, covariates=tuple(covariates))
+
+
+def _planned_folds(n: int, d: int, estimator: dict[str, Any], compute_budget: float) -> int:
+    """The planner's recommended K within the compute budget (data-free)."""
+    keys = ("estimator", "propensity_clip", "zeta", "ci_share", "sigma2", "ci", "alpha", "p1",
+            "sensitivity")
+    table = plan(n, d, outcome_bounds=estimator["outcome_bounds"], compute_budget=compute_budget,
+                 **{k: estimator[k] for k in keys if k in estimator})
+    return int(recommended(table)["n_folds"])
+
+
+def _curator_fold_key() -> bytes:
+    """The curator's fold key in the private store (created once, mode 0600): the same folds
+    in every release of the same ids."""
+    from conf.settings import data_dir
+
+    path = data_dir() / "private" / "fold.key"
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(32))
+    return Path(path).read_bytes()

@@ -1,0 +1,68 @@
+"""Prefect tasks of the partitioned release (issue 19 §3): each task reads ITS partition itself from
+the source (a path or fsspec URL the worker reaches) and returns only public facts, fitted fold
+models or three sums, as in-memory task results.
+
+Nothing is written to a local disk: results are not persisted and never cached
+(``persist_result=False``, ``NO_CACHE``), so fold models travel as Dask results and no worker
+needs a disk the flow can read. The tasks are idempotent (same partition, key and models give the
+same output), so retries are safe. Their failures that depend on data values are generic
+(:func:`dpcausal.validation.private_failures`); the library functions are in
+:mod:`dpcausal.partitioned`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from dpcausal.estimator import PrivateATE
+from dpcausal.nuisance import FoldModels
+from dpcausal.partitioned import Roles, ScoreSums, fit_partition, partition_sums, read_partition
+
+_OPTIONS: dict[str, Any] = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 2,
+                            "retry_delay_seconds": 1}
+
+
+@task(**_OPTIONS)
+def list_partitions(source: str) -> list[str]:
+    """The Parquet files of a source directory (path or fsspec URL), sorted by name: the public
+    partition order."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(source)
+    files = sorted(p for p in fs.ls(root, detail=False) if str(p).endswith(".parquet"))
+    if not files:
+        raise ValueError(f"no .parquet files under {source!r}")
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return [p if protocol == "file" else f"{protocol}://{p}" for p in files]
+
+
+@task(**_OPTIONS)
+def describe_partition(part: str) -> tuple[int, dict[str, str]]:
+    """(rows, {column: type}) of one partition from its Parquet footer: public facts (module
+    docstring of :mod:`dpcausal.partitioned`), no row is read."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    with fsspec.open(part, "rb") as fh:
+        meta = pq.ParquetFile(fh).metadata
+        schema = meta.schema.to_arrow_schema()
+        return int(meta.num_rows), {f.name: str(f.type) for f in schema}
+
+
+@task(**_OPTIONS)
+def fit_partition_folds(part: str, roles: Roles, est: PrivateATE, key: bytes, folds: range,
+                        evaluation: bool = False) -> list[FoldModels]:
+    """Read one partition and fit the folds it owns (its fold models are the result)."""
+    return fit_partition(read_partition(part, roles), roles, est, key, folds, evaluation)
+
+
+@task(**_OPTIONS)
+def partition_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, folds: range,
+                         fold_models: list[FoldModels], evaluation: bool = False) -> ScoreSums:
+    """Read one partition again and return (n_p, sum Gamma, sum Gamma^2) given all K fold
+    models."""
+    return partition_sums(read_partition(part, roles), roles, est, key, folds, fold_models,
+                          evaluation)
