@@ -51,7 +51,6 @@ import numpy as np
 import pandas as pd
 
 from dpcausal.estimator import PrivateATE
-from dpcausal.noise import secure_rng
 from dpcausal.nuisance import FoldModels
 from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import scores
@@ -65,7 +64,8 @@ def release_key() -> bytes:
 
 
 def allocate_folds(partition_rows: Sequence[int], n_folds: int) -> list[range]:
-    """Global fold ids owned by each partition (module docstring: largest remainder).
+    """Global fold ids owned by each partition: spec §2.2 step 1 (data splitting) with the
+    partition rule of the module docstring (largest remainder).
 
     ``partition_rows`` are the public row counts n_p; returns one ``range`` per partition, the
     ranges contiguous, in partition order, covering 0..K-1 (empty for an empty partition).
@@ -91,7 +91,8 @@ def allocate_folds(partition_rows: Sequence[int], n_folds: int) -> list[range]:
 
 def assign_folds(ids: Any, key: bytes, folds: range) -> np.ndarray:
     """Global fold id of each row of one partition: ``folds.start + HMAC-SHA256(key, id) mod
-    len(folds)`` (module docstring). Depends on ``(key, id)`` only."""
+    len(folds)`` (module docstring). Depends on ``(key, id)`` only, so the replaced record keeps
+    its fold (spec §1.3, issue 18 item 2)."""
     if len(folds) == 0:
         raise ValueError("this partition owns no folds")
     if not (isinstance(key, bytes) and len(key) >= 16):
@@ -213,9 +214,8 @@ def release_from_estimates(est: PrivateATE, tau_hat: float, v_hat: float, n: int
     est.check_mode(evaluation)
     params = {**est.public_params(n, d), "folds": f"keyed_hash({id_column})",
               "partitions": n_partitions}
-    rng = (np.random.default_rng(est.noise_seed) if evaluation and est.noise_seed is not None
-           else secure_rng())
-    return draw_release(tau_hat, v_hat, est.calibration(n), rng, alpha=est.alpha, p1=est.p1,
+    return draw_release(tau_hat, v_hat, est.calibration(n), est._noise_rng(evaluation),
+                        alpha=est.alpha, p1=est.p1,
                         ci_mode=est.ci, delta=est.delta, params=params, evaluation=evaluation)
 
 

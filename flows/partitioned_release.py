@@ -50,8 +50,10 @@ from tasks.partitioned import (
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
+# No memory limit: a worker never spills task data (rows, models) to its local disk.
 DEFAULT_RUNNER = DaskTaskRunner(cluster_kwargs={
-    "n_workers": 2, "threads_per_worker": 1, "processes": False, "dashboard_address": None})
+    "n_workers": 2, "threads_per_worker": 1, "processes": False, "dashboard_address": None,
+    "memory_limit": 0})
 
 
 @flow(name="dp-partitioned-release", task_runner=DEFAULT_RUNNER, persist_result=False)
@@ -84,8 +86,9 @@ def partitioned_release(
     rows = [r for r, _ in described]
     roles = _roles(described, id_column, treatment, outcome, covariates)
     n, d = sum(rows), len(roles.covariates)
-    K = n_folds or _planned_folds(n, d, estimator, compute_budget)
-    est = PrivateATE(**estimator, n_folds=K, folds="secret")
+    est = PrivateATE(**estimator, folds="secret")
+    K = n_folds or _planned_folds(n, d, est, compute_budget)
+    est.set_params(n_folds=K)
     est._params(n, d)                                       # public refusals, before the charge
     est.check_mode(evaluation)
     folds = allocate_folds(rows, K)
@@ -188,12 +191,13 @@ def _roles(described: list[tuple[int, dict[str, str]]], id_column: str, treatmen
     return Roles(id=id_column, treatment=treatment, outcome=outcome, covariates=tuple(covariates))
 
 
-def _planned_folds(n: int, d: int, estimator: dict[str, Any], compute_budget: float) -> int:
-    """The planner's recommended K within the compute budget (data-free)."""
-    keys = ("estimator", "propensity_clip", "zeta", "ci_share", "sigma2", "ci", "alpha", "p1",
-            "sensitivity")
-    table = plan(n, d, outcome_bounds=estimator["outcome_bounds"], compute_budget=compute_budget,
-                 **{k: estimator[k] for k in keys if k in estimator})
+def _planned_folds(n: int, d: int, est: PrivateATE, compute_budget: float) -> int:
+    """The planner's recommended K for ``est``'s public settings within the compute budget
+    (data-free)."""
+    p = est.get_params(deep=False)
+    table = plan(n, d, compute_budget=compute_budget,
+                 **{k: p[k] for k in ("outcome_bounds", "estimator", "propensity_clip", "zeta",
+                                      "ci_share", "sigma2", "ci", "alpha", "p1", "sensitivity")})
     return int(recommended(table)["n_folds"])
 
 

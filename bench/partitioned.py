@@ -1,0 +1,125 @@
+"""Benchmark of the partitioned release (issue 19 §3 scale target): n = 10^7 rows, d = 5, from
+partitioned Parquet on a 2-worker process LocalCluster, AIPW (LogisticRegression +
+LinearRegression), K = the planner's recommendation under a 5-minute compute budget; evaluation
+mode (no ledger charge; the pre-noise estimate is printed as a check, true ATE 0.15).
+
+Prints the flow's progress (fit and aggregation phases), wall time, K, each worker's peak RSS
+(``ru_maxrss`` of the worker process), and, side by side, the in-memory estimator on the first
+``--baseline-n`` rows' worth of the same generator with the same K in its own process.
+
+Generation of the Parquet files is timed separately and not counted. A temporary Prefect server
+is started first so the Dask worker processes share it (recipe §7).
+
+    .venv/bin/python bench/partitioned.py [--n 10000000] [--partitions 20] [--budget 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+
+def _baseline(source: str, K: int, queue: mp.Queue) -> None:
+    """The in-memory path on one process: all partitions in one frame, ``PrivateATE.fit``."""
+    import pandas as pd
+
+    from dpcausal import PrivateATE
+
+    t0 = time.perf_counter()
+    frame = pd.concat([pd.read_parquet(p) for p in sorted(Path(source).glob("*.parquet"))],
+                      ignore_index=True)
+    covs = [c for c in frame.columns if c.startswith("x")]
+    rel = PrivateATE(n_folds=K, outcome_bounds=(-1, 1)).fit(
+        frame[covs].to_numpy(), frame["A"].to_numpy(), frame["Y"].to_numpy(), evaluation=True)
+    queue.put((time.perf_counter() - t0,
+               resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               rel.nonprivate["ate"]))
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10**7)
+    ap.add_argument("--d", type=int, default=5)
+    ap.add_argument("--partitions", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=300.0, help="compute budget, seconds")
+    ap.add_argument("--baseline-n", type=int, default=10**6)
+    ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
+    args = ap.parse_args()
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="dpcausal-bench-partitioned-"))
+    os.environ["PREFECT_HOME"] = str(work / "prefect")
+    os.environ["DPCAUSAL_DATA"] = str(work / "data")
+    os.environ.setdefault("DO_NOT_TRACK", "true")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    (work / "prefect").mkdir(parents=True, exist_ok=True)
+
+    from distributed import Client, LocalCluster
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect_dask import DaskTaskRunner
+
+    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.planner import plan, recommended
+    from flows.partitioned_release import partitioned_release
+
+    source, small = work / "source", work / "baseline"
+    t0 = time.perf_counter()
+    write_parquet_partitions(source, args.n, args.d, args.partitions, seed=2026)
+    write_parquet_partitions(small, args.baseline_n, args.d, 2, seed=2026)
+    print(f"generated {args.n:,} rows in {args.partitions} Parquet files "
+          f"in {time.perf_counter() - t0:.1f} s (not counted)")
+    row = recommended(plan(args.n, args.d, outcome_bounds=(-1, 1), compute_budget=args.budget,
+                           ci_share=0.1, sigma2="paper"))      # what the flow's planner call picks
+    K = int(row["n_folds"])
+    print(f"planner: K = {K} ({args.n // K:,} rows per fold), predicted {row['seconds']:.0f} s "
+          f"on this machine class, expected CI half-width {row['halfwidth']:.4g}")
+
+    server = SubprocessASGIServer()
+    server.start(timeout=120)
+    os.environ["PREFECT_API_URL"] = server.api_url              # the workers inherit it
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=0,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            t0 = time.perf_counter()
+            out = partitioned_release.with_options(
+                task_runner=DaskTaskRunner(address=cluster.scheduler_address))(
+                str(source), id_column="id", treatment="A", outcome="Y",
+                estimator={"estimator": "aipw", "outcome_bounds": [-1.0, 1.0]},
+                compute_budget=args.budget, evaluation=True)
+            wall = time.perf_counter() - t0
+            if out["n_folds"] != K:
+                raise AssertionError("bug: the flow's planner picked another K")
+            rss = client.run(_peak_rss_mib)
+    finally:
+        server.stop()
+    ctx = mp.get_context("spawn")
+    queue: mp.Queue = ctx.Queue()
+    proc = ctx.Process(target=_baseline, args=(str(small), K, queue))
+    proc.start()
+    base_wall, base_rss, base_ate = queue.get()
+    proc.join()
+
+    print("\n=== partitioned release vs in-memory (AIPW, d = %d, K = %d) ===" % (args.d, K))
+    print(f"{'path':<42}{'n':>12}{'wall s':>9}{'peak RSS MiB':>22}{'tau_hat':>9}")
+    peaks = " / ".join(f"{v:.0f}" for v in rss.values())
+    print(f"{'partitioned, 2-worker process LocalCluster':<42}{args.n:>12,}{wall:>9.1f}"
+          f"{peaks + ' (per worker)':>22}{out['nonprivate']['ate']:>9.4f}")
+    print(f"{'in memory, one process':<42}{args.baseline_n:>12,}{base_wall:>9.1f}"
+          f"{base_rss:>22.0f}{base_ate:>9.4f}")
+    print(f"\ntarget: <= 300 s and <= 2048 MiB per worker; cores: {os.cpu_count()} "
+          "(shared with other jobs while this ran)")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
