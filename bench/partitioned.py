@@ -42,8 +42,16 @@ def _baseline(source: str, K: int, queue: mp.Queue) -> None:
                rel.nonprivate["ate"]))
 
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _usage() -> tuple[float, float]:
+    """(peak RSS MiB, CPU seconds) of the calling process."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_maxrss / 1024, ru.ru_utime + ru.ru_stime
+
+
+def _generate(path: str, n: int, d: int, parts: int) -> None:
+    from dpcausal.partitioned import write_parquet_partitions
+
+    write_parquet_partitions(path, n, d, parts, seed=2026)
 
 
 def main() -> None:
@@ -67,14 +75,16 @@ def main() -> None:
     from prefect.server.api.server import SubprocessASGIServer
     from prefect_dask import DaskTaskRunner
 
-    from dpcausal.partitioned import write_parquet_partitions
     from dpcausal.planner import plan, recommended
     from flows.partitioned_release import partitioned_release
 
     source, small = work / "source", work / "baseline"
+    ctx = mp.get_context("spawn")
     t0 = time.perf_counter()
-    write_parquet_partitions(source, args.n, args.d, args.partitions, seed=2026)
-    write_parquet_partitions(small, args.baseline_n, args.d, 2, seed=2026)
+    for target in ((source, args.n, args.partitions), (small, args.baseline_n, 2)):
+        gen = ctx.Process(target=_generate, args=(str(target[0]), target[1], args.d, target[2]))
+        gen.start()
+        gen.join()                    # own process: the peak RSS printed for the flow is its own
     print(f"generated {args.n:,} rows in {args.partitions} Parquet files "
           f"in {time.perf_counter() - t0:.1f} s (not counted)")
     row = recommended(plan(args.n, args.d, outcome_bounds=(-1, 1), compute_budget=args.budget,
@@ -88,7 +98,7 @@ def main() -> None:
     os.environ["PREFECT_API_URL"] = server.api_url              # the workers inherit it
     try:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=0,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
             t0 = time.perf_counter()
             out = partitioned_release.with_options(
                 task_runner=DaskTaskRunner(address=cluster.scheduler_address))(
@@ -98,10 +108,9 @@ def main() -> None:
             wall = time.perf_counter() - t0
             if out["n_folds"] != K:
                 raise AssertionError("bug: the flow's planner picked another K")
-            rss = client.run(_peak_rss_mib)
+            usage = client.run(_usage)
     finally:
         server.stop()
-    ctx = mp.get_context("spawn")
     queue: mp.Queue = ctx.Queue()
     proc = ctx.Process(target=_baseline, args=(str(small), K, queue))
     proc.start()
@@ -110,12 +119,14 @@ def main() -> None:
 
     print("\n=== partitioned release vs in-memory (AIPW, d = %d, K = %d) ===" % (args.d, K))
     print(f"{'path':<42}{'n':>12}{'wall s':>9}{'peak RSS MiB':>22}{'tau_hat':>9}")
-    peaks = " / ".join(f"{v:.0f}" for v in rss.values())
+    peaks = " / ".join(f"{rss:.0f}" for rss, _ in usage.values())
     print(f"{'partitioned, 2-worker process LocalCluster':<42}{args.n:>12,}{wall:>9.1f}"
           f"{peaks + ' (per worker)':>22}{out['nonprivate']['ate']:>9.4f}")
     print(f"{'in memory, one process':<42}{args.baseline_n:>12,}{base_wall:>9.1f}"
           f"{base_rss:>22.0f}{base_ate:>9.4f}")
-    print(f"\ntarget: <= 300 s and <= 2048 MiB per worker; cores: {os.cpu_count()} "
+    cpu = " / ".join(f"{sec:.0f}" for _, sec in usage.values())
+    print(f"\nworker CPU seconds {cpu}; flow (bench) process peak RSS {_usage()[0]:.0f} MiB")
+    print(f"target: <= 300 s and <= 2048 MiB per worker; cores: {os.cpu_count()} "
           "(shared with other jobs while this ran)")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -50,9 +50,10 @@ from tasks.partitioned import (
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
-# No memory limit: a worker never spills task data (rows, models) to its local disk.
+# No memory limit: a worker never spills task data (rows, models) to its local disk. Port 0:
+# the scheduler's HTTP server (on even without a dashboard) takes a free port, not 8787.
 DEFAULT_RUNNER = DaskTaskRunner(cluster_kwargs={
-    "n_workers": 2, "threads_per_worker": 1, "processes": False, "dashboard_address": None,
+    "n_workers": 2, "threads_per_worker": 1, "processes": False, "dashboard_address": ":0",
     "memory_limit": 0})
 
 

@@ -56,7 +56,7 @@ def setup(tmp_path_factory):
                     "nthreads": 1, "env": env, "memory_limit": 0, "preload": [str(SANDBOX)],
                     "local_directory": str(own / "dask")}}
             with SpecCluster(workers=workers, scheduler={
-                    "cls": Scheduler, "options": {"dashboard_address": None}}) as cluster:
+                    "cls": Scheduler, "options": {"dashboard_address": ":0"}}) as cluster:
                 with Client(cluster) as client:
                     client.wait_for_workers(2)
                     yield {"root": root, "flow_dir": flow_dir, "source": source,
