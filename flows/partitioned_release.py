@@ -5,10 +5,11 @@
    each partition its folds (:func:`dpcausal.partitioned.allocate_folds`).
 2. The charge is reserved in the ledger (``_charged_release``, the ONE place this flow charges)
    before any task reads a data value.
-3. Fit phase: one task per partition reads it and fits the folds it owns; fold models come back
-   as Dask results (no shared disk).
+3. Fit phase: one task per partition reads it and fits the folds it owns; the fold models stay
+   Dask results on the workers (no shared disk) and are gathered by one task.
 4. Aggregation phase: one task per partition reads it again and returns (n_p, sum Gamma,
-   sum Gamma^2) given all K fold models.
+   sum Gamma^2) given all K fold models, which Dask moves worker to worker (once per worker):
+   only the partitions' sums reach the flow process.
 5. The flow combines the sums into (tau_hat, V_hat, n) and makes one noisy release
    (:func:`dpcausal.partitioned.release_from_estimates`), committed before it is returned.
 
@@ -42,6 +43,7 @@ from dpcausal.partitioned import (
 )
 from dpcausal.planner import plan, recommended
 from tasks.partitioned import (
+    all_fold_models,
     describe_partition,
     fit_partition_folds,
     list_partitions,
@@ -137,15 +139,17 @@ def _charged_release(ledger_url: str | None, dataset_id: str, charge: Any, K: in
 
 # ----------------------------------------------------------------- phases
 def _fit_phase(parts: list[str], roles: Roles, est: PrivateATE, key: bytes, folds: list[range],
-               evaluation: bool) -> list[Any]:
+               evaluation: bool) -> PrefectFuture:
+    """The future of all K fold models (gathered on a worker, never fetched by the flow)."""
     futures = [fit_partition_folds.submit(p, roles, est, key, f, evaluation)
                for p, f in zip(parts, folds, strict=True)]
     _track("fit", futures)
-    return [m for fut in futures for m in fut.result()]
+    return all_fold_models.submit(futures)
 
 
 def _aggregation_phase(parts: list[str], roles: Roles, est: PrivateATE, key: bytes,
-                       folds: list[range], models: list[Any], evaluation: bool) -> list[Any]:
+                       folds: list[range], models: PrefectFuture, evaluation: bool
+                       ) -> list[Any]:
     futures = [partition_score_sums.submit(p, roles, est, key, f, models,
                                            evaluation)
                for p, f in zip(parts, folds, strict=True)]

@@ -60,6 +60,14 @@ def fit_partition_folds(part: str, roles: Roles, est: PrivateATE, key: bytes, fo
 
 
 @task(**_OPTIONS)
+def all_fold_models(per_partition: list[list[FoldModels]]) -> list[FoldModels]:
+    """The K fold models in fold order, gathered on a worker: the aggregation tasks take this
+    task's result as a Dask dependency, so the models reach each worker once and never pass
+    through the flow process."""
+    return [m for models in per_partition for m in models]
+
+
+@task(**_OPTIONS)
 def partition_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, folds: range,
                          fold_models: list[FoldModels], evaluation: bool = False) -> ScoreSums:
     """Read one partition again and return (n_p, sum Gamma, sum Gamma^2) given all K fold
