@@ -4,8 +4,9 @@ LinearRegression), K = the planner's recommendation under a 5-minute compute bud
 mode (no ledger charge; the pre-noise estimate is printed as a check, true ATE 0.15).
 
 Prints the flow's progress (fit and aggregation phases), wall time, K, each worker's peak RSS
-(``ru_maxrss`` of the worker process), and, side by side, the in-memory estimator on the first
-``--baseline-n`` rows' worth of the same generator with the same K in its own process.
+(VmHWM of the worker process) and CPU seconds, the flow process's peak RSS, and, side by side,
+the in-memory estimator on ``--baseline-n`` rows of the same generator with the same K in its
+own process.
 
 Generation of the Parquet files is timed separately and not counted. A temporary Prefect server
 is started first so the Dask worker processes share it (recipe §7).
@@ -37,15 +38,16 @@ def _baseline(source: str, K: int, queue: mp.Queue) -> None:
     covs = [c for c in frame.columns if c.startswith("x")]
     rel = PrivateATE(n_folds=K, outcome_bounds=(-1, 1)).fit(
         frame[covs].to_numpy(), frame["A"].to_numpy(), frame["Y"].to_numpy(), evaluation=True)
-    queue.put((time.perf_counter() - t0,
-               resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               rel.nonprivate["ate"]))
+    queue.put((time.perf_counter() - t0, _usage()[0], rel.nonprivate["ate"]))
 
 
 def _usage() -> tuple[float, float]:
-    """(peak RSS MiB, CPU seconds) of the calling process."""
+    """(peak RSS MiB, CPU seconds) of the calling process. The peak is VmHWM (Linux): unlike
+    ``ru_maxrss`` it is not inherited from the parent across a spawn's fork + exec."""
+    status = Path("/proc/self/status").read_text()
+    hwm_kib = int(status.split("VmHWM:")[1].split()[0])
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_maxrss / 1024, ru.ru_utime + ru.ru_stime
+    return hwm_kib / 1024, ru.ru_utime + ru.ru_stime
 
 
 def _generate(path: str, n: int, d: int, parts: int) -> None:
