@@ -25,9 +25,9 @@ from threadpoolctl import threadpool_limits
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
 from dpcausal.contract import Mechanism, Prepared, columns
-from dpcausal.folds import fold_rows, make_folds
+from dpcausal.folds import make_folds
 from dpcausal.noise import secure_rng
-from dpcausal.nuisance import FoldModels, fit_fold
+from dpcausal.nuisance import FoldModels, fit_folds
 from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import NoiseCalibration, calibrate
@@ -271,12 +271,9 @@ class PrivateATE(Mechanism):
         with threadpool_limits(limits=1, user_api="blas"), config_context(
             assume_finite=True, skip_parameter_validation=True
         ):
-            return [
-                fit_fold(X, A, Y, fold_rows(fold_ids, k), k, estimator=self.estimator,
-                         propensity_model=propensity, outcome_model=outcome,
-                         propensity_clip=self.propensity_clip)
-                for k in ks
-            ]
+            return fit_folds(X, A, Y, fold_ids, ks, estimator=self.estimator,
+                             propensity_model=propensity, outcome_model=outcome,
+                             propensity_clip=self.propensity_clip)
 
     def aggregate(
         self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels]
