@@ -87,3 +87,19 @@ def make_experiment_d(n: int = 20_000, random_state=None) -> Dataset:
     base = -0.08 + X @ BETA_Y_D + rng.normal(0.0, 0.05, n)
     A, Y = _observe(rng, pi, np.clip(base, -1, 1), np.clip(base + 0.15, -1, 1))
     return X, A, Y, 0.15
+
+
+def make_large(n: int = 1_000_000, d: int = 5, random_state=None) -> Dataset:
+    """Benchmark data at scale (issue 19 §2; not from the paper): X ~ N(0, I_d),
+    pi = expit(X b_pi) with b_pi = 0.3/sqrt(d) per coordinate, Y = clip(0.5 + X b_y + 0.1 A + e,
+    0, 1) with b_y = 0.1/sqrt(d) per coordinate and e ~ N(0, 0.15^2): an outcome in [0, 1], a
+    logistic propensity and a linear outcome model that are both correct up to the clip.
+
+    The returned ATE is 0.1, the value before clipping (the clip moves it by about 1e-4).
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n, d))
+    pi = expit(X @ np.full(d, 0.3 / np.sqrt(d)))
+    base = 0.5 + X @ np.full(d, 0.1 / np.sqrt(d)) + rng.normal(0.0, 0.15, n)
+    A, Y = _observe(rng, pi, np.clip(base, 0, 1), np.clip(base + 0.1, 0, 1))
+    return X, A, Y, 0.1
