@@ -109,6 +109,31 @@ def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametri
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
 
+def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[float],
+                          estimator: str = "aipw", propensity_clip: float = 0.2,
+                          zeta: float = 1.5, ci_share: float | None = None,
+                          sigma2: str | None = None, ci: str = "conservative",
+                          alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
+                          outcome_sd: float | None = None, treated_share: float = 0.5
+                          ) -> tuple[str, float]:
+    """``(sigma2, ci_share)`` with the narrowest expected CI for a release of n rows in K folds
+    (``None`` tries :data:`SIGMA2_MODES` / :data:`CI_SHARES`; a value is kept): the
+    ``"auto"`` defaults of :class:`dpcausal.PrivateATE`. Data-free: public parameters and the
+    stated outcome-spread assumption only (module docstring)."""
+    variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    best: tuple[float, str, float] | None = None
+    for mode in ([sigma2] if sigma2 is not None else SIGMA2_MODES):
+        for share in ([ci_share] if ci_share is not None else CI_SHARES):
+            cal = calibrate(estimator, n, n_folds, tuple(outcome_bounds), propensity_clip, zeta,
+                            share, sensitivity, mode)
+            half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci,
+                                      alpha=alpha, p1=p1)
+            if best is None or half < best[0]:
+                best = (half, mode, share)
+    assert best is not None
+    return best[1], best[2]
+
+
 def plan(
     n: int,
     d: int,
