@@ -375,13 +375,35 @@ class PrivateATE(Mechanism):
         return self._draw(tau_hat, v_hat, A.shape[0], d, evaluation,
                           n_folds=nuisances.n_folds)
 
+    def block_scores(self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
+                     fold_models: Sequence[FoldModels]) -> np.ndarray:
+        """Scores Gamma_i of a block of rows (any subset of the data, e.g. one partition),
+        given all K fold models in fold order: aggregation and scores (spec §2.2 steps 3-4), Y
+        clipped to the bounds. Non-private: for in-memory sums only (issue 19 §3)."""
+        return self._scores(A, Y, self.aggregate(X, fold_ids, fold_models))
+
+    def release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
+                     d: int | None = None, evaluation: bool = False) -> ATERelease:
+        """The release from ``sum_i Gamma_i`` and ``sum_i Gamma_i^2`` over all n rows (e.g.
+        summed over partitions of :meth:`block_scores`): tau_hat = total / n, V_hat = (total_sq
+        - n tau_hat^2) / (n (n - 1)) (spec §2.1), then the noise as :meth:`release`, calibrated
+        for ``n_folds`` (checked against this estimator's K)."""
+        self.check_mode(evaluation)
+        with private_failures(evaluation, "scoring"):
+            tau_hat = total / n
+            v_hat = max(0.0, (total_sq - n * tau_hat * tau_hat) / (n * (n - 1)))
+            _check_finite(tau_hat, v_hat)
+        return self._draw(tau_hat, v_hat, n, d, evaluation, n_folds=n_folds)
+
+    def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
+                ) -> np.ndarray:
+        return scores(self.estimator, A, self._clip(Y), nuisances,
+                      outcome_scale(self.estimator, self._bounds())[1])
+
     def _estimate(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
                   ) -> tuple[float, float]:
-        gamma = scores(self.estimator, A, self._clip(Y), nuisances,
-                       outcome_scale(self.estimator, self._bounds())[1])
-        tau_hat, v_hat = ate_and_variance(gamma)
-        if not (math.isfinite(tau_hat) and math.isfinite(v_hat)):
-            raise AssertionError("bug: tau_hat and V_hat must be finite before the noise")
+        tau_hat, v_hat = ate_and_variance(self._scores(A, Y, nuisances))
+        _check_finite(tau_hat, v_hat)
         return tau_hat, v_hat
 
     def _draw(self, tau_hat: float, v_hat: float, n: int, d: int | None, evaluation: bool,
@@ -469,6 +491,11 @@ def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcom
     if cols["covariates"].shape[1] == 0:
         raise ValueError("no covariate columns: name them with covariates=[...]")
     return cols["covariates"], cols["treatment"], cols["outcome"]
+
+
+def _check_finite(tau_hat: float, v_hat: float) -> None:
+    if not (math.isfinite(tau_hat) and math.isfinite(v_hat)):
+        raise AssertionError("bug: tau_hat and V_hat must be finite before the noise")
 
 
 def _describe(model: Any) -> str:
