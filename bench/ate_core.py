@@ -7,7 +7,9 @@ non-private CI of the same fit can be shown). Each configuration runs in its own
 so "peak RSS" is that configuration's own peak (data included). Columns:
 
 - K, and the planner's predicted seconds for it;
-- fit: fold assignment and the fold fits; agg+noise: aggregation, scores and the noise draw;
+- fit: fold assignment and the fold fits; agg+noise: aggregation, scores and the noise draw
+  (wall seconds); cpu: CPU seconds of both (all threads), which the other helpers' load on the
+  shared cores inflates less than the wall time (load: the 1-minute load average);
 - ratio: private 95% CI half-width / non-private one (1.96 sqrt(V_hat)) of the same fit, for this
   noise draw and as expected from the calibration at that V_hat (``planner.expected_halfwidth``).
 
@@ -37,6 +39,7 @@ def run(n: int, label: str) -> dict:
     est = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, zeta=1.0, random_state=0,
                      noise_seed=1, **CONFIGS[label])
     load = os.getloadavg()[0]
+    c0 = time.process_time()
     t0 = time.perf_counter()
     Xa, Aa, Ya = est.validate(X, A, Y)
     folds = est.make_folds(n, evaluation=True, d=5)
@@ -44,15 +47,17 @@ def run(n: int, label: str) -> dict:
     t1 = time.perf_counter()
     rel = est.release(Aa, Ya, est.aggregate(Xa, folds, models), evaluation=True, d=5)
     t2 = time.perf_counter()
+    cpu = time.process_time() - c0
     cal = est.calibration(n, 5)
     base = 1.959964 * rel.nonprivate["variance"] ** 0.5
     half = (rel.ci[1] - rel.ci[0]) / 2
     expected = expected_halfwidth(cal.sigma_ate, cal.sigma_var, rel.nonprivate["variance"],
                                   ci=est.ci, alpha=est.alpha, p1=est.p1)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return dict(n=n, label=label, K=cal.n_folds, predicted=predicted_seconds(n, cal.n_folds,
                                                                            "aipw"),
-                fit=t1 - t0, agg=t2 - t1, rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                / 1024, ratio=half / base, expected=expected / base, sigma2=cal.sigma2_mode,
+                fit=t1 - t0, agg=t2 - t1, cpu=cpu, rss=rss, ratio=half / base,
+                expected=expected / base, sigma2=cal.sigma2_mode,
                 share=round(cal.zeta2**2 / cal.zeta**2, 3), ate=rel.nonprivate["ate"],
                 load=(load + os.getloadavg()[0]) / 2)
 
@@ -61,7 +66,7 @@ def main(sizes: list[int]) -> None:
     ctx = mp.get_context("spawn")
     print(f"cores: {os.cpu_count()}; load average at start: {os.getloadavg()}")
     print(f"{'n':>9} {'config':<20} {'K':>6} {'sigma2':>6} {'r':>5} {'fit s':>6} "
-          f"{'agg+noise s':>11} {'total s':>7} {'planned s':>9} {'peak RSS MiB':>12} "
+          f"{'agg+noise s':>11} {'total s':>7} {'cpu s':>6} {'planned s':>9} {'peak RSS MiB':>12} "
           f"{'ratio (draw)':>12} {'ratio (exp.)':>12} {'tau_hat':>8} {'load':>5}")
     for n in sizes:
         for label in CONFIGS:
@@ -69,6 +74,7 @@ def main(sizes: list[int]) -> None:
                 r = pool.apply(run, (n, label))
             print(f"{r['n']:>9} {r['label']:<20} {r['K']:>6} {r['sigma2']:>6} {r['share']:>5} "
                   f"{r['fit']:>6.1f} {r['agg']:>11.1f} {r['fit'] + r['agg']:>7.1f} "
+                  f"{r['cpu']:>6.1f} "
                   f"{r['predicted']:>9.1f} {r['rss']:>12.0f} {r['ratio']:>12.2f} "
                   f"{r['expected']:>12.2f} {r['ate']:>8.5f} {r['load']:>5.1f}", flush=True)
 

@@ -118,13 +118,14 @@ def _fused_inverse_propensities(X, fold_ids, plan, eta, rows, threads):
     fused pass per tile on the clipped logits (module docstring)."""
     z_lo, z_hi = math.log(eta / (1 - eta)), math.log((1 - eta) / eta)
 
-    def tile(E: np.ndarray, own: tuple[np.ndarray, np.ndarray], sums: list[np.ndarray]) -> None:
+    def tile(E: np.ndarray, own: tuple[np.ndarray, np.ndarray], sums: list[np.ndarray],
+             ones: np.ndarray) -> None:
         np.clip(E, z_lo, z_hi, out=E)
         E[own] = 0.0                                # e^0 = 1 exactly: removed after the sum
         np.exp(E, out=E)
-        sums[1] += E.sum(axis=1)
+        sums[1] += E @ ones
         np.reciprocal(E, out=E)
-        sums[0] += E.sum(axis=1)
+        sums[0] += E @ ones
 
     def finish(total: np.ndarray) -> np.ndarray:    # 1/p = 1 + e^-z, 1/(1-p) = 1 + e^z
         return 1.0 + (total - 1.0) / (len(plan.models) - 1)
@@ -142,11 +143,11 @@ def _collapsed_outcome_means(X, fold_ids, plan, lo, hi, rows, threads) -> np.nda
     rest = np.flatnonzero(~exact)
     if rest.size:
 
-        def tile(P: np.ndarray, own: tuple[np.ndarray, np.ndarray], sums: list[np.ndarray]
-                 ) -> None:
+        def tile(P: np.ndarray, own: tuple[np.ndarray, np.ndarray], sums: list[np.ndarray],
+                 ones: np.ndarray) -> None:
             np.clip(P, lo, hi, out=P)
             P[own] = 0.0
-            sums[0] += P.sum(axis=1)
+            sums[0] += P @ ones
 
         def finish(total: np.ndarray) -> np.ndarray:
             return total / (len(plan.models) - 1)
@@ -159,8 +160,9 @@ def _collapsed_outcome_means(X, fold_ids, plan, lo, hi, rows, threads) -> np.nda
 def _fused(X, fold_ids, plan, tile, finish, n_out, rows, threads, transform
            ) -> list[np.ndarray]:
     """Per block of ``rows`` rows and tile of ``_FUSED_COLS`` fold models: predict the tile (one
-    small matrix product), then ``tile(block, own_entries, sums)`` accumulates the block's row
-    sums, which ``finish`` turns into the means. A block where a prediction could overflow
+    small matrix product of [x, 1] and [coef; intercept]), then ``tile(block, own_entries, sums,
+    ones)`` accumulates the block's row sums (as products with ``ones``, BLAS's summation),
+    which ``finish`` turns into the means. A block where a prediction could overflow
     (``max_i |x_i|_1 max |coef| + max |intercept|`` not far below the float range) goes to the
     blocked path with ``transform``, which replaces non-finite predictions by the public
     constant."""
@@ -168,6 +170,8 @@ def _fused(X, fold_ids, plan, tile, finish, n_out, rows, threads, transform
     coef, intercept, _ = plan.stacked
     scale = float(np.abs(coef).max(initial=0.0))
     offset = float(np.abs(intercept).max(initial=0.0))
+    weights = np.vstack([coef, intercept])                      # (d + 1, K)
+    ones = np.ones(min(K, _FUSED_COLS))
     out = [np.empty(n) for _ in range(n_out)]
 
     def work(start: int) -> None:
@@ -177,12 +181,12 @@ def _fused(X, fold_ids, plan, tile, finish, n_out, rows, threads, transform
             means = _oof_means(x, k, plan, transform, n_out, stop - start, 1)
         else:
             sums = [np.zeros(stop - start) for _ in range(n_out)]
+            xa = np.hstack([x, np.ones((stop - start, 1))])
             for t0 in range(0, K, _FUSED_COLS):
                 t1 = min(K, t0 + _FUSED_COLS)
-                block = x @ coef[:, t0:t1]
-                block += intercept[t0:t1]
+                block = xa @ weights[:, t0:t1]
                 mine = np.flatnonzero((k >= t0) & (k < t1))
-                tile(block, (mine, k[mine] - t0), sums)
+                tile(block, (mine, k[mine] - t0), sums, ones[:t1 - t0])
             means = [finish(s) for s in sums]
         for total, m in zip(out, means, strict=True):
             total[start:stop] = m
