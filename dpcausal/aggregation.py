@@ -49,6 +49,7 @@ _GENERIC_BLOCK_ENTRIES = 2**21
 # Fused stacked kernels: blocks of rows x tiles of fold models (128 x 1024 float64 = 1 MiB).
 _FUSED_ROWS = 128
 _FUSED_COLS = 1024
+_MAX_FUSED_ROWS = 2048      # a larger chunk_size still keeps a tile at 16 MiB
 _SAFE_MAGNITUDE = 1e300     # |predictions| below this cannot overflow in the fused passes
 
 
@@ -88,13 +89,14 @@ def aggregate(
     eta = propensity_clip
     threads = n_threads or min(2, os.cpu_count() or 1)
     stackable = isinstance(X, np.ndarray)       # a DataFrame goes to the models as it is
+    fused_rows = min(chunk_size or _FUSED_ROWS, _MAX_FUSED_ROWS)
     out: dict[str, np.ndarray | None] = {}
     with threadpool_limits(limits=1, user_api="blas"):   # parallel over blocks, not in BLAS
         if estimator in ("ipw", "aipw"):
             plan = _PredictionPlan([fm.propensity for fm in fold_models], 0.5, stackable)
             if plan.kind == "logistic":
                 out["inv_pi1"], out["inv_pi0"] = _fused_inverse_propensities(
-                    X, fold_ids, plan, eta, chunk_size or _FUSED_ROWS, threads)
+                    X, fold_ids, plan, eta, fused_rows, threads)
             else:
                 out["inv_pi1"], out["inv_pi0"] = _oof_means(
                     X, fold_ids, plan, _inverse_propensities(eta), 2, chunk_size or plan.rows,
@@ -105,7 +107,7 @@ def aggregate(
                                        stackable)
                 if plan.kind == "linear":
                     out[arm] = _collapsed_outcome_means(X, fold_ids, plan, lo, hi,
-                                                        chunk_size or _FUSED_ROWS, threads)
+                                                        fused_rows, threads)
                 else:
                     (out[arm],) = _oof_means(X, fold_ids, plan, _clipped(lo, hi), 1,
                                              chunk_size or plan.rows, threads)
