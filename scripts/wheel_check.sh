@@ -10,7 +10,7 @@ cd "$here"
 export UV_PYTHON_DOWNLOADS=never
 uv=$(command -v uv || echo "python3 -m uv")
 work="$(mktemp -d "${TMPDIR:-/tmp}/dpcausal-wheel.XXXXXX")"
-trap '[ -n "${KEEP_WHEEL_ENV:-}" ] || rm -rf "$work"' EXIT
+trap 'rm -rf "$work"' EXIT
 
 find_python() {  # uv's discovery first, then pyenv's versions (its shims hide inactive versions)
   $uv python find "$1" 2>/dev/null && return
