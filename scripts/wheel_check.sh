@@ -18,7 +18,7 @@ find_python() {  # uv's discovery first, then pyenv's versions (its shims hide i
 }
 py="$(find_python 3.13 || find_python 3.11)"
 
-$uv build -q --wheel -o "$work/dist" "$here"
+$uv build -q -o "$work/dist" "$here"  # sdist, then the wheel from it: no stale build/ files
 wheel="$(ls "$work"/dist/dpcausal-*.whl)"
 python3 - "$wheel" <<'EOF'
 import sys, zipfile
