@@ -58,6 +58,7 @@ def _available(name: str) -> bool:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dpcausal", prog_name="dpcausal")
 def main() -> None:
     """dpcausal: orchestrated, differentially private causal-effect releases."""
     settings.apply_defaults()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import psutil
 
 from conf.settings import PROJECT_ROOT, data_dir
 
@@ -49,18 +50,14 @@ def _answers(url: str, headers: dict[str, str]) -> bool:
 
 
 def _pgid_alive(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes in process group ``pgid`` (read from /proc)."""
+    """Pids of live (non-zombie) processes in process group ``pgid`` (psutil: Linux and macOS)."""
     pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for proc in psutil.process_iter(["status"]):
         try:
-            stat = (entry / "stat").read_text()
-        except OSError:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                pids.append(proc.pid)
+        except (ProcessLookupError, PermissionError):
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            pids.append(int(entry.name))
     return pids
 
 

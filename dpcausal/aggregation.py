@@ -13,6 +13,17 @@ Memory is O(n + block): rows are streamed in cache-sized blocks of (rows x K) pr
 inside a block each row's own-fold entry is set to exactly 0.0 before the row sum, so a change
 to model k leaves the aggregates of fold k's rows bit-for-bit unchanged (locality, spec §5 item 2).
 Blocks are spread over threads (numpy releases the GIL in its kernels).
+
+Fast large-K paths (issue 19 §2), used when every fold model of a nuisance is a plain
+``LinearRegression`` (outcomes) or binary ``LogisticRegression`` (propensity), fallback constants
+included, and X is a float array; they equal the blocked path up to floating-point rounding:
+
+- propensity: one fused pass per block on the logits z (clip, then e^z, whose sum and whose
+  reciprocals' sum give the two harmonic means, since 1/p = 1 + e^-z and 1/(1-p) = 1 + e^z);
+  the own fold's logit is set to exactly 0 (e^0 = 1, subtracted after the sum), so model k
+  never touches fold k's aggregates;
+- outcomes: the exact collapse of the mean (:mod:`dpcausal.linear_collapse`) on every row where
+  no out-of-fold prediction can reach the bounds; the fused clipped-mean pass for the others.
 """
 
 from __future__ import annotations
@@ -25,7 +36,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy.special import expit
+from threadpoolctl import threadpool_limits
 
+from dpcausal.linear_collapse import collapsed_means
 from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
 from dpcausal.validation import private_log
 
@@ -33,6 +46,11 @@ from dpcausal.validation import private_log
 # between the passes); 2**21 for other models, whose cost is the number of predict calls.
 _BLOCK_ENTRIES = 2**17
 _GENERIC_BLOCK_ENTRIES = 2**21
+# Fused stacked kernels: blocks of rows x tiles of fold models (128 x 1024 float64 = 1 MiB).
+_FUSED_ROWS = 128
+_FUSED_COLS = 1024
+_MAX_FUSED_ROWS = 2048      # a larger chunk_size still keeps a tile at 16 MiB
+_SAFE_MAGNITUDE = 1e300     # |predictions| below this cannot overflow in the fused passes
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,7 @@ class EnsembleNuisances:
     inv_pi0: np.ndarray | None
     mu1: np.ndarray | None
     mu0: np.ndarray | None
+    n_folds: int | None = None      # K of the fold models aggregated (public)
 
 
 def aggregate(
@@ -70,18 +89,112 @@ def aggregate(
     eta = propensity_clip
     threads = n_threads or min(2, os.cpu_count() or 1)
     stackable = isinstance(X, np.ndarray)       # a DataFrame goes to the models as it is
+    fused_rows = min(chunk_size or _FUSED_ROWS, _MAX_FUSED_ROWS)
     out: dict[str, np.ndarray | None] = {}
-    if estimator in ("ipw", "aipw"):
-        plan = _PredictionPlan([fm.propensity for fm in fold_models], 0.5, stackable)
-        out["inv_pi1"], out["inv_pi0"] = _oof_means(
-            X, fold_ids, plan, _inverse_propensities(eta), 2, chunk_size or plan.rows, threads)
-    if estimator in ("g", "aipw"):
-        for arm in ("mu1", "mu0"):
-            plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2,
-                                   stackable)
-            (out[arm],) = _oof_means(
-                X, fold_ids, plan, _clipped(lo, hi), 1, chunk_size or plan.rows, threads)
-    return EnsembleNuisances(out.get("inv_pi1"), out.get("inv_pi0"), out.get("mu1"), out.get("mu0"))
+    with threadpool_limits(limits=1, user_api="blas"):   # parallel over blocks, not in BLAS
+        if estimator in ("ipw", "aipw"):
+            plan = _PredictionPlan([fm.propensity for fm in fold_models], 0.5, stackable)
+            if plan.kind == "logistic":
+                out["inv_pi1"], out["inv_pi0"] = _fused_inverse_propensities(
+                    X, fold_ids, plan, eta, fused_rows, threads)
+            else:
+                out["inv_pi1"], out["inv_pi0"] = _oof_means(
+                    X, fold_ids, plan, _inverse_propensities(eta), 2, chunk_size or plan.rows,
+                    threads)
+        if estimator in ("g", "aipw"):
+            for arm in ("mu1", "mu0"):
+                plan = _PredictionPlan([getattr(fm, arm) for fm in fold_models], (lo + hi) / 2,
+                                       stackable)
+                if plan.kind == "linear":
+                    out[arm] = _collapsed_outcome_means(X, fold_ids, plan, lo, hi,
+                                                        fused_rows, threads)
+                else:
+                    (out[arm],) = _oof_means(X, fold_ids, plan, _clipped(lo, hi), 1,
+                                             chunk_size or plan.rows, threads)
+    return EnsembleNuisances(out.get("inv_pi1"), out.get("inv_pi0"), out.get("mu1"),
+                             out.get("mu0"), n_folds=K)
+
+
+def _fused_inverse_propensities(X, fold_ids, plan, eta, rows, threads):
+    """(mean_{k != k(i)} 1/p_k, mean_{k != k(i)} 1/(1 - p_k)) for stacked logistic models, one
+    fused pass per tile on the clipped logits (module docstring)."""
+    z_lo, z_hi = math.log(eta / (1 - eta)), math.log((1 - eta) / eta)
+
+    def tile(E: np.ndarray, own: tuple[np.ndarray, np.ndarray], sums: list[np.ndarray],
+             ones: np.ndarray) -> None:
+        np.clip(E, z_lo, z_hi, out=E)
+        E[own] = 0.0                                # e^0 = 1 exactly: removed after the sum
+        np.exp(E, out=E)
+        sums[1] += E @ ones
+        np.reciprocal(E, out=E)
+        sums[0] += E @ ones
+
+    def finish(total: np.ndarray) -> np.ndarray:    # 1/p = 1 + e^-z, 1/(1-p) = 1 + e^z
+        return 1.0 + (total - 1.0) / (len(plan.models) - 1)
+
+    inv1, inv0 = _fused(X, fold_ids, plan, tile, finish, 2, rows, threads,
+                        _inverse_propensities(eta))
+    return inv1, inv0
+
+
+def _collapsed_outcome_means(X, fold_ids, plan, lo, hi, rows, threads) -> np.ndarray:
+    """The out-of-fold clipped mean of stacked linear models: collapsed where provably exact
+    (:func:`dpcausal.linear_collapse.collapsed_means`), the fused pass on the other rows."""
+    coef, intercept = plan.stacked[0], plan.stacked[1]
+    means, exact = collapsed_means(X, fold_ids, coef, intercept, (lo, hi))
+    rest = np.flatnonzero(~exact)
+    if rest.size:
+
+        def tile(P: np.ndarray, own: tuple[np.ndarray, np.ndarray], sums: list[np.ndarray],
+                 ones: np.ndarray) -> None:
+            np.clip(P, lo, hi, out=P)
+            P[own] = 0.0
+            sums[0] += P @ ones
+
+        def finish(total: np.ndarray) -> np.ndarray:
+            return total / (len(plan.models) - 1)
+
+        (means[rest],) = _fused(X[rest], fold_ids[rest], plan, tile, finish, 1, rows, threads,
+                                _clipped(lo, hi))
+    return means
+
+
+def _fused(X, fold_ids, plan, tile, finish, n_out, rows, threads, transform
+           ) -> list[np.ndarray]:
+    """Per block of ``rows`` rows and tile of ``_FUSED_COLS`` fold models: predict the tile (one
+    small matrix product of [x, 1] and [coef; intercept]), then ``tile(block, own_entries, sums,
+    ones)`` accumulates the block's row sums (as products with ``ones``, BLAS's summation),
+    which ``finish`` turns into the means. A block where a prediction could overflow
+    (``max_i |x_i|_1 max |coef| + max |intercept|`` not far below the float range) goes to the
+    blocked path with ``transform``, which replaces non-finite predictions by the public
+    constant."""
+    n, K = X.shape[0], len(plan.models)
+    coef, intercept, _ = plan.stacked
+    scale = float(np.abs(coef).max(initial=0.0))
+    offset = float(np.abs(intercept).max(initial=0.0))
+    weights = np.vstack([coef, intercept])                      # (d + 1, K)
+    ones = np.ones(min(K, _FUSED_COLS))
+    out = [np.empty(n) for _ in range(n_out)]
+
+    def work(start: int) -> None:
+        stop = min(n, start + rows)
+        x, k = X[start:stop], fold_ids[start:stop]
+        if float(np.abs(x).sum(axis=1).max()) * scale + offset > _SAFE_MAGNITUDE:
+            means = _oof_means(x, k, plan, transform, n_out, stop - start, 1)
+        else:
+            sums = [np.zeros(stop - start) for _ in range(n_out)]
+            xa = np.hstack([x, np.ones((stop - start, 1))])
+            for t0 in range(0, K, _FUSED_COLS):
+                t1 = min(K, t0 + _FUSED_COLS)
+                block = xa @ weights[:, t0:t1]
+                mine = np.flatnonzero((k >= t0) & (k < t1))
+                tile(block, (mine, k[mine] - t0), sums, ones[:t1 - t0])
+            means = [finish(s) for s in sums]
+        for total, m in zip(out, means, strict=True):
+            total[start:stop] = m
+
+    _run_blocks(work, n, rows, threads)
+    return out
 
 
 def _inverse_propensities(eta: float) -> Callable:
@@ -136,6 +249,14 @@ def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.nd
             values[own] = 0.0                                   # exclude the row's own fold
             total[start:stop] = values.sum(axis=1)
 
+    _run_blocks(work, n, rows, threads)
+    for total in sums:
+        total /= K - 1
+    return sums
+
+
+def _run_blocks(work: Callable[[int], None], n: int, rows: int, threads: int) -> None:
+    """``work(start)`` for every block start, over ``threads`` threads when there are enough."""
     starts = range(0, n, rows)
     if threads > 1 and n > 4 * rows:
         with ThreadPoolExecutor(threads) as pool:
@@ -143,28 +264,45 @@ def _oof_means(X, fold_ids, plan, transform, n_out, rows, threads) -> list[np.nd
     else:
         for start in starts:
             work(start)
-    for total in sums:
-        total /= K - 1
-    return sums
 
 
 class _PredictionPlan:
     """Predicts all K fold models on a block of rows: one matrix product when every model is
-    linear (or every one logistic, returned as logits) and X is a float array, else column by
-    column."""
+    linear (or every one logistic, returned as logits), fallback constants included, and X is a
+    float array, else column by column. ``kind`` is "linear", "logistic" or None (generic)."""
 
     def __init__(self, models: Sequence, default: float, stackable: bool = True) -> None:
         self.models = list(models)
         self.default = default
-        forms = [None if m is None or isinstance(m, float) else linear_form(m) for m in self.models]
+        self.kind: str | None = None
+        self.stacked: tuple[np.ndarray, np.ndarray, bool] | None = None
+        forms = [linear_form(m) for m in self.models if m is not None and
+                 not isinstance(m, float)]
         kinds = {f[0] if f else None for f in forms}
-        self.stacked = None
-        if stackable and len(kinds) == 1 and None not in kinds:
-            coef = np.column_stack([f[1] for f in forms])           # (d, K)
-            intercept = np.array([f[2] for f in forms])              # (K,)
-            self.stacked = (coef, intercept, kinds.pop() == "logistic")
+        first = forms[0] if forms else None
+        if stackable and len(kinds) == 1 and first is not None:
+            kind = first[0]
+            stacked = [self._form(m, kind, first[1].size) for m in self.models]
+            if all(f is not None for f in stacked):
+                coef = np.column_stack([f[1] for f in stacked if f])      # (d, K)
+                intercept = np.array([f[2] for f in stacked if f])         # (K,)
+                if np.isfinite(coef).all() and np.isfinite(intercept).all():
+                    self.kind = kind
+                    self.stacked = (coef, intercept, kind == "logistic")
         entries = _BLOCK_ENTRIES if self.stacked is not None else _GENERIC_BLOCK_ENTRIES
         self.rows = max(1, entries // len(self.models))
+
+    def _form(self, model: Any, kind: str, d: int) -> tuple[str, np.ndarray, float] | None:
+        """The model's linear form; a constant c (or the default for ``None``) as a zero-slope
+        form of ``kind`` (logit c for logistic, which needs 0 < c < 1)."""
+        if model is not None and not isinstance(model, float):
+            return linear_form(model)
+        c = self.default if model is None else model
+        if kind == "logistic":
+            if not 0.0 < c < 1.0:
+                return None
+            c = math.log(c / (1.0 - c))
+        return kind, np.zeros(d), float(c)
 
     def predict(self, Xc: np.ndarray) -> tuple[np.ndarray, bool]:
         """(block of shape (rows, K), whether it holds logits rather than predictions)."""

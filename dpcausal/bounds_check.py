@@ -109,12 +109,11 @@ class BoundsCheck(Mechanism):
             raise ValueError("the outcome must be a 1-d numeric column")
         return Prepared(public={"n": int(y.size)}, data=y.astype(float))
 
-    def privacy_charge(self, n: int | None = None) -> PrivacyCharge:
-        """Pure epsilon-DP (Laplace on an L1-sensitivity-2 pair of counts)."""
-        self._public()
+    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+        """Pure epsilon-DP (Laplace on an L1-sensitivity-2 pair of counts), whatever ``n``."""
+        lo, hi = self._public()
         return PrivacyCharge("laplace", epsilon=float(self.epsilon),
-                             detail={"kind": "bounds_check",
-                                     "bounds": list(map(float, self.outcome_bounds))})
+                             detail={"kind": "bounds_check", "bounds": [lo, hi]})
 
     def private_release(self, prepared: Prepared, *, evaluation: bool = False,
                         rng: np.random.Generator | None = None) -> BoundsCheckRelease:

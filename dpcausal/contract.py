@@ -226,7 +226,7 @@ class Prepared:
     data: Any = field(repr=False)
 
 
-class Mechanism(BaseEstimator):  # type: ignore[misc]
+class Mechanism(BaseEstimator):
     """Base of every release mechanism: public parameters in the constructor, one release per
     :meth:`fit` (scikit-learn estimator contract: ``get_params``/``set_params``/``clone``)."""
 

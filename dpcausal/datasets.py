@@ -6,10 +6,11 @@ paper and the authors' code disagree the spec's decisions hold (slope 3 in A, no
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, ndtr
 
 Dataset = tuple[np.ndarray, np.ndarray, np.ndarray, float]
 
@@ -87,3 +88,30 @@ def make_experiment_d(n: int = 20_000, random_state=None) -> Dataset:
     base = -0.08 + X @ BETA_Y_D + rng.normal(0.0, 0.05, n)
     A, Y = _observe(rng, pi, np.clip(base, -1, 1), np.clip(base + 0.15, -1, 1))
     return X, A, Y, 0.15
+
+
+def make_large(n: int = 1_000_000, d: int = 5, random_state=None) -> Dataset:
+    """Benchmark data at scale (issue 19 §2; not from the paper): X ~ N(0, I_d),
+    pi = expit(X b_pi) with b_pi = 0.3/sqrt(d) per coordinate, Y = clip(0.5 + X b_y + 0.1 A + e,
+    0, 1) with b_y = 0.1/sqrt(d) per coordinate and e ~ N(0, 0.15^2): an outcome in [0, 1], a
+    logistic propensity and a linear outcome model that are both correct up to the clip.
+
+    The returned ATE is the population value after the clip, E[clip(U + 0.1)] - E[clip(U)] with
+    U ~ N(0.5, 0.1^2 + 0.15^2) (about 0.0992), in closed form.
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n, d))
+    pi = expit(X @ np.full(d, 0.3 / np.sqrt(d)))
+    base = 0.5 + X @ np.full(d, 0.1 / np.sqrt(d)) + rng.normal(0.0, 0.15, n)
+    A, Y = _observe(rng, pi, np.clip(base, 0, 1), np.clip(base + 0.1, 0, 1))
+    sd = math.hypot(0.1, 0.15)
+    return X, A, Y, _clipped_normal_mean(0.6, sd) - _clipped_normal_mean(0.5, sd)
+
+
+def _clipped_normal_mean(mean: float, sd: float) -> float:
+    """E[clip(U, 0, 1)] for U ~ N(mean, sd^2): the integral over t in [0, 1] of P(U > t)."""
+    def antiderivative(t: float) -> float:       # of Phi((t - mean) / sd) in t
+        z = (t - mean) / sd
+        return sd * (z * float(ndtr(z)) + math.exp(-z * z / 2) / math.sqrt(2 * math.pi))
+
+    return 1.0 - (antiderivative(1.0) - antiderivative(0.0))

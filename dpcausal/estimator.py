@@ -13,7 +13,7 @@ arXiv:2505.19589.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
@@ -25,12 +25,13 @@ from threadpoolctl import threadpool_limits
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
 from dpcausal.contract import Mechanism, Prepared, columns
-from dpcausal.folds import fold_rows, make_folds
+from dpcausal.folds import make_folds
 from dpcausal.noise import secure_rng
-from dpcausal.nuisance import FoldModels, fit_fold
+from dpcausal.nuisance import FoldModels, fit_folds
+from dpcausal.planner import auto_n_folds, narrowest_noise_modes, plan
 from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import ate_and_variance, scores
-from dpcausal.sensitivity import NoiseCalibration, calibrate
+from dpcausal.sensitivity import NoiseCalibration, calibrate, outcome_scale
 from dpcausal.validation import (
     check_data,
     check_params,
@@ -41,7 +42,7 @@ from dpcausal.validation import (
 )
 
 # Covariates: a float array, or a DataFrame kept with its column names and dtypes (issue 20)
-Covariates = np.ndarray | pd.DataFrame
+Covariates: TypeAlias = np.ndarray | pd.DataFrame
 
 
 class PrivateATE(Mechanism):
@@ -59,7 +60,10 @@ class PrivateATE(Mechanism):
     propensity_model : classifier with ``fit``/``predict_proba`` (default ``LogisticRegression()``).
     outcome_model : regressor, or classifier for binary outcomes (default ``LinearRegression()``).
     n_folds : int or "auto"
-        K; "auto" is min(500, n // 100), at least 2 (spec §7).
+        K; "auto" (default) follows the data-free planner (:func:`dpcausal.planner.auto_n_folds`,
+        issue 19): the largest K whose folds keep the rows-per-fold floor of the estimator and
+        model kind and whose predicted compute fits ``compute_budget``, never less than about
+        sqrt(n) when the floor allows. It needs n and d only; the K chosen is published.
     folds : "secret" (default), "shuffle", "contiguous" or an int array of public fold ids.
         "secret": a fresh uniformly random balanced assignment per release, from OS entropy and
         never published, so fold membership depends neither on the data nor on the source's
@@ -72,10 +76,13 @@ class PrivateATE(Mechanism):
         the privacy; DP libraries such as OpenDP and Tumult require bounds for this reason.
     propensity_clip : eta_c in (0, 0.5]; B_pi = 1/eta_c.
     zeta : total Gaussian-DP budget of the release.
-    ci_share : r = zeta2^2 / zeta^2 spent on the variance; 0 releases the point estimate only.
+    ci_share : r = zeta2^2 / zeta^2 spent on the variance; 0 releases the point estimate only;
+        "auto" (default): the planner's share with the narrowest expected CI for this n and K
+        (:func:`dpcausal.planner.narrowest_noise_modes`, worst-case outcome spread; data-free).
     alpha, p1 : CI level 1 - alpha and the variance-noise slack p1 (eq. 11-12).
     sensitivity : "theorem1" (default), "lemma", or "released_code" (not a valid bound).
-    sigma2 : "paper" or "tight".
+    sigma2 : "paper", "tight" (spec §2.5; both valid) or "auto" (default: the planner's
+        narrower one, in practice "tight").
     ci : "conservative" (default; spec §3's valid construction) or "paper" (eq. 11, whose coverage
         argument the spec shows is invalid).
     delta : the delta at which epsilon is reported.
@@ -85,6 +92,8 @@ class PrivateATE(Mechanism):
         otherwise drawn from OS entropy. A seeded draw is reproducible by anyone who knows the
         seed; the published parameters say ``noise_seeded``, never a seed (issue 18 item 7).
     chunk_size : rows per aggregation block (default: about 2M predictions per block).
+    compute_budget : seconds of fit + aggregation the "auto" K may take on this machine class
+        (the planner's compute model); public.
     """
 
     def __init__(
@@ -97,16 +106,17 @@ class PrivateATE(Mechanism):
         outcome_bounds: tuple[float, float] | None = None,
         propensity_clip: float = 0.2,
         zeta: float = 1.5,
-        ci_share: float = 0.1,
+        ci_share: float | str = "auto",
         alpha: float = 0.05,
         p1: float = 0.01,
         sensitivity: str = "theorem1",
-        sigma2: str = "paper",
+        sigma2: str = "auto",
         ci: str = "conservative",
         delta: float = DEFAULT_DELTA,
         random_state: int | None = None,
         noise_seed: int | None = None,
         chunk_size: int | None = None,
+        compute_budget: float = 60.0,
     ) -> None:
         self.estimator = estimator
         self.propensity_model = propensity_model
@@ -126,22 +136,75 @@ class PrivateATE(Mechanism):
         self.random_state = random_state
         self.noise_seed = noise_seed
         self.chunk_size = chunk_size
+        self.compute_budget = compute_budget
 
     # ------------------------------------------------------------------ public parameters
-    def resolved_n_folds(self, n: int) -> int:
-        """K for a dataset of n rows ("auto" -> min(500, n // 100), at least 2; spec §7)."""
+    def resolved_n_folds(self, n: int, d: int | None = None) -> int:
+        """K for n rows and d covariates: the given int, or the planner's for "auto" (which
+        needs d: the rows-per-fold floor grows with it)."""
         if isinstance(self.n_folds, str):
             if self.n_folds != "auto":
                 raise ValueError(f"n_folds must be an int or 'auto', got {self.n_folds!r}")
-            return max(2, min(500, n // 100))
+            if d is None:
+                raise ValueError(
+                    "n_folds='auto' follows the planner, whose rows-per-fold floor depends on "
+                    "the number of covariates d: pass d (e.g. privacy_charge(n, d)) or an int "
+                    "n_folds")
+            budget = self.compute_budget
+            if not (isinstance(budget, (int, float)) and budget > 0):
+                raise ValueError(f"compute_budget must be a number > 0, got {budget!r}")
+            return auto_n_folds(n, d, estimator=self.estimator, model_kind=self._model_kind(),
+                                compute_budget=float(budget))
         return self.n_folds
+
+    def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
+        """``(sigma2, ci_share)``: the given values, or for "auto" the planner's narrowest
+        expected CI at this n and K (data-free; worst-case outcome spread)."""
+        sigma2, share = self.sigma2, self.ci_share
+        if sigma2 != "auto" and share != "auto":
+            return sigma2, share  # type: ignore[return-value]
+        return narrowest_noise_modes(
+            n, self.resolved_n_folds(n, d), outcome_bounds=self._bounds(),
+            estimator=self.estimator, propensity_clip=self.propensity_clip, zeta=self.zeta,
+            ci_share=None if share == "auto" else share,  # type: ignore[arg-type]
+            sigma2=None if sigma2 == "auto" else sigma2, ci=self.ci, alpha=self.alpha,
+            p1=self.p1, sensitivity=self.sensitivity)
+
+    def plan(self, n: int, d: int, *, outcome_sd: float | None = None,
+             treated_share: float = 0.5, n_folds: Sequence[int] | None = None,
+             estimators: Sequence[str] | None = None,
+             propensity_clips: Sequence[float] | None = None) -> pd.DataFrame:
+        """The planner's table for this estimator's public parameters on n rows and d
+        covariates (:func:`dpcausal.planner.plan`): candidate K, rows per fold, sigma1, sigma2,
+        the expected CI half-width under the stated outcome-spread assumption (``outcome_sd``,
+        default the worst case of the bounds), its ratio to the non-private CI, predicted
+        predictions and seconds, and the recommended row, which is what ``n_folds="auto"`` and
+        the "auto" noise modes choose. Data-free: nothing is read or charged."""
+        return plan(
+            n, d, outcome_bounds=self._bounds(), estimator=self.estimator,
+            propensity_clip=self.propensity_clip, zeta=self.zeta,
+            ci_share=None if self.ci_share == "auto" else self.ci_share,  # type: ignore[arg-type]
+            sigma2=None if self.sigma2 == "auto" else self.sigma2, ci=self.ci,
+            alpha=self.alpha, p1=self.p1, sensitivity=self.sensitivity, n_folds=n_folds,
+            estimators=estimators, propensity_clips=propensity_clips,
+            model_kind=self._model_kind(), outcome_sd=outcome_sd, treated_share=treated_share,
+            compute_budget=float(self.compute_budget))
+
+    def _model_kind(self) -> str:
+        """The planner's model kind: "parametric" for plain linear/logistic models."""
+        return "parametric" if self._plain_linear() else "other"
 
     def _params(self, n: int, d: int) -> dict[str, Any]:
         p = self.get_params(deep=False)
-        p["n_folds"] = self.resolved_n_folds(n)
+        p["n_folds"] = self.resolved_n_folds(n, d)
         p["propensity_model"] = self._propensity_model()
         p["outcome_model"] = self._outcome_model()
+        # "auto" noise modes are the planner's choice among valid values: checked as such here,
+        # resolved once K has passed its checks
+        p["sigma2"] = "tight" if self.sigma2 == "auto" else self.sigma2
+        p["ci_share"] = 0.1 if self.ci_share == "auto" else self.ci_share
         check_params(p, n, d)
+        p["sigma2"], p["ci_share"] = self.resolved_noise_modes(n, d)
         return p
 
     def _plain_linear(self) -> bool:
@@ -185,25 +248,33 @@ class PrivateATE(Mechanism):
             return np.random.default_rng(self.noise_seed)
         return secure_rng()
 
-    def calibration(self, n: int) -> NoiseCalibration:
-        """The data-free noise calibration for n rows (spec §2.5)."""
-        K = self.resolved_n_folds(n)
+    def calibration(self, n: int, d: int | None = None) -> NoiseCalibration:
+        """The data-free noise calibration for n rows and d covariates (spec §2.5; d is needed
+        only by the "auto" K)."""
+        K = self.resolved_n_folds(n, d)
+        sigma2, share = self.resolved_noise_modes(n, d)
         return calibrate(
             self.estimator, n, K, self._bounds(), self.propensity_clip,
-            self.zeta, self.ci_share, self.sensitivity, self.sigma2,
+            self.zeta, share, self.sensitivity, sigma2,
         )
 
-    def privacy_charge(self, n: int, d: int | None = None) -> PrivacyCharge:
-        """What one release on n rows costs, for the ledger: zeta-GDP (spec §2.6); data-free
-        (``d``, the number of covariates, does not change it)."""
-        cal = self.calibration(n)
+    def privacy_charge(self, n: int, d: int | None = None  # type: ignore[override]
+                       ) -> PrivacyCharge:
+        """What one release on n rows and d covariates costs, for the ledger: zeta-GDP (spec
+        §2.6); data-free. ``d`` is needed only with ``n_folds="auto"`` (the split of zeta
+        between the ATE and the CI follows K)."""
+        cal = self.calibration(n, d)
         zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
         return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta,
                              detail={"zeta1": cal.zeta1, "zeta2": cal.zeta2})
 
-    def public_params(self, n: int, d: int) -> dict[str, Any]:
-        """Everything public about a release (spec §2.6), as plain values for logging."""
-        cal = self.calibration(n)
+    def public_params(self, n: int, d: int | None) -> dict[str, Any]:
+        """Everything public about a release (spec §2.6), as plain values for logging; the
+        knobs the planner chose are listed in ``planned``."""
+        cal = self.calibration(n, d)
+        _, share = self.resolved_noise_modes(n, d)
+        planned = [name for name, value in (("n_folds", self.n_folds), ("sigma2", self.sigma2),
+                                            ("ci_share", self.ci_share)) if value == "auto"]
         return {
             "estimator": self.estimator, "n": n, "d": d, "n_folds": cal.n_folds,
             "folds": self.folds if isinstance(self.folds, str) else "public_ids",
@@ -213,9 +284,11 @@ class PrivateATE(Mechanism):
             "aggregators": "harmonic(pi), harmonic(1-pi), mean(mu)",
             "outcome_bounds": list(self._bounds()),
             "propensity_clip": self.propensity_clip, "B_mu": cal.B_mu, "B_pi": cal.B_pi,
-            "zeta": self.zeta, "ci_share": self.ci_share, "zeta1": cal.zeta1, "zeta2": cal.zeta2,
-            "alpha": self.alpha, "p1": self.p1, "sensitivity": self.sensitivity,
-            "sigma2": self.sigma2, "ci": self.ci, "delta": self.delta,
+            "zeta": self.zeta, "ci_share": share, "zeta1": cal.zeta1,
+            "zeta2": cal.zeta2, "alpha": self.alpha, "p1": self.p1,
+            "sensitivity": self.sensitivity, "sigma2": cal.sigma2_mode, "ci": self.ci,
+            "delta": self.delta, "planned": ",".join(planned),
+            "compute_budget": self.compute_budget if self.n_folds == "auto" else None,
             "noise_seeded": self.noise_seed is not None,  # never a seed: it reveals the noise
         }
 
@@ -236,12 +309,13 @@ class PrivateATE(Mechanism):
         """The checked public outcome bounds (a ``ValueError`` naming the argument if unset)."""
         return outcome_bounds(self.outcome_bounds)
 
-    def make_folds(self, n: int, evaluation: bool = False) -> np.ndarray:
+    def make_folds(self, n: int, evaluation: bool = False, d: int | None = None) -> np.ndarray:
         """Fold ids (spec §2.2 step 1), never a function of data values: a fresh secret draw
         from OS entropy ("secret"; seeded by ``random_state`` in evaluation), the public array,
-        or, in evaluation only, the seeded or contiguous split of row positions (item 2)."""
+        or, in evaluation only, the seeded or contiguous split of row positions (item 2). ``d``
+        is needed only with ``n_folds="auto"``."""
         self.check_mode(evaluation)
-        K = self.resolved_n_folds(n)
+        K = self.resolved_n_folds(n, d)
         if isinstance(self.folds, str) and self.folds == "secret":
             seeded = evaluation and self.random_state is not None
             return make_folds(n, K, "secret",
@@ -266,17 +340,14 @@ class PrivateATE(Mechanism):
         skipped; they do not change any fitted value. The user's models are cloned once here.
         """
         if ks is None:
-            ks = range(self.resolved_n_folds(X.shape[0]))
+            ks = range(self.resolved_n_folds(X.shape[0], X.shape[1]))
         propensity, outcome = clone(self._propensity_model()), clone(self._outcome_model())
         with threadpool_limits(limits=1, user_api="blas"), config_context(
             assume_finite=True, skip_parameter_validation=True
         ):
-            return [
-                fit_fold(X, A, Y, fold_rows(fold_ids, k), k, estimator=self.estimator,
-                         propensity_model=propensity, outcome_model=outcome,
-                         propensity_clip=self.propensity_clip)
-                for k in ks
-            ]
+            return fit_folds(X, A, Y, fold_ids, ks, estimator=self.estimator,
+                             propensity_model=propensity, outcome_model=outcome,
+                             propensity_clip=self.propensity_clip)
 
     def aggregate(
         self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels]
@@ -301,21 +372,51 @@ class PrivateATE(Mechanism):
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat, v_hat = self._estimate(A, Y, nuisances)
-        return self._draw(tau_hat, v_hat, A.shape[0], d or 0, evaluation)
+        return self._draw(tau_hat, v_hat, A.shape[0], d, evaluation,
+                          n_folds=nuisances.n_folds)
+
+    def block_scores(self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
+                     fold_models: Sequence[FoldModels]) -> np.ndarray:
+        """Scores Gamma_i of a block of rows (any subset of the data, e.g. one partition),
+        given all K fold models in fold order: aggregation and scores (spec §2.2 steps 3-4), Y
+        clipped to the bounds. Non-private: for in-memory sums only (issue 19 §3)."""
+        return self._scores(A, Y, self.aggregate(X, fold_ids, fold_models))
+
+    def release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
+                     d: int | None = None, evaluation: bool = False) -> ATERelease:
+        """The release from ``sum_i Gamma_i`` and ``sum_i Gamma_i^2`` over all n rows (e.g.
+        summed over partitions of :meth:`block_scores`): tau_hat = total / n, V_hat = (total_sq
+        - n tau_hat^2) / (n (n - 1)) (spec §2.1), then the noise as :meth:`release`, calibrated
+        for ``n_folds`` (checked against this estimator's K)."""
+        self.check_mode(evaluation)
+        with private_failures(evaluation, "scoring"):
+            tau_hat = total / n
+            v_hat = max(0.0, (total_sq - n * tau_hat * tau_hat) / (n * (n - 1)))
+            _check_finite(tau_hat, v_hat)
+        return self._draw(tau_hat, v_hat, n, d, evaluation, n_folds=n_folds)
+
+    def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
+                ) -> np.ndarray:
+        return scores(self.estimator, A, self._clip(Y), nuisances,
+                      outcome_scale(self.estimator, self._bounds())[1])
 
     def _estimate(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
                   ) -> tuple[float, float]:
-        gamma = scores(self.estimator, A, self._clip(Y), nuisances,
-                       self.calibration(A.shape[0]).centre)
-        tau_hat, v_hat = ate_and_variance(gamma)
-        if not (math.isfinite(tau_hat) and math.isfinite(v_hat)):
-            raise AssertionError("bug: tau_hat and V_hat must be finite before the noise")
+        tau_hat, v_hat = ate_and_variance(self._scores(A, Y, nuisances))
+        _check_finite(tau_hat, v_hat)
         return tau_hat, v_hat
 
-    def _draw(self, tau_hat: float, v_hat: float, n: int, d: int, evaluation: bool,
-              diagnostics: dict[str, float] | None = None) -> ATERelease:
+    def _draw(self, tau_hat: float, v_hat: float, n: int, d: int | None, evaluation: bool,
+              diagnostics: dict[str, float] | None = None, n_folds: int | None = None
+              ) -> ATERelease:
+        """The noise, calibrated to the K the nuisances were aggregated over (checked)."""
+        cal = self.calibration(n, d)
+        if n_folds is not None and n_folds != cal.n_folds:
+            raise ValueError(
+                f"the nuisances were aggregated over {n_folds} folds but the release is "
+                f"calibrated for {cal.n_folds}: pass the same n_folds (and d for 'auto')")
         return draw_release(
-            tau_hat, v_hat, self.calibration(n), self._noise_rng(evaluation), alpha=self.alpha,
+            tau_hat, v_hat, cal, self._noise_rng(evaluation), alpha=self.alpha,
             p1=self.p1, ci_mode=self.ci, delta=self.delta, params=self.public_params(n, d),
             evaluation=evaluation, diagnostics=diagnostics,
         )
@@ -351,10 +452,10 @@ class PrivateATE(Mechanism):
             lo, hi = self._bounds()
             n_clipped = int(np.count_nonzero((Ya < lo) | (Ya > hi)))
             Ya = self._clip(Ya)
-            fold_ids = self.make_folds(n, evaluation)
+            fold_ids = self.make_folds(n, evaluation, d)
             models = self.fit_folds(Xa, Aa, Ya, fold_ids)
             tau_hat, v_hat = self._estimate(Aa, Ya, self.aggregate(Xa, fold_ids, models))
-        diagnostics = None
+        diagnostics: dict[str, float] | None = None
         if evaluation:
             diagnostics = {"n_clipped": n_clipped,
                            "failed_fits": sum(fm.failed for fm in models)}
@@ -368,7 +469,7 @@ class PrivateATE(Mechanism):
         same data compose (each draws new noise and spends again).
         """
         self.check_mode(evaluation)
-        release: ATERelease = super().fit(data, *args, evaluation=evaluation, **roles)
+        release = cast(ATERelease, super().fit(data, *args, evaluation=evaluation, **roles))
         return release
 
 
@@ -390,6 +491,11 @@ def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcom
     if cols["covariates"].shape[1] == 0:
         raise ValueError("no covariate columns: name them with covariates=[...]")
     return cols["covariates"], cols["treatment"], cols["outcome"]
+
+
+def _check_finite(tau_hat: float, v_hat: float) -> None:
+    if not (math.isfinite(tau_hat) and math.isfinite(v_hat)):
+        raise AssertionError("bug: tau_hat and V_hat must be finite before the noise")
 
 
 def _describe(model: Any) -> str:

@@ -15,7 +15,7 @@ def make_folds(
     n: int,
     n_folds: int,
     folds: str | ArrayLike = "shuffle",
-    random_state: int | np.random.SeedSequence | None = None,
+    random_state: int | np.random.SeedSequence | np.random.Generator | None = None,
 ) -> np.ndarray:
     """Fold id (0..K-1) of every row: spec §2.2 step 1 (``np.array_split`` of a public order).
 
@@ -73,5 +73,5 @@ def _check_n_folds(n: int, n_folds: int) -> None:
     if n_folds > n // 2:
         raise ValueError(
             f"n_folds={n_folds} is too large for n={n}: every fold needs at least 2 rows; "
-            f"use n_folds <= {n // 2} (spec §7 suggests min(500, n // 100))"
+            f"use n_folds <= {n // 2}"
         )

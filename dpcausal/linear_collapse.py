@@ -71,3 +71,4 @@ def collapsed_means(X: np.ndarray, fold_ids: np.ndarray, coef: np.ndarray,
         means[rows] = np.where(ok, value, np.nan)
         exact[rows] = ok
     return means, exact
+

@@ -128,6 +128,8 @@ class MetaResult(ResultMixin):
             lines.append(f"{label:<{width}}  {ate:>9.4f}  {se:>8.4f}  {interval:^21}  "
                          f"{zeta:>6}  {n:>8}  {w:>6.3f}")
         if self.model == "random":
+            assert self.tau2 is not None and self.q is not None and self.i2 is not None, \
+                "bug: a random-effects result without its heterogeneity"
             lines.append(f"heterogeneity: tau2 = {self.tau2:.4g}, Q = {self.q:.4g} "
                          f"(df {self.n_studies - 1}), I2 = {100 * self.i2:.1f}%")
         lines.append(f"privacy: {self.privacy['statement']}")
@@ -574,10 +576,11 @@ def _privacy_position(table: pd.DataFrame, groups: list[list[str]]) -> dict:
               for lab, e in zip(table["label"], table["epsilon"], strict=True)}
     delta_of = {lab: (0.0 if _missing(d) else float(d))
                 for lab, d in zip(table["label"], table["delta"], strict=True)}
-    shared = []
+    shared: list[dict[str, Any]] = []
     for labels in groups:
-        if all(zeta_of[x] is not None for x in labels):  # Gaussian DP composes exactly
-            composed = compose_gdp([zeta_of[x] for x in labels])
+        zetas = [z for z in (zeta_of[x] for x in labels) if z is not None]
+        if len(zetas) == len(labels):  # Gaussian DP composes exactly
+            composed = compose_gdp(zetas)
             shared.append({"studies": labels, "composed_zeta": composed,
                            "composed_epsilon": gdp_epsilon(composed, DEFAULT_DELTA),
                            "composed_delta": DEFAULT_DELTA})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,7 @@ from scipy import linalg
 from sklearn.base import is_classifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
+from dpcausal.batched_fit import batchable, fit_many, group_bounds
 from dpcausal.validation import private_log
 
 # A fitted nuisance is either a fitted estimator or a float constant (a §2.7 fallback).
@@ -81,6 +82,87 @@ def fit_fold(
             failed += bad
         mu1, mu0 = arms
     return FoldModels(k=k, propensity=propensity, mu1=mu1, mu0=mu0, failed=failed)
+
+
+def fit_folds(
+    X: Any,
+    A: np.ndarray,
+    Y: np.ndarray,
+    fold_ids: np.ndarray,
+    ks: Sequence[int],
+    *,
+    estimator: str,
+    propensity_model: Any,
+    outcome_model: Any,
+    propensity_clip: float,
+) -> list[FoldModels]:
+    """Fold models of the folds ``ks`` (in that order), each fitted on its own rows only: spec
+    §2.2 step 2 and §2.7 fallbacks, as :func:`fit_fold` per fold.
+
+    Rows need only cover the folds ``ks`` (a partition of the data may hold a subset of folds).
+    Plain ``LinearRegression`` / L2 ``LogisticRegression`` models on a float array are fitted
+    in batches (:mod:`dpcausal.batched_fit`); other models fold by fold.
+    """
+    ks = [int(k) for k in ks]
+    n_groups = max([int(fold_ids.max()) if fold_ids.size else 0, *ks]) + 1
+    order, starts, sizes = group_bounds(fold_ids, n_groups)
+    used = ([propensity_model] if estimator in ("ipw", "aipw") else []) + (
+        [outcome_model] if estimator in ("g", "aipw") else [])
+    if not (isinstance(X, np.ndarray) and all(batchable(m) for m in used)):
+        return [fit_fold(X, A, Y, order[starts[k]:starts[k] + sizes[k]], k, estimator=estimator,
+                         propensity_model=propensity_model, outcome_model=outcome_model,
+                         propensity_clip=propensity_clip) for k in ks]
+    kk = np.asarray(ks, dtype=np.int64)
+    fitted: dict[str, list[Nuisance]] = {}
+    if estimator in ("ipw", "aipw"):
+        Xs, As = X[order], A[order].astype(float)
+        treated = _group_sums(As, starts[kk], sizes[kk])
+        share = np.clip(treated / np.maximum(sizes[kk], 1), propensity_clip, 1 - propensity_clip)
+        mixed = (treated > 0) & (treated < sizes[kk])
+        models = fit_many(propensity_model, Xs, As, starts[kk[mixed]], sizes[kk[mixed]])
+        it = iter(models)
+        fitted["propensity"] = [next(it) if ok else float(c)
+                                for ok, c in zip(mixed, share, strict=True)]
+    if estimator in ("g", "aipw"):
+        keys = 2 * fold_ids + A.astype(np.int64)
+        order2, starts2, sizes2 = group_bounds(keys, 2 * n_groups)
+        Xs, Ys = X[order2], Y[order2].astype(float)
+        for arm in (1, 0):
+            g = 2 * kk + arm
+            fitted[f"mu{arm}"] = _fit_arms(outcome_model, Xs, Ys, starts2[g], sizes2[g])
+    return [FoldModels(k=k, propensity=fitted.get("propensity", [None] * len(ks))[i],
+                       mu1=fitted.get("mu1", [None] * len(ks))[i],
+                       mu0=fitted.get("mu0", [None] * len(ks))[i]) for i, k in enumerate(ks)]
+
+
+def _fit_arms(model: Any, Xs: np.ndarray, Ys: np.ndarray, starts: np.ndarray, sizes: np.ndarray
+              ) -> list[Nuisance]:
+    """Batched :func:`_fit_outcome` over fold-arms (rows ``Xs[s:s+size]``): the §2.7 fallbacks
+    (empty arm ``None``; one unit, or one class for a classifier: the arm's mean)."""
+    fit = sizes >= 2
+    sums = _group_sums(Ys, starts, sizes)       # exact for 0/1 outcomes
+    if is_classifier(model):
+        if not np.isin(Ys, (0.0, 1.0)).all():
+            raise ValueError(
+                f"outcome_model {type(model).__name__} is a classifier, so Y must be binary "
+                "0/1; use a regressor for real-valued outcomes")
+        fit &= (sums > 0) & (sums < sizes)
+    it = iter(fit_many(model, Xs, Ys, starts[fit], sizes[fit]))
+    out: list[Nuisance] = []
+    for f, start, size, total in zip(fit, starts, sizes, sums, strict=True):
+        if f:
+            out.append(next(it))
+        elif size == 1:
+            out.append(float(Ys[start]))
+        else:                               # a one-class classifier arm: its mean, 0 or 1
+            out.append(float(total / size) if size else None)
+    return out
+
+
+def _group_sums(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Sums of ``values[s:s + size]`` per group (from a cumulative sum; exact for counts)."""
+    cum = np.concatenate([[0.0], np.cumsum(values)])
+    return cum[starts + sizes] - cum[starts]
 
 
 def take_rows(X: Any, rows: Any) -> Any:

@@ -27,9 +27,14 @@ K = 10, 0.0041 at 50, 0.0090 at 100, 0.0145 at 158 and 0.0557 at 476 (about 0.25
 fold), hence its 50(d+1) floor (bias about 0.005 at d = 20). ``tests/test_planner_sweep.py``
 (slow) reruns the sweep at the recommended K.
 
-Compute (this machine class, 2 cores; fitted to bench/ate_core.py's runs of issue 19:
-n = 10^6, AIPW, 6.6 s at K = 500 and 48 s at K = 5,000):
-``seconds ~= 2e-6 n + 3.1e-9 n K m`` with m the number of nuisances (G 2, IPW 1, AIPW 3).
+Compute (this machine class, 2 cores; refitted to bench/ate_core.py with the fused aggregation
+kernels and batched fits of issue 19 §2): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
+P = 1 if the estimator uses the propensity and M the number of outcome arms (G 2, IPW 0, AIPW 2):
+a logistic propensity costs an exp and a reciprocal per prediction (about 3 CPU ns), a linear
+outcome a clip (about 0.75 CPU ns, nothing where the linear collapse applies, which this model
+ignores). Measured: AIPW at n = 10^6, K = 16,250 took 78 CPU seconds (4.6 CPU ns per row and
+fold); the model charges 3.5 ns of wall time per row and fold, i.e. the 2 cores at 65%
+efficiency, since they are shared (bench/ate_core.py prints wall and CPU seconds and the load).
 """
 
 from __future__ import annotations
@@ -46,13 +51,21 @@ from dpcausal.sensitivity import calibrate
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
 MODEL_KINDS = ("parametric", "other")
-_SECONDS_PER_ROW = 2e-6
-_SECONDS_PER_PREDICTION = 3.1e-9
+_SECONDS_PER_ROW = 1.5e-6           # a: loading, validation, grouping, scores
+_SECONDS_PER_FOLD = 1e-4            # f: batched fits and model objects
+_SECONDS_PER_PROPENSITY = 1.9e-9    # c_pi: per out-of-fold propensity prediction
+_SECONDS_PER_OUTCOME = 0.8e-9       # c_mu: per out-of-fold outcome prediction and arm
+_OUTCOME_ARMS = {"g": 2, "ipw": 0, "aipw": 2}
 _K_GRID = (2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000,
            100_000, 200_000)
 CI_SHARES = (0.05, 0.1, 0.2, 0.3)
 SIGMA2_MODES = ("paper", "tight")
 UNINFORMATIVE_RATIO = 10.0
+
+
+def _pair(bounds: Sequence[float]) -> tuple[float, float]:
+    lo, hi = bounds
+    return float(lo), float(hi)
 
 
 def rows_per_fold_floor(estimator: str, d: int, model_kind: str = "parametric") -> int:
@@ -67,7 +80,13 @@ def rows_per_fold_floor(estimator: str, d: int, model_kind: str = "parametric") 
 
 def predicted_seconds(n: int, n_folds: int, estimator: str) -> float:
     """Fit + aggregate + release time on this machine class (module docstring)."""
-    return _SECONDS_PER_ROW * n + _SECONDS_PER_PREDICTION * n * n_folds * NUISANCES[estimator]
+    return _SECONDS_PER_ROW * n + _SECONDS_PER_FOLD * n_folds + n * n_folds * _per_pair(estimator)
+
+
+def _per_pair(estimator: str) -> float:
+    """Seconds per (row, fold) pair: c_pi P + c_mu M (module docstring)."""
+    uses_pi = 1.0 if estimator in ("ipw", "aipw") else 0.0
+    return uses_pi * _SECONDS_PER_PROPENSITY + _OUTCOME_ARMS[estimator] * _SECONDS_PER_OUTCOME
 
 
 def expected_halfwidth(sigma_ate: float, sigma_var: float, variance: float, *,
@@ -109,6 +128,31 @@ def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametri
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
 
+def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[float],
+                          estimator: str = "aipw", propensity_clip: float = 0.2,
+                          zeta: float = 1.5, ci_share: float | None = None,
+                          sigma2: str | None = None, ci: str = "conservative",
+                          alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
+                          outcome_sd: float | None = None, treated_share: float = 0.5
+                          ) -> tuple[str, float]:
+    """``(sigma2, ci_share)`` with the narrowest expected CI for a release of n rows in K folds
+    (``None`` tries :data:`SIGMA2_MODES` / :data:`CI_SHARES`; a value is kept): the
+    ``"auto"`` defaults of :class:`dpcausal.PrivateATE`. Data-free: public parameters and the
+    stated outcome-spread assumption only (module docstring)."""
+    variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    best: tuple[float, str, float] | None = None
+    for mode in ([sigma2] if sigma2 is not None else SIGMA2_MODES):
+        for share in ([ci_share] if ci_share is not None else CI_SHARES):
+            cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip, zeta,
+                            share, sensitivity, mode)
+            half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci,
+                                      alpha=alpha, p1=p1)
+            if best is None or half < best[0]:
+                best = (half, mode, share)
+    assert best is not None
+    return best[1], best[2]
+
+
 def plan(
     n: int,
     d: int,
@@ -136,9 +180,10 @@ def plan(
     ``ci_share=None`` / ``sigma2=None`` try :data:`CI_SHARES` / :data:`SIGMA2_MODES` (both public
     and data-free); pass a value to fix it. Columns: estimator, propensity_clip, n_folds,
     rows_per_fold, sigma2, ci_share, sigma1 (noise sd of the ATE), sigma2_sd (noise sd of
-    sqrt(V)), halfwidth, nonprivate_halfwidth, ratio, predictions, seconds, feasible (floor and
-    compute budget met), informative (ratio <= 10) and recommended (exactly one row: the
-    narrowest feasible CI, the smaller K on ties).
+    sqrt(V)), halfwidth, nonprivate_halfwidth, ratio, predictions, seconds, feasible (the floor
+    met, and the compute budget too unless K is at most about sqrt(n): the rule of
+    :func:`auto_n_folds`), informative (ratio <= 10) and recommended (exactly one row: the
+    narrowest feasible CI, the smaller K on ties; at the "auto" K, since the CI narrows with K).
     """
     if not (isinstance(n, int) and n >= 4):
         raise ValueError(f"n must be an int >= 4, got {n!r}")
@@ -149,6 +194,7 @@ def plan(
     rows = []
     for est in (list(estimators) if estimators is not None else [estimator]):
         floor = rows_per_fold_floor(est, d, model_kind)
+        least = min(math.isqrt(n), n // floor)  # auto_n_folds never goes below this
         ks = (sorted(set(n_folds)) if n_folds is not None
               else candidate_folds(n, d, est, model_kind, compute_budget))
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
@@ -156,7 +202,7 @@ def plan(
             for k in ks:
                 for mode in ([sigma2] if sigma2 is not None else SIGMA2_MODES):
                     for share in ([ci_share] if ci_share is not None else CI_SHARES):
-                        cal = calibrate(est, n, k, tuple(outcome_bounds), eta, zeta, share,
+                        cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta, share,
                                         sensitivity, mode)
                         half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance,
                                                   ci=ci, alpha=alpha, p1=p1)
@@ -168,7 +214,8 @@ def plan(
                             "halfwidth": half, "nonprivate_halfwidth": base,
                             "ratio": half / base, "predictions": n * k * NUISANCES[est],
                             "seconds": seconds,
-                            "feasible": n // k >= floor and seconds <= compute_budget,
+                            "feasible": n // k >= floor
+                            and (seconds <= compute_budget or k <= least),
                         })
     table = pd.DataFrame(rows)
     table["informative"] = table["ratio"] <= UNINFORMATIVE_RATIO
@@ -190,7 +237,7 @@ def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "
     floor = rows_per_fold_floor(estimator, d, model_kind)
     by_floor = n // floor
     by_budget = int((compute_budget - _SECONDS_PER_ROW * n)
-                    / (_SECONDS_PER_PREDICTION * n * NUISANCES[estimator]))
+                    / (_SECONDS_PER_FOLD + n * _per_pair(estimator)))
     k = min(by_floor, max(by_budget, min(math.isqrt(n), by_floor)))
     return int(np.clip(k, 2, max(2, n // 2)))
 
@@ -205,7 +252,7 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
 
     def excess(zeta: float) -> float:
-        cal = calibrate(estimator, n, n_folds, tuple(outcome_bounds), propensity_clip, zeta,
+        cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip, zeta,
                         ci_share, sensitivity, sigma2)
         return expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha,
                                   p1=p1) - target

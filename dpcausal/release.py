@@ -46,7 +46,8 @@ class ATERelease(Release):
             raise AssertionError("bug: nonprivate values must exist exactly in evaluation mode")
         if not (self.ci is None) == (self.variance is None) == (self.se is None):
             raise AssertionError("bug: a CI is released together with its private variance")
-        if self.se is not None and not math.isclose(self.se**2, self.variance, rel_tol=1e-9):
+        if (self.se is not None and self.variance is not None
+                and not math.isclose(self.se**2, self.variance, rel_tol=1e-9)):
             raise AssertionError("bug: se must be sqrt(variance)")
 
     @property

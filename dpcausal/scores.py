@@ -22,13 +22,18 @@ def scores(
     """
     A = A.astype(float)
     Yc = Y - centre
+    mu1, mu0, inv_pi1, inv_pi0 = nuis.mu1, nuis.mu0, nuis.inv_pi1, nuis.inv_pi0
     if estimator == "g":
-        return (nuis.mu1 - centre) - (nuis.mu0 - centre)
+        assert mu1 is not None and mu0 is not None, "bug: G scores without mu"
+        return np.asarray((mu1 - centre) - (mu0 - centre))
     if estimator == "ipw":
-        return A * Yc * nuis.inv_pi1 - (1.0 - A) * Yc * nuis.inv_pi0
+        assert inv_pi1 is not None and inv_pi0 is not None, "bug: IPW scores without pi"
+        return A * Yc * inv_pi1 - (1.0 - A) * Yc * inv_pi0
     if estimator == "aipw":
-        m1, m0 = nuis.mu1 - centre, nuis.mu0 - centre
-        return m1 - m0 + A * (Yc - m1) * nuis.inv_pi1 - (1.0 - A) * (Yc - m0) * nuis.inv_pi0
+        assert mu1 is not None and mu0 is not None, "bug: AIPW scores without mu"
+        assert inv_pi1 is not None and inv_pi0 is not None, "bug: AIPW scores without pi"
+        m1, m0 = mu1 - centre, mu0 - centre
+        return m1 - m0 + A * (Yc - m1) * inv_pi1 - (1.0 - A) * (Yc - m0) * inv_pi0
     raise ValueError(f"estimator must be 'g', 'ipw' or 'aipw', got {estimator!r}")
 
 

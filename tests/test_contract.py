@@ -80,15 +80,15 @@ def test_second_fit_on_the_same_data_warns_with_the_composed_spend():
 def test_fits_charge_a_ledger_when_asked(tmp_path):
     from dpcausal.ledger import Ledger
 
-    led = Ledger(f"sqlite:///{tmp_path / 'l.db'}", create=True)
-    led.set_budget("ds", epsilon=2.5, delta=1e-5)
-    previous = session.use_ledger(led, "ds")
-    try:
-        df = pd.DataFrame({"y": [1.0, 2.0]})
-        _Mean().fit(df)
-        _Mean().fit(df)
-        with pytest.raises(Exception, match="budget|exceed"):
+    with Ledger(f"sqlite:///{tmp_path / 'l.db'}", create=True) as led:
+        led.set_budget("ds", epsilon=2.5, delta=1e-5)
+        previous = session.use_ledger(led, "ds")
+        try:
+            df = pd.DataFrame({"y": [1.0, 2.0]})
             _Mean().fit(df)
-        assert led.spent("ds").n_charges == 2
-    finally:
-        session.use_accountant(previous)
+            _Mean().fit(df)
+            with pytest.raises(Exception, match="budget|exceed"):
+                _Mean().fit(df)
+            assert led.spent("ds").n_charges == 2
+        finally:
+            session.use_accountant(previous)

@@ -8,6 +8,7 @@ from dpcausal.datasets import (
     make_experiment_b,
     make_experiment_c,
     make_experiment_d,
+    make_large,
 )
 
 
@@ -38,3 +39,13 @@ def test_experiment_a_effect_is_recovered_by_difference_in_regressions():
     coef = np.linalg.lstsq(design, Y, rcond=None)[0]
     assert coef[2] == pytest.approx(0.1, abs=0.005)
     assert coef[1] == pytest.approx(0.225, abs=0.005)
+
+
+def test_make_large_outcomes_in_bounds_and_the_clipped_population_ate():
+    X, A, Y, tau = make_large(20_000, 7, random_state=3)
+    assert X.shape == (20_000, 7) and set(np.unique(A)) == {0, 1}
+    assert Y.min() == 0.0 and Y.max() == 1.0          # the clip binds at both ends
+    # independent Monte Carlo of E[clip(U + 0.1)] - E[clip(U)], U ~ N(0.5, 0.1^2 + 0.15^2)
+    u = np.random.default_rng(0).normal(0.5, np.hypot(0.1, 0.15), 4_000_000)
+    assert tau == pytest.approx(np.mean(np.clip(u + 0.1, 0, 1) - np.clip(u, 0, 1)), abs=2e-4)
+    assert 0.098 < tau < 0.1                   # the clip lowers the nominal 0.1 slightly

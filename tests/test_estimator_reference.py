@@ -9,6 +9,12 @@ from dpcausal import PrivateATE
 from tests.reference_ate import reference_ate
 
 
+def _converged_logistic():
+    """scikit-learn's LogisticRegression() problem solved to convergence: the batched fit
+    (dpcausal.batched_fit) solves it exactly, where the default lbfgs stops at tol=1e-4."""
+    return LogisticRegression(solver="newton-cholesky", tol=1e-12, max_iter=1000)
+
+
 def _data(n, d, seed):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))
@@ -22,7 +28,7 @@ def _data(n, d, seed):
 def test_sigma_zero_matches_loop_reference(estimator, models):
     X, A, Y = _data(240, 3, seed=7)
     if models == "linear":
-        prop, out = LogisticRegression(), LinearRegression()
+        prop, out = _converged_logistic(), LinearRegression()
     else:
         prop, out = (DecisionTreeClassifier(max_depth=2, random_state=0),
                      DecisionTreeRegressor(max_depth=2, random_state=0))
@@ -43,7 +49,7 @@ def test_asymmetric_bounds_shift_trick_keeps_estimate():
     est = PrivateATE(estimator="aipw", n_folds=5, folds="contiguous", outcome_bounds=(0.0, 2.0),
                      propensity_clip=0.1, random_state=0)
     rel = est.fit(X, A, Y, evaluation=True)
-    tau, var = reference_ate(X, A, Y, 5, "aipw", LogisticRegression(), LinearRegression(),
+    tau, var = reference_ate(X, A, Y, 5, "aipw", _converged_logistic(), LinearRegression(),
                              (0.0, 2.0), 0.1)
     assert abs(rel.nonprivate["ate"] - tau) < 1e-10
     assert rel.noise["B_mu"] == 1.0          # half-width, not max |bound| = 2
@@ -62,7 +68,7 @@ def test_k2_reduces_to_two_fold_cross_fitting(estimator):
     halves = [np.arange(100), np.arange(100, 200)]
     gamma = np.empty(200)
     for train, test in (halves, halves[::-1]):
-        p = np.clip(LogisticRegression().fit(X[train], A[train]).predict_proba(X[test])[:, 1],
+        p = np.clip(_converged_logistic().fit(X[train], A[train]).predict_proba(X[test])[:, 1],
                     eta, 1 - eta)
         t1, t0 = train[A[train] == 1], train[A[train] == 0]
         m1 = np.clip(LinearRegression().fit(X[t1], Y[t1]).predict(X[test]), -1, 1)
@@ -88,7 +94,7 @@ def test_stacked_linear_path_equals_generic_predict():
     fast = PrivateATE(n_folds=10, random_state=1, noise_seed=1,
                       outcome_bounds=(-1, 1)).fit(X, A, Y, evaluation=True)
     slow = PrivateATE(n_folds=10, random_state=1, noise_seed=1,
-                      propensity_model=make_pipeline(ident, LogisticRegression()),
+                      propensity_model=make_pipeline(ident, _converged_logistic()),
                       outcome_model=make_pipeline(ident, LinearRegression()),
                       outcome_bounds=(-1, 1)).fit(X, A, Y, evaluation=True)
     assert abs(fast.nonprivate["ate"] - slow.nonprivate["ate"]) < 1e-10

@@ -428,7 +428,9 @@ def test_meta_of_five_private_experiment_d_studies_is_unbiased_and_covers():
             true_ates.append(true_ate)
         res = combine(releases)
         assert res.privacy["additional_charge"] == 0
-        assert res.privacy["study_zeta"] == {f"study {j + 1}": 1.5 for j in range(n_studies)}
+        # studies are labelled by what identifies them (mechanism, estimator, K, bounds)
+        assert res.privacy["study_zeta"] == {
+            f"ate g K=100 Y in [-1, 1] #{j + 1}": 1.5 for j in range(n_studies)}
         # the studies share one population; if the generator returns a sample ATE, pool those
         target = float(np.mean(true_ates))
         errors.append(res.ate - target)

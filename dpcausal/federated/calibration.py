@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
 from dpcausal._results import ResultMixin
@@ -48,7 +49,7 @@ def _solve_increasing(f: Callable[[float], float], target: float, lo: float, hi:
 
 
 def calibrate(n: int, m: int, epsilon: float, delta: float,
-              orders: Sequence[float] | None = None) -> float:
+              orders: ArrayLike | None = None) -> float:
     """theta giving one PBM sum over ``n`` clients (``m`` trials) the target epsilon at delta.
 
     Procedure of spec §2.4: theta = 1/4 if CKS(pbm_rdp(n, m, 1/4)) <= epsilon, else bisection of
@@ -88,7 +89,7 @@ def _calibrate(n: int, m: int, epsilon: float, delta: float, orders: tuple[float
     return _solve_increasing(eps_of, epsilon, 0.5 * guess, min(THETA_CAP, 1.02 * guess))
 
 
-def gaussian_rho_for(epsilon: float, delta: float, orders: Sequence[float] | None = None) -> float:
+def gaussian_rho_for(epsilon: float, delta: float, orders: ArrayLike | None = None) -> float:
     """Largest rho whose linear curve rho * a converts (CKS) to at most epsilon: spec §2.3 init."""
     a = check_orders(orders)
 
@@ -131,7 +132,7 @@ class JointCalibration(ResultMixin):
 
 
 def composed_curve(n: Sequence[int], m1: int, theta1: Sequence[float], m2: int,
-                   theta2: Sequence[float], orders: Sequence[float] | None = None) -> np.ndarray:
+                   theta2: Sequence[float], orders: ArrayLike | None = None) -> np.ndarray:
     """Composed RDP of Algorithm 1: Theorem 3.2, spec §1 (precise version).
 
     eps_tot(a) = max_g [eps_{1,g}(a) + eps_{2,g}(a)]: one client sits in one group, so the groups
@@ -149,7 +150,7 @@ def composed_curve(n: Sequence[int], m1: int, theta1: Sequence[float], m2: int,
 
 
 def calibrate_joint(n: Sequence[int], m1: int, m2: int, epsilon: float, delta: float,
-                    mean_share: float = 0.99, orders: Sequence[float] | None = None,
+                    mean_share: float = 0.99, orders: ArrayLike | None = None,
                     release_second_moment: bool = True) -> JointCalibration:
     """Joint calibration of (theta1_g, theta2_g) for all groups: spec §2.4 (joint, share w).
 

@@ -50,6 +50,7 @@ def central_gaussian_scales(n_treated: int, n_control: int, R: float, epsilon: f
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     mult = gaussian_noise_multiplier(epsilon, delta, orders)
+    sig: tuple[float, ...]
     if mode == "per_group":
         sig = (2 * R / n_c * mult, 2 * R / n_t * mult)
     else:

@@ -236,7 +236,7 @@ class FederatedATE(Mechanism):
         return self.plan(n_treated, n_control).privacy_charge()
 
     # -- release --------------------------------------------------------------------------
-    def check_input(self, data: Any, treated: Any = None, *,  # type: ignore[override]
+    def check_input(self, data: Any, treated: Any = None, *,
                     treatment: str | None = None, outcome: str | None = None) -> Prepared:
         """Validate the options and the input; every refusal happens here, before anything is
         drawn or charged (issue 17 contract, spec §7.5 ``assign``/``calibrate``).
@@ -305,7 +305,9 @@ def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
         s2 = tuple(float(np.var(np.clip(x[m], -plan.R, plan.R), ddof=1))
                    for m in (~treated, treated))
     else:
-        s2 = (groups[0].variance, groups[1].variance)
+        s0, s1 = groups[0].variance, groups[1].variance
+        assert s0 is not None and s1 is not None, "bug: private variances were not released"
+        s2 = (s0, s1)
     release = interval(groups[0].mean, groups[1].mean, s2[0], s2[1], plan,
                        (groups[0].n_received, groups[1].n_received), estimand=estimand,
                        ci_form=ci_form, alpha=alpha, secagg=secagg, evaluation=evaluation)

@@ -82,6 +82,9 @@ def nonasymptotic_halfwidth(kind: str, estimand: str, R: float, n_treated: int, 
         raise ValueError(f"estimand must be one of {ESTIMANDS}, got {estimand!r}")
     if kind not in ("paper", "corrected"):
         raise ValueError(f"kind must be one of {NONASYMPTOTIC_KINDS}, got {kind!r}")
+    if (m2 is None) != (theta2 is None):
+        raise ValueError(f"m2 and theta2 are given together or not at all, got m2={m2!r}, "
+                         f"theta2={theta2!r}")
     if n_t != n_c or len(set(theta1)) != 1 or (theta2 is not None and len(set(theta2)) != 1):
         raise ValueError(f"ci_form={kind!r} assumes n_c = n_t and one theta per moment (spec "
                          f"§3.4), got n_c={n_c}, n_t={n_t}; use 'hoeffding' instead")
@@ -90,7 +93,7 @@ def nonasymptotic_halfwidth(kind: str, estimand: str, R: float, n_treated: int, 
     sigma2 = sampling_variance(s2_treated, s2_control, n_t, n_c, estimand)
     l1, lc = math.log(2.01 / beta), math.log(1200 / beta)
     if kind == "paper":
-        A = 0.0 if theta2 is None else lc * R**4 / (4 * m2 * n * theta2[0] ** 2)
+        A = 0.0 if theta2 is None or m2 is None else lc * R**4 / (4 * m2 * n * theta2[0] ** 2)
         B = lc * R * R / (2 * m1 * n * th1 * th1)
         first = A**0.25 + B**0.25
         second = (math.sqrt(A) + math.sqrt(B)) / math.sqrt(s2_sum) if s2_sum > 0 else math.inf
@@ -98,7 +101,8 @@ def nonasymptotic_halfwidth(kind: str, estimand: str, R: float, n_treated: int, 
                  + math.sqrt(4 * l1 / n) * min(first, second))
         return math.sqrt(2 * sigma2 * l1) + gamma
     e_mu = math.sqrt(2 * R * R * lc / (n * m1 * th1 * th1))
-    e_2 = 0.0 if theta2 is None else math.sqrt(R**4 * lc / (2 * m2 * n * theta2[0] ** 2))
+    e_2 = (0.0 if theta2 is None or m2 is None
+           else math.sqrt(R**4 * lc / (2 * m2 * n * theta2[0] ** 2)))
     e_v = e_2 + e_mu * (2 * R + e_mu)
     sd_err = min(math.sqrt(e_v), e_v / math.sqrt(s2_sum) if s2_sum > 0 else math.inf)
     gamma = 56 * R * lc / (3 * (n - 2)) + e_mu + math.sqrt(4 * l1 / n) * sd_err

@@ -100,8 +100,8 @@ def plan_release(n_treated: int, n_control: int, *, R: float, epsilon: float, de
     check_float_range(R, max(sizes), min(n_plan), cal)
     return ReleasePlan(R=R, n_clients=(sizes[0], sizes[1]), n_plan=(n_plan[0], n_plan[1]),
                        m1=cal.m1, m2=cal.m2, variance_mode=variance_mode, calibration=cal,
-                       moduli1=tuple(modulus_for(g, cal.m1) for g in sizes),
-                       moduli2=tuple(modulus_for(g, cal.m2) for g in sizes))
+                       moduli1=(modulus_for(sizes[0], cal.m1), modulus_for(sizes[1], cal.m1)),
+                       moduli2=(modulus_for(sizes[0], cal.m2), modulus_for(sizes[1], cal.m2)))
 
 
 def check_float_range(R: float, n_max: int, n_min: int, cal: JointCalibration) -> None:
@@ -169,7 +169,9 @@ def aggregate(reports: ClientReports, plan: ReleasePlan, group: int, *, secagg: 
                                  f"{GROUPS[group]} group, fewer than the planned "
                                  f"{plan.n_plan[group]}; nothing released")
             views.append(view)
-    return views[0], views[1]
+    first, second = views
+    assert first is not None, "bug: a group without its first-moment reports"
+    return first, second
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ Canonne, Kamath, Steinke (2020), "The discrete Gaussian for differential privacy
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import numpy as np
 from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, compute_epsilon
+from numpy.typing import ArrayLike
 from scipy.special import gammaln, logsumexp
 
 #: The reproduction grid of spec §2.3 (dp_accounting's default orders).
@@ -24,7 +24,7 @@ DEFAULT_ORDERS: tuple[float, ...] = tuple(float(a) for a in DEFAULT_RDP_ORDERS)
 _TAIL_MARGIN = 45.0
 
 
-def check_orders(orders: Sequence[float] | None) -> np.ndarray:
+def check_orders(orders: ArrayLike | None) -> np.ndarray:
     """Validate a grid of Rényi orders (all > 1, finite); ``None`` gives :data:`DEFAULT_ORDERS`."""
     if orders is None:
         return np.asarray(DEFAULT_ORDERS, dtype=float)
@@ -100,7 +100,7 @@ def _log_moments(n: int, theta: float, exponents: np.ndarray) -> np.ndarray:
     return out
 
 
-def pbm_rdp(n: int, m: int, theta: float, orders: Sequence[float] | None = None) -> np.ndarray:
+def pbm_rdp(n: int, m: int, theta: float, orders: ArrayLike | None = None) -> np.ndarray:
     """RDP curve of one PBM sum over ``n`` clients with ``m`` trials each.
 
     Algorithm 5 / eq. (6) in closed form: spec federated_secagg.md §2.3. Returns
@@ -140,8 +140,8 @@ def pbm_rdp(n: int, m: int, theta: float, orders: Sequence[float] | None = None)
     return m * np.maximum(forward, backward) / (a - 1.0)
 
 
-def cks_epsilon(rdp: Sequence[float], delta: float,
-                orders: Sequence[float] | None = None) -> tuple[float, float]:
+def cks_epsilon(rdp: ArrayLike, delta: float,
+                orders: ArrayLike | None = None) -> tuple[float, float]:
     """(epsilon, optimal order) of an RDP curve at ``delta``: CKS 2020 Prop. 12, spec §1.
 
     Delegates to ``dp_accounting.rdp.compute_epsilon``:

@@ -97,7 +97,7 @@ class Cap:
         """The cap as epsilon at the cap's delta (GDP caps converted by Lemma 2, spec §1.3)."""
         if self.kind == "epsilon":
             return self.value
-        return gdp_epsilon(self.zeta, self.delta)  # type: ignore[arg-type]
+        return gdp_epsilon(self.zeta, self.delta)
 
     def describe(self) -> str:
         if self.kind == "zeta":
@@ -189,8 +189,8 @@ def compose(charges: Sequence[PrivacyCharge], delta: float = DEFAULT_DELTA) -> S
     """Compose charges on one dataset and report (epsilon at ``delta``) per the table above."""
     if not charges:
         return Spend(0, 0.0, delta, "none", zeta=0.0, rho=0.0)
-    rhos = [zcdp_rho(c) for c in charges]
-    rho = None if None in rhos else _up(float(sum(rhos, Fraction(0))))  # type: ignore[arg-type]
+    rhos = [r for r in (zcdp_rho(c) for c in charges) if r is not None]
+    rho = _up(float(sum(rhos, Fraction(0)))) if len(rhos) == len(charges) else None
     if all(c.mechanism == "gaussian" for c in charges):
         zeta = compose_gdp([c.zeta for c in charges])  # type: ignore[misc]
         return Spend(len(charges), _up(_gdp_epsilon_or_inf(zeta, delta)), delta, "gdp",
@@ -207,8 +207,7 @@ def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]
         return False, spend
     if cap.kind == "rho":
         # exact: sum rho_j <= rho_cap in rationals (composition: Bun & Steinke 2016, Lemma 1.7)
-        total = sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
-        return total <= Fraction(cap.value), spend
+        return _total_rho(charges) <= Fraction(cap.value), spend
     if spend.zeta is not None and cap.zeta is not None:
         # exact: sum zeta_j^2 <= zeta_cap^2 (= 2 rho) in rational arithmetic on the stored floats
         total = sum((Fraction(c.zeta) ** 2 for c in charges), Fraction(0))  # type: ignore[arg-type]
@@ -220,6 +219,16 @@ def within_cap(charges: Sequence[PrivacyCharge], cap: Cap) -> tuple[bool, Spend]
             return True, spend
         return gdp_delta(cap.value, spend.zeta) * (1 + TOLERANCE) <= cap.delta, spend
     return spend.epsilon <= _down(cap.epsilon), spend
+
+
+def _total_rho(charges: Sequence[PrivacyCharge]) -> Fraction:
+    """Exact sum of the charges' zCDP rho; every charge admitted under a zeta/rho cap has one."""
+    total = Fraction(0)
+    for c in charges:
+        rho = zcdp_rho(c)
+        assert rho is not None, f"bug: a {c.mechanism} charge under a zCDP cap has no rho"
+        total += rho
+    return total
 
 
 def headroom(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | None]:
@@ -237,7 +246,7 @@ def headroom(charges: Sequence[PrivacyCharge], cap: Cap) -> dict[str, float | No
                 "next_pure_epsilon": None if cap.kind == "zeta" else 0.0}
     if cap.kind in {"zeta", "rho"}:
         bound = Fraction(cap.value) ** 2 / 2 if cap.kind == "zeta" else Fraction(cap.value)
-        left = bound - sum((zcdp_rho(c) for c in charges), Fraction(0))  # type: ignore[misc]
+        left = bound - _total_rho(charges)
         largest = _down(math.sqrt(2 * left)) if left > 0 else 0.0
         next_zeta, next_pure = largest, (None if cap.kind == "zeta" else largest)
     else:
@@ -311,8 +320,8 @@ def pure_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
 def _rdp_epsilon(charges: Sequence[PrivacyCharge], delta: float) -> float:
     """RDP composition; pure/Laplace charges go through RDP or add by basic composition,
     whichever is smaller (both are valid bounds)."""
-    grid = np.array(sorted({a for c in charges if c.mechanism == "rdp" for a in c.rdp_orders
-                            if a > 1}))
+    grid = np.array(sorted({a for c in charges if c.mechanism == "rdp"
+                            for a in (c.rdp_orders or ()) if a > 1}))
     if grid.size == 0:
         raise ValueError("an rdp charge needs at least one order > 1; got none")
     base = np.zeros_like(grid)  # curves that only RDP can compose

@@ -100,7 +100,9 @@ def exists(url: str) -> bool:
     parsed = _parse(url)
     if parsed.get_backend_name() != "sqlite":
         return True
-    return bool(parsed.database) and Path(parsed.database).exists()
+    if not parsed.database:
+        return False
+    return Path(parsed.database).exists()
 
 
 def open_engine(url: str, create: bool) -> Engine:
@@ -140,12 +142,12 @@ def _serialise_sqlite(engine: Engine) -> None:
     """Replace pysqlite's implicit transactions: every transaction starts with BEGIN IMMEDIATE."""
 
     @sa.event.listens_for(engine, "connect")
-    def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+    def _connect(dbapi_conn, _record):
         dbapi_conn.isolation_level = None
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
 
     @sa.event.listens_for(engine, "begin")
-    def _begin(conn):  # type: ignore[no-untyped-def]
+    def _begin(conn):
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 

@@ -20,7 +20,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -209,14 +209,15 @@ class Ledger:
     def budgets(self) -> pd.DataFrame:
         """One row per dataset: unit, cap, charges by status, composed spend, and what one more
         release could spend (``next_*``, rounded down; :func:`composition.headroom`)."""
-        read = []
+        read: list[tuple[dict[str, Any], list[PrivacyCharge], dict[str, int]]] = []
         with self.engine.begin() as conn:  # read only; the composition runs after the lock
             _mark_dead_reservations(conn)
-            for d in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
+            for dset in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
                 statuses = conn.execute(
-                    sa.select(_T.c.status, sa.func.count()).where(_T.c.dataset == d["name"])
+                    sa.select(_T.c.status, sa.func.count()).where(_T.c.dataset == dset["name"])
                     .group_by(_T.c.status)).all()
-                read.append((dict(d), _charges_of(conn, d["name"]), dict(statuses)))
+                read.append((dict(dset), _charges_of(conn, dset["name"]),
+                             {status: count for status, count in statuses}))
         rows = []
         for d, recorded, counts in read:
             cap = _cap_of(d)
@@ -521,7 +522,7 @@ def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.Ro
     return row
 
 
-def _cap_of(row: sa.RowMapping) -> Cap:
+def _cap_of(row: Mapping[Any, Any]) -> Cap:
     return Cap(row["cap_kind"], row["cap_value"], row["cap_delta"])
 
 
@@ -540,7 +541,7 @@ def _charge_row(c: PrivacyCharge) -> dict:
     )
 
 
-def _row_charge(r: sa.RowMapping) -> PrivacyCharge:
+def _row_charge(r: Mapping[Any, Any]) -> PrivacyCharge:
     def curve(text: str | None) -> tuple[float, ...] | None:
         return None if text is None else tuple(json.loads(text))
 

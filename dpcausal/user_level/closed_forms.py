@@ -168,7 +168,7 @@ def scalar_grid_error(
 
 
 def check_error_params(
-    U: float, eps: float, variant: str, split: tuple[float, float], weights: tuple[float, float]
+    U: float, eps: float, variant: str, split: tuple[float, ...], weights: tuple[float, ...]
 ) -> None:
     """Validate the public parameters of :func:`grid_error` (raises ``ValueError`` naming the
     fix)."""

@@ -321,7 +321,7 @@ class UserLevelRelease(Mechanism):
                 "rollback_partial_stage": bool(self.rollback_partial_stage)}
 
     # ------------------------------------------------------------------ contract
-    def check_input(  # type: ignore[override]
+    def check_input(
             self, records: pd.DataFrame, *, outcome: str, unit: str,
             treatment: str | None = None, stratum: str | Sequence[str] | None = None,
             order: str | None = None, record: str | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
@@ -314,7 +315,7 @@ def test_truncated_ledger_is_detected(tmp_path: Path) -> None:
 
 def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "mlflow.db"
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:  # closed, not only committed
         conn.execute("CREATE TABLE runs (id INTEGER)")
     with pytest.raises(LedgerError, match="holds no ledger tables"):
         Ledger(f"sqlite:///{path}", create=True)

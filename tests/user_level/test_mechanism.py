@@ -142,14 +142,14 @@ def test_check_input_refusals_name_the_role(records, roles, match, noise_source)
 def test_fits_charge_a_ledger_k_eps_per_user(records, tmp_path):
     from dpcausal.ledger import Ledger
 
-    led = Ledger(f"sqlite:///{tmp_path / 'l.db'}", create=True)
-    led.set_budget("panel", epsilon=100.0, delta=1e-5)
-    previous = session.use_ledger(led, "panel")
-    try:
-        out = _mech(epsilon=0.5).fit(records, **ROLES)
-    finally:
-        session.use_accountant(previous)
-    spent = led.spent("panel")
+    with Ledger(f"sqlite:///{tmp_path / 'l.db'}", create=True) as led:
+        led.set_budget("panel", epsilon=100.0, delta=1e-5)
+        previous = session.use_ledger(led, "panel")
+        try:
+            out = _mech(epsilon=0.5).fit(records, **ROLES)
+        finally:
+            session.use_accountant(previous)
+        spent = led.spent("panel")
     # one charge of K * eps (the ledger reports it at its delta: the PLD gives a hair less)
     assert spent.n_charges == 1 and spent.epsilon == pytest.approx(out.privacy.epsilon, rel=1e-4)
     assert spent.epsilon <= out.privacy.epsilon
