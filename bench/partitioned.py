@@ -77,7 +77,8 @@ def main() -> None:
     from prefect.server.api.server import SubprocessASGIServer
     from prefect_dask import DaskTaskRunner
 
-    from dpcausal.planner import plan, recommended
+    from dpcausal import PrivateATE
+    from dpcausal.planner import predicted_seconds
     from flows.partitioned_release import partitioned_release
 
     source, small = work / "source", work / "baseline"
@@ -89,11 +90,10 @@ def main() -> None:
         gen.join()                    # own process: the peak RSS printed for the flow is its own
     print(f"generated {args.n:,} rows in {args.partitions} Parquet files "
           f"in {time.perf_counter() - t0:.1f} s (not counted)")
-    row = recommended(plan(args.n, args.d, outcome_bounds=(-1, 1), compute_budget=args.budget,
-                           ci_share=0.1, sigma2="paper"))      # what the flow's planner call picks
-    K = int(row["n_folds"])
-    print(f"planner: K = {K} ({args.n // K:,} rows per fold), predicted {row['seconds']:.0f} s "
-          f"on this machine class, expected CI half-width {row['halfwidth']:.4g}")
+    K = PrivateATE(outcome_bounds=(-1, 1), compute_budget=args.budget).resolved_n_folds(
+        args.n, args.d)                                  # what the flow's n_folds="auto" picks
+    print(f"planner: K = {K} ({args.n // K:,} rows per fold), predicted "
+          f"{predicted_seconds(args.n, K, 'aipw'):.0f} s on this machine class")
 
     server = SubprocessASGIServer()
     server.start(timeout=120)

@@ -41,7 +41,6 @@ from dpcausal.partitioned import (
     release_from_estimates,
     release_key,
 )
-from dpcausal.planner import plan, recommended
 from tasks.partitioned import (
     all_fold_models,
     describe_partition,
@@ -78,10 +77,11 @@ def partitioned_release(
     """One private ATE release from a directory of Parquet partitions (module docstring).
 
     ``estimator`` holds :class:`dpcausal.PrivateATE`'s public parameters (``outcome_bounds``
-    required); ``n_folds=None`` takes the planner's recommended K within ``compute_budget``
-    seconds. Release mode charges ``dataset_id`` in the ledger (``ledger_url``, default the
-    project's) and returns the committed release as a dict; evaluation mode charges nothing, is
-    refused for a dataset the ledger knows, and returns the non-private estimates too.
+    required); ``n_folds=None`` takes the planner's K (``n_folds="auto"``) within
+    ``compute_budget`` seconds. Release mode charges ``dataset_id`` in the ledger
+    (``ledger_url``, default the project's) and returns the committed release as a dict;
+    evaluation mode charges nothing, is refused for a dataset the ledger knows, and returns the
+    non-private estimates too.
     """
     logger = get_run_logger()
     parts = list_partitions(source)
@@ -89,8 +89,9 @@ def partitioned_release(
     rows = [r for r, _ in described]
     roles = _roles(described, id_column, treatment, outcome, covariates)
     n, d = sum(rows), len(roles.covariates)
-    est = PrivateATE(**estimator, folds="secret")
-    K = n_folds or _planned_folds(n, d, est, compute_budget)
+    est = PrivateATE(**{"compute_budget": compute_budget, **estimator}, folds="secret",
+                     n_folds=n_folds or "auto")
+    K = est.resolved_n_folds(n, d)                          # n_folds=None: the planner's K
     est.set_params(n_folds=K)
     est._params(n, d)                                       # public refusals, before the charge
     est.check_mode(evaluation)
@@ -194,16 +195,6 @@ def _roles(described: list[tuple[int, dict[str, str]]], id_column: str, treatmen
         raise TypeError(f"id column {id_column!r} must hold integers or strings, "
                         f"got {schema[id_column]}")
     return Roles(id=id_column, treatment=treatment, outcome=outcome, covariates=tuple(covariates))
-
-
-def _planned_folds(n: int, d: int, est: PrivateATE, compute_budget: float) -> int:
-    """The planner's recommended K for ``est``'s public settings within the compute budget
-    (data-free)."""
-    p = est.get_params(deep=False)
-    table = plan(n, d, compute_budget=compute_budget,
-                 **{k: p[k] for k in ("outcome_bounds", "estimator", "propensity_clip", "zeta",
-                                      "ci_share", "sigma2", "ci", "alpha", "p1", "sensitivity")})
-    return int(recommended(table)["n_folds"])
 
 
 def _curator_fold_key() -> bytes:

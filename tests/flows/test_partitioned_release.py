@@ -79,3 +79,11 @@ def test_evaluation_is_refused_for_a_budgeted_dataset(source):
         _run(source, dataset_id="partitioned-eval", evaluation=True)
     out = _run(source, evaluation=True)
     assert out["evaluation"] is True and abs(out["nonprivate"]["ate"] - 0.15) < 0.05
+
+
+def test_without_n_folds_the_planner_picks_k(source):
+    from dpcausal import PrivateATE
+
+    out = _run(source, n_folds=None, compute_budget=60.0, evaluation=True)
+    planned = PrivateATE(outcome_bounds=(-1, 1), compute_budget=60.0).resolved_n_folds(6000, 2)
+    assert out["n_folds"] == planned > 12
