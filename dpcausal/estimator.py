@@ -383,17 +383,19 @@ class PrivateATE(Mechanism):
         return self._scores(A, Y, self.aggregate(X, fold_ids, fold_models))
 
     def release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
-                     d: int | None = None, evaluation: bool = False) -> ATERelease:
+                     d: int | None = None, evaluation: bool = False,
+                     params: dict[str, Any] | None = None) -> ATERelease:
         """The release from ``sum_i Gamma_i`` and ``sum_i Gamma_i^2`` over all n rows (e.g.
         summed over partitions of :meth:`block_scores`): tau_hat = total / n, V_hat = (total_sq
         - n tau_hat^2) / (n (n - 1)) (spec §2.1), then the noise as :meth:`release`, calibrated
-        for ``n_folds`` (checked against this estimator's K)."""
+        for ``n_folds`` (checked against this estimator's K). ``params`` adds public facts of
+        how the sums were made (e.g. the partitioned fold rule) to the release's."""
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat = total / n
             v_hat = max(0.0, (total_sq - n * tau_hat * tau_hat) / (n * (n - 1)))
             _check_finite(tau_hat, v_hat)
-        return self._draw(tau_hat, v_hat, n, d, evaluation, n_folds=n_folds)
+        return self._draw(tau_hat, v_hat, n, d, evaluation, n_folds=n_folds, params=params)
 
     def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
                 ) -> np.ndarray:
@@ -407,8 +409,8 @@ class PrivateATE(Mechanism):
         return tau_hat, v_hat
 
     def _draw(self, tau_hat: float, v_hat: float, n: int, d: int | None, evaluation: bool,
-              diagnostics: dict[str, float] | None = None, n_folds: int | None = None
-              ) -> ATERelease:
+              diagnostics: dict[str, float] | None = None, n_folds: int | None = None,
+              params: dict[str, Any] | None = None) -> ATERelease:
         """The noise, calibrated to the K the nuisances were aggregated over (checked)."""
         cal = self.calibration(n, d)
         if n_folds is not None and n_folds != cal.n_folds:
@@ -417,7 +419,8 @@ class PrivateATE(Mechanism):
                 f"calibrated for {cal.n_folds}: pass the same n_folds (and d for 'auto')")
         return draw_release(
             tau_hat, v_hat, cal, self._noise_rng(evaluation), alpha=self.alpha,
-            p1=self.p1, ci_mode=self.ci, delta=self.delta, params=self.public_params(n, d),
+            p1=self.p1, ci_mode=self.ci, delta=self.delta,
+            params={**self.public_params(n, d), **(params or {})},
             evaluation=evaluation, diagnostics=diagnostics,
         )
 

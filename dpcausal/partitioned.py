@@ -31,9 +31,10 @@ constant nuisances of an empty fold (propensity 1/2, outcome models ``None``, i.
 the bounds: spec §2.7 fallbacks).
 
 Phases: :func:`fit_partition` (fold models of one partition), :func:`partition_sums`
-(n_p, sum Gamma, sum Gamma^2 over one partition, given all K fold models), :func:`combine`
-(tau_hat = S1/n, V_hat = (S2 - S1^2/n)/(n(n-1)): spec §2.1), :func:`release_from_estimates`
-(the noise, drawn once, through :func:`dpcausal.release.draw_release`). The sums and models are
+(n_p, sum Gamma, sum Gamma^2 over one partition, given all K fold models, through
+:meth:`PrivateATE.block_scores`), :func:`combine` (the sums over partitions), then
+:meth:`PrivateATE.release_sums` (tau_hat = S1/n, V_hat = (S2 - S1^2/n)/(n(n-1)), spec §2.1, and
+the noise, drawn once). The sums and models are
 non-private: in a release they stay in memory and never reach logs, results stores or errors.
 """
 
@@ -52,9 +53,6 @@ import pandas as pd
 
 from dpcausal.estimator import PrivateATE
 from dpcausal.nuisance import FoldModels
-from dpcausal.release import ATERelease, draw_release
-from dpcausal.scores import scores
-from dpcausal.sensitivity import outcome_scale
 from dpcausal.validation import check_schema, check_values, outcome_bounds, private_failures
 
 
@@ -186,37 +184,20 @@ def partition_sums(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key: byte
     X, A, Y = _arrays(frame, roles, est, evaluation)
     with private_failures(evaluation, "scoring"):
         fold_ids = assign_folds(frame[roles.id].to_numpy(), key, folds)
-        centre = outcome_scale(est.estimator, outcome_bounds(est.outcome_bounds))[1]
-        gamma = scores(est.estimator, A, Y, est.aggregate(X, fold_ids, fold_models), centre)
+        gamma = est.block_scores(X, A, Y, fold_ids, fold_models)
         return ScoreSums(n=int(gamma.size), s1=float(gamma.sum()), s2=float(gamma @ gamma))
 
 
-def combine(sums: Sequence[ScoreSums]) -> tuple[float, float, int]:
-    """(tau_hat, V_hat, n) from the partitions' sums: tau_hat = S1/n and
-    V_hat = sum (Gamma_i - tau_hat)^2 / (n(n-1)) = (S2 - S1^2/n) / (n(n-1)) (spec §2.1)."""
-    n = sum(s.n for s in sums)
-    s1 = math.fsum(s.s1 for s in sums)
-    s2 = math.fsum(s.s2 for s in sums)
-    tau = s1 / n
-    v = max(0.0, s2 - s1 * tau) / (n * (n - 1))
-    if not (math.isfinite(tau) and math.isfinite(v)):
-        raise AssertionError("bug: tau_hat and V_hat must be finite before the noise")
-    return tau, v, n
+def combine(sums: Sequence[ScoreSums]) -> ScoreSums:
+    """The partitions' sums added up (compensated summation), for
+    :meth:`PrivateATE.release_sums`."""
+    return ScoreSums(n=sum(s.n for s in sums), s1=math.fsum(s.s1 for s in sums),
+                     s2=math.fsum(s.s2 for s in sums))
 
 
-def release_from_estimates(est: PrivateATE, tau_hat: float, v_hat: float, n: int, d: int, *,
-                           id_column: str, n_partitions: int, evaluation: bool = False
-                           ) -> ATERelease:
-    """The noisy release of a pre-computed (tau_hat, V_hat) on n rows: the calibration of
-    ``est`` (Theorem 1, spec §2.5) and :func:`dpcausal.release.draw_release` (exact discrete
-    Gaussians, drawn once from OS entropy; a ``noise_seed`` only in evaluation). The caller
-    has reserved the charge (:meth:`PrivateATE.privacy_charge`)."""
-    est.check_mode(evaluation)
-    params = {**est.public_params(n, d), "folds": f"keyed_hash({id_column})",
-              "partitions": n_partitions}
-    return draw_release(tau_hat, v_hat, est.calibration(n), est._noise_rng(evaluation),
-                        alpha=est.alpha, p1=est.p1,
-                        ci_mode=est.ci, delta=est.delta, params=params, evaluation=evaluation)
+def fold_rule(id_column: str, n_partitions: int) -> dict[str, Any]:
+    """The public description of the fold rule, added to the release's parameters."""
+    return {"folds": f"keyed_hash({id_column})", "partitions": n_partitions}
 
 
 def write_parquet_partitions(path: str | Path, n: int, d: int, n_partitions: int,

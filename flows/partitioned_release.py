@@ -11,7 +11,7 @@
    sum Gamma^2) given all K fold models, which Dask moves worker to worker (once per worker):
    only the partitions' sums reach the flow process.
 5. The flow combines the sums into (tau_hat, V_hat, n) and makes one noisy release
-   (:func:`dpcausal.partitioned.release_from_estimates`), committed before it is returned.
+   (:meth:`dpcausal.PrivateATE.release_sums`), committed before it is returned.
 
 Progress of both phases is logged (partitions done / total) and shown as Prefect progress
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
@@ -38,7 +38,7 @@ from dpcausal.partitioned import (
     Roles,
     allocate_folds,
     combine,
-    release_from_estimates,
+    fold_rule,
     release_key,
 )
 from tasks.partitioned import (
@@ -102,11 +102,11 @@ def partitioned_release(
     def compute() -> dict[str, Any]:
         models = _fit_phase(parts, roles, est, key, folds, evaluation)
         sums = _aggregation_phase(parts, roles, est, key, folds, models, evaluation)
-        tau_hat, v_hat, n_rows = combine(sums)
-        if n_rows != n:
+        total = combine(sums)
+        if total.n != n:
             raise AssertionError("bug: the partitions' rows differ from their footers' counts")
-        return release_from_estimates(est, tau_hat, v_hat, n, d, id_column=id_column,
-                                      n_partitions=len(parts), evaluation=evaluation).to_dict()
+        return est.release_sums(n, total.s1, total.s2, n_folds=K, d=d, evaluation=evaluation,
+                                params=fold_rule(id_column, len(parts))).to_dict()
 
     if evaluation:
         if dataset_id is not None:

@@ -18,8 +18,8 @@ from dpcausal.partitioned import (
     assign_folds,
     combine,
     fit_partition,
+    fold_rule,
     partition_sums,
-    release_from_estimates,
     write_parquet_partitions,
 )
 from dpcausal.validation import ReleaseFailedError
@@ -112,7 +112,8 @@ def test_partitioned_equals_in_memory_on_the_same_folds(partitions, estimator):
     K = 12
     est = PrivateATE(estimator=estimator, n_folds=K, outcome_bounds=(-1, 1))
     folds, _, sums = _partitioned(partitions, est, K)
-    tau, v, n = combine(sums)
+    total = combine(sums)
+    n = total.n
     # in memory: all rows in one frame, in another order, folds from the same (key, id) rule
     whole = pd.concat(partitions, keys=range(3), names=["part", None]).sample(frac=1.0,
                                                                               random_state=3)
@@ -124,11 +125,10 @@ def test_partitioned_equals_in_memory_on_the_same_folds(partitions, estimator):
                      ).fit(whole[list(ROLES.covariates)].to_numpy(), whole["A"].to_numpy(),
                            whole["Y"].to_numpy(), evaluation=True)
     assert n == len(whole) == ref.n
-    assert tau == pytest.approx(ref.nonprivate["ate"], rel=1e-9, abs=1e-12)
-    assert v == pytest.approx(ref.nonprivate["variance"], rel=1e-9)
-    rel = release_from_estimates(est, tau, v, n, 3, id_column="id", n_partitions=3,
-                                 evaluation=True)
-    assert rel.nonprivate == {"ate": tau, "variance": v}
+    rel = est.release_sums(n, total.s1, total.s2, n_folds=K, d=3, evaluation=True,
+                           params=fold_rule("id", 3))
+    assert rel.nonprivate["ate"] == pytest.approx(ref.nonprivate["ate"], rel=1e-9, abs=1e-12)
+    assert rel.nonprivate["variance"] == pytest.approx(ref.nonprivate["variance"], rel=1e-9)
     assert rel.noise == ref.noise and rel.privacy == ref.privacy
     assert rel.params["folds"] == "keyed_hash(id)" and rel.params["partitions"] == 3
 
@@ -181,21 +181,25 @@ def test_combine_is_mean_and_variance_of_the_scores():
     rng = np.random.default_rng(2)
     gamma = rng.normal(0.3, 2.0, 1000)
     parts = np.split(gamma, [100, 650])
-    tau, v, n = combine([ScoreSums(len(g), float(g.sum()), float(g @ g)) for g in parts])
-    assert n == 1000
-    assert tau == pytest.approx(gamma.mean(), rel=1e-12)
-    assert v == pytest.approx(gamma.var(ddof=1) / 1000, rel=1e-10)
+    total = combine([ScoreSums(len(g), float(g.sum()), float(g @ g)) for g in parts])
+    assert total.n == 1000
+    rel = PrivateATE(n_folds=10, outcome_bounds=(-1, 1)).release_sums(
+        total.n, total.s1, total.s2, n_folds=10, d=1, evaluation=True)
+    assert rel.nonprivate["ate"] == pytest.approx(gamma.mean(), rel=1e-12)
+    assert rel.nonprivate["variance"] == pytest.approx(gamma.var(ddof=1) / 1000, rel=1e-10)
 
 
 def test_release_mode_draws_from_os_entropy_and_hides_estimates():
     est = PrivateATE(n_folds=10, outcome_bounds=(-1, 1))
-    a = release_from_estimates(est, 0.1, 1e-4, 5000, 3, id_column="id", n_partitions=2)
-    b = release_from_estimates(est, 0.1, 1e-4, 5000, 3, id_column="id", n_partitions=2)
+    def release(e):
+        return e.release_sums(5000, 500.0, 50.5, n_folds=10, d=3, params=fold_rule("id", 2))
+
+    a, b = release(est), release(est)
     assert a.nonprivate is None and not a.evaluation
     assert a.ate != b.ate
     seeded = PrivateATE(n_folds=10, outcome_bounds=(-1, 1), noise_seed=1)
     with pytest.raises(ValueError, match="noise_seed is for evaluation"):
-        release_from_estimates(seeded, 0.1, 1e-4, 5000, 3, id_column="id", n_partitions=2)
+        release(seeded)
 
 
 def test_a_data_dependent_failure_is_generic_in_a_release(partitions):
