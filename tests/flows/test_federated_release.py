@@ -228,7 +228,7 @@ def test_client_encoding_runs_on_dask_workers_with_the_same_reports(make_fed, fe
     with ThreadPoolExecutor(2) as pool:
         assert reports(pool) == reference
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         runner = RunnerConfig(kind="dask", address=cluster.scheduler_address)
         with chunk_executor(runner) as executor:
             assert reports(executor) == reference

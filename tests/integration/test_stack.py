@@ -155,7 +155,7 @@ def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
     dep = _deployment(stack, "demo")
     base = {"mode": "evaluation", "noise_seed": 7, "ledger.dataset_id": "it-dask"}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:
+                      dashboard_address=":0") as cluster:
         ids = {}
         for name, extra in (("it-threads", {}), ("it-dask", {
                 "runner.kind": "dask", "runner.address": cluster.scheduler_address,
