@@ -24,8 +24,8 @@ def dp_meta_analysis(config: MetaConfig) -> dict[str, Any]:
     out = result.to_dict()
     pooled = {k: out.get(k) for k in ("ate", "se") if k in out}
     if out.get("ci"):
-        pooled["ci_lower"], pooled["ci_upper"] = out["ci"]
-    table = [{k: v for k, v in row.items() if k in ("label", "ate", "se", "ci_lower", "ci_upper",
+        pooled["ci_low"], pooled["ci_high"] = out["ci"]
+    table = [{k: v for k, v in row.items() if k in ("label", "ate", "se", "ci_low", "ci_high",
                                                      "weight")}
              for row in result.studies.to_dict(orient="records")]
     publish_meta(table, pooled, run_url(tracked["tracking_uri"], tracked["experiment_id"],

@@ -101,7 +101,7 @@ def read_released_studies(config: MetaConfig) -> tuple[pd.DataFrame, list[str]]:
 def pool_studies(config: MetaConfig, studies: pd.DataFrame) -> MetaResult:
     """``dpcausal.meta.combine`` on released numbers only (spec dp_ate_ensemble.md §4)."""
     labels = studies["label"].astype(str).tolist() if "label" in studies else []
-    by_run = dict(zip(studies.get("run_id", []), labels, strict=True))
+    by_run = dict(zip(studies["run_id"], labels, strict=True)) if "run_id" in studies else {}
     shared = labels if "*" in config.shared else [by_run.get(s, s) for s in config.shared]
     columns = [c for c in ("label", "ate", "se", "variance", "zeta", "n", "dataset")
                if c in studies]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 class Recorder:
-    """A progress listener (tasks.progress) that records every event."""
+    """A progress listener (flows.progress) that records every event."""
 
     def __init__(self):
         self.events = []
