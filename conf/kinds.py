@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Union
 
 import numpy as np
+import pandas as pd
 from pydantic import Discriminator, Tag
 
 from conf.cluster_dp import ClusterDPConfig
@@ -36,7 +37,8 @@ from dpcausal.user_level import UserLevelRelease
 class Kind:
     """One release kind: ``build`` makes the mechanism from a config, ``roles`` gives the
     column roles of ``check_input``, ``detail`` what the ledger's history records of a release
-    (public parameters only), ``cap`` the ``set-budget`` arguments a config suggests."""
+    (public parameters only), ``cap`` the ``set-budget`` arguments a config suggests, and
+    ``published`` the tables a release publishes besides its figures (artifact name -> table)."""
 
     name: str
     model: type
@@ -45,6 +47,7 @@ class Kind:
     roles: Callable[[Any], dict[str, Any]]
     detail: Callable[[Any], dict[str, Any]]
     cap: Callable[[Any], str]
+    published: Callable[[Any], dict[str, pd.DataFrame]] | None = None
 
     def columns(self, config: Any) -> list[str] | None:
         """The columns the release reads (every other column is dropped at load); None: all of
@@ -108,6 +111,13 @@ def _cluster_detail(config: ClusterDPConfig) -> dict[str, Any]:
             "bounds": [min(m.values), max(m.values)], "accounting": m.accounting}
 
 
+def _cluster_published(release: Any) -> dict[str, pd.DataFrame]:
+    """What the platform publishes (spec cluster_dp.md Fig. 1): the privatized unit-level data
+    (secret order within (cluster, arm), no source index) and the noisy priors."""
+    return {"privatized.parquet": release.published.data,
+            "priors.parquet": release.published.priors}
+
+
 # ------------------------------------------------------------------ federated
 def _build_federated(config: FederatedConfig) -> FederatedATE:
     return FederatedATE(**config.mechanism.model_dump(), random_state=config.noise_seed)
@@ -157,7 +167,8 @@ KINDS: dict[str, Kind] = {
     "ate": Kind("ate", ReleaseConfig, "conf/release/demo.yaml", _build_core, _core_roles,
                 _core_detail, _zeta_cap),
     "cluster_dp": Kind("cluster_dp", ClusterDPConfig, "conf/release/cluster_dp_demo.yaml",
-                       _build_cluster_dp, _cluster_roles, _cluster_detail, _epsilon_cap),
+                       _build_cluster_dp, _cluster_roles, _cluster_detail, _epsilon_cap,
+                       _cluster_published),
     "federated": Kind("federated", FederatedConfig, "conf/release/federated_demo.yaml",
                       _build_federated, _federated_roles, _federated_detail, _epsilon_cap),
     "user_level": Kind("user_level", UserLevelConfig, "conf/release/user_level_demo.yaml",

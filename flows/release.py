@@ -113,7 +113,9 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
     spent = None if evaluation else ledger_ops.spent(dataset)
 
     progress.phase("log to MLflow")
-    log_release(run, published.release, evaluation, spent)
+    tables = (kind.published(published.result)
+              if kind.published is not None and published.result is not None else None)
+    log_release(run, published.release, evaluation, spent, tables)
     artifact = publish_release(dataset, published.release, release_id, spent, run.url)
     progress.phase("done")
     return {"kind": config.kind, "release": published.release, "text": published.text,

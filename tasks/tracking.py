@@ -141,9 +141,10 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
 @task(name="log_release", cache_policy=NO_CACHE, persist_result=False, retries=2,
       retry_delay_seconds=1)
 def log_release(run: TrackedRun, release: dict[str, Any], evaluation: bool,
-                spent: dict[str, Any] | None) -> None:
-    """The released values into ``run`` (metrics, ``release.json``, ``release.png``); ends it
-    FINISHED. Idempotent: a retry logs the same values again."""
+                spent: dict[str, Any] | None, tables: dict[str, Any] | None = None) -> None:
+    """The released values into ``run`` (metrics, ``release.json``, ``release.png`` and the
+    kind's published ``tables`` as Parquet files); ends it FINISHED. Idempotent: a retry logs the
+    same values again."""
     from mlflow.entities import Metric
 
     from tasks.plots_release import plot_release
@@ -157,6 +158,9 @@ def log_release(run: TrackedRun, release: dict[str, Any], evaluation: bool,
     client.log_dict(run.run_id, release, "release.json")
     with tempfile.TemporaryDirectory() as tmp:
         client.log_artifact(run.run_id, str(plot_release(release, Path(tmp) / "release.png")))
+        for name, table in (tables or {}).items():
+            table.to_parquet(Path(tmp) / name, index=False)
+            client.log_artifact(run.run_id, str(Path(tmp) / name))
     client.set_terminated(run.run_id, "FINISHED")
 
 
