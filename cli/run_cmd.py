@@ -86,10 +86,15 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -
             _unexpected(exc, config.evaluation)
         _fail(exc, exit_code(exc))
 
+    import signal
+
     from cli.printer import print_result
     from cli.progress_bar import progress_bar
     from flows.release import run_release
 
+    # SIGTERM unwinds like Ctrl-C, so the temporary Prefect server and any Dask cluster of the
+    # run stop with it (their context managers and atexit hooks run)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with progress_bar("folds", enabled=show_progress and not as_json):
             result = run_release(config)
