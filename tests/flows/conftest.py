@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
+from _flowtools import give_cap, write_exp_a
 
 QUIET = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
          "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
@@ -39,22 +39,6 @@ def project(tmp_path_factory):
 def exp_a_csv(project) -> Path:
     """Experiment A (spec §6.2), n = 2000, as the CLI's demo writes it."""
     return write_exp_a(project.root / "exp_a.csv", 11)
-
-
-def write_exp_a(path: Path, seed: int, n: int = 2000) -> Path:
-    """Experiment A (spec §6.2) as the CLI's demo writes it: columns X1, A, Y."""
-    from dpcausal.datasets import make_experiment_a
-
-    X, A, Y, _ = make_experiment_a(n, random_state=seed)
-    pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y}).to_csv(path, index=False)
-    return path
-
-
-def give_cap(dataset: str, **cap) -> None:
-    """The curator's explicit cap (a config never creates one): zeta 50 by default."""
-    from tasks.ledger_ops import set_initial_budget
-
-    set_initial_budget(dataset, **(cap or {"zeta": 50.0}))
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import give_cap, write_exp_a
+from _flowtools import give_cap, write_exp_a
 
 from dpcausal.ledger import Ledger
 

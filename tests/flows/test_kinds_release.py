@@ -12,8 +12,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from _flowtools import Scanner, flow_logs
-from conftest import give_cap
+from _flowtools import Scanner, flow_logs, give_cap
 
 from conf.kinds import load_any
 from conf.models import ConfigError

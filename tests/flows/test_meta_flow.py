@@ -22,7 +22,7 @@ def releases(project):
     """Three private core releases of three datasets (independent studies: releases of one
     dataset are not) and one evaluation run of other data (whose non-private and seeded values
     must never enter the pool)."""
-    from conftest import give_cap, write_exp_a
+    from _flowtools import give_cap, write_exp_a
 
     from conf.models import load_config
 
