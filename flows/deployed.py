@@ -40,6 +40,7 @@ def release_from_config(config_path: str = "conf/release/demo.yaml",
     if refresh_demo_data:
         config = load_any(path, items)
         data = write_demo(config.kind, data_dir() / "demo")
-        set_initial_budget(config.ledger.dataset_id, **DEMO[config.kind][1])
+        if not config.evaluation:  # a cap would (rightly) refuse an evaluation of the data
+            set_initial_budget(config.ledger.dataset_id, **DEMO[config.kind][1])
         items = [f"data.path={json.dumps(str(data))}", *items]
     return dp_release(config=load_any(path, items))

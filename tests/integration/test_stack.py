@@ -123,18 +123,27 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
         page.wait_text([fr["name"], "Completed"], 60, "Prefect flow-run page")
         page.screenshot(ARTIFACTS / "prefect_flow_run.png")
         # the release's table artifact: the released ATE, and the link to the MLflow run
-        page.goto(f"{stack.prefect}/artifacts/key/release-{DATASET}")
-        page.wait_text([f"{metrics['ate']:.6g}"], 60, "Prefect release artifact")
+        keys = [f"release-{DATASET}", f"mlflow-{DATASET}"]
+        arts = {}
+        for a in stack.api("POST", "/artifacts/filter", {  # newest first: this release's
+                "artifacts": {"key": {"any_": keys}}, "sort": "CREATED_DESC"}):
+            arts.setdefault(a["key"], a)
+        page.goto(f"{stack.prefect}/artifacts/artifact/{arts[f'release-{DATASET}']['id']}")
+        page.wait_text([f"{metrics['ate']:.6g}", "estimate"], 60, "Prefect release artifact")
         page.screenshot(ARTIFACTS / "prefect_release_artifact.png")
-        page.goto(f"{stack.prefect}/artifacts/key/mlflow-{DATASET}")
-        page.wait_text([ml["info"]["run_id"]], 60, "Prefect link artifact")
+        page.goto(f"{stack.prefect}/artifacts/artifact/{arts[f'mlflow-{DATASET}']['id']}")
+        page.wait_text(["MLflow run of this release"], 60, "Prefect link artifact")
+        assert ml["info"]["run_id"] in arts[f"mlflow-{DATASET}"]["data"]
         page.goto(f"{stack.mlflow}/#/experiments/{state['exp_id']}/runs/{ml['info']['run_id']}")
         text = page.wait_text(["ate", "epsilon", DATASET], 60, "MLflow run page")
         page.scroll_to("Metrics")  # the screenshot shows the released metrics, not just the tags
         time.sleep(0.5)
         page.screenshot(ARTIFACTS / "mlflow_run.png")
     tags = {t["key"]: t["value"] for t in ml["data"]["tags"]}
-    assert tags["prefect.flow_run_url"].endswith(fr["id"])  # the link back to Prefect
+    # the link back to Prefect: the dp_release run (a subflow of the deployment's run)
+    release_run = tags["prefect.flow_run_id"]
+    assert tags["prefect.flow_run_url"] == f"{stack.prefect}/flow-runs/flow-run/{release_run}"
+    assert stack.api("GET", f"/flow_runs/{release_run}")["state_type"] == "COMPLETED"
     assert ml["inputs"]["dataset_inputs"][0]["dataset"]["name"] == DATASET
     for key in ("ate", "epsilon"):
         shown = [f"{metrics[key]:.{d}g}" for d in range(3, 17)]
