@@ -57,7 +57,9 @@ def _available(name: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Exit codes: 0 released (or done), 2 bad input or configuration, "
+                    "3 refused by the privacy budget, 1 anything else.")
 @click.version_option(package_name="dpcausal", prog_name="dpcausal")
 def main() -> None:
     """dpcausal: orchestrated, differentially private causal-effect releases."""

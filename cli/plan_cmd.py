@@ -152,29 +152,25 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
 
 
 def run_bounds_check(config: Any, epsilon: float) -> Any:
-    """Reserve the check's charge in the ledger, release the noisy shares, commit (the one
-    place of `plan` that reads data values: the outcome column only)."""
+    """A private check of the outcome bounds, charged like any release: public checks and the
+    budget first, then the project's one charged task (reserve, release, commit). It reads the
+    outcome column only."""
     import uuid
 
     from dpcausal.bounds_check import BoundsCheck
-    from dpcausal.ledger import BudgetExceededError, Ledger
-    from tasks.data import read_frame
+    from tasks.release import charged_release, check_release
 
     check = BoundsCheck(outcome_bounds=public_params(config)["outcome_bounds"], epsilon=epsilon)
-    charge = check.privacy_charge()
-    dataset = config.ledger.dataset_id
+    dataset, outcome = config.ledger.dataset_id, config.columns.outcome
     try:
-        with Ledger() as led:
-            led.check(dataset, charge, unit="row")  # refuse before reading anything
-            frame = read_frame(config.data)
-            prepared = check.check_input(frame, outcome=config.columns.outcome)
-            with led.release(dataset, f"bounds-check/{uuid.uuid4()}", charge, unit="row",
-                             detail=dict(charge.detail)) as slot:
-                out = check.private_release(prepared)
-                slot.commit(out.to_json())
-    except BudgetExceededError as exc:
-        raise click.ClickException(f"bounds check refused by the ledger: {exc}") from None
-    return out
+        checked = check_release(config.data, [outcome], check, {"outcome": outcome},
+                                dataset=dataset, evaluation=False, cap="--zeta Z")
+    except ValueError as exc:
+        raise click.ClickException(f"bounds check refused: {exc}") from None
+    published = charged_release.fn(check, checked, dataset=dataset,
+                                   release_id=f"bounds-check/{uuid.uuid4()}", evaluation=False,
+                                   detail=dict(checked.charge.detail))
+    return published.result
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:

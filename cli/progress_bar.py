@@ -1,4 +1,4 @@
-"""The CLI's live progress bar: a listener of the flows' progress events (tasks.progress), one
+"""The CLI's live progress bar: a listener of the flows' progress events (flows.progress), one
 bar per counted phase (fold fits, repetitions), one dim line per other phase."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def progress_bar(unit: str, enabled: bool = True) -> Iterator[None]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tasks import progress as events
+    from flows import progress as events
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn(unit), TimeElapsedColumn(), console=Console(stderr=True)) as bar:

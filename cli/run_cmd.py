@@ -1,23 +1,23 @@
-"""``dpcausal run CONFIG [--set key=value ...]`` and ``dpcausal demo``.
+"""``dpcausal run CONFIG [--set key=value ...]`` and ``dpcausal demo``, for every release kind.
 
 Heavy imports (Prefect, MLflow, scikit-learn) happen inside the commands, so ``dpcausal --help``
-stays fast. Bad input ends with one paragraph on stderr, exit code 2 and no ledger charge: the
-config, the models and the data are checked before the flow starts and before any noise.
+stays fast. Before any Prefect server starts, the config, the mechanism, the data's schema and the
+budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. A
+release that fails afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no
+data-dependent text (the details go to the curator's private log).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-EXIT_BAD_INPUT = 2
-_DEMO_SEED = 2026  # the demo dataset is the same on every run, so its fold fits are cached
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REFUSED = 1, 2, 3
 
 
 def _quiet_console(verbose: bool) -> None:
@@ -31,137 +31,119 @@ def _quiet_console(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _fail(exc: BaseException) -> None:
+def _fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> NoReturn:
     message = " ".join(str(exc).split()) or type(exc).__name__
     click.echo(f"Error: {message}", err=True)
-    sys.exit(EXIT_BAD_INPUT)
+    sys.exit(code)
+
+
+def exit_code(exc: BaseException) -> int:
+    """3 for a refusal by the budget, 2 for bad input or configuration, 1 for anything else."""
+    from dpcausal.ledger import (
+        BudgetExceededError,
+        DatasetIdentityError,
+        IncompatibleChargeError,
+    )
+    from dpcausal.validation import ReleaseFailedError
+    from tasks.ledger_ops import NoCapError
+
+    if isinstance(exc, (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError,
+                        NoCapError)):
+        return EXIT_REFUSED
+    if isinstance(exc, (ValueError, TypeError)) and not isinstance(exc, ReleaseFailedError):
+        return EXIT_BAD_INPUT
+    return EXIT_FAILED
+
+
+def _unexpected(exc: BaseException, evaluation: bool) -> NoReturn:
+    """One paragraph naming what failed and where the details are; release mode shows no
+    exception text (it may depend on the data), evaluation mode does."""
+    from store import log_private_errors
+
+    path = log_private_errors()
+    logging.getLogger("dpcausal.private").error("release run failed", exc_info=exc)
+    what = type(exc).__name__
+    if evaluation or exc.__class__.__name__ == "ReleaseFailedError":
+        what += f": {' '.join(str(exc).split())}"
+    click.echo(f"Error: the release run failed ({what}). The temporary services of the run "
+               f"were stopped; the full log is in the curator's private log {path}.", err=True)
+    sys.exit(EXIT_FAILED)
 
 
 def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -> dict[str, Any]:
-    """Preflight (data and models, no Prefect), then the flow with a progress bar; prints the
-    release. Bad input exits with code 2 before anything is charged."""
+    """Public checks (no Prefect), then the release flow with a progress bar; prints it."""
     _quiet_console(verbose)
-    from dpcausal.ledger import BudgetExceededError, LedgerError, ReleaseInProgressError
-    from tasks.data import load_data
+    from conf.kinds import KINDS
+    from tasks.release import check_release
 
-    try:
-        # the same checks the flow runs first: fail fast, before Prefect starts
-        load_data.fn(config)
-    except (ValueError, TypeError) as exc:
-        _fail(exc)
+    kind = KINDS[config.kind]
+    try:  # the flow's first step, here before any Prefect server starts
+        check_release(config.data, kind.columns(config), kind.build(config), kind.roles(config),
+                      dataset=config.ledger.dataset_id, evaluation=config.evaluation,
+                      cap=kind.cap(config))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
+        if exit_code(exc) == EXIT_FAILED:
+            _unexpected(exc, config.evaluation)
+        _fail(exc, exit_code(exc))
 
-    from rich.console import Console
+    import signal
 
+    from cli.printer import print_result
     from cli.progress_bar import progress_bar
     from flows.release import run_release
 
+    # SIGTERM unwinds like Ctrl-C, so the temporary Prefect server and any Dask cluster of the
+    # run stop with it (their context managers and atexit hooks run)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with progress_bar("folds", enabled=show_progress):
+        with progress_bar("folds", enabled=show_progress and not as_json):
             result = run_release(config)
-    except (BudgetExceededError, ReleaseInProgressError, LedgerError, ValueError, TypeError) as exc:
-        _fail(exc)
-    if as_json:
-        click.echo(json.dumps(result, indent=2, default=str))
-    else:
-        print_release(result, Console())
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001
+        code = exit_code(exc)
+        if code == EXIT_FAILED:
+            _unexpected(exc, config.evaluation)
+        _fail(exc, code)
+    print_result(result, as_json=as_json)
     return result
 
 
-def print_release(result: dict[str, Any], console: Any) -> None:
-    """The release as a table (private values, privacy figures, where it was recorded)."""
-    from rich.table import Table
-
-    rel = result["release"]
-    p, z = rel["privacy"], rel["noise"]
-    table = Table(title=f"{'EVALUATION (not private)' if rel['evaluation'] else 'Private'} "
-                        "ATE release",
-                  show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
-    level = f"{100 * (1 - rel['alpha']):g}% CI"
-    table.add_row("estimator", f"{rel['estimator'].upper()}  (n={rel['n']}, K={rel['n_folds']})")
-    table.add_row("ATE (private)", f"{rel['ate']:.6g}")
-    table.add_row(level, "not released (ci_share=0)" if rel["ci"] is None
-                  else f"[{rel['ci'][0]:.6g}, {rel['ci'][1]:.6g}]")
-    if rel["variance"] is not None:
-        table.add_row("variance (private)", f"{rel['variance']:.6g}")
-    table.add_row("privacy", f"{p['zeta']:.4g}-GDP (zeta1={p['zeta1']:.4g}, zeta2={p['zeta2']:.4g})"
-                  f" = ({p['epsilon']:.4g}, {p['delta']:g})-DP = {p['rho']:.4g}-zCDP")
-    table.add_row("noise sd", f"ATE {z['sigma_ate']:.4g}, sqrt(V) {z['sigma_var']:.4g}")
-    if rel["evaluation"]:
-        table.add_row("non-private ATE", f"{rel['nonprivate']['ate']:.6g}")
-    spent = result.get("spent")
-    if spent:
-        zeta = "" if spent["zeta"] is None else f"zeta={spent['zeta']:.4g}, "
-        table.add_row("dataset spend", f"{zeta}epsilon={spent['epsilon']:.4g} over "
-                      f"{spent['n_charges']} release(s)")
-    table.add_row("release id", result["release_id"] + ("  (stored result, no new noise)"
-                                                        if result.get("reused") else ""))
-    ml = result["mlflow"]
-    table.add_row("MLflow", f"experiment {result['experiment']!r}, run {ml['run_id']}")
-    console.print(table)
-
-
 def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | None = None) -> Any:
-    """The validated config of the kind it declares; a core config's models are also built, so an
-    unknown or unbuildable model fails here, before any data is read."""
-    from conf.kinds import load_any
+    """The validated config of the kind it declares, with its mechanism built once to refuse an
+    unknown or unbuildable model before any data is read."""
+    from conf.kinds import build_mechanism, load_any
     from conf.models import ConfigError
 
     try:
         config = load_any(path, overrides, base=base)
-        if config.kind == "ate":
-            from tasks.build import build_estimator
-
-            build_estimator(config)
+        build_mechanism(config)
     except (ConfigError, ValueError, TypeError) as exc:
         _fail(exc)
     return config
-
-
-def execute_mechanism(config: Any, *, as_json: bool, verbose: bool) -> dict[str, Any]:
-    """Run the release flow of a further mechanism (``flows/<kind>_release.py``: its
-    ``run_<kind>_from_config`` and ``print_<kind>_release``); bad input and refusals exit 2."""
-    import importlib
-
-    from rich.console import Console
-
-    from dpcausal.ledger import BudgetExceededError, LedgerError, ReleaseInProgressError
-
-    _quiet_console(verbose)
-    flow_module = importlib.import_module(f"flows.{config.kind}_release")
-    err = Console(stderr=True)
-    try:
-        with err.status(f"{config.kind} release {config.name!r}: load, charge, release, log..."):
-            result = getattr(flow_module, f"run_{config.kind}_from_config")(config)
-    except (BudgetExceededError, ReleaseInProgressError, LedgerError, ValueError, TypeError) as exc:
-        _fail(exc)
-    if as_json:
-        click.echo(json.dumps(result, indent=2, default=str))
-    else:
-        getattr(flow_module, f"print_{config.kind}_release")(result, Console())
-    return result
-
-
-def _execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -> dict[str, Any]:
-    if config.kind == "ate":
-        return execute(config, as_json=as_json, show_progress=show_progress, verbose=verbose)
-    return execute_mechanism(config, as_json=as_json, verbose=verbose)
 
 
 @click.command()
 @click.argument("config_path", metavar="CONFIG")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a config value by dotted key, e.g. --set estimator.zeta=1.0")
+@click.option("--dry-run", is_flag=True,
+              help="Print what `dpcausal plan` prints for CONFIG and stop (charges nothing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
-def run(config_path: str, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
-        verbose: bool) -> None:
-    """Run the release flow of CONFIG (a conf/release/*.yaml file): the core dp_ate_release, or
-    the flow of the mechanism its top-level `kind:` names (cluster_dp, federated, user_level)."""
+@click.pass_context
+def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_run: bool,
+        as_json: bool, no_progress: bool, verbose: bool) -> None:
+    """Run the release of CONFIG (a conf/release/*.yaml file) through the dp_release flow; its
+    top-level `kind:` (ate when absent, cluster_dp, federated, user_level) picks the mechanism.
+
+    Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
+    if dry_run:
+        from cli.plan_cmd import plan
+
+        ctx.invoke(plan, config_path=config_path, overrides=overrides, as_json=as_json)
+        return
     config = _load(config_path, overrides)
-    _execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
+    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
 
 
 @click.command()
@@ -177,29 +159,24 @@ def run(config_path: str, overrides: tuple[str, ...], as_json: bool, no_progress
 @click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
 def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
          verbose: bool) -> None:
-    """Write synthetic data, then run a full private release on it (conf/release/*demo.yaml)."""
-    import importlib
-
+    """Write synthetic data, give the demo dataset its cap (if it has none), then run a full
+    private release on it (conf/release/*demo.yaml)."""
     import yaml
 
     import conf
     from conf.settings import data_dir
+    from demo import DEMO, write_demo
+    from tasks.ledger_ops import set_initial_budget
 
-    if kind == "ate":
-        path = write_demo_data(data_dir() / "demo" / "experiment_a.csv", n_rows)
-        about = f"experiment A, n={n_rows}, true ATE 0.1"
-        config_file = "demo.yaml"
-    else:
-        writer = importlib.import_module(f"tasks.{kind}_demo_data").write_demo_csv
-        path = writer(data_dir() / "demo" / f"{kind}.csv")
-        about = f"synthetic {kind} demo data"
-        config_file = f"{kind}_demo.yaml"
+    path = write_demo(kind, data_dir() / "demo", n_rows)
+    config_file = "demo.yaml" if kind == "ate" else f"{kind}_demo.yaml"
     base = yaml.safe_load((Path(conf.__file__).parent / "release" / config_file).read_text())
     base["data"] = {"path": str(path)}
     config = _load(None, overrides, base=base)
+    set_initial_budget(config.ledger.dataset_id, **DEMO[kind][1])
     if not as_json:
-        click.echo(f"demo data: {path} ({about})", err=True)
-    _execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
+        click.echo(f"demo data: {path} ({kind} demo)", err=True)
+    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
     if not as_json:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")
         mlflow_bin = Path(sys.executable).with_name("mlflow")
@@ -207,15 +184,3 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
                    f"  {mlflow_bin} ui --backend-store-uri {uri} --workers 1\n"
                    f"then open http://127.0.0.1:5000 (experiment {config.experiment_name!r}).\n"
                    "Privacy spend per dataset: ./dev ledger budgets")
-
-
-def write_demo_data(path: Path, n: int) -> Path:
-    """Experiment A (spec §6.2) with a fixed seed, as CSV with columns X1, A, Y."""
-    import pandas as pd
-
-    from dpcausal.datasets import make_experiment_a
-
-    X, A, Y, _ = make_experiment_a(n, random_state=_DEMO_SEED)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y}).to_csv(path, index=False)
-    return path

@@ -10,20 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from conf.models import (
     DataSource,
     EpsilonLedgerConfig,
-    MlflowConfig,
-    Tracked,
+    ReleaseCommon,
+    _Strict,
     load_typed,
     with_absolute_paths,
 )
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ClusterColumns(_Strict):
@@ -57,7 +53,7 @@ class EstimateConfig(_Strict):
     level: float = Field(0.95, gt=0, lt=1)
 
 
-class ClusterDPConfig(_Strict, Tracked):
+class ClusterDPConfig(ReleaseCommon):
     kind: Literal["cluster_dp"]
     name: str = Field("cluster_dp", pattern=r"^[A-Za-z0-9_.-]+$")
     data: DataSource
@@ -65,7 +61,6 @@ class ClusterDPConfig(_Strict, Tracked):
     mechanism: MechanismConfig
     estimate: EstimateConfig = EstimateConfig()
     ledger: EpsilonLedgerConfig
-    mlflow: MlflowConfig = MlflowConfig()
 
     @model_validator(mode="after")
     def _distinct_columns(self) -> "ClusterDPConfig":

@@ -10,21 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from conf.models import (
     DataSource,
     EpsilonLedgerConfig,
-    MlflowConfig,
-    RunnerConfig,
-    Tracked,
+    ReleaseCommon,
+    _Strict,
     load_typed,
     with_absolute_paths,
 )
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class FederatedColumns(_Strict):
@@ -52,17 +47,14 @@ class FederatedMechanism(_Strict):
     debias: bool = True
 
 
-class FederatedConfig(_Strict, Tracked):
+class FederatedConfig(ReleaseCommon):
     kind: Literal["federated"]
     name: str = Field("federated", pattern=r"^[A-Za-z0-9_.-]+$")
-    mode: Literal["release", "evaluation"] = "release"
     data: DataSource
     columns: FederatedColumns
     mechanism: FederatedMechanism
     chunk_size: int = Field(100_000, ge=1)  # clients encoded per chunk
-    runner: RunnerConfig = RunnerConfig()  # where the chunks are encoded: threads or Dask
     ledger: EpsilonLedgerConfig
-    mlflow: MlflowConfig = MlflowConfig()
 
     @model_validator(mode="after")
     def _checks(self) -> "FederatedConfig":

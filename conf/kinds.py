@@ -1,21 +1,192 @@
-"""Which config model a YAML file selects: its top-level ``kind`` (``ate``, the core release,
-when absent). Each kind's loader validates and makes ``data.path`` absolute."""
+"""The registry of release kinds: for each ``kind`` of a ``conf/release/*.yaml``, its config model,
+how the mechanism is built from it (once per run, at the flow's boundary), which columns it reads
+and under which roles they reach :meth:`dpcausal.Mechanism.check_input`, and what the ledger
+records about a release. ``kind`` absent means ``ate``, the core release.
+
+A new mechanism is one entry here (and its config model), not a new flow.
+"""
 
 from __future__ import annotations
 
-import importlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Callable, Union
 
-from conf.models import ConfigError, read_raw, with_absolute_paths
+import numpy as np
+import pandas as pd
+from pydantic import Discriminator, Tag
 
-# kind -> "module:loader(path, overrides, base)"
-LOADERS: dict[str, str] = {
-    "ate": "conf.models:load_config",
-    "cluster_dp": "conf.cluster_dp:load_cluster_dp_config",
-    "federated": "conf.federated:load_federated_config",
-    "user_level": "conf.user_level:load_user_level_config",
+from conf.cluster_dp import ClusterDPConfig
+from conf.federated import FederatedConfig
+from conf.models import (
+    ConfigError,
+    ReleaseConfig,
+    load_typed,
+    read_raw,
+    with_absolute_paths,
+)
+from conf.registry import build_model, resolve
+from conf.user_level import UserLevelConfig
+from dpcausal import Mechanism, PrivateATE
+from dpcausal.cluster_dp import ClusterDP, ResponseSpace
+from dpcausal.federated import FederatedATE
+from dpcausal.user_level import UserLevelRelease
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One release kind: ``build`` makes the mechanism from a config, ``roles`` gives the
+    column roles of ``check_input``, ``detail`` what the ledger's history records of a release
+    (public parameters only), ``cap`` the ``set-budget`` arguments a config suggests, and
+    ``published`` the tables a release publishes besides its figures (artifact name -> table)."""
+
+    name: str
+    model: type
+    example: str
+    build: Callable[[Any], Mechanism]
+    roles: Callable[[Any], dict[str, Any]]
+    detail: Callable[[Any], dict[str, Any]]
+    cap: Callable[[Any], str]
+    published: Callable[[Any], dict[str, pd.DataFrame]] | None = None
+
+    def columns(self, config: Any) -> list[str] | None:
+        """The columns the release reads (every other column is dropped at load); None: all of
+        them (the core's covariates default to every other column)."""
+        roles = self.roles(config)
+        if "covariates" in roles and roles["covariates"] is None:
+            return None
+        out: list[str] = []
+        for value in roles.values():
+            for name in [value] if isinstance(value, str) else (value or []):
+                if name not in out:
+                    out.append(name)
+        return out
+
+
+# ------------------------------------------------------------------ core (PrivateATE)
+def _build_core(config: ReleaseConfig) -> PrivateATE:
+    models = config.models
+    return PrivateATE(
+        propensity_model=build_model(models.propensity.name, models.propensity.params,
+                                     "propensity"),
+        outcome_model=build_model(models.outcome.name, models.outcome.params, "outcome"),
+        noise_seed=config.noise_seed, **config.estimator.library_kwargs())
+
+
+def _core_roles(config: ReleaseConfig) -> dict[str, Any]:
+    c = config.columns
+    return {"treatment": c.treatment, "outcome": c.outcome, "covariates": c.covariates}
+
+
+def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
+    e = config.estimator
+    return {"mechanism": "PrivateATE", "estimator": e.estimator, "K": e.n_folds or "auto",
+            "bounds": list(e.outcome_bounds) if e.outcome_bounds else None,
+            "models": f"{config.models.propensity.name}/{config.models.outcome.name}"}
+
+
+def model_specs(config: ReleaseConfig) -> dict[str, Any]:
+    """The public description of the core's fold models (part of their store key)."""
+    return {"propensity": {"class": resolve(config.models.propensity.name, "propensity"),
+                           **config.models.propensity.model_dump()},
+            "outcome": {"class": resolve(config.models.outcome.name, "outcome"),
+                        **config.models.outcome.model_dump()}}
+
+
+# ------------------------------------------------------------------ Cluster-DP
+def _build_cluster_dp(config: ClusterDPConfig) -> ClusterDP:
+    return ClusterDP(ResponseSpace(np.asarray(config.mechanism.values, float)),
+                     strata=config.estimate.strata, level=config.estimate.level,
+                     noise_seed=config.noise_seed, **config.mechanism.library_kwargs())
+
+
+def _cluster_roles(config: ClusterDPConfig) -> dict[str, Any]:
+    c = config.columns
+    return {"cluster": c.cluster, "treatment": c.treatment, "outcome": c.outcome}
+
+
+def _cluster_detail(config: ClusterDPConfig) -> dict[str, Any]:
+    m = config.mechanism
+    return {"mechanism": f"ClusterDP/{m.mechanism}", "K": len(m.values),
+            "bounds": [min(m.values), max(m.values)], "accounting": m.accounting}
+
+
+def _cluster_published(release: Any) -> dict[str, pd.DataFrame]:
+    """What the platform publishes (spec cluster_dp.md Fig. 1): the privatized unit-level data
+    (secret order within (cluster, arm), no source index) and the noisy priors."""
+    return {"privatized.parquet": release.published.data,
+            "priors.parquet": release.published.priors}
+
+
+# ------------------------------------------------------------------ federated
+def _build_federated(config: FederatedConfig) -> FederatedATE:
+    return FederatedATE(**config.mechanism.model_dump(), random_state=config.noise_seed)
+
+
+def _federated_roles(config: FederatedConfig) -> dict[str, Any]:
+    return {"treatment": config.columns.treatment, "outcome": config.columns.outcome}
+
+
+def _federated_detail(config: FederatedConfig) -> dict[str, Any]:
+    m = config.mechanism
+    return {"mechanism": f"FederatedATE/{m.secagg}", "bounds": [-m.R, m.R], "m1": m.m1,
+            "m2": m.m2, "ci_form": m.ci_form}
+
+
+# ------------------------------------------------------------------ user-level
+def _build_user_level(config: UserLevelConfig) -> UserLevelRelease:
+    return UserLevelRelease(**config.mechanism.library_kwargs(), random_state=config.noise_seed)
+
+
+def _user_level_roles(config: UserLevelConfig) -> dict[str, Any]:
+    c = config.columns
+    arm = c.arm or ("arm" if "arm" in c.cell else None)
+    strata = [x for x in c.cell if x != arm]
+    return {"unit": c.unit, "stratum": strata or None, "treatment": arm, "outcome": c.value,
+            "order": c.order, "record": c.record}
+
+
+def _user_level_detail(config: UserLevelConfig) -> dict[str, Any]:
+    m = config.mechanism
+    return {"mechanism": f"UserLevelRelease/{m.clip}", "bounds": list(m.bounds),
+            "epsilon_per_cell": m.epsilon}
+
+
+def _zeta_cap(config: Any) -> str:
+    budget = getattr(config.ledger, "budget", None)
+    return f"--zeta {budget:g}" if budget is not None else "--zeta Z"
+
+
+def _epsilon_cap(config: Any) -> str:
+    led = config.ledger
+    return (f"--epsilon {led.epsilon:g} --delta {led.delta:g}" if led.epsilon is not None
+            else "--epsilon E --delta D")
+
+
+KINDS: dict[str, Kind] = {
+    "ate": Kind("ate", ReleaseConfig, "conf/release/demo.yaml", _build_core, _core_roles,
+                _core_detail, _zeta_cap),
+    "cluster_dp": Kind("cluster_dp", ClusterDPConfig, "conf/release/cluster_dp_demo.yaml",
+                       _build_cluster_dp, _cluster_roles, _cluster_detail, _epsilon_cap,
+                       _cluster_published),
+    "federated": Kind("federated", FederatedConfig, "conf/release/federated_demo.yaml",
+                      _build_federated, _federated_roles, _federated_detail, _epsilon_cap),
+    "user_level": Kind("user_level", UserLevelConfig, "conf/release/user_level_demo.yaml",
+                       _build_user_level, _user_level_roles, _user_level_detail, _epsilon_cap),
 }
+
+
+def _tag(value: Any) -> str:
+    return value.get("kind", "ate") if isinstance(value, dict) else value.kind
+
+
+# The flow parameter: a config of any kind, told apart by ``kind`` (absent: ``ate``).
+AnyConfig = Annotated[
+    Union[Annotated[ReleaseConfig, Tag("ate")], Annotated[ClusterDPConfig, Tag("cluster_dp")],
+          Annotated[FederatedConfig, Tag("federated")],
+          Annotated[UserLevelConfig, Tag("user_level")]],
+    Discriminator(_tag),
+]
 
 
 def kind_of(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
@@ -23,15 +194,21 @@ def kind_of(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
     """The ``kind`` the settings declare (after overrides); unknown kinds are refused."""
     raw, where = read_raw(path, overrides, base)
     kind = raw.get("kind", "ate")
-    if kind not in LOADERS:
+    if kind not in KINDS:
         raise ConfigError(f"invalid {where}: kind {kind!r} is not one of "
-                          f"{', '.join(sorted(LOADERS))} (leave it out for the core ATE release)")
+                          f"{', '.join(sorted(KINDS))} (leave it out for the core ATE release)")
     return kind
 
 
 def load_any(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
              base: dict[str, Any] | None = None) -> Any:
-    """The validated config of whichever kind the settings declare."""
-    module, attr = LOADERS[kind_of(path, overrides, base)].split(":")
-    loader = getattr(importlib.import_module(module), attr)
-    return with_absolute_paths(loader(path, overrides, base))
+    """The validated config of whichever kind the settings declare (``data.path`` absolute)."""
+    kind = KINDS[kind_of(path, overrides, base)]
+    config = load_typed(kind.model, path, overrides, base, example=kind.example)
+    return with_absolute_paths(config)
+
+
+def build_mechanism(config: Any) -> Mechanism:
+    """The mechanism of ``config``'s kind; a model or parameter the library cannot use raises a
+    ``ValueError`` here, before any data are read."""
+    return KINDS[config.kind].build(config)

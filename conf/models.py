@@ -121,39 +121,48 @@ class MlflowConfig(_Strict):
     tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI (project: sqlite under data/)
 
 
-class Tracked:
-    """What every release config kind derives the same way (needs ``ledger`` and ``mlflow``)."""
+class ReleaseCommon(_Strict):
+    """What every release config kind has: the mode, the runner, MLflow settings and the
+    evaluation-only noise seed (a release draws its noise from OS entropy)."""
 
-    @property
-    def evaluation(self) -> bool:
-        return getattr(self, "mode", "release") == "evaluation"
-
-    @property
-    def experiment_name(self) -> str:
-        return self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"
-
-
-class ReleaseConfig(_Strict, Tracked):
-    kind: Literal["ate"] = "ate"  # the core estimator; other kinds: conf/kinds.py
-    name: str = Field("release", pattern=r"^[A-Za-z0-9_.-]+$")
     mode: Literal["release", "evaluation"] = "release"
-    data: DataSource
-    columns: Columns
-    estimator: EstimatorConfig = EstimatorConfig()
-    models: Models = Models()
-    folds_per_task: int | None = Field(None, ge=1)  # None: about 4 tasks per worker
     runner: RunnerConfig = RunnerConfig()
-    ledger: LedgerConfig
     mlflow: MlflowConfig = MlflowConfig()
     noise_seed: int | None = None  # evaluation mode only
 
+    @property
+    def evaluation(self) -> bool:
+        return self.mode == "evaluation"
+
+    @property
+    def experiment_name(self) -> str:
+        """The MLflow experiment: ``dpcausal/<dataset_id>`` unless configured; evaluation runs
+        go to ``<experiment>/evaluation`` (issue 18 item 6)."""
+        name = self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"  # type: ignore[attr-defined]
+        return f"{name}/evaluation" if self.evaluation else name
+
     @model_validator(mode="after")
-    def _release_rules(self) -> "ReleaseConfig":
+    def _seed_in_evaluation_only(self) -> "ReleaseCommon":
         if self.mode == "release" and self.noise_seed is not None:
             raise ValueError(
                 "noise_seed is only allowed in evaluation mode: a release draws its noise from OS "
                 "entropy (a known seed would let anyone subtract the noise)"
             )
+        return self
+
+
+class ReleaseConfig(ReleaseCommon):
+    kind: Literal["ate"] = "ate"  # the core estimator; other kinds: conf/kinds.py
+    name: str = Field("release", pattern=r"^[A-Za-z0-9_.-]+$")
+    data: DataSource
+    columns: Columns
+    estimator: EstimatorConfig = EstimatorConfig()
+    models: Models = Models()
+    folds_per_task: int | None = Field(None, ge=1)  # None: about 4 chunks per worker
+    ledger: LedgerConfig
+
+    @model_validator(mode="after")
+    def _release_rules(self) -> "ReleaseConfig":
         if self.mode == "release" and self.estimator.sensitivity == "released_code":
             raise ValueError(
                 "estimator.sensitivity='released_code' is not a valid privacy bound; "

@@ -11,20 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from conf.models import (
     DataSource,
     EpsilonLedgerConfig,
-    MlflowConfig,
-    Tracked,
+    ReleaseCommon,
+    _Strict,
     load_typed,
     with_absolute_paths,
 )
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class UserLevelColumns(_Strict):
@@ -55,14 +51,13 @@ class UserLevelMechanism(_Strict):
         return self.model_dump()
 
 
-class UserLevelConfig(_Strict, Tracked):
+class UserLevelConfig(ReleaseCommon):
     kind: Literal["user_level"]
     name: str = Field("user_level", pattern=r"^[A-Za-z0-9_.-]+$")
     data: DataSource
     columns: UserLevelColumns
     mechanism: UserLevelMechanism
     ledger: EpsilonLedgerConfig
-    mlflow: MlflowConfig = MlflowConfig()
 
     @model_validator(mode="after")
     def _distinct_columns(self) -> "UserLevelConfig":

@@ -37,19 +37,14 @@ def render() -> str:
        "parameters": {"config_path": "conf/release/cluster_dp_demo.yaml", "overrides": {},
                       "refresh_demo_data": False},
        "tags": ["release"]},
-      {"name": "core", "entrypoint": "flows/release.py:dp_ate_release",
-       "description": "dp_ate_release with the full config as JSON (defaults: "
-                      "conf/release/demo.yaml; data path relative to the project root).",
-       "parameters": {"config": conf("conf/release/demo.yaml")}, "tags": ["release", "ate"]},
-      {"name": "demo", "entrypoint": "flows/cluster_dp_release.py:cluster_dp_release",
-       "parameters": {"config": conf("conf/release/cluster_dp_demo.yaml")},
-       "tags": ["release", "cluster_dp"]},
-      {"name": "demo", "entrypoint": "flows/federated_release.py:federated_ate",
-       "parameters": {"config": conf("conf/release/federated_demo.yaml")},
-       "tags": ["release", "federated"]},
-      {"name": "demo", "entrypoint": "flows/user_level_release.py:user_level_release",
-       "parameters": {"config": conf("conf/release/user_level_demo.yaml")},
-       "tags": ["release", "user_level"]},
+      *[{"name": kind, "entrypoint": "flows/release.py:dp_release",
+         "description": f"dp_release of {path} with the full config as JSON (data path "
+                        "relative to the project root); edit it in the UI's Run > Custom run.",
+         "parameters": {"config": {"kind": kind, **conf(path)}}, "tags": ["release", kind]}
+        for kind, path in (("ate", "conf/release/demo.yaml"),
+                           ("cluster_dp", "conf/release/cluster_dp_demo.yaml"),
+                           ("federated", "conf/release/federated_demo.yaml"),
+                           ("user_level", "conf/release/user_level_demo.yaml"))],
       {"name": "demo", "entrypoint": "flows/meta.py:dp_meta_analysis",
        "parameters": {"config": conf("conf/meta/demo.yaml")}, "tags": ["meta"]},
       {"name": "default", "entrypoint": "flows/experiments.py:reproduce_experiments",
@@ -71,10 +66,10 @@ def render() -> str:
             "or by hand\n"
             "# from the project root:   DPCAUSAL_ROOT=$PWD prefect --no-prompt deploy --all "
             "--prefect-file deploy/prefect.yaml\n"
-            "# Parameters are JSON: the `*/demo` deployments of the mechanisms carry their "
-            "conf/release/*.yaml as a dict\n"
-            "# (Prefect validates it into the pydantic config); `release_from_config/*` take a "
-            "config path + dotted overrides.\n"
+            "# Parameters are JSON: `dp_release/<kind>` carries conf/release/*.yaml as a dict "
+            "(Prefect validates it\n"
+            "# into the pydantic config of its kind); `release_from_config/*` take a config path "
+            "+ dotted overrides.\n"
             "# Regenerate the config dicts after editing conf/:  python deploy/gen_prefect_yaml.py "
             "> deploy/prefect.yaml\n"
             "# Work pool: `dpcausal-pool` (type process):  prefect work-pool create dpcausal-pool "

@@ -19,8 +19,8 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows import progress
 from reproduce import ate as ex
-from tasks import progress
 from tasks.experiments import run_group
 from tasks.plots_experiments import finish_experiment, write_report
 

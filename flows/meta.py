@@ -1,5 +1,6 @@
 """The ``dp_meta_analysis`` flow: read released estimates -> pool (no privacy cost) -> MLflow
-run with a forest plot. It only composes tasks (spec dp_ate_ensemble.md §4)."""
+run with a forest plot -> Prefect table and link artifacts. It only composes tasks (spec
+dp_ate_ensemble.md §4)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from conf.meta import MetaConfig
+from tasks.artifacts import publish_meta
 from tasks.meta import log_meta_analysis, pool_studies, read_released_studies
+from tasks.tracking import run_url
 
 
 @flow(name="dp_meta_analysis", persist_result=False, retries=0)
@@ -18,5 +21,13 @@ def dp_meta_analysis(config: MetaConfig) -> dict[str, Any]:
     studies, notes = read_released_studies(config)
     result = pool_studies(config, studies)
     tracked = log_meta_analysis(config, result, studies, notes, str(flow_run.id))
-    return {"result": result.to_dict(), "notes": notes, "mlflow": tracked,
-            "experiment": config.experiment}
+    out = result.to_dict()
+    pooled = {k: out.get(k) for k in ("ate", "se") if k in out}
+    if out.get("ci"):
+        pooled["ci_low"], pooled["ci_high"] = out["ci"]
+    table = [{k: v for k, v in row.items() if k in ("label", "ate", "se", "ci_low", "ci_high",
+                                                     "weight")}
+             for row in result.studies.to_dict(orient="records")]
+    publish_meta(table, pooled, run_url(tracked["tracking_uri"], tracked["experiment_id"],
+                                        tracked["run_id"]))
+    return {"result": out, "notes": notes, "mlflow": tracked, "experiment": config.experiment}

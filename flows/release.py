@@ -1,79 +1,134 @@
-"""The ``dp_ate_release`` flow: load -> split folds -> fit folds (cached, mapped over chunks) ->
-aggregate -> release (ledger, noise once) -> log to MLflow. It only composes tasks."""
+"""The ``dp_release`` flow: one charged release of any kind (issue 17). It only composes tasks:
+
+config -> mechanism (once, here) -> load + public checks -> MLflow run opened -> the kind's
+extra steps plugged into the mechanism -> reserve, release once, commit (the one charged task)
+-> MLflow record -> Prefect artifacts.
+
+A release refused by the budget is recorded (an MLflow run tagged ``refused``, a markdown
+artifact) and ends the run Failed with the ledger's message; nothing is charged or drawn.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Callable
 
-from prefect import flow, unmapped
-from prefect.futures import as_completed
+from prefect import flow
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from conf.models import ReleaseConfig
-from tasks import progress
-from tasks.build import model_specs
-from tasks.data import load_data
-from tasks.fit import fit_fold, models_key, split_folds
-from tasks.model_store import model_store_dir
-from tasks.release import aggregate, check_budget, release
-from tasks.runners import task_runner
-from tasks.tracking import log_release, refusals_recorded
+from conf.kinds import KINDS, AnyConfig, model_specs
+from dpcausal import Mechanism
+from dpcausal.ledger import (
+    BudgetExceededError,
+    DatasetIdentityError,
+    IncompatibleChargeError,
+)
+from flows import progress
+from store import digest, model_store_dir
+from tasks import ledger_ops
+from tasks.artifacts import publish_refusal, publish_release
+from tasks.data import source_description
+from tasks.federated_encoding import EncodePlan, with_chunked_encoding
+from tasks.fold_fits import FitPlan, with_stored_fits
+from tasks.release import Checked, charged_release, check_release_task
+from tasks.tracking import TrackedRun, log_refusal, log_release, open_release_run
+
+# Refusals by the budget: nothing is charged, nothing drawn (exit code 3 in the CLI).
+BUDGET_REFUSALS = (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError,
+                   ledger_ops.NoCapError)
 
 
-@flow(name="dp_ate_release", persist_result=False, retries=0,
+def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) -> Mechanism:
+    """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
+    (release) or the keyed data fingerprint (evaluation): see :mod:`tasks.fold_fits`."""
+    progress.phase("fit folds", total=mechanism.resolved_n_folds(checked.prepared.public["n"]))
+    return with_stored_fits(mechanism, FitPlan(
+        basis=checked.fingerprint if config.evaluation else release_id,
+        models=digest(model_specs(config)), store=str(model_store_dir()),
+        runner=config.runner, folds_per_task=config.folds_per_task,
+        on_chunk=progress.advance))
+
+
+def _federated_steps(config: Any, mechanism: Any, checked: Checked, release_id: str
+                     ) -> Mechanism:
+    """The federated clients' encoding, chunked on the runner."""
+    return with_chunked_encoding(mechanism, EncodePlan(config.chunk_size, config.runner))
+
+
+# kind -> its extra steps, plugged into the mechanism before the charged release
+EXTRA_STEPS: dict[str, Callable[[Any, Any, Checked, str], Mechanism]] = {
+    "ate": _core_steps, "federated": _federated_steps}
+
+
+@flow(name="dp_release", persist_result=False, retries=0,
       task_runner=ThreadPoolTaskRunner(max_workers=2))
-def dp_ate_release(config: ReleaseConfig) -> dict[str, Any]:
-    """One private ATE release from ``config``; returns the release (private values only in
-    release mode) with its ids: ``{"release", "release_id", "reused", "mlflow", "spent"}``.
-    A release over the dataset's budget is refused (before any fit when already known then),
-    recorded in MLflow, and ends the run Failed with the ledger's message."""
-    with refusals_recorded(config):
-        return _release_steps(config)
+def dp_release(config: AnyConfig) -> dict[str, Any]:
+    """One release of ``config`` (any kind); returns ``{"kind", "release" (the release's dict),
+    "text" (its printed form), "release_id", "reused", "spent", "mlflow", "experiment",
+    "artifact"}``. Release mode publishes private values only."""
+    kind = KINDS[config.kind]
+    mechanism = kind.build(config)
+    dataset, evaluation = config.ledger.dataset_id, config.evaluation
+    release_id = f"{flow_run.id}/{config.name}"
+    tags = {"prefect.flow_run_id": str(flow_run.id), "prefect.flow_run_name": str(flow_run.name),
+            "prefect.flow_run_url": str(flow_run.ui_url or ""), "release_id": release_id,
+            "dataset_id": dataset, "kind": config.kind, "mode": config.mode,
+            "evaluation": str(evaluation).lower()}
+    where = dict(experiment=config.experiment_name, tracking_uri=config.mlflow.tracking_uri,
+                 run_name=f"{config.name}-{flow_run.name}", tags=tags)
 
+    progress.phase("load and check")
+    try:
+        checked = check_release_task(config.data, kind.columns(config), mechanism,
+                                     kind.roles(config), dataset=dataset, evaluation=evaluation,
+                                     cap=kind.cap(config))
+    except BUDGET_REFUSALS as exc:
+        log_refusal(None, str(exc), **where)
+        publish_refusal(dataset, "budget", str(exc))
+        raise
+    except (ValueError, TypeError) as exc:
+        publish_refusal(dataset, "bad input or configuration", str(exc))
+        raise
 
-def _release_steps(config: ReleaseConfig) -> dict[str, Any]:
-    progress.phase("load data")
-    data = load_data(config)
-
-    progress.phase("split folds")
-    workers = config.runner.max_workers
-    plan = split_folds(config, data.n, workers)
-    check_budget(config, data.n)
-
-    progress.phase("fit folds", total=plan.n_folds)
-    store = str(model_store_dir())
-    futures = fit_fold.map(
-        unmapped(data.X), unmapped(data.A), unmapped(data.Y), unmapped(plan.fold_ids),
-        folds=[list(c) for c in plan.chunks], config=unmapped(config),
-        data_fp=unmapped(data.fingerprint), plan=unmapped(plan.plan),
-        models=unmapped(models_key(model_specs(config))), store=unmapped(store),
-        label=[f"{c[0]}-{c[-1]}" for c in plan.chunks])
-    sizes = {f.task_run_id: len(c) for f, c in zip(futures, plan.chunks, strict=True)}
-    for done in as_completed(list(futures)):
-        done.wait()  # sets the future's final state (Completed or Cached) without an API call
-        size = sizes[done.task_run_id]
-        progress.advance(size, cached=size if done.state.name == "Cached" else 0)
-    keys = [f.result() for f in futures]
-
-    progress.phase("aggregate")
-    nuisances = aggregate(config, data, plan, keys, store)
+    run: TrackedRun = open_release_run(
+        config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags,
+        config.model_dump(mode="json"),
+        {"name": dataset, "digest": checked.fingerprint,
+         "source": source_description(config.data),
+         "schema": _schema_json(checked.schema)})
+    steps = EXTRA_STEPS.get(config.kind)
+    if steps is not None:
+        mechanism = steps(config, mechanism, checked, release_id)
 
     progress.phase("release")
-    release_id = f"{flow_run.id}/{config.name}"
-    out = release(config, data, nuisances, release_id)
-    del nuisances, data
+    try:
+        published = charged_release(mechanism, checked, dataset=dataset, release_id=release_id,
+                                    evaluation=evaluation, detail=kind.detail(config),
+                                    cap=kind.cap(config), run_url=run.url)
+    except BUDGET_REFUSALS as exc:
+        log_refusal(run, str(exc), **where)
+        publish_refusal(dataset, "budget", str(exc))
+        raise
+    spent = None if evaluation else ledger_ops.spent(dataset)
 
     progress.phase("log to MLflow")
-    spent = out["spent"]
-    tracked = log_release(config, out["release"], release_id, str(flow_run.id),
-                          str(flow_run.name), spent)
+    tables = (kind.published(published.result)
+              if kind.published is not None and published.result is not None else None)
+    log_release(run, published.release, evaluation, spent, tables)
+    artifact = publish_release(dataset, published.release, release_id, spent, run.url)
     progress.phase("done")
-    return {"release": out["release"], "release_id": release_id, "reused": out["reused"],
-            "mlflow": tracked, "spent": spent, "experiment": config.experiment_name}
+    return {"kind": config.kind, "release": published.release, "text": published.text,
+            "release_id": release_id, "reused": published.reused, "spent": spent,
+            "mlflow": {"run_id": run.run_id, "experiment_id": run.experiment_id,
+                       "tracking_uri": run.tracking_uri, "url": run.url},
+            "experiment": config.experiment_name, "artifact": artifact}
 
 
-def run_release(config: ReleaseConfig) -> dict[str, Any]:
-    """Run the flow with the task runner the config asks for (threads or Dask)."""
-    return dp_ate_release.with_options(task_runner=task_runner(config.runner))(config=config)
+def _schema_json(schema: dict[str, str]) -> str:
+    return json.dumps({"mlflow_colspec": [{"name": k, "type": v} for k, v in schema.items()]})
 
+
+def run_release(config: Any) -> dict[str, Any]:
+    """Run :func:`dp_release` (the entry point of ``dpcausal run`` and of the tests)."""
+    return dp_release(config=config)

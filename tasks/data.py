@@ -1,43 +1,14 @@
-"""``load_data``: read the source, select columns, validate, fingerprint. NON-PRIVATE output:
-the arrays stay in memory (``persist_result=False``, no cache) and are never logged."""
+"""Reading a release's data source: a CSV/Parquet file or a SQL query. The table is NON-PRIVATE:
+it stays in memory and is never persisted, cached or logged."""
 
 from __future__ import annotations
 
 import os
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
-from conf.models import Columns, DataSource, ReleaseConfig
-from tasks.build import build_estimator
-from tasks.model_store import fingerprint
-
-
-@dataclass(frozen=True)
-class LoadedData:
-    """Validated arrays (Y clipped to the public bounds) and their keyed fingerprint.
-
-    ``repr`` shows shapes only, so the data cannot end up in a log line by accident.
-    """
-
-    X: np.ndarray = field(repr=False)
-    A: np.ndarray = field(repr=False)
-    Y: np.ndarray = field(repr=False)
-    fingerprint: str
-    covariates: tuple[str, ...]
-
-    @property
-    def n(self) -> int:
-        return int(self.X.shape[0])
-
-    @property
-    def d(self) -> int:
-        return int(self.X.shape[1])
+from conf.models import DataSource
 
 
 def read_frame(source: DataSource) -> pd.DataFrame:
@@ -71,34 +42,28 @@ def read_frame(source: DataSource) -> pd.DataFrame:
         engine.dispose()
 
 
-def select_columns(frame: pd.DataFrame, columns: Columns
-                   ) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
-    """(X, A, Y) by name; an unknown column is a ValueError listing the available ones."""
+def select(frame: pd.DataFrame, columns: list[str] | None) -> pd.DataFrame:
+    """The release's columns (None: all of them), every other column dropped; a missing column
+    is a ValueError naming it and the available ones (the schema only: public)."""
+    if columns is None:
+        return frame
     names = list(map(str, frame.columns))
-    wanted = [("columns.treatment", columns.treatment), ("columns.outcome", columns.outcome)]
-    wanted += [("columns.covariates", c) for c in (columns.covariates or [])]
-    for key, name in wanted:
-        if name not in names:
-            raise ValueError(f"{key} names column {name!r}, which is not in the data; "
-                             f"available columns: {names}")
-    covariates = columns.covariates or [c for c in names
-                                        if c not in (columns.treatment, columns.outcome)]
-    if not covariates:
-        raise ValueError("no covariate columns: list them in columns.covariates")
-    return frame[covariates], frame[columns.treatment], frame[columns.outcome]
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise ValueError(f"column {missing[0]!r} named in the config's columns is not in the "
+                         f"data; available columns: {names}")
+    return frame[columns]
 
 
-@task(name="load_data", persist_result=False, cache_policy=NO_CACHE, retries=0)
-def load_data(config: ReleaseConfig) -> LoadedData:
-    """Read, validate (ValueError naming the problem, before anything is fitted) and fingerprint."""
-    X, A, Y = select_columns(read_frame(config.data), config.columns)
-    est = build_estimator(config)
-    with warnings.catch_warnings():
-        if not config.evaluation:
-            # the library's clipping warning states how many rows were clipped: a data-dependent
-            # count, so in release mode it is not shown (or logged) anywhere
-            warnings.filterwarnings("ignore", message=r".*outside outcome_bounds",
-                                    category=UserWarning)
-        Xa, Aa, Ya = est.validate(X, A, Y)
-    return LoadedData(X=Xa, A=Aa, Y=Ya, fingerprint=fingerprint(Xa, Aa, Ya),
-                      covariates=tuple(map(str, X.columns)))
+def source_description(source: DataSource) -> str:
+    """Where the data come from, without secrets: the file path, or the SQL URL (password
+    removed, ``${VAR}`` left unexpanded) with its query."""
+    if source.path is not None:
+        return str(source.path)
+    import sqlalchemy
+
+    try:
+        url = sqlalchemy.engine.make_url(source.url or "").render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown by its scheme only
+        url = (source.url or "").split(":", 1)[0] + ":<url>"
+    return f"{url} :: {source.sql}"

@@ -1,25 +1,31 @@
-"""Every ledger call of the release flow (reserve -> noise -> commit), in one place."""
+"""Ledger reads of the release pipeline (budget checks, spend, evaluation refusal) and the
+demo's own cap. Reserving and committing a charge happens in one place only:
+:func:`tasks.release.charged_release`."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, Callable
+from typing import Any
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.ledger import Cap, Ledger
 
 
-def open_ledger(budget: float | None = None, dataset: str | None = None) -> Ledger:
+def open_ledger(dataset: str | None = None, cap: str = "--zeta Z") -> Ledger:
     """The project ledger (DPCAUSAL_LEDGER_URL). It is never created here and no cap is ever set
     here: a dataset must have been given its cap explicitly (`dpcausal ledger set-budget`, or
-    :func:`set_initial_budget` for the demo's own data). ``budget`` (a config's
-    ``ledger.budget``) only names the cap to suggest when ``dataset`` has none."""
+    :func:`set_initial_budget` for the demo's own data). ``cap`` (from the config) only names the
+    cap to suggest when ``dataset`` has none (:class:`NoCapError`)."""
+    if not Ledger.exists():
+        raise NoCapError(_no_cap(dataset or "?", cap))
     led = Ledger()
     if dataset is not None and not led.has_dataset(dataset):
         led.close()
-        cap = f"--zeta {budget:g}" if budget is not None else "--zeta Z"
-        raise ValueError(_no_cap(dataset, cap))
+        raise NoCapError(_no_cap(dataset, cap))
     return led
+
+
+class NoCapError(ValueError):
+    """The dataset has no cap in the ledger (a refusal by the budget)."""
 
 
 def _no_cap(dataset: str, cap: str) -> str:
@@ -42,43 +48,14 @@ def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | 
                               unit=unit, fingerprint=fingerprint)
 
 
-def ensure_epsilon_cap(dataset: str, epsilon: float | None, delta: float) -> None:
-    """Refuse (ValueError) a dataset without a cap; ``epsilon``/``delta`` (an (epsilon, delta)
-    mechanism's config) only name the cap to suggest. Never creates a ledger or a cap."""
-    cap = f"--epsilon {epsilon:g} --delta {delta:g}" if epsilon is not None else "--epsilon E"
-    with Ledger() as led:
-        if not led.has_dataset(dataset):
-            raise ValueError(_no_cap(dataset, cap))
-
-
-def check_budget(dataset: str, charge: PrivacyCharge, *, budget: float | None = None,
-                 unit: str, fingerprint: str | None = None) -> None:
+def check_budget(dataset: str, charge: PrivacyCharge, *, unit: str,
+                 fingerprint: str | None = None, cap: str = "--zeta Z") -> None:
     """Refuse now what the reservation would refuse (BudgetExceededError, IncompatibleChargeError,
     DatasetIdentityError, or no cap at all) before any model is fitted. ``unit`` is the charge's
     unit of privacy, ``fingerprint`` the data's keyed fingerprint. The reservation at release time
     stays authoritative."""
-    with open_ledger(budget, dataset) as led:
+    with open_ledger(dataset, cap) as led:
         led.check(dataset, charge, unit=unit, fingerprint=fingerprint)
-
-
-def charged_release(dataset: str, release_id: str, charge: PrivacyCharge,
-                    draw: Callable[[], dict[str, Any]], *, budget: float | None = None,
-                    run_url: str | None = None, unit: str, fingerprint: str | None = None,
-                    detail: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
-    """Reserve ``charge`` (per ``unit``), call ``draw`` (which draws the noise once), commit its
-    JSON. ``detail`` says what the release was (estimator, K, bounds ...) for `ledger history`.
-
-    Returns ``(release, reused)``: a release id committed before returns its stored release
-    (no new noise). Raises before ``draw`` when the ledger refuses the charge.
-    """
-    with open_ledger(budget, dataset) as led:
-        with led.release(dataset, release_id, charge, run_url=run_url, unit=unit,
-                         fingerprint=fingerprint, detail=detail) as slot:
-            if slot.result is not None:
-                return json.loads(slot.result), True
-            out = draw()
-            slot.commit(json.dumps(out))
-    return out, False
 
 
 def budgeted_as(dataset: str | None = None, *, fingerprint: str | None = None) -> str | None:

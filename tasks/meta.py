@@ -1,14 +1,15 @@
 """Tasks of the meta-analysis flow: read released estimates, pool them (free post-processing),
 log the pooled result with a forest plot.
 
-Only released metrics are read from MLflow: a core release's private ``ate`` and ``variance``,
-its ``zeta`` and public ``n``. Evaluation-mode runs (whose non-private values exist in MLflow) are
-refused when named and skipped when a query selects them; so are refused releases and other
-kinds of runs.
+Only released metrics are read from MLflow: a release's private ``ate`` and total ``se`` (any
+kind), its ``epsilon``/``zeta`` and public ``n``, and the tags that identify it. Evaluation-mode
+runs (whose non-private values exist in MLflow) are refused when named and skipped when a query
+selects them; so are refused releases and runs that released no ATE with its se.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -20,9 +21,9 @@ from prefect.cache_policies import NO_CACHE
 
 from conf.meta import MetaConfig
 from dpcausal.meta import MetaResult, combine
-from tasks.tracking import as_metrics, ensure_experiment
+from tasks.tracking import ensure_experiment
 
-RELEASED = ("ate", "variance", "zeta", "n")  # the only metrics a study contributes
+RELEASED = ("ate", "se", "epsilon", "zeta", "n")  # the only metrics a study contributes
 
 
 def _client(config: MetaConfig) -> Any:
@@ -38,17 +39,23 @@ def _unusable(run: Any) -> str | None:
         return "is an evaluation-mode run (not differentially private)"
     if tags.get("refused") == "true":
         return "is a refused release (nothing was released)"
-    if tags.get("kind", "ate") != "ate" or "estimator" not in tags:
-        return f"is not a core ATE release (kind {tags.get('kind')!r})"
-    if "variance" not in m:
-        return "released no private variance (ci_share=0), which pooling needs"
+    if "release_id" not in tags:
+        return f"is not a release (kind {tags.get('kind')!r})"
+    if "ate" not in m or "se" not in m:
+        return "released no ATE with its standard error (e.g. ci_share=0), which pooling needs"
     return None
 
 
 def _study(run: Any) -> dict[str, Any]:
     m = run.data.metrics
+    tags, params = run.data.tags, run.data.params
     study = {k: m[k] for k in RELEASED if k in m}
-    return study | {"label": run.info.run_name or run.info.run_id[:8], "run_id": run.info.run_id}
+    what = [tags.get("dataset_id"), tags.get("kind"), params.get("estimator.estimator"),
+            params.get("estimator.n_folds") and f"K={params['estimator.n_folds']}",
+            params.get("estimator.outcome_bounds")
+            and f"bounds {params['estimator.outcome_bounds']}"]
+    return study | {"label": " ".join(x for x in what if x) + f" ({run.info.run_id[:8]})",
+                    "dataset": tags.get("dataset_id"), "run_id": run.info.run_id}
 
 
 @task(name="read_released_studies", cache_policy=NO_CACHE, persist_result=False, retries=1)
@@ -58,7 +65,7 @@ def read_released_studies(config: MetaConfig) -> tuple[pd.DataFrame, list[str]]:
         path = Path(config.csv)
         if not path.is_file():
             raise ValueError(f"csv {str(path)!r} does not exist; give a CSV of published "
-                             "estimates with columns ate, variance[, n, zeta, label]")
+                             "estimates with columns ate, se or variance[, n, zeta, label]")
         return pd.read_csv(path), []
     client = _client(config)
     notes: list[str] = []
@@ -94,9 +101,10 @@ def read_released_studies(config: MetaConfig) -> tuple[pd.DataFrame, list[str]]:
 def pool_studies(config: MetaConfig, studies: pd.DataFrame) -> MetaResult:
     """``dpcausal.meta.combine`` on released numbers only (spec dp_ate_ensemble.md §4)."""
     labels = studies["label"].astype(str).tolist() if "label" in studies else []
-    by_run = dict(zip(studies.get("run_id", []), labels, strict=True))
+    by_run = dict(zip(studies["run_id"], labels, strict=True)) if "run_id" in studies else {}
     shared = labels if "*" in config.shared else [by_run.get(s, s) for s in config.shared]
-    columns = [c for c in ("label", "ate", "variance", "zeta", "n") if c in studies]
+    columns = [c for c in ("label", "ate", "se", "variance", "zeta", "n", "dataset")
+               if c in studies]
     return combine(studies[columns], weights=config.weights, model=config.model,
                    level=config.level, shared_people=shared or None)
 
@@ -107,7 +115,7 @@ def meta_metrics(result: MetaResult) -> dict[str, float]:
          "tau2": result.tau2, "q": result.q, "i2": result.i2, "additional_zeta": 0.0,
          "composed_zeta": result.privacy.get("composed_zeta"),
          "max_individual_zeta": result.privacy.get("max_individual_zeta")}
-    return as_metrics(m)
+    return {k: float(v) for k, v in m.items() if v is not None and math.isfinite(float(v))}
 
 
 @task(name="log_meta_analysis", cache_policy=NO_CACHE, persist_result=False, retries=1)

@@ -1,58 +1,46 @@
-"""Figure of one release: the private ATE with its CI, and how much of the released variance is
-privacy noise. Uses released and public values only."""
+"""Figure of one release of any kind, from its released values only: each estimate with its CI,
+and the share of the total variance that is privacy noise where the release states it."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
-from tasks.figures import pyplot
+from tasks.figures import pyplot, save
 
 
-def noise_share(release: dict[str, Any]) -> float | None:
-    """sigma_ate^2 / V_DP: the part of the private variance due to the ATE noise (None w/o CI)."""
-    variance = release.get("variance")
-    if not variance:
-        return None
-    return min(1.0, release["noise"]["sigma_ate"] ** 2 / variance)
+def estimate_rows(release: dict[str, Any]) -> list[tuple[str, float, float | None, float | None]]:
+    """(label, estimate, CI low, CI high) of the released ATE, or of each stratum's where a
+    mechanism releases several (user-level ``strata``)."""
+    rows = []
+    for s in release.get("strata") or []:
+        if isinstance(s, dict) and s.get("ate") is not None:
+            label = "/".join(f"{v}" for k, v in s.items()
+                             if k not in ("ate", "se", "se_noise", "ci_lower", "ci_upper")
+                             and not isinstance(v, float)) or "stratum"
+            rows.append((label, s["ate"], s.get("ci_lower"), s.get("ci_upper")))
+    if release.get("ate") is not None:
+        lo, hi = release.get("ci") or (None, None)
+        rows.append(("ATE", release["ate"], lo, hi))
+    return rows
 
 
 def plot_release(release: dict[str, Any], path: str | Path) -> Path:
-    """Write a PNG: estimate, CI (or a +-1.96 sigma_ate noise band) and the noise share."""
+    """Write a PNG of the release's estimates and CIs; returns the path."""
     plt = pyplot()
-
-    ate, sigma = release["ate"], release["noise"]["sigma_ate"]
-    share = noise_share(release)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(8, 3), gridspec_kw={"width_ratios": [3, 1]})
-    if release.get("ci"):
-        lo, hi = release["ci"]
-        label = f"{100 * (1 - release.get('alpha', 0.05)):g}% private CI"
-    else:
-        lo, hi = ate - 1.96 * sigma, ate + 1.96 * sigma
-        label = "+-1.96 sd of the privacy noise"
-    ax.errorbar([ate], [0], xerr=[[ate - lo], [hi - ate]], fmt="o", capsize=6, label=label)
+    rows = estimate_rows(release)
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.4 * max(1, len(rows))))
+    for i, (_, est, lo, hi) in enumerate(reversed(rows)):
+        err = None if lo is None else [[est - lo], [hi - est]]
+        ax.errorbar([est], [i], xerr=err, fmt="o", capsize=5)
+    ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)])
     ax.axvline(0.0, color="grey", lw=0.8, ls=":")
-    ax.set_yticks([])
-    ax.set_xlabel("ATE")
-    p = release["privacy"]
-    ax.set_title(f"{release['estimator'].upper()} private ATE = {ate:.4g}  "
-                 f"({p['zeta']:.3g}-GDP, eps={p['epsilon']:.3g})", fontsize=9)
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
-    if share is None:
-        bx.text(0.5, 0.5, "no CI released", ha="center", va="center")
-        bx.set_axis_off()
-    else:
-        bx.bar([0], [share], color="tab:red", label="privacy noise")
-        bx.bar([0], [1 - share], bottom=[share], color="tab:blue", label="other")
-        bx.set_ylim(0, 1)
-        bx.set_xticks([])
-        bx.set_title(f"noise share of V_DP: {share:.0%}", fontsize=9)
-        bx.legend(fontsize=7, frameon=False, loc="upper right")
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    if not math.isfinite(ate):
-        raise AssertionError("bug: a release with a non-finite ATE reached the plot")
-    return out
+    p = release.get("privacy") or {}
+    title = (f"{release.get('kind', 'release')}: {100 * release.get('level', 0.95):g}% CI, "
+             f"({p.get('epsilon', float('nan')):.3g}, {p.get('delta', 0):.1e})-DP per "
+             f"{p.get('unit', '?')}")
+    if release.get("noise_share") is not None:
+        title += f"; privacy noise {100 * release['noise_share']:.0f}% of the variance"
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("estimate")
+    return Path(save(fig, Path(path), dpi=100))

@@ -1,74 +1,134 @@
-"""``aggregate`` and ``release``: NON-PRIVATE inputs, never persisted, cached or retried.
+"""The charged-release path of every kind: public checks, then the ONE task that reserves in the
+ledger, releases once and commits (issue 17; issue 18 item 3).
 
-Only the private ATERelease (as a dict) leaves ``release``; in release mode it goes through the
-ledger first (reserve -> draw noise once -> commit), under ``release_id``.
+1. :func:`check_release` (also the CLI's preflight, before any Prefect server starts): read the
+   source, keep the release's columns, fingerprint them (keyed), ``check_input`` (every refusal
+   decided by public facts: schema, n, parameters), the data-free charge, then the budget
+   (``Ledger.check``) in release mode, or in evaluation mode the refusal of any dataset the
+   ledger knows (issue 18 item 6). Nothing is charged and nothing is drawn here.
+2. :func:`charged_release`: reserve the charge, run ``mechanism.private_release`` once (all work
+   on data values: value checks, fold fits, aggregation, the noise), commit its JSON before
+   anything is shown. In release mode any failure there is charged and generic; its details go
+   to the curator's private log (``<data>/private/errors.log``).
+
+The tasks keep nothing: ``persist_result=False``, no cache, no retries (the ledger makes a rerun
+of a committed release id return the committed release).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from conf.models import ReleaseConfig
-from dpcausal.aggregation import EnsembleNuisances
+from conf.models import DataSource
+from dpcausal import Mechanism, Prepared, Release
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.validation import ReleaseFailedError
+from store import frame_fingerprint, log_private_errors
 from tasks import ledger_ops
-from tasks.build import build_estimator
-from tasks.data import LoadedData
-from tasks.fit import FoldPlan
-from tasks.model_store import load_chunk
+from tasks.data import read_frame, select
 
-_PRIVATE_TASK = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
+_PRIVATE_TASK: dict[str, Any] = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
+_private_log = logging.getLogger("dpcausal.private")
 
 
-@task(name="check_budget", cache_policy=NO_CACHE, persist_result=False, retries=0)
-def check_budget(config: ReleaseConfig, n: int) -> None:
-    """Refuse an over-budget release before any fold is fitted (release mode; data-free: the
-    charge depends on the public n and parameters only)."""
-    if not config.evaluation:
-        ledger_ops.check_budget(config.ledger.dataset_id,
-                                build_estimator(config).privacy_charge(n),
-                                budget=config.ledger.budget)
+class EvaluationRefusedError(ValueError):
+    """Evaluation mode (a non-private read) asked for data the ledger knows."""
 
 
-@task(name="aggregate", **_PRIVATE_TASK)
-def aggregate(config: ReleaseConfig, data: LoadedData, plan: FoldPlan, keys: list[str],
-              store: str) -> EnsembleNuisances:
-    """Out-of-fold ensemble nuisances from the stored fold models (in fold order)."""
-    fold_models = [fm for key in keys for fm in load_chunk(store, key)]
-    return build_estimator(config).aggregate(data.X, plan.fold_ids, fold_models)
+@dataclass(frozen=True)
+class Checked:
+    """A checked input: the mechanism's :class:`Prepared` input (data: never shown), its keyed
+    fingerprint, the column schema (names and dtypes: public) and the data-free charge."""
+
+    prepared: Prepared = field(repr=False)
+    fingerprint: str
+    schema: dict[str, str]
+    charge: PrivacyCharge
 
 
-@task(name="release", **_PRIVATE_TASK)
-def release(config: ReleaseConfig, data: LoadedData, nuisances: EnsembleNuisances,
-            release_id: str, run_url: str | None = None) -> dict[str, Any]:
-    """Draw the noise once; return ``{"release": ATERelease dict, "reused", "spent"}``.
+@dataclass(frozen=True)
+class Published:
+    """What a release published: its dict (:meth:`dpcausal.Release.to_dict`), its text
+    (``str(release)``), whether it was the committed release of an earlier attempt, and the
+    :class:`dpcausal.Release` itself (None for a committed one, known by its JSON only)."""
 
-    Release mode: the charge is reserved in the ledger before the noise is drawn, from a fresh
-    OS-entropy generator (never from the public fold seed); a release id committed before returns
-    its stored release. Evaluation mode: no ledger, ``noise_seed`` allowed, non-private values kept.
+    release: dict[str, Any]
+    text: str
+    reused: bool = False
+    result: Release | None = field(default=None, repr=False, compare=False)
+
+
+def check_release(source: DataSource, columns: list[str] | None, mechanism: Mechanism,
+                  roles: dict[str, Any], *, dataset: str, evaluation: bool,
+                  cap: str) -> Checked:
+    """Step 1 (see the module doc); raises ``ValueError``/``TypeError`` for bad input and the
+    ledger's errors (``BudgetExceededError`` ...) for a refusal, before anything is charged."""
+    frame = select(read_frame(source), columns)
+    fingerprint = frame_fingerprint(frame)
+    prepared = mechanism.check_input(frame, **roles)
+    charge = mechanism.privacy_charge(**prepared.public)
+    if evaluation:
+        known = ledger_ops.budgeted_as(dataset, fingerprint=fingerprint)
+        if known is not None:
+            raise EvaluationRefusedError(
+                f"evaluation mode is refused for dataset {dataset!r}: the ledger knows these "
+                f"data (as {known!r}), and evaluation is a non-private read of them; release "
+                "them with mode: release, or evaluate on synthetic data")
+    else:
+        ledger_ops.check_budget(dataset, charge, unit=mechanism.unit, fingerprint=fingerprint,
+                                cap=cap)
+    schema = {str(c): str(t) for c, t in frame.dtypes.items()}
+    return Checked(prepared=prepared, fingerprint=fingerprint, schema=schema, charge=charge)
+
+
+check_release_task = task(name="check_release", **_PRIVATE_TASK)(check_release)
+
+
+@task(name="charged_release", **_PRIVATE_TASK)
+def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, release_id: str,
+                    evaluation: bool, detail: dict[str, Any], cap: str = "--zeta Z",
+                    run_url: str | None = None) -> Published:
+    """Step 2: the only place in the project that reserves and commits ledger charges.
+
+    Release mode: reserve ``checked.charge`` per ``mechanism.unit`` (binding the fingerprint),
+    ``private_release`` once, commit; a release id committed before returns its stored release
+    without drawing. Evaluation mode: no ledger; the release is marked not private.
     """
-    est = build_estimator(config)
-    logger = get_run_logger()
-    if config.evaluation:
-        rng = np.random.default_rng(config.noise_seed)
-        rel = est.release(data.A, data.Y, nuisances, random_state=rng, evaluation=True, d=data.d)
-        logger.warning("EVALUATION mode: this output is not differentially private")
-        return {"release": rel.to_dict(), "reused": False, "spent": None}
+    if evaluation:
+        release = mechanism.private_release(checked.prepared, evaluation=True)
+        return Published(release.to_dict(), str(release), result=release)
+    log_private_errors()
+    with ledger_ops.open_ledger(dataset, cap) as led:
+        with led.release(dataset, release_id, checked.charge, run_url=run_url,
+                         unit=mechanism.unit, fingerprint=checked.fingerprint,
+                         detail=detail) as slot:
+            if slot.result is not None:
+                stored = json.loads(slot.result)
+                return Published(stored, _stored_text(stored), reused=True)
+            try:
+                release = mechanism.private_release(checked.prepared, evaluation=False)
+            except ReleaseFailedError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any data-dependent failure is generic
+                _private_log.error("release %s failed", release_id, exc_info=exc)
+                raise ReleaseFailedError(
+                    "the release failed after its charge for a reason that may depend on the "
+                    "data; its budget is spent; the curator's private log holds the details"
+                ) from None
+            slot.commit(release.to_json())
+    return Published(release.to_dict(), str(release), result=release)
 
-    charge = est.privacy_charge(data.n)
 
-    def draw() -> dict[str, Any]:
-        rng = np.random.default_rng()  # OS entropy
-        return est.release(data.A, data.Y, nuisances, random_state=rng, evaluation=False,
-                           d=data.d).to_dict()
-
-    out, reused = ledger_ops.charged_release(
-        config.ledger.dataset_id, release_id, charge, draw, budget=config.ledger.budget,
-        run_url=run_url)
-    logger.info("released %s (zeta=%.4g)%s", release_id, charge.zeta,
-                " - returned the committed release, no new noise" if reused else "")
-    return {"release": out, "reused": reused,
-            "spent": ledger_ops.spent(config.ledger.dataset_id)}
+def _stored_text(stored: dict[str, Any]) -> str:
+    """A committed release's text when only its JSON is at hand (a retried release id)."""
+    lo, hi = stored.get("ci") or (None, None)
+    ci = "" if lo is None else f"  {100 * stored['level']:g}% CI [{lo:.6g}, {hi:.6g}]"
+    se = "" if stored.get("se") is None else f"  se {stored['se']:.4g}"
+    ate = "-" if stored.get("ate") is None else f"{stored['ate']:.6g}"
+    return f"{stored.get('kind', 'release')} (committed earlier)\nATE  {ate}{ci}{se}"

@@ -1,32 +1,17 @@
-"""Task runner from the config: threads (default) or Dask (prefect-dask), same results; and the
-executor that chunked work inside one task (the federated client encoding) is mapped on."""
+"""The runner of a release's parallel work (the core's fold fits, the federated client encoding):
+threads (default) or Dask, same results. The flow's own tasks always run on threads."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
 
 from conf.models import RunnerConfig
 
 # Workers without a memory limit never spill task data (raw rows) to their local disk.
-_LOCAL_CLUSTER = {"threads_per_worker": 1, "processes": True, "dashboard_address": None,
+_LOCAL_CLUSTER = {"threads_per_worker": 1, "processes": True, "dashboard_address": ":0",
                   "memory_limit": 0}
-
-
-def task_runner(runner: RunnerConfig) -> Any:
-    """``ThreadPoolTaskRunner(max_workers)``, or a ``DaskTaskRunner`` on ``address`` (a running
-    scheduler) or on a fresh LocalCluster of ``max_workers`` single-threaded processes."""
-    if runner.kind == "threads":
-        from prefect.task_runners import ThreadPoolTaskRunner
-
-        return ThreadPoolTaskRunner(max_workers=runner.max_workers)
-    from prefect_dask import DaskTaskRunner
-
-    if runner.address:
-        return DaskTaskRunner(address=runner.address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": runner.max_workers, **_LOCAL_CLUSTER})
 
 
 @contextmanager

@@ -1,32 +1,42 @@
-"""MLflow logging of a release (the only MLflow code in the project; ``mlflow`` is imported lazily).
+"""MLflow records of a release of any kind (the project's MLflow client code; ``mlflow`` is
+imported lazily).
 
-One MLflow run per release, in an experiment per dataset (``dpcausal/<dataset_id>`` unless
-configured), whose artifacts live under the project's data folder. Logged: public parameters
-(spec §2.6), the released values and privacy figures, the dataset's cumulative spend, the release
-JSON and a plot. In release mode nothing non-private reaches MLflow: the release dict carries no
-``nonprivate`` part (checked here) and no data-dependent count is logged.
+One MLflow run per release, opened before the charge (so the ledger records its URL) in the
+config's experiment (evaluation runs in ``<experiment>/evaluation``): system tags (user, source,
+git commit, dpcausal version), the Prefect flow-run link, the validated config as a dict and a
+dataset input (id, source without password, KEYED fingerprint as digest, column schema). After the
+release: its released values as metrics, ``release.json`` and a plot. In release mode nothing
+non-private reaches MLflow: a result carrying ``nonprivate`` values is refused here.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import math
+import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from conf.models import ReleaseConfig
-from dpcausal.ledger import BudgetExceededError
+from conf.settings import PROJECT_ROOT
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    run_id: str
+    experiment_id: str
+    tracking_uri: str
+    url: str  # the run's page on an MLflow server, else its ``runs:/`` URI
 
 
 def flatten_params(prefix: str, value: Any, out: dict[str, str]) -> None:
-    """Nested config dicts as MLflow params: dotted keys, lists as JSON, the rest as str."""
+    """Nested dicts as MLflow params: dotted keys, lists as JSON, the rest as str."""
     if isinstance(value, dict):
         for k, v in value.items():
             flatten_params(f"{prefix}.{k}" if prefix else str(k), v, out)
@@ -34,50 +44,30 @@ def flatten_params(prefix: str, value: Any, out: dict[str, str]) -> None:
         out[prefix] = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
 
 
-def release_params(config: ReleaseConfig, release: dict[str, Any]) -> dict[str, str]:
-    """Public parameters: the library's §2.6 list, model specs, fold seed, modes, dataset id."""
-    params: dict[str, str] = {}
-    flatten_params("", release.get("params", {}), params)
-    flatten_params("models", config.models.model_dump(), params)
-    flatten_params("noise", {k: v for k, v in release["noise"].items()
-                    if k in ("sensitivity_mode", "sigma2_mode", "ci_mode", "sensitivity",
-                             "sensitivity_var", "C", "B_mu", "B_pi")}, params)
-    params.update({"fold_seed": str(config.estimator.fold_seed), "mode": config.mode,
-                   "dataset_id": config.ledger.dataset_id, "release_name": config.name})
-    if config.evaluation:
-        params["noise_seed"] = str(config.noise_seed)
-    return {k: v[:6000] for k, v in params.items()}
-
-
 def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> dict[str, float]:
-    """Released values, noise scales, privacy figures and the dataset's cumulative spend."""
-    p, z = release["privacy"], release["noise"]
-    m = {"ate": release["ate"], "sigma_ate": z["sigma_ate"], "sigma_var": z["sigma_var"],
-         "zeta": p["zeta"], "zeta1": p["zeta1"], "zeta2": p["zeta2"],
-         "epsilon": p["epsilon"], "delta": p["delta"], "rho": p["rho"],
-         "n": release["n"], "n_folds": release["n_folds"]}
+    """Released figures (estimate, se, CI, privacy, n and the mechanism's released scalars) and
+    the dataset's cumulative spend; evaluation runs add their ``nonprivate_*`` values."""
+    m: dict[str, Any] = {k: v for k, v in release.items()
+                         if isinstance(v, (int, float)) and not isinstance(v, bool)}
     if release.get("ci"):
-        m.update(ci_low=release["ci"][0], ci_high=release["ci"][1], variance=release["variance"])
-    if spent is not None and spent.get("zeta") is not None:  # all-Gaussian: exact GDP / zCDP
-        m["dataset_zeta_spent"] = spent["zeta"]
-        m["dataset_rho_spent"] = spent["zeta"] ** 2 / 2
-    if release.get("evaluation") and release.get("nonprivate"):
-        m["nonprivate_ate"] = release["nonprivate"]["ate"]
-        m["nonprivate_variance"] = release["nonprivate"]["variance"]
-    return as_metrics(m, spent)
-
-
-def as_metrics(m: dict[str, Any], spent: dict[str, Any] | None = None) -> dict[str, float]:
-    """MLflow metrics: the finite numbers of ``m`` and, when given, the cumulative (epsilon,
-    delta) spend of the release's ledger dataset."""
+        m["ci_low"], m["ci_high"] = release["ci"]
+    p = release.get("privacy") or {}
+    m.update({k: p.get(k) for k in ("epsilon", "delta", "zeta", "rho")})
+    for k, v in (p.get("detail") or {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            m[k] = v
+    if release.get("evaluation"):
+        m.update({f"nonprivate_{k}": v for k, v in (release.get("nonprivate") or {}).items()})
     if spent is not None:
-        m = m | {"dataset_epsilon_spent": spent["epsilon"], "dataset_delta": spent["delta"],
-                 "dataset_n_charges": spent["n_charges"]}
-    return {k: float(v) for k, v in m.items() if v is not None and math.isfinite(float(v))}
+        m |= {"dataset_epsilon_spent": spent["epsilon"], "dataset_delta": spent["delta"],
+              "dataset_n_charges": spent["n_charges"], "dataset_zeta_spent": spent.get("zeta")}
+    return {k: float(v) for k, v in m.items()
+            if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
 def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
-    """Experiment id, created with its artifacts under <data>/mlartifacts/<name> (recipe §6)."""
+    """Experiment id. Tracking to a server, artifacts go through it (``mlflow-artifacts:``);
+    to a local store, under <data>/mlartifacts/<name> (recipe §6)."""
     import mlflow
 
     from conf.settings import data_dir
@@ -85,92 +75,110 @@ def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
-        return exp.experiment_id
-    location = (data_dir() / "mlartifacts" / name.replace("/", "_")).as_uri()
+        return str(exp.experiment_id)
+    remote = str(client.tracking_uri).startswith(("http://", "https://"))
+    location = None if remote else (data_dir() / "mlartifacts" / name.replace("/", "_")).as_uri()
     try:
-        return client.create_experiment(name, artifact_location=location)
+        return str(client.create_experiment(name, artifact_location=location))
     except mlflow.exceptions.MlflowException:  # created concurrently
-        return client.get_experiment_by_name(name).experiment_id
+        return str(client.get_experiment_by_name(name).experiment_id)
 
 
-@contextmanager
-def release_run(config: Any, release_id: str, flow_run_id: str, flow_run_name: str,
-                params: dict[str, str], metrics: dict[str, float],
-                **tags: str) -> Iterator[tuple[Any, dict[str, str]]]:
-    """An MLflow run for one release of any kind, in the config's experiment: tagged with the
-    flow run, release and dataset (plus ``tags``), params and metrics logged in one batch. The
-    block logs its artifacts with the yielded client; the run ends FINISHED, or FAILED if the
-    block raises. Yields ``(client, {"run_id", "experiment_id", "tracking_uri"})``."""
-    import mlflow
-    from mlflow.entities import Metric, Param
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"runs:/{run_id}"
 
-    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
-    exp_id = ensure_experiment(config.experiment_name, uri)
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
-            "release_id": release_id, "dataset_id": config.ledger.dataset_id,
-            "kind": config.kind, **tags}
-    run_id = client.create_run(exp_id, run_name=f"{config.name}-{flow_run_name}",
-                               tags=tags).info.run_id
+
+def system_tags() -> dict[str, str]:
+    """user, source name, git commit (when in a repository) and the dpcausal version."""
+    import dpcausal
+
+    tags = {"mlflow.user": getpass.getuser(), "mlflow.source.name": "dpcausal dp_release",
+            "mlflow.source.type": "JOB", "dpcausal_version": dpcausal.__version__}
     try:
-        now = int(time.time() * 1000)
-        client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()],
-                         metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])
-        yield client, {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": str(uri)}
-        client.set_terminated(run_id, "FINISHED")
-    except BaseException:
-        client.set_terminated(run_id, "FAILED")
-        raise
+        commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
+                                capture_output=True, text=True, timeout=5)
+        if commit.returncode == 0:
+            tags["mlflow.source.git.commit"] = commit.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return tags
 
 
-@task(name="log_release", cache_policy=NO_CACHE, persist_result=False, retries=1)
-def log_release(config: ReleaseConfig, release: dict[str, Any], release_id: str,
-                flow_run_id: str, flow_run_name: str,
-                spent: dict[str, Any] | None) -> dict[str, str]:
-    """One MLflow run for the release; returns ``{"run_id", "experiment_id", "tracking_uri"}``."""
+def _client(tracking_uri: str | None) -> Any:
+    import mlflow
+
+    return mlflow.MlflowClient(tracking_uri=tracking_uri or mlflow.get_tracking_uri())
+
+
+@task(name="open_release_run", cache_policy=NO_CACHE, persist_result=False, retries=2,
+      retry_delay_seconds=1)
+def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
+                     tags: dict[str, str], config: dict[str, Any],
+                     dataset: dict[str, str]) -> TrackedRun:
+    """An MLflow run for one release (public values only): ``tags`` plus the system tags, the
+    config flattened as params and logged as ``config.json``, and ``dataset`` (name, source,
+    digest = the keyed fingerprint, schema as JSON) as the run's dataset input."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag, Param
+
+    client = _client(tracking_uri)
+    uri = str(client.tracking_uri)
+    exp_id = ensure_experiment(experiment, uri)
+    run_id = client.create_run(exp_id, run_name=run_name,
+                               tags={**system_tags(), **tags}).info.run_id
+    params: dict[str, str] = {}
+    flatten_params("", config, params)
+    client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in params.items()])
+    client.log_dict(run_id, config, "config.json")
+    client.log_inputs(run_id, datasets=[DatasetInput(
+        Dataset(name=dataset["name"], digest=dataset["digest"], source_type="dpcausal",
+                source=dataset["source"], schema=dataset["schema"]),
+        tags=[InputTag("mlflow.data.context", "release")])])
+    return TrackedRun(run_id, exp_id, uri, run_url(uri, exp_id, run_id))
+
+
+@task(name="log_release", cache_policy=NO_CACHE, persist_result=False, retries=2,
+      retry_delay_seconds=1)
+def log_release(run: TrackedRun, release: dict[str, Any], evaluation: bool,
+                spent: dict[str, Any] | None, tables: dict[str, Any] | None = None) -> None:
+    """The released values into ``run`` (metrics, ``release.json``, ``release.png`` and the
+    kind's published ``tables`` as Parquet files); ends it FINISHED. Idempotent: a retry logs the
+    same values again."""
+    from mlflow.entities import Metric
+
     from tasks.plots_release import plot_release
 
-    if not config.evaluation and (release.get("nonprivate") is not None
-                                  or release.get("evaluation")):
+    if not evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
         raise AssertionError("bug: a release-mode result carries non-private values")
-    with release_run(config, release_id, flow_run_id, flow_run_name,
-                     release_params(config, release), release_metrics(release, spent),
-                     evaluation=str(config.evaluation).lower(), mode=config.mode,
-                     estimator=release["estimator"]) as (client, tracked):
-        client.log_dict(tracked["run_id"], release, "release.json")
-        with tempfile.TemporaryDirectory() as tmp:
-            client.log_artifact(tracked["run_id"],
-                                str(plot_release(release, Path(tmp) / "release.png")))
-    return tracked
+    client = _client(run.tracking_uri)
+    now = int(time.time() * 1000)
+    client.log_batch(run.run_id, metrics=[Metric(k, v, now, 0)
+                                          for k, v in release_metrics(release, spent).items()])
+    client.log_dict(run.run_id, release, "release.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        client.log_artifact(run.run_id, str(plot_release(release, Path(tmp) / "release.png")))
+        for name, table in (tables or {}).items():
+            table.to_parquet(Path(tmp) / name, index=False)
+            client.log_artifact(run.run_id, str(Path(tmp) / name))
+    client.set_terminated(run.run_id, "FINISHED")
 
 
-@task(name="log_refusal", cache_policy=NO_CACHE, persist_result=False, retries=1)
-def log_refusal(config: Any, message: str, flow_run_id: str, flow_run_name: str) -> str:
-    """An MLflow run recording a release the ledger refused (any config kind): tagged
-    ``refused=true`` with the ledger's message, ended FAILED, with no estimate (none was drawn).
+@task(name="log_refusal", cache_policy=NO_CACHE, persist_result=False, retries=2,
+      retry_delay_seconds=1)
+def log_refusal(run: TrackedRun | None, message: str, *, experiment: str,
+                tracking_uri: str | None, run_name: str, tags: dict[str, str]) -> str:
+    """Record a release refused by the budget: ``run`` (opened before the reservation refused)
+    or a new run, tagged ``refused=true`` with the ledger's message, no estimate, ended FAILED.
     Returns the run id."""
-    import mlflow
-
-    uri = config.mlflow.tracking_uri or mlflow.get_tracking_uri()
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    tags = {"prefect.flow_run_id": flow_run_id, "prefect.flow_run_name": flow_run_name,
-            "dataset_id": config.ledger.dataset_id, "kind": config.kind, "refused": "true",
-            "refusal": message[:5000], "evaluation": "false"}
-    run = client.create_run(ensure_experiment(config.experiment_name, uri),
-                            run_name=f"{config.name}-{flow_run_name}-refused", tags=tags)
-    client.set_terminated(run.info.run_id, "FAILED")
-    return run.info.run_id
-
-
-@contextmanager
-def refusals_recorded(config: Any) -> Iterator[None]:
-    """Inside a flow run: a ``BudgetExceededError`` raised in the block is recorded by
-    :func:`log_refusal` under this flow run, then re-raised (the run ends Failed with the
-    ledger's message)."""
-    from prefect.runtime import flow_run
-
-    try:
-        yield
-    except BudgetExceededError as exc:
-        log_refusal(config, str(exc), str(flow_run.id), str(flow_run.name))
-        raise
+    client = _client(tracking_uri)
+    if run is None:
+        exp_id = ensure_experiment(experiment, str(client.tracking_uri))
+        run_id = client.create_run(exp_id, run_name=f"{run_name}-refused",
+                                   tags={**system_tags(), **tags}).info.run_id
+    else:
+        run_id = run.run_id
+    client.set_tag(run_id, "refused", "true")
+    client.set_tag(run_id, "refusal", message[:5000])
+    client.set_terminated(run_id, "FAILED")
+    return str(run_id)

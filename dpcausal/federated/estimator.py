@@ -264,7 +264,13 @@ class FederatedATE(Mechanism):
         return simulate_release(
             x, t, self.plan(**prepared.public), rng, secagg=self.secagg, debias=self.debias,
             variance_mode=self.variance_mode, estimand=self.estimand, ci_form=self.ci_form,
-            alpha=self.alpha, evaluation=evaluation)
+            alpha=self.alpha, evaluation=evaluation, encode=self.encode)
+
+    def encode(self, x: np.ndarray, plan: ReleasePlan, group: int,
+               rng: np.random.Generator) -> ClientReports:
+        """The clients' PBM reports of one group (spec §2.1-2.2); an orchestrator may override
+        it to encode in chunks elsewhere (it must give the same reports)."""
+        return encode_clients(x, plan, group, rng)
 
     def run(self, x: Any, treated: Any, outcome: str | None = None, *,
             evaluation: bool = False) -> FederatedResult:

@@ -10,9 +10,11 @@ import re
 import struct
 from pathlib import Path
 
+import pandas as pd
+
 
 class Recorder:
-    """A progress listener (tasks.progress) that records every event."""
+    """A progress listener (flows.progress) that records every event."""
 
     def __init__(self):
         self.events = []
@@ -128,3 +130,19 @@ def _walk_strings(obj, key=""):
             yield from _walk_strings(v, f"{key}[{i}]")
     elif isinstance(obj, str) and len(obj) >= 12:
         yield key, obj
+
+
+def write_exp_a(path: Path, seed: int, n: int = 2000) -> Path:
+    """Experiment A (spec §6.2) as the CLI's demo writes it: columns X1, A, Y."""
+    from dpcausal.datasets import make_experiment_a
+
+    X, A, Y, _ = make_experiment_a(n, random_state=seed)
+    pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y}).to_csv(path, index=False)
+    return path
+
+
+def give_cap(dataset: str, **cap) -> None:
+    """The curator's explicit cap (a config never creates one): zeta 50 by default."""
+    from tasks.ledger_ops import set_initial_budget
+
+    set_initial_budget(dataset, **(cap or {"zeta": 50.0}))

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
+from _flowtools import give_cap, write_exp_a
 
 QUIET = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
          "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
@@ -38,27 +38,33 @@ def project(tmp_path_factory):
 @pytest.fixture(scope="session")
 def exp_a_csv(project) -> Path:
     """Experiment A (spec §6.2), n = 2000, as the CLI's demo writes it."""
-    from dpcausal.datasets import make_experiment_a
-
-    X, A, Y, _ = make_experiment_a(2000, random_state=11)
-    path = project.root / "exp_a.csv"
-    pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y}).to_csv(path, index=False)
-    return path
+    return write_exp_a(project.root / "exp_a.csv", 11)
 
 
 @pytest.fixture
-def make_config(exp_a_csv, request):
-    """ReleaseConfig for exp_a_csv: K = 20 in 4 chunks, its own ledger dataset and experiment."""
+def make_config(project, request):
+    """ReleaseConfig for its own experiment-A data (n = 2000; a dataset's data are bound to its
+    id by fingerprint, so each dataset id gets its own data): K = 20 in 4 chunks, the dataset
+    capped at zeta 50 unless ``cap=None``, its own experiment."""
+    import zlib
+
     from conf.models import load_config
 
-    def make(*overrides: str, dataset: str | None = None):
+    def make(*overrides: str, dataset: str | None = None, cap: float | None = 50.0):
         ds = dataset or request.node.name.replace("[", "-").replace("]", "")
-        base = {"name": "t", "data": {"path": str(exp_a_csv)},
+        path = project.root / f"{zlib.crc32(ds.encode()):08x}.csv"
+        if not path.exists():
+            write_exp_a(path, zlib.crc32(ds.encode()) % 10_000)
+        base = {"name": "t", "data": {"path": str(path)},
                 "columns": {"treatment": "A", "outcome": "Y"},
-                "estimator": {"estimator": "aipw", "n_folds": 20, "fold_seed": 3},
+                "estimator": {"estimator": "aipw", "n_folds": 20, "fold_seed": 3,
+                              "outcome_bounds": [-1.0, 1.0]},
                 "folds_per_task": 5, "ledger": {"dataset_id": ds, "budget": 50.0},
                 "mlflow": {"experiment": f"test-{ds}"}}
-        return load_config(None, list(overrides), base=base)
+        config = load_config(None, list(overrides), base=base)
+        if cap is not None and not config.evaluation:
+            give_cap(ds, zeta=cap)
+        return config
 
     return make
 

@@ -1,5 +1,6 @@
-"""``dpcausal run`` / ``demo``: a printed release on good input; on bad input one paragraph on
-stderr, exit code 2, and no ledger charge."""
+"""``dpcausal run`` / ``demo``: a printed release on good input; otherwise one ``Error:``
+paragraph on stderr and a distinct exit code (2 bad input or configuration, 3 refused by the
+budget, 1 anything else), with no ledger charge before the release."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from _flowtools import give_cap, write_exp_a
 
 from dpcausal.ledger import Ledger
 
@@ -25,8 +29,8 @@ def cli_config(exp_a_csv, tmp_path):
     def write(data_path=None, **top):
         cfg = {"name": "cli", "data": {"path": str(data_path or exp_a_csv)},
                "columns": {"treatment": "A", "outcome": "Y"},
-               "estimator": {"n_folds": 20, "fold_seed": 3}, "folds_per_task": 5,
-               "ledger": {"dataset_id": BAD_DATASET, "budget": 50.0},
+               "estimator": {"n_folds": 20, "fold_seed": 3, "outcome_bounds": [-1, 1]},
+               "folds_per_task": 5, "ledger": {"dataset_id": BAD_DATASET, "budget": 50.0},
                "mlflow": {"experiment": "test-cli"}, **top}
         path = tmp_path / f"release{next(counter)}.yaml"
         path.write_text(yaml.safe_dump(cfg))
@@ -36,60 +40,81 @@ def cli_config(exp_a_csv, tmp_path):
 
 def _charges(dataset: str) -> int:
     with Ledger(create=True) as led:
-        if dataset not in set(led.budgets()["dataset"]):
-            led.set_budget(dataset, zeta=50.0)
-        return led.spent(dataset).n_charges
+        return led.spent(dataset).n_charges if led.has_dataset(dataset) else 0
 
 
-def _assert_bad(result, match):
-    assert result.exit_code == 2, (match, result.output)
+def _assert_error(result, code, match):
+    assert result.exit_code == code, (match, result.output)
     err = result.stderr.strip()
-    assert err.startswith("Error: ") and "\n" not in err and "Traceback" not in err
+    assert err.startswith("Error: ") and "\n" not in err and "Traceback" not in err, err
     assert pd.Series([err]).str.contains(match, regex=True).iloc[0], err
     assert result.stdout == ""
 
 
-def test_bad_input_fails_with_one_paragraph_and_no_charge(cli_config, exp_a_csv, tmp_path, invoke):
-    before = _charges(BAD_DATASET)
+def _flow_runs() -> int:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.count_flow_runs()
+
+
+def test_bad_input_fails_with_one_paragraph_exit_2_and_no_charge(cli_config, tmp_path, invoke):
+    give_cap(BAD_DATASET)
     bad_yaml = tmp_path / "bad.yaml"
     bad_yaml.write_text("name: x\ndata: {path: [\n")
-    frame = pd.read_csv(exp_a_csv)
-    nonbinary = tmp_path / "nonbinary.csv"
-    frame.assign(A=frame["A"] * 2).to_csv(nonbinary, index=False)
     cases = [
         ((str(tmp_path / "nope.yaml"),), r"config file .*nope\.yaml' does not exist"),
         ((cli_config(tmp_path / "missing.csv"),), r"data file .*missing\.csv' does not exist"),
         ((cli_config(), "--set", "columns.treatment=arm"),
-         r"columns\.treatment names column 'arm', which is not in the data"),
-        ((cli_config(nonbinary),), r"treatment A must be coded 0/1"),
+         r"treatment='arm' is not a column of the data"),
         ((str(bad_yaml),), r"is not valid YAML"),
         ((cli_config(), "--set", "models.outcome.name=nosuch"), r"unknown outcome model 'nosuch'"),
         ((cli_config(), "--set", "estimator.zeta=-1"), r"zeta must be a finite number > 0"),
         ((cli_config(), "--set", "estimator.n_folds=5000"), r"n_folds=5000 is too large"),
+        ((cli_config(), "--set", "estimator.outcome_bounds=null"), r"outcome_bounds"),
     ]
+    before = _flow_runs()
     with ThreadPoolExecutor(max_workers=2) as pool:  # independent subprocesses: two at a time
         results = list(pool.map(lambda case: invoke("run", *case[0], "--no-progress"), cases))
     for result, (_, match) in zip(results, cases, strict=True):
-        _assert_bad(result, match)
-    assert _charges(BAD_DATASET) == before
+        _assert_error(result, 2, match)
+    assert _charges(BAD_DATASET) == 0
+    assert _flow_runs() == before  # refused before any flow ran
 
 
-def test_exhausted_budget_is_a_clean_error_without_charge(cli_config, invoke):
+def test_exhausted_budget_exits_3_before_any_flow_and_without_charge(cli_config, invoke):
     dataset = "cli-small-budget"
-    path = cli_config(ledger={"dataset_id": dataset, "budget": 1.0})
-    _assert_bad(invoke("run", path, "--no-progress"),
-                r"budget exhausted for dataset cli-small-budget")
-    with Ledger() as led:
-        assert led.spent(dataset).n_charges == 0
+    give_cap(dataset, zeta=1.0)
+    before = _flow_runs()
+    _assert_error(invoke("run", cli_config(ledger={"dataset_id": dataset}), "--no-progress"), 3,
+                  r"budget exhausted for dataset cli-small-budget")
+    assert _charges(dataset) == 0 and _flow_runs() == before
+    no_cap = invoke("run", cli_config(ledger={"dataset_id": "cli-no-cap", "budget": 2.0}))
+    _assert_error(no_cap, 3, r"no privacy budget in the ledger.*set-budget cli-no-cap --zeta 2")
 
 
-def test_run_prints_the_release_as_table_and_json(cli_config, invoke):
+def test_a_data_dependent_failure_is_charged_generic_and_exits_1(cli_config, exp_a_csv,
+                                                                 tmp_path, invoke):
+    dataset = "cli-nonbinary"
+    give_cap(dataset)
+    frame = pd.read_csv(exp_a_csv)
+    nonbinary = tmp_path / "nonbinary.csv"
+    frame.assign(A=frame["A"] * 2).to_csv(nonbinary, index=False)
+    out = invoke("run", cli_config(nonbinary, ledger={"dataset_id": dataset}), "--no-progress")
+    _assert_error(out, 1, r"ReleaseFailedError.*budget is spent.*private log .*errors\.log")
+    assert "0/1" not in out.stderr and "values such as" not in out.stderr
+    assert _charges(dataset) == 1
+
+
+def test_run_prints_the_release_and_json(cli_config, invoke):
     dataset = "cli-good"
-    path = cli_config(ledger={"dataset_id": dataset, "budget": 50.0})
+    give_cap(dataset)
+    path = cli_config(ledger={"dataset_id": dataset})
     table = invoke("run", path, "--no-progress")
     assert table.exit_code == 0, table.output
-    for label in ("ATE (private)", "95% CI", "1.5-GDP", "dataset spend", "MLflow"):
-        assert label in table.stdout
+    for label in ("ATE", "95% CI", "1.5-GDP", "covers both the sampling error and the privacy "
+                  "noise", "dataset spend", "release id", "MLflow"):
+        assert label in table.stdout, label
     js = invoke("run", path, "--no-progress", "--json", "--set", "estimator.ci_share=0")
     assert js.exit_code == 0, js.output
     out = json.loads(js.stdout)
@@ -98,10 +123,23 @@ def test_run_prints_the_release_as_table_and_json(cli_config, invoke):
     assert isinstance(out["release"]["ate"], float)
 
 
-def test_help_lists_run_and_demo_without_importing_heavy_libraries():
+def test_dry_run_prints_the_plan_and_charges_nothing(cli_config, invoke):
+    dataset = "cli-dry-run"
+    give_cap(dataset)
+    path = cli_config(ledger={"dataset_id": dataset})
+    dry = invoke("run", "--dry-run", path)
+    plan = invoke("plan", path)
+    assert dry.exit_code == plan.exit_code == 0, dry.output
+    assert dry.stdout == plan.stdout and "Recommended: K=" in dry.stdout
+    assert _charges(dataset) == 0
+
+
+def test_help_documents_exit_codes_without_importing_heavy_libraries():
     proc = subprocess.run([sys.executable, "-m", "cli.main", "--help"], capture_output=True,
                           text=True, env=dict(os.environ), check=True)
     assert "run" in proc.stdout and "demo" in proc.stdout
+    text = " ".join(proc.stdout.split())
+    assert "2 bad input" in text and "3 refused by the privacy budget" in text
     out = subprocess.run([sys.executable, "-c", "import cli.main, cli.run_cmd, sys; "
                           "print(sorted(m for m in ('mlflow', 'prefect', 'sklearn') "
                           "if m in sys.modules))"],
@@ -109,53 +147,82 @@ def test_help_lists_run_and_demo_without_importing_heavy_libraries():
     assert out.stdout.strip() == "[]"
 
 
-def _mechanism_config(tmp_path, kind: str, dataset: str, **changes) -> str:
+def _mechanism_config(tmp_path, kind: str, dataset: str, **ledger) -> str:
     """The shipped demo config of a mechanism, on freshly written demo data, own ledger dataset."""
-    import importlib
-    from pathlib import Path
-
     import conf
+    from demo import write_demo
 
-    data = importlib.import_module(f"tasks.{kind}_demo_data").write_demo_csv(tmp_path / "d.csv")
+    data = write_demo(kind, tmp_path / kind)
     cfg = yaml.safe_load((Path(conf.__file__).parent / "release" / f"{kind}_demo.yaml").read_text())
     cfg["data"] = {"path": str(data)}
-    cfg["ledger"] = {**cfg["ledger"], "dataset_id": dataset, **changes}
+    cfg["ledger"] = {**cfg["ledger"], "dataset_id": dataset, **ledger}
     cfg["mlflow"] = {"experiment": f"test-cli-{kind}"}
     path = tmp_path / f"{kind}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
 
 
-def _mechanism_charges(dataset: str) -> int:
-    with Ledger(create=True) as led:
-        return led.spent(dataset).n_charges if dataset in set(led.budgets()["dataset"]) else 0
-
-
-def test_run_dispatches_on_kind_to_the_mechanism_flow(tmp_path, invoke):
+def test_run_dispatches_on_kind(tmp_path, invoke):
+    give_cap("cli-cluster-dp", epsilon=30.0, delta=1e-5, unit="label")
     path = _mechanism_config(tmp_path, "cluster_dp", "cli-cluster-dp")
     out = invoke("run", path, "--no-progress")
     assert out.exit_code == 0, out.output
-    for label in ("Cluster-DP label-DP release", "label-DP, strict accounting", "dataset spend"):
-        assert label in out.stdout
-    assert _mechanism_charges("cli-cluster-dp") == 1
+    for label in ("ClusterDPResult", "per label", "dataset spend"):
+        assert label in out.stdout, label
+    assert _charges("cli-cluster-dp") == 1
     js = invoke("run", path, "--json", "--set", "mechanism.epsilon=2.0")
     assert js.exit_code == 0, js.output
     assert json.loads(js.stdout)["release"]["privacy"]["epsilon"] == pytest.approx(2.0)
-    assert _mechanism_charges("cli-cluster-dp") == 2
+    assert _charges("cli-cluster-dp") == 2
 
 
-def test_mechanism_bad_input_and_refusal_exit_2_without_charge(tmp_path, invoke):
-    path = _mechanism_config(tmp_path, "federated", "cli-federated", epsilon=0.5)
-    _assert_bad(invoke("run", path, "--set", "mechanism.epsilon=0"),
-                r"mechanism\.epsilon: Input should be greater than 0")
-    _assert_bad(invoke("run", path, "--set", "kind=laplace"), r"kind 'laplace' is not one of")
-    _assert_bad(invoke("run", path), r"budget exhausted for dataset cli-federated")
-    assert _mechanism_charges("cli-federated") == 0
+def test_mechanism_bad_input_exits_2_refusal_exits_3_without_charge(tmp_path, invoke):
+    give_cap("cli-federated", epsilon=0.5, delta=1e-5, unit="client")
+    path = _mechanism_config(tmp_path, "federated", "cli-federated")
+    _assert_error(invoke("run", path, "--set", "mechanism.epsilon=0"), 2,
+                  r"mechanism\.epsilon: Input should be greater than 0")
+    _assert_error(invoke("run", path, "--set", "kind=laplace"), 2, r"kind 'laplace' is not one of")
+    _assert_error(invoke("run", path), 3, r"budget exhausted for dataset cli-federated")
+    assert _charges("cli-federated") == 0
 
 
-def test_demo_kind_writes_its_data_and_releases(project, invoke):
+def test_demo_kind_writes_its_data_sets_its_cap_and_releases(project, invoke):
     out = invoke("demo", "--kind", "federated", "--json")
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
     assert result["release"]["privacy"]["epsilon"] == pytest.approx(1.0)
     assert (project.root / "demo" / "federated.csv").is_file()
+    with Ledger() as led:
+        assert led.cap("demo-federated").epsilon == 5.0
+
+
+def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_config, tmp_path):
+    """A task that raises (MLflow cannot be reached) under a temporary Prefect server: exit 1,
+    one Error paragraph naming what failed and where the log is; no process of the run survives
+    it (the temporary server and its children carry the run's marker in their environment)."""
+    import psutil
+
+    dataset = "cli-task-raises"
+    give_cap(dataset)
+    marker = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env |= {"DPCAUSAL_RUN_MARKER": marker, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    data = write_exp_a(tmp_path / "own.csv", 404)
+    path = cli_config(data, ledger={"dataset_id": dataset},
+                      mlflow={"experiment": "x", "tracking_uri": "nosuchscheme://nowhere"})
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "run", path, "--no-progress"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()[-1]
+    assert err.startswith("Error: the release run failed (") and "private log" in err
+    assert "Traceback" not in proc.stderr
+    assert _charges(dataset) == 0  # it failed before the reservation
+
+    survivors = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("DPCAUSAL_RUN_MARKER") == marker:
+                survivors.append(p.pid)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    assert survivors == []

@@ -16,7 +16,7 @@ MAX_FOLDS = 3
 
 def _run_flow(letter, tmp_path, reps=2):
     from flows import experiments as fx
-    from tasks import progress
+    from flows import progress
 
     rec = Recorder()
     stop = progress.subscribe(rec)

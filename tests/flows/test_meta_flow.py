@@ -18,21 +18,31 @@ DATASET = "meta-studies"
 
 
 @pytest.fixture(scope="module")
-def releases(exp_a_csv):
-    """Three private core releases of one dataset and one evaluation run of it (whose
-    non-private and seeded values must never enter the pool)."""
+def releases(project):
+    """Three private core releases of three datasets (independent studies: releases of one
+    dataset are not) and one evaluation run of other data (whose non-private and seeded values
+    must never enter the pool)."""
+    from _flowtools import give_cap, write_exp_a
+
     from conf.models import load_config
 
-    def config(*overrides):
-        base = {"name": "m", "data": {"path": str(exp_a_csv)},
+    def config(path, dataset, *overrides):
+        base = {"name": "m", "data": {"path": str(path)},
                 "columns": {"treatment": "A", "outcome": "Y"},
-                "estimator": {"estimator": "aipw", "n_folds": 20, "fold_seed": 3},
-                "folds_per_task": 10, "ledger": {"dataset_id": DATASET, "budget": 50.0},
+                "estimator": {"estimator": "aipw", "n_folds": 20, "fold_seed": 3,
+                              "outcome_bounds": [-1.0, 1.0]},
+                "folds_per_task": 10, "ledger": {"dataset_id": dataset, "budget": 50.0},
                 "mlflow": {"experiment": "test-meta-sources"}}
         return load_config(None, list(overrides), base=base)
 
-    private = [run_release(config(f"estimator.estimator={e}")) for e in ("aipw", "g", "ipw")]
-    evaluation = run_release(config("mode=evaluation", "noise_seed=1", "estimator.zeta=50"))
+    private = []
+    for i, e in enumerate(("aipw", "g", "ipw")):
+        give_cap(f"{DATASET}-{i}")
+        data = write_exp_a(project.root / f"meta-{i}.csv", 31 + i)
+        private.append(run_release(config(data, f"{DATASET}-{i}", f"estimator.estimator={e}")))
+    other = write_exp_a(project.root / "meta-eval.csv", 39)
+    evaluation = run_release(config(other, f"{DATASET}-eval", "mode=evaluation", "noise_seed=1",
+                                    "estimator.zeta=50"))
     return private, evaluation
 
 
@@ -64,6 +74,16 @@ def test_pools_named_runs_with_inverse_variance_weights(releases, tmp_path):
     assert run.data.tags["privacy_cost"].startswith("0")
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"forest.png", "studies.csv", "privacy.json"} <= arts
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as prefect:
+        arts = {a.key: a for a in prefect.read_artifacts()
+                if a.key and a.key.startswith("meta-analysis")}
+    rows = arts["meta-analysis"].data
+    rows = json.loads(rows) if isinstance(rows, str) else rows
+    assert rows[-1]["label"] == "pooled" and float(rows[-1]["ate"]) == pytest.approx(r["ate"],
+                                                                                    rel=1e-5)
+    assert out["mlflow"]["run_id"] in arts["meta-analysis-mlflow"].data
     table = pd.read_csv(client.download_artifacts(run.info.run_id, "studies.csv", str(tmp_path)))
     assert list(table["ate"]) == [o["release"]["ate"] for o in private]
 
@@ -73,7 +93,7 @@ def test_reads_only_released_values(releases):
     # the evaluation run would change the pooled answer if it were read
     assert _by_hand([*private, evaluation])[0] != pytest.approx(_by_hand(private)[0], rel=1e-6)
     out = dp_meta_analysis(load_meta_config(
-        None, base={"query": f"tags.dataset_id = '{DATASET}'"}))
+        None, base={"query": f"tags.dataset_id LIKE '{DATASET}%'"}))
     assert out["result"]["ate"] == pytest.approx(_by_hand(private)[0], rel=1e-12)
     assert out["result"]["n_studies"] == 3
     assert any("evaluation-mode" in note for note in out["notes"])

@@ -1,68 +1,97 @@
-"""dp_ate_release end to end under the Prefect test harness: caching, MLflow records, ledger."""
+"""dp_release (core kind) end to end under the Prefect test harness: fold-fit store, MLflow
+records, ledger, artifacts, refusals."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
-from _flowtools import Recorder, task_states
+from _flowtools import Recorder, flow_logs
 
 from dpcausal.ledger import BudgetExceededError, Ledger
+from flows import progress
 from flows.release import run_release
-from tasks import progress
-from tasks.model_store import model_store_dir
+from store import model_store_dir
 
 
 def _flow_run_id(out) -> str:
     return out["release_id"].split("/")[0]
 
 
-def test_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(make_config):
-    seed = "estimator.fold_seed=101"  # a fold plan no other test uses: this test's own cache
-    before = set(model_store_dir().glob("*.pkl"))
-    first = run_release(make_config(seed))
-    states = task_states(_flow_run_id(first))
-    assert len(states) == 4 and set(states.values()) == {"Completed"}
-    chunks = set(model_store_dir().glob("*.pkl")) - before
-    assert len(chunks) == 4
+def _chunks() -> set[Path]:
+    return set(model_store_dir().glob("*.pkl"))
 
-    changed = make_config(seed, "estimator.estimator=g", "estimator.zeta=0.7",
-                          "estimator.outcome_bounds=[-2, 2]", "estimator.propensity_clip=0.1",
-                          "estimator.ci=conservative", "estimator.sigma2=tight",
-                          "estimator.ci_share=0.3", "estimator.alpha=0.1")
+
+def _recorded(config):
     rec = Recorder()
     stop = progress.subscribe(rec)
     try:
-        second = run_release(changed)
+        return run_release(config), rec
     finally:
         stop()
-    assert set(task_states(_flow_run_id(second)).values()) == {"Cached"}
-    # the progress bar is told that every fold fit came from the cache
+
+
+def _fits(rec):
     fits = [e for e in rec.events if e[0] == "advance"]
-    assert sum(e[1] for e in fits) == sum(e[2] for e in fits) == second["release"]["n_folds"]
+    return sum(e[1] for e in fits), sum(e[2] for e in fits)
+
+
+def test_evaluation_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_change(
+        make_config):
+    """Evaluation mode keys the stored fits on the keyed data fingerprint and the seeded folds."""
+    ev = ("mode=evaluation", "estimator.fold_seed=101")
+    before = _chunks()
+    first, rec = _recorded(make_config(*ev))
+    assert _fits(rec) == (20, 0)
+    chunks = _chunks() - before
+    assert len(chunks) == 4
+    for path in chunks:  # the private store: 0600 files in a 0700 folder
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(model_store_dir().stat().st_mode) == 0o700
+
+    second, rec = _recorded(make_config(
+        *ev, "estimator.estimator=g", "estimator.zeta=0.7", "estimator.outcome_bounds=[-2, 2]",
+        "estimator.propensity_clip=0.1", "estimator.ci=conservative", "estimator.sigma2=tight",
+        "estimator.ci_share=0.3", "estimator.alpha=0.1"))
+    assert _fits(rec) == (20, 20)  # every fold fit came from the store
     assert second["release"]["estimator"] == "g" and second["release"]["privacy"]["zeta"] == 0.7
+    assert _chunks() - before == chunks
 
-    # negative controls: another outcome model, or another fold plan, refits every chunk
-    third = run_release(make_config(seed, "models.outcome.name=decision_tree",
-                                    "models.outcome.params.max_depth=2"))
-    assert set(task_states(_flow_run_id(third)).values()) == {"Completed"}
-    fourth = run_release(make_config("estimator.fold_seed=102"))
-    assert set(task_states(_flow_run_id(fourth)).values()) == {"Completed"}
+    # negative controls: another outcome model, or another fold seed, refits every chunk
+    _, rec = _recorded(make_config(*ev, "models.outcome.name=decision_tree",
+                                   "models.outcome.params.max_depth=2"))
+    assert _fits(rec) == (20, 0)
+    _, rec = _recorded(make_config("mode=evaluation", "estimator.fold_seed=102"))
+    assert _fits(rec) == (20, 0)
 
-    # a chunk deleted from the private store is refitted; the other chunks stay cached
+    # a chunk deleted from the store is refitted; the other chunks are reused
     gone = sorted(chunks)[0]
     gone.unlink()
-    rec = Recorder()
-    stop = progress.subscribe(rec)
-    try:
-        fifth = run_release(make_config(seed))
-    finally:
-        stop()
-    assert (sorted(task_states(_flow_run_id(fifth)).values())
-            == ["Cached", "Cached", "Cached", "Completed"])
-    assert sorted(e[2] > 0 for e in rec.events if e[0] == "advance") == [False, True, True, True]
-    assert gone.exists()
+    _, rec = _recorded(make_config(*ev))
+    assert _fits(rec) == (20, 15) and gone.exists()
+
+
+def test_release_mode_fits_are_keyed_on_the_release_not_the_data(make_config):
+    """Secret folds and a release-id key: two releases of the same data share no fit, so no
+    cache state tells whether the data changed (issue 18 item 10)."""
+    before = _chunks()
+    _, rec1 = _recorded(make_config())
+    _, rec2 = _recorded(make_config())
+    assert _fits(rec1) == _fits(rec2) == (20, 0)
+    assert len(_chunks() - before) == 8
+
+
+def test_a_pickle_writable_by_others_is_refused(make_config, tmp_path):
+    from store import load_chunk, save_chunk
+
+    save_chunk(tmp_path, "k", [1, 2])
+    assert load_chunk(tmp_path, "k") == [1, 2]
+    os.chmod(tmp_path / "k.pkl", 0o666)
+    with pytest.raises(PermissionError, match="writable by nobody else"):
+        load_chunk(tmp_path, "k")
 
 
 def test_every_release_draws_fresh_noise_and_is_charged(make_config):
@@ -72,60 +101,115 @@ def test_every_release_draws_fresh_noise_and_is_charged(make_config):
     assert b["spent"]["n_charges"] == 2
     assert b["spent"]["zeta"] == pytest.approx((2 * 1.5**2) ** 0.5, rel=1e-12)  # GDP composition
     assert a["release"]["nonprivate"] is None and not a["release"]["evaluation"]
+    assert "covers both the sampling error and the privacy noise" in a["text"]
 
 
-def test_mlflow_run_holds_public_params_private_metrics_and_artifacts(make_config, project):
+def test_mlflow_run_holds_public_params_released_metrics_lineage_and_links(make_config,
+                                                                           project):
     from mlflow import MlflowClient
 
-    out = run_release(make_config())
+    config = make_config()
+    out = run_release(config)
     client = MlflowClient()
     run = client.get_run(out["mlflow"]["run_id"])
     exp = client.get_experiment(run.info.experiment_id)
-    assert exp.name == out["experiment"]
+    assert exp.name == out["experiment"] == config.experiment_name
     assert exp.artifact_location.startswith((project.root / "mlartifacts").as_uri())
     tags = run.data.tags
     assert tags["prefect.flow_run_id"] == _flow_run_id(out)
-    assert tags["prefect.flow_run_name"] and tags["evaluation"] == "false"
-    assert tags["release_id"] == out["release_id"]
+    assert tags["prefect.flow_run_url"].endswith(_flow_run_id(out))
+    assert tags["evaluation"] == "false" and tags["release_id"] == out["release_id"]
+    assert tags["mlflow.user"] and tags["dpcausal_version"] and tags["kind"] == "ate"
+    assert len(tags["mlflow.source.git.commit"]) == 40
     p = run.data.params
-    assert (p["estimator"], p["n_folds"], p["n"], p["fold_seed"]) == ("aipw", "20", "2000", "3")
-    assert p["models.propensity.name"] == "logistic" and p["noise.sigma2_mode"] == "paper"
-    assert float(p["zeta1"]) ** 2 + float(p["zeta2"]) ** 2 == pytest.approx(1.5**2)
+    assert (p["estimator.estimator"], p["estimator.n_folds"], p["estimator.fold_seed"]) == (
+        "aipw", "20", "3")
+    assert p["models.propensity.name"] == "logistic" and p["mode"] == "release"
     m = run.data.metrics
     rel = out["release"]
     assert m["ate"] == rel["ate"] and (m["ci_low"], m["ci_high"]) == tuple(rel["ci"])
-    assert m["variance"] == rel["variance"] and m["sigma_ate"] == rel["noise"]["sigma_ate"]
+    assert m["se"] == rel["se"] and m["variance"] == rel["variance"]
     assert m["epsilon"] == pytest.approx(7.0514, abs=1e-3) and m["rho"] == pytest.approx(1.125)
     assert m["dataset_zeta_spent"] == pytest.approx(1.5)
     assert not any(k.startswith("nonprivate") for k in m)
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert arts == {"release.json", "release.png"}
+    assert arts == {"release.json", "release.png", "config.json"}
     stored = json.loads(
         Path(client.download_artifacts(run.info.run_id, "release.json")).read_text())
     assert stored["ate"] == rel["ate"]
+    [inp] = run.inputs.dataset_inputs
+    assert inp.dataset.name == config.ledger.dataset_id
+    assert inp.dataset.source == config.data.path
+    assert [c["name"] for c in json.loads(inp.dataset.schema)["mlflow_colspec"]] == [
+        "X1", "A", "Y"]
+    with Ledger() as led:
+        [charge] = led.history(config.ledger.dataset_id).to_dict("records")
+        bound_to = led.known(None, fingerprint=inp.dataset.digest)
+    assert bound_to == config.ledger.dataset_id  # the digest is the keyed fingerprint
+    assert charge["run_url"] == out["mlflow"]["url"] == f"runs:/{run.info.run_id}"
 
 
-def test_evaluation_mode_is_tagged_and_not_charged(make_config):
+def test_release_table_and_link_artifacts(make_config):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    out = run_release(make_config(dataset="Trial A/2026"))
+    assert out["artifact"] == "release-trial-a-2026"
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[_flow_run_id(out)])))
+    by_key = {a.key: a for a in arts}
+    table = by_key["release-trial-a-2026"]
+    assert table.type == "table"
+    [row] = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert float(row["estimate"]) == pytest.approx(out["release"]["ate"], rel=1e-5)
+    assert row["release_id"] == out["release_id"] and float(row["zeta"]) == 1.5
+    assert "remaining_next_zeta" in row and row["releases"] == 1
+    link = by_key["mlflow-trial-a-2026"]
+    assert out["mlflow"]["url"] in link.data
+
+
+def test_evaluation_mode_own_experiment_not_charged_and_seeded(make_config):
     from mlflow import MlflowClient
 
-    out = run_release(make_config("mode=evaluation", "noise_seed=5"))
+    config = make_config("mode=evaluation", "noise_seed=5")
+    out = run_release(config)
     run = MlflowClient().get_run(out["mlflow"]["run_id"])
     assert run.data.tags["evaluation"] == "true"
+    assert out["experiment"].endswith("/evaluation")
     assert run.data.metrics["nonprivate_ate"] == out["release"]["nonprivate"]["ate"]
     assert out["spent"] is None
+    with Ledger() as led:
+        assert not led.has_dataset(config.ledger.dataset_id)
     again = run_release(make_config("mode=evaluation", "noise_seed=5"))
     assert again["release"]["ate"] == out["release"]["ate"]  # seeded noise, evaluation only
 
 
-def test_exhausted_budget_stops_before_noise_and_charges_nothing(make_config, request):
-    """Refused before any fold is fitted; the flow run ends Failed with the ledger's message and
-    MLflow holds a refusal run without an estimate."""
+def test_evaluation_is_refused_for_data_the_ledger_knows(make_config, request):
+    from tasks.release import EvaluationRefusedError
+
+    capped = make_config()  # the dataset has a cap
+    with pytest.raises(EvaluationRefusedError, match="ledger knows these data"):
+        run_release(make_config("mode=evaluation"))
+    # the same data under another id: its fingerprint is bound once a release charged it
+    run_release(capped)
+    renamed = make_config("mode=evaluation", f"data.path={capped.data.path}",
+                          dataset=f"{request.node.name}-renamed")
+    with pytest.raises(EvaluationRefusedError, match=request.node.name):
+        run_release(renamed)
+
+
+def test_exhausted_budget_stops_before_any_fit_and_charges_nothing(make_config):
+    """Refused before any fold is fitted; the flow run ends Failed with the ledger's message;
+    MLflow holds a refusal run without an estimate; a markdown artifact says why."""
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client
 
-    cfg = make_config("ledger.budget=1.0")  # below the release's zeta = 1.5
+    before = _chunks()
+    cfg = make_config(cap=1.0)  # below the release's zeta = 1.5
     with pytest.raises(BudgetExceededError, match=r"budget exhausted for dataset .*cap"):
         run_release(cfg)
+    assert _chunks() == before
     with Ledger() as led:
         assert led.spent(cfg.ledger.dataset_id).n_charges == 0
     client = MlflowClient()
@@ -136,10 +220,12 @@ def test_exhausted_budget_stops_before_noise_and_charges_nothing(make_config, re
         f"budget exhausted for dataset {cfg.ledger.dataset_id}")
     assert not run.data.metrics  # nothing was released
     flow_run_id = run.data.tags["prefect.flow_run_id"]
-    assert task_states(flow_run_id) == {}  # no fold was fitted
     with get_client(sync_client=True) as prefect:
         state = prefect.read_flow_run(flow_run_id).state
+        arts = prefect.read_artifacts()
     assert state.is_failed() and "budget exhausted" in state.message
+    [md] = [a for a in arts if str(a.flow_run_id) == flow_run_id and a.type == "markdown"]
+    assert md.key.startswith("refused-") and "Nothing was charged" in md.data
 
 
 def test_a_release_refused_at_reservation_is_also_recorded(make_config, monkeypatch):
@@ -148,32 +234,55 @@ def test_a_release_refused_at_reservation_is_also_recorded(make_config, monkeypa
 
     from tasks import ledger_ops
 
-    # the early check missed it
-    monkeypatch.setattr(ledger_ops, "check_budget", lambda *a, **k: None)
-    cfg = make_config("ledger.budget=1.0")
+    monkeypatch.setattr(ledger_ops, "check_budget", lambda *a, **k: None)  # the check missed it
+    cfg = make_config(cap=1.0)
     with pytest.raises(BudgetExceededError):
         run_release(cfg)
     exp = MlflowClient().get_experiment_by_name(cfg.experiment_name)
     [run] = MlflowClient().search_runs([exp.experiment_id])
     assert run.data.tags["refused"] == "true" and not run.data.metrics
-    # the folds were fitted (or reused from an earlier test's cache) before the reservation refused
-    fits = set(task_states(run.data.tags["prefect.flow_run_id"]).values())
-    assert fits and fits <= {"Completed", "Cached"}
+    assert run.info.status == "FAILED"
+
+
+def test_a_failure_after_the_charge_is_generic_and_logged_privately(make_config, project):
+    """A data-dependent failure (treatment coded 0/2: a value check) is charged, and nothing
+    data-dependent reaches the exception, the Prefect logs or MLflow (issue 18 item 3)."""
+    import pandas as pd
+
+    from dpcausal.validation import ReleaseFailedError
+
+    cfg = make_config(dataset="generic-failure")
+    frame = pd.read_csv(cfg.data.path)
+    frame.assign(A=frame["A"] * 2).to_csv(cfg.data.path, index=False)
+    with pytest.raises(ReleaseFailedError) as info:
+        run_release(cfg)
+    text = str(info.value)
+    assert "budget is spent" in text and "0/1" not in text and "values such as" not in text
+    with Ledger() as led:
+        [charge] = led.history("generic-failure").to_dict("records")
+    assert charge["status"] == "incomplete"
+    log = project.root / "private" / "errors.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert "coded 0/1" in log.read_text()  # the details: the curator's private log only
+    flow_run = charge["release_id"].split("/")[0]
+    assert not [m for m in flow_logs(flow_run) if "0/1" in m or "values such as" in m]
 
 
 def test_dask_runner_gives_the_same_release_as_threads(make_config):
     from distributed import LocalCluster
 
-    # evaluation mode with a noise seed makes the two releases comparable; a spec that fits the
-    # same models under another cache key makes the Dask run fit every fold itself
-    threads = run_release(make_config("mode=evaluation", "noise_seed=7"))
+    # evaluation with a noise seed makes the two comparable; another fold seed's store key
+    # makes the Dask run fit every fold itself
+    threads = run_release(make_config("mode=evaluation", "noise_seed=7",
+                                      "estimator.fold_seed=55"))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:
-        dask = run_release(make_config("mode=evaluation", "noise_seed=7", "runner.kind=dask",
-                                       f"runner.address={cluster.scheduler_address}",
-                                       "models.outcome.name=linear",
-                                       "models.outcome.params.fit_intercept=true"))
-    assert set(task_states(_flow_run_id(dask)).values()) == {"Completed"}
+                      dashboard_address=":0") as cluster:
+        dask, rec = _recorded(make_config("mode=evaluation", "noise_seed=7",
+                                          "estimator.fold_seed=55", "runner.kind=dask",
+                                          f"runner.address={cluster.scheduler_address}",
+                                          "models.outcome.name=linear",
+                                          "models.outcome.params.fit_intercept=true"))
+    assert _fits(rec) == (20, 0)
     a, b = threads["release"], dask["release"]
-    assert b["nonprivate"] == a["nonprivate"]
-    assert (b["ate"], b["ci"], b["variance"]) == (a["ate"], a["ci"], a["variance"])
+    assert b["nonprivate"] == pytest.approx(a["nonprivate"], rel=1e-9)
+    assert [b["ate"], *b["ci"]] == pytest.approx([a["ate"], *a["ci"]], rel=1e-9)

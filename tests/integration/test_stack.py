@@ -18,9 +18,8 @@ pytestmark = pytest.mark.integration
 
 DATASET = "it-demo"
 # zeta 1.0 per release against a cap of 1.2 (GDP composes as sqrt(sum zeta^2)): the first release
-# fits, a second one (sqrt 2 = 1.41) is over the budget
-RELEASE = {"name": "it-release", "estimator.zeta": 1.0, "ledger.dataset_id": DATASET,
-           "ledger.budget": 1.2}
+# fits, a second one (sqrt 2 = 1.41) is over the budget. The curator sets the cap explicitly.
+RELEASE = {"name": "it-release", "estimator.zeta": 1.0, "ledger.dataset_id": DATASET}
 state: dict[str, object] = {}
 
 
@@ -28,11 +27,14 @@ def _deployment(stack: Stack, name: str) -> dict:
     return stack.api("GET", f"/deployments/name/release_from_config/{name}")
 
 
-def _runs_of(stack: Stack, release_name: str) -> list[dict]:
-    exp = stack.ml("GET", "/experiments/get-by-name?experiment_name=dpcausal-demo")["experiment"]
+def _runs_of(stack: Stack, release_name: str, experiment: str = "dpcausal-demo") -> list[dict]:
+    from urllib.parse import quote
+
+    exp = stack.ml("GET", f"/experiments/get-by-name?experiment_name={quote(experiment, safe='')}"
+                   )["experiment"]
     found = stack.ml("POST", "/runs/search", {
         "experiment_ids": [exp["experiment_id"]],
-        "filter": f"params.release_name = '{release_name}'"})
+        "filter": f"params.name = '{release_name}'"})
     return found.get("runs", [])
 
 
@@ -45,6 +47,8 @@ def _spent(stack: Stack) -> tuple[int, float | None]:
 
 
 def test_run_button_release_completes_and_is_in_mlflow(stack: Stack) -> None:
+    set_budget = stack.dpcausal("ledger", "set-budget", DATASET, "--zeta", "1.2")
+    assert set_budget.returncode == 0, set_budget.stderr
     dep = _deployment(stack, "demo")
     t0 = time.monotonic()
     # the REST call the Prefect UI's Run > Custom run makes
@@ -57,7 +61,7 @@ def test_run_button_release_completes_and_is_in_mlflow(stack: Stack) -> None:
     assert len(runs) == 1
     params = {p["key"]: p["value"] for p in runs[0]["data"]["params"]}
     metrics = {m["key"]: m["value"] for m in runs[0]["data"]["metrics"]}
-    assert params["dataset_id"] == DATASET and params["mode"] == "release"
+    assert params["ledger.dataset_id"] == DATASET and params["mode"] == "release"
     assert metrics["zeta"] == pytest.approx(1.0)
     assert {"ate", "epsilon"} <= set(metrics)
     assert _spent(stack) == (1, pytest.approx(1.0))
@@ -118,11 +122,29 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
         page.goto(f"{stack.prefect}/runs/flow-run/{fr['id']}")
         page.wait_text([fr["name"], "Completed"], 60, "Prefect flow-run page")
         page.screenshot(ARTIFACTS / "prefect_flow_run.png")
+        # the release's table artifact: the released ATE, and the link to the MLflow run
+        keys = [f"release-{DATASET}", f"mlflow-{DATASET}"]
+        arts = {}
+        for a in stack.api("POST", "/artifacts/filter", {  # newest first: this release's
+                "artifacts": {"key": {"any_": keys}}, "sort": "CREATED_DESC"}):
+            arts.setdefault(a["key"], a)
+        page.goto(f"{stack.prefect}/artifacts/artifact/{arts[f'release-{DATASET}']['id']}")
+        page.wait_text([f"{metrics['ate']:.6g}", "estimate"], 60, "Prefect release artifact")
+        page.screenshot(ARTIFACTS / "prefect_release_artifact.png")
+        page.goto(f"{stack.prefect}/artifacts/artifact/{arts[f'mlflow-{DATASET}']['id']}")
+        page.wait_text(["MLflow run of this release"], 60, "Prefect link artifact")
+        assert ml["info"]["run_id"] in arts[f"mlflow-{DATASET}"]["data"]
         page.goto(f"{stack.mlflow}/#/experiments/{state['exp_id']}/runs/{ml['info']['run_id']}")
-        text = page.wait_text(["ate", "epsilon"], 60, "MLflow run page")
+        text = page.wait_text(["ate", "epsilon", DATASET], 60, "MLflow run page")
         page.scroll_to("Metrics")  # the screenshot shows the released metrics, not just the tags
         time.sleep(0.5)
         page.screenshot(ARTIFACTS / "mlflow_run.png")
+    tags = {t["key"]: t["value"] for t in ml["data"]["tags"]}
+    # the link back to Prefect: the dp_release run (a subflow of the deployment's run)
+    release_run = tags["prefect.flow_run_id"]
+    assert tags["prefect.flow_run_url"] == f"{stack.prefect}/flow-runs/flow-run/{release_run}"
+    assert stack.api("GET", f"/flow_runs/{release_run}")["state_type"] == "COMPLETED"
+    assert ml["inputs"]["dataset_inputs"][0]["dataset"]["name"] == DATASET
     for key in ("ate", "epsilon"):
         shown = [f"{metrics[key]:.{d}g}" for d in range(3, 17)]
         assert any(s in text for s in shown), f"MLflow page does not show {key}={metrics[key]}"
@@ -152,10 +174,15 @@ def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
     for key, value in {**stack.env, "PREFECT_API_URL": stack.prefect + "/api",
                        "PREFECT_API_AUTH_STRING": AUTH}.items():
         monkeypatch.setenv(key, value)
+    from demo import write_core_demo
+
     dep = _deployment(stack, "demo")
-    base = {"mode": "evaluation", "noise_seed": 7, "ledger.dataset_id": "it-dask"}
+    # evaluation is refused for data the ledger knows: other data than the released demo's
+    data = write_core_demo(stack.data / "it-dask.csv", 3000)
+    base = {"mode": "evaluation", "noise_seed": 7, "ledger.dataset_id": "it-dask",
+            "data.path": str(data)}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:
+                      dashboard_address=":0") as cluster:
         ids = {}
         for name, extra in (("it-threads", {}), ("it-dask", {
                 "runner.kind": "dask", "runner.address": cluster.scheduler_address,
@@ -168,7 +195,7 @@ def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
         assert run["state_type"] == "COMPLETED", f"{name}: {run['state']['message']}"
     ate = {}
     for name in done:
-        (run,) = _runs_of(stack, name)
+        (run,) = _runs_of(stack, name, "dpcausal-demo/evaluation")
         ate[name] = {m["key"]: m["value"] for m in run["data"]["metrics"]}["ate"]
     assert ate["it-dask"] == ate["it-threads"]
 

@@ -1,4 +1,4 @@
-"""tasks/ledger_ops.py: the flow's ledger calls (no Prefect needed), against a SQLite ledger."""
+"""tasks/ledger_ops.py and the charged task (no Prefect needed), against a SQLite ledger."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import Ledger, LedgerError
+from dpcausal.ledger import Ledger
 from tasks import ledger_ops
 
 
@@ -15,26 +15,52 @@ from tasks import ledger_ops
 def url(tmp_path: Path, monkeypatch) -> str:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", url)
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     return url
+
+
+class _Mechanism:
+    """A stand-in mechanism for the charged task: records whether it drew."""
+
+    unit = "row"
+
+    def __init__(self) -> None:
+        self.draws = 0
+
+    def private_release(self, prepared, *, evaluation=False):
+        from dpcausal import Privacy, Release
+
+        self.draws += 1
+        return Release(ate=1.0, ci=None, se=None, level=0.95, n=10,
+                       privacy=Privacy(epsilon=9.0, delta=0.0, unit="row", mechanism="gaussian"))
+
+
+def _charged(dataset: str, charge: PrivacyCharge, mechanism: _Mechanism, cap: str = "--zeta Z"):
+    from dpcausal import Prepared
+    from tasks.release import Checked, charged_release
+
+    checked = Checked(prepared=Prepared(public={}, data=None), fingerprint="fp-x", schema={},
+                      charge=charge)
+    return charged_release.fn(mechanism, checked, dataset=dataset, release_id="r/1",
+                              evaluation=False, detail={}, cap=cap)
 
 
 def test_a_config_budget_never_creates_a_ledger_or_a_cap(url: str, tmp_path: Path) -> None:
     """Issue 18 item 5: `ledger.budget` in a config created the ledger and gave any new dataset
     id a fresh cap, so the same data under a new id started with a full budget."""
     charge = PrivacyCharge("gaussian", zeta=0.5)
-    with pytest.raises(LedgerError, match="the file does not exist"):
-        ledger_ops.check_budget("new-id", charge, budget=15.0, unit="row")
+    msg = r"dataset 'new-id' has no privacy budget.*`dpcausal ledger set-budget new-id --zeta 15"
+    with pytest.raises(ledger_ops.NoCapError, match=msg):
+        ledger_ops.check_budget("new-id", charge, cap="--zeta 15", unit="row")
     assert not (tmp_path / "ledger.db").exists()
     with Ledger(url, create=True) as led:
         led.set_budget("old-id", zeta=1.0)
-    msg = r"dataset 'new-id' has no privacy budget.*`dpcausal ledger set-budget new-id --zeta 15"
     with pytest.raises(ValueError, match=msg):
-        ledger_ops.check_budget("new-id", charge, budget=15.0, unit="row")
-    with pytest.raises(ValueError, match=msg):
-        ledger_ops.charged_release("new-id", "r/1", charge, lambda: pytest.fail("drew noise"),
-                                   budget=15.0, unit="row")
+        ledger_ops.check_budget("new-id", charge, cap="--zeta 15", unit="row")
+    mechanism = _Mechanism()
     with pytest.raises(ValueError, match=r"has no privacy budget.*--epsilon 2 --delta 1e-06"):
-        ledger_ops.ensure_epsilon_cap("new-id", 2.0, 1e-6)
+        _charged("new-id", charge, mechanism, cap="--epsilon 2 --delta 1e-06")
+    assert mechanism.draws == 0
     with Ledger(url) as led:
         assert not led.has_dataset("new-id") and led.history("old-id").empty
 
@@ -42,9 +68,11 @@ def test_a_config_budget_never_creates_a_ledger_or_a_cap(url: str, tmp_path: Pat
 def test_the_demo_sets_its_own_cap_explicitly_once(url: str, tmp_path: Path) -> None:
     cap = ledger_ops.set_initial_budget("demo-a", zeta=15.0)
     assert cap.describe() == "zeta=15 (GDP)"
-    out, reused = ledger_ops.charged_release("demo-a", "r/1", PrivacyCharge("gaussian", zeta=9.0),
-                                             lambda: {"ate": 1.0}, unit="row")
-    assert out == {"ate": 1.0} and not reused
+    mechanism = _Mechanism()
+    out = _charged("demo-a", PrivacyCharge("gaussian", zeta=9.0), mechanism)
+    assert out.release["ate"] == 1.0 and not out.reused and mechanism.draws == 1
+    again = _charged("demo-a", PrivacyCharge("gaussian", zeta=9.0), mechanism)
+    assert again.reused and again.release["ate"] == 1.0 and mechanism.draws == 1  # no new draw
     # calling it again (the next demo run) keeps the cap, its spend, and a curator's change
     with Ledger(url) as led:
         led.set_budget("demo-a", zeta=12.0)

@@ -1,19 +1,22 @@
-"""load_data: CSV, Parquet and SQL sources; bad input named before anything is fitted."""
+"""check_release: CSV, Parquet and SQL sources; public checks (schema, parameters, budget)
+before anything is charged; data-value checks are left to the charged release."""
 
 import sqlite3
 
 import numpy as np
 import pandas as pd
 import pytest
-from prefect.logging import disable_run_logger
 
+from conf.kinds import KINDS
 from conf.models import ReleaseConfig
-from tasks.data import load_data
+from tasks.ledger_ops import set_initial_budget
+from tasks.release import check_release
 
 
 @pytest.fixture(autouse=True)
 def _data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
 
 
 def _frame(n=400, seed=0):
@@ -24,31 +27,37 @@ def _frame(n=400, seed=0):
     return pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "treated": a, "y": y})
 
 
-def _config(data, **columns):
+def _config(data, mode="evaluation", **columns):
     return ReleaseConfig.model_validate({
         "data": data, "columns": {"treatment": "treated", "outcome": "y", **columns},
-        "estimator": {"n_folds": 4}, "ledger": {"dataset_id": "t"}})
+        "estimator": {"n_folds": 4, "outcome_bounds": [-1, 1]}, "ledger": {"dataset_id": "t"},
+        "mode": mode})
 
 
-def _load(cfg):
-    with disable_run_logger():
-        return load_data.fn(cfg)
+def _check(cfg):
+    kind = KINDS[cfg.kind]
+    return check_release(cfg.data, kind.columns(cfg), kind.build(cfg), kind.roles(cfg),
+                         dataset=cfg.ledger.dataset_id, evaluation=cfg.evaluation,
+                         cap=kind.cap(cfg))
 
 
-def test_csv_parquet_and_sql_give_the_same_arrays_and_fingerprint(tmp_path):
+def test_csv_parquet_and_sql_give_the_same_input_and_fingerprint(tmp_path):
     df = _frame()
     df.to_csv(tmp_path / "d.csv", index=False)
     df.to_parquet(tmp_path / "d.parquet")
     with sqlite3.connect(tmp_path / "d.db") as conn:
         df.to_sql("trial", conn, index=False)
-    out = [_load(_config({"path": str(tmp_path / "d.csv")})),
-           _load(_config({"path": str(tmp_path / "d.parquet")})),
-           _load(_config({"sql": "SELECT * FROM trial", "url": f"sqlite:///{tmp_path / 'd.db'}"}))]
+    out = [_check(_config({"path": str(tmp_path / "d.csv")})),
+           _check(_config({"path": str(tmp_path / "d.parquet")})),
+           _check(_config({"sql": "SELECT * FROM trial", "url": f"sqlite:///{tmp_path / 'd.db'}"}))]
     for o in out:
-        np.testing.assert_allclose(o.X, df[["x1", "x2"]].to_numpy(), rtol=1e-15)
-        np.testing.assert_array_equal(o.A, df["treated"].to_numpy())
-        assert o.covariates == ("x1", "x2") and (o.n, o.d) == (400, 2)
-    assert out[1].fingerprint == out[2].fingerprint
+        X, A, _ = o.prepared.data
+        np.testing.assert_allclose(X, df[["x1", "x2"]].to_numpy(), rtol=1e-15)
+        np.testing.assert_array_equal(A, df["treated"].to_numpy())
+        assert o.prepared.public == {"n": 400, "d": 2}
+        assert list(o.schema) == ["x1", "x2", "treated", "y"]
+        assert o.charge.zeta == pytest.approx(1.5)
+    assert out[0].fingerprint == out[1].fingerprint == out[2].fingerprint
 
 
 def test_sql_url_expands_environment_variables(tmp_path, monkeypatch):
@@ -57,66 +66,78 @@ def test_sql_url_expands_environment_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("TRIAL_DB_DIR", str(tmp_path))
     cfg = _config({"sql": "SELECT * FROM trial", "url": "sqlite:///${TRIAL_DB_DIR}/d.db"})
     assert "${TRIAL_DB_DIR}" in cfg.data.url  # the stored (public) config keeps the variable
-    assert _load(cfg).n == 400
+    assert _check(cfg).prepared.public["n"] == 400
+
+
+def test_source_description_hides_the_password():
+    from conf.models import DataSource
+    from tasks.data import source_description
+
+    src = DataSource(sql="SELECT * FROM t", url="postgresql+psycopg://u:s3cret@db/trial")
+    text = source_description(src)
+    assert "s3cret" not in text and "u:***@db/trial" in text and "SELECT * FROM t" in text
 
 
 def test_explicit_covariates_select_columns(tmp_path):
     _frame().to_csv(tmp_path / "d.csv", index=False)
-    assert _load(_config({"path": str(tmp_path / "d.csv")}, covariates=["x2"])).d == 1
+    checked = _check(_config({"path": str(tmp_path / "d.csv")}, covariates=["x2"]))
+    assert checked.prepared.public["d"] == 1 and list(checked.schema) == ["treated", "y", "x2"]
 
 
-def test_fingerprint_changes_with_the_clipped_outcome(tmp_path):
+def test_fingerprint_changes_with_any_value(tmp_path):
     df = _frame()
     df.to_csv(tmp_path / "a.csv", index=False)
     df.assign(y=df["y"] + 1e-9).to_csv(tmp_path / "b.csv", index=False)
-    a, b = (_load(_config({"path": str(tmp_path / f)})) for f in ("a.csv", "b.csv"))
+    a, b = (_check(_config({"path": str(tmp_path / f)})) for f in ("a.csv", "b.csv"))
     assert a.fingerprint != b.fingerprint
 
 
 def test_repr_shows_no_data(tmp_path):
     _frame().to_csv(tmp_path / "d.csv", index=False)
-    text = repr(_load(_config({"path": str(tmp_path / "d.csv")})))
-    assert "array" not in text and "X=" not in text and "fingerprint=" in text
+    text = repr(_check(_config({"path": str(tmp_path / "d.csv")})))
+    assert "array" not in text and "x1=" not in text and "fingerprint=" in text
 
 
 @pytest.mark.parametrize("mutate, columns, match", [
-    (None, {"treatment": "arm"}, r"columns\.treatment names column 'arm', which is not in the "
-                                 r"data; available columns: \['x1', 'x2', 'treated', 'y'\]"),
-    (None, {"covariates": ["x1", "zz"]}, r"columns\.covariates names column 'zz'"),
-    (lambda d: d.assign(treated=d["treated"] * 2), {}, r"treatment A must be coded 0/1"),
-    (lambda d: d.assign(x1=d["x1"].astype(str) + "u"), {}, r"X has non-numeric columns \['x1'\]"),
-    (lambda d: d.assign(treated=1), {}, r"control arm is empty"),
+    (None, {"treatment": "arm"}, r"treatment='arm' is not a column of the data"),
+    (None, {"covariates": ["x1", "zz"]}, r"column 'zz' named in the config's columns"),
+    (lambda d: d.assign(x1=d["x1"].astype(str) + "u"), {}, r"x1"),
 ])
-def test_bad_data_raise_value_errors(tmp_path, mutate, columns, match):
+def test_bad_schema_is_refused_before_the_charge(tmp_path, mutate, columns, match):
     df = _frame()
     (mutate(df) if mutate else df).to_csv(tmp_path / "d.csv", index=False)
-    with pytest.raises(ValueError, match=match):
-        _load(_config({"path": str(tmp_path / "d.csv")}, **columns))
+    with pytest.raises((ValueError, TypeError), match=match):
+        _check(_config({"path": str(tmp_path / "d.csv")}, **columns))
+
+
+@pytest.mark.parametrize("mutate", [lambda d: d.assign(treated=d["treated"] * 2),
+                                    lambda d: d.assign(treated=1)])
+def test_value_checks_are_left_to_the_charged_release(tmp_path, mutate):
+    """A 0/2 treatment or an empty arm is a fact about data values: refusing it here, before
+    the charge, would answer a question about the data for free (issue 18 item 3)."""
+    mutate(_frame()).to_csv(tmp_path / "d.csv", index=False)
+    set_initial_budget("t", zeta=10.0)
+    assert _check(_config({"path": str(tmp_path / "d.csv")}, mode="release")).charge.zeta > 0
+
+
+def test_release_mode_needs_an_explicit_cap(tmp_path):
+    from tasks.ledger_ops import NoCapError
+
+    _frame().to_csv(tmp_path / "d.csv", index=False)
+    cfg = _config({"path": str(tmp_path / "d.csv")}, mode="release")
+    with pytest.raises(NoCapError, match=r"set-budget t --zeta Z"):
+        _check(cfg)
+    set_initial_budget("t", zeta=10.0)
+    assert _check(cfg).charge.zeta == pytest.approx(1.5)
 
 
 def test_missing_file_and_bad_sql(tmp_path):
     with pytest.raises(ValueError, match=r"data file .*missing\.csv' does not exist"):
-        _load(_config({"path": str(tmp_path / "missing.csv")}))
+        _check(_config({"path": str(tmp_path / "missing.csv")}))
     with sqlite3.connect(tmp_path / "d.db") as conn:
         _frame().to_sql("trial", conn, index=False)
     with pytest.raises(ValueError, match=r"data\.sql failed against data\.url: "
                                          r"OperationalError: no such table"):
-        _load(_config({"sql": "SELECT * FROM nope", "url": f"sqlite:///{tmp_path / 'd.db'}"}))
+        _check(_config({"sql": "SELECT * FROM nope", "url": f"sqlite:///{tmp_path / 'd.db'}"}))
     with pytest.raises(ValueError, match=r"data\.url is not a usable SQLAlchemy URL"):
-        _load(_config({"sql": "SELECT 1", "url": "nodialect://x"}))
-
-
-def test_release_mode_hides_the_clipped_count_evaluation_mode_shows_it(tmp_path):
-    df = _frame()
-    df.loc[:4, "y"] = 5.0  # 5 rows beyond the default bounds (-1, 1)
-    df.to_csv(tmp_path / "d.csv", index=False)
-    cfg = _config({"path": str(tmp_path / "d.csv")})
-    import warnings
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = _load(cfg)
-    assert out.Y.max() == 1.0
-    assert not [w for w in caught if "outcome_bounds" in str(w.message)]
-    with pytest.warns(UserWarning, match=r"5 outcome values lay outside"):
-        _load(cfg.model_copy(update={"mode": "evaluation"}))
+        _check(_config({"sql": "SELECT 1", "url": "nodialect://x"}))

@@ -1,6 +1,6 @@
 """Writes the user-level demo CSV (``conf/release/user_level_demo.yaml`` reads it).
 
-Run ``python -m tasks.user_level_demo_data [path]`` (default data/demo/user_level.csv): 3000
+Run ``python -m demo.user_level [path]`` (default data/demo/user_level.csv): 3000
 patients seen repeatedly in 5 strata x 2 arms (spec user_level_clip.md §5.2-style panel, a few
 heavy users), values clamped to [0, 65], true effect 5 in every stratum.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from demo import write_csv
 from dpcausal.user_level import make_user_level_panel
-from tasks.demo_io import write_csv
 
 DEFAULT_PATH = Path("data/demo/user_level.csv")
 

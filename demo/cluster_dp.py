@@ -1,6 +1,6 @@
 """Writes the Cluster-DP demo CSV (``conf/release/cluster_dp_demo.yaml`` reads it).
 
-Run ``python -m tasks.cluster_dp_demo_data [path]`` (default data/demo/cluster_dp.csv): a GMM
+Run ``python -m demo.cluster_dp [path]`` (default data/demo/cluster_dp.csv): a GMM
 super-population of three clusters (spec cluster_dp.md §4.1; 300/600/900 units, Y = {-5..6}),
 completely randomized within clusters, with a synthetic unit id column that the flow drops.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from demo import write_csv
 from dpcausal.cluster_dp.data import assign_balanced, make_gmm
-from tasks.demo_io import write_csv
 
 DEFAULT_PATH = Path("data/demo/cluster_dp.csv")
 

@@ -1,13 +1,13 @@
-"""Private fold-model store: keyed fingerprints, chunk keys, and the file-aware cache policy."""
+"""The curator's private store: keyed fingerprints, chunk keys, permissions (0700/0600), refusal
+of pickles others could have written, the private error log."""
 
 import os
 import stat
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from tasks import model_store as ms
+import store as ms
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +37,15 @@ def test_fingerprint_sees_values_shape_and_dtype_not_memory_layout():
     assert ms.fingerprint(x) != ms.fingerprint(y)
 
 
+def test_frame_fingerprint_sees_names_and_values():
+    import pandas as pd
+
+    df = pd.DataFrame({"a": [1.0, 2.0], "b": [3, 4]})
+    assert ms.frame_fingerprint(df) == ms.frame_fingerprint(df.copy())
+    assert ms.frame_fingerprint(df) != ms.frame_fingerprint(df.rename(columns={"b": "c"}))
+    assert ms.frame_fingerprint(df) != ms.frame_fingerprint(df.assign(a=[1.0, 2.5]))
+
+
 def test_chunk_key_depends_on_each_part():
     base = ms.chunk_key("fp", "plan", [0, 1], "models")
     assert base == ms.chunk_key("fp", "plan", [np.int64(0), 1], "models")
@@ -53,29 +62,41 @@ def test_code_version_is_in_the_key(monkeypatch):
     assert ms.chunk_key("fp", "plan", [0], "m") != before
 
 
-def test_save_and_load_roundtrip_and_missing_chunk(tmp_path):
-    ms.save_chunk(tmp_path, "k1", [{"a": 1}, 2.5])
-    assert ms.load_chunk(tmp_path, "k1") == [{"a": 1}, 2.5]
-    assert not list(tmp_path.glob("*.tmp*"))
-    with pytest.raises(FileNotFoundError, match="fold-model chunk k2 is missing"):
-        ms.load_chunk(tmp_path, "k2")
+def test_save_and_load_roundtrip_missing_chunk_and_permissions(tmp_path):
+    store = tmp_path / "fold_models"
+    ms.save_chunk(store, "k1", [{"a": 1}, 2.5])
+    assert ms.load_chunk(store, "k1") == [{"a": 1}, 2.5]
+    assert not list(store.glob("*.tmp*"))
+    assert ms.load_chunk(store, "k2") is None
+    assert stat.S_IMODE(os.stat(store).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(store / "k1.pkl").st_mode) == 0o600
 
 
-def test_policy_drops_the_cache_record_when_the_chunk_file_is_gone(tmp_path):
-    results = tmp_path / "results"
-    results.mkdir()
-    ctx = SimpleNamespace(result_store=SimpleNamespace(
-        result_storage=SimpleNamespace(basepath=results)))
-    inputs = {"data_fp": "fp", "plan": "p", "folds": [0, 1], "models": "m", "store": str(tmp_path)}
-    key = ms.chunk_key("fp", "p", [0, 1], "m")
-    record = results / key
-    record.write_text("{}")
-    ms.save_chunk(tmp_path, key, [1])
-    assert ms.StoredChunkPolicy().compute_key(ctx, inputs, {}) == key
-    assert record.exists()  # file present: the record stays, the task can hit the cache
-    ms.chunk_path(tmp_path, key).unlink()
-    assert ms.StoredChunkPolicy().compute_key(ctx, inputs, {}) == key
-    assert not record.exists()  # file gone: record dropped, the task refits
+@pytest.mark.parametrize("mode", [0o620, 0o602])
+def test_a_pickle_writable_by_group_or_others_is_refused(tmp_path, mode):
+    ms.save_chunk(tmp_path, "k", [1])
+    os.chmod(tmp_path / "k.pkl", mode)
+    with pytest.raises(PermissionError, match="refusing to load"):
+        ms.load_chunk(tmp_path, "k")
+
+
+def test_a_pickle_owned_by_another_user_is_refused(tmp_path, monkeypatch):
+    ms.save_chunk(tmp_path, "k", [1])
+    monkeypatch.setattr(ms.os, "getuid", lambda: os.stat(tmp_path / "k.pkl").st_uid + 1)
+    with pytest.raises(PermissionError, match="owned by the current user"):
+        ms.load_chunk(tmp_path, "k")
+
+
+def test_private_dir_is_0700_and_the_error_log_0600():
+    import logging
+
+    path = ms.log_private_errors()
+    assert stat.S_IMODE(os.stat(ms.private_dir()).st_mode) == 0o700
+    logging.getLogger("dpcausal.private").error("detail only the curator may read")
+    for handler in logging.getLogger("dpcausal.private").handlers:
+        handler.flush()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert "detail only the curator may read" in path.read_text()
 
 
 def test_digest_of_arrays_is_layout_independent():

@@ -1,6 +1,6 @@
 """Writes the federated demo CSV (``conf/release/federated_demo.yaml`` reads it).
 
-Run ``python -m tasks.federated_demo_data [path]`` (default data/demo/federated.csv): 4000 clients
+Run ``python -m demo.federated [path]`` (default data/demo/federated.csv): 4000 clients
 split evenly at random into treated/control, outcomes N(0.3 z, 0.5^2) clipped to [-1, 1]
 (R = 1), with a synthetic client id column that the flow drops.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.demo_io import write_csv
+from demo import write_csv
 
 DEFAULT_PATH = Path("data/demo/federated.csv")
 

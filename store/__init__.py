@@ -1,0 +1,160 @@
+"""The curator's private store: ``<data>/private`` (DPCAUSAL_DATA moves ``<data>``).
+
+What it holds is NON-PRIVATE and stays on the curator's disk, readable by the curator only
+(folders 0700, files 0600; issue 18 item 12):
+
+* ``fingerprint.key``: the secret of the keyed dataset fingerprints. A fingerprint is an
+  HMAC-SHA256 of the data under it, so it reveals nothing about the data to whoever sees it in the
+  ledger or MLflow (a plain content hash would let anyone confirm a guessed dataset);
+* ``fold_models/<key>.pkl``: fitted fold models of the core release (each one a function of one
+  fold's rows: a tree can memorise rows). They are pickles, which execute code when loaded, so a
+  file not owned by the current user, or writable by others, is refused;
+* ``errors.log``: the details of release failures that depend on the data (the library's
+  ``dpcausal.private`` logger); the CLI, Prefect and MLflow only ever see a generic message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import pickle
+import secrets
+import stat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Bump when the fold fitting changes meaning: it is part of every stored chunk's key.
+CODE_VERSION = "fold-fit-v2"
+
+
+def private_dir() -> Path:
+    """``<data>/private``, created 0700 (an existing folder is tightened to 0700)."""
+    from conf.settings import data_dir
+
+    return _private_folder(data_dir() / "private")
+
+
+def model_store_dir() -> Path:
+    return _private_folder(private_dir() / "fold_models")
+
+
+def error_log_path() -> Path:
+    return private_dir() / "errors.log"
+
+
+def _private_folder(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) != 0o700:
+        path.chmod(0o700)
+    return path
+
+
+def _private_file(path: Path) -> int:
+    """A file descriptor for writing ``path`` created 0600 (truncated if it exists)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def _secret() -> bytes:
+    """The fingerprint key, created once (0600) in the private store."""
+    path = private_dir() / "fingerprint.key"
+    if not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # created concurrently
+            return path.read_bytes()
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+def fingerprint(*arrays: np.ndarray) -> str:
+    """Keyed content hash of arrays (values, shape and dtype; not the memory layout)."""
+    mac = hmac.new(_secret(), digestmod=hashlib.sha256)
+    for arr in arrays:
+        arr = np.ascontiguousarray(arr)
+        mac.update(f"{arr.dtype.str}{arr.shape}".encode())
+        mac.update(arr.tobytes())
+    return mac.hexdigest()[:32]
+
+
+def frame_fingerprint(frame: pd.DataFrame) -> str:
+    """Keyed fingerprint of a table: its column names and every value, in row order."""
+    names = np.array([json.dumps(list(map(str, frame.columns)))])
+    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+    return fingerprint(names.astype("U"), rows)
+
+
+def digest(obj: Any) -> str:
+    """Stable short hash of a JSON-able object or an array (public values only)."""
+    if isinstance(obj, np.ndarray):
+        payload = np.ascontiguousarray(obj).tobytes() + obj.dtype.str.encode()
+    else:
+        payload = json.dumps(obj, sort_keys=True, default=str).encode()
+    return hashlib.sha256(payload).hexdigest()[:24]
+
+
+def chunk_key(basis: str, plan: str, folds: list[int], models: str) -> str:
+    """Key of one stored chunk of fold models (also its file name). ``basis`` is the release id
+    in release mode (a retry reuses the fits; nothing says whether the data changed) and the
+    keyed data fingerprint in evaluation mode; ``plan`` a digest of the fold ids."""
+    return digest({"basis": basis, "plan": plan, "folds": list(map(int, folds)),
+                   "models": models, "code": CODE_VERSION})
+
+
+def chunk_path(store: str | Path, key: str) -> Path:
+    return Path(store) / f"{key}.pkl"
+
+
+def save_chunk(store: str | Path, key: str, fold_models: list[Any]) -> None:
+    path = chunk_path(store, key)
+    _private_folder(path.parent)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with os.fdopen(_private_file(tmp), "wb") as fh:
+        pickle.dump(fold_models, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # atomic: a reader never sees half a chunk
+
+
+def load_chunk(store: str | Path, key: str) -> list[Any] | None:
+    """The stored chunk, or None when there is none. A pickle not owned by the current user or
+    writable by group/others is refused (PermissionError): loading it would run its code."""
+    path = chunk_path(store, key)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise PermissionError(
+                f"refusing to load {path}: a fold-model pickle must be owned by the current user "
+                "and writable by nobody else (loading a pickle runs its code); delete it and run "
+                "again")
+        return pickle.load(fh)
+
+
+class _PrivateFileHandler(logging.FileHandler):
+    def _open(self):  # type: ignore[no-untyped-def]
+        return os.fdopen(os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                 0o600), "a", encoding=self.encoding or "utf-8")
+
+
+def log_private_errors() -> Path:
+    """Send the library's ``dpcausal.private`` log (details of data-dependent failures) to the
+    curator's ``errors.log`` (0600), once per process; returns its path."""
+    path = error_log_path()
+    logger = logging.getLogger("dpcausal.private")
+    if not any(isinstance(h, _PrivateFileHandler) and h.baseFilename == str(path)
+               for h in logger.handlers):
+        handler = _PrivateFileHandler(path, delay=True)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    return path

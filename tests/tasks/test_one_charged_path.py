@@ -1,0 +1,56 @@
+"""One charged-release path (issue 17): in the orchestration (every package above the library)
+exactly one function reserves and commits ledger charges, and no per-kind copy of the pipeline
+is left."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("conf", "store", "demo", "reproduce", "tasks", "flows", "cli", "deploy")
+
+
+def _calls(attr: str, on: str) -> list[str]:
+    """``path:function`` of every call ``<on>.<attr>(...)`` in the orchestration."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for fn in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(fn):
+                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                            and node.func.attr == attr and isinstance(node.func.value, ast.Name)
+                            and node.func.value.id == on):
+                        found.append(f"{path.relative_to(ROOT)}:{fn.name}")
+    return sorted(set(found))
+
+
+def test_one_function_reserves_and_commits():
+    assert _calls("release", "led") == ["tasks/release.py:charged_release"]
+    assert _calls("commit", "slot") == ["tasks/release.py:charged_release"]
+
+
+def test_the_scanner_sees_a_second_reserving_place():
+    """Negative control: a planted second place is found."""
+    planted = ROOT / "tasks" / "_planted_twin.py"
+    planted.write_text("def twin(led):\n    with led.release('d', 'r', None) as slot:\n"
+                       "        slot.commit('x')\n")
+    try:
+        assert "tasks/_planted_twin.py:twin" in _calls("release", "led")
+        assert "tasks/_planted_twin.py:twin" in _calls("commit", "slot")
+    finally:
+        planted.unlink()
+
+
+def test_no_per_kind_copy_of_the_pipeline_is_left():
+    flows = {p.name for p in (ROOT / "flows").glob("*.py")}
+    assert not flows & {"cluster_dp_release.py", "federated_release.py",
+                        "user_level_release.py"}
+    tasks = {p.name for p in (ROOT / "tasks").glob("*.py")}
+    assert not tasks & {"cluster_dp.py", "federated.py", "user_level.py", "build.py",
+                        "model_store.py", "progress.py"}
+    text = "\n".join(p.read_text() for package in PACKAGES
+                     for p in (ROOT / package).rglob("*.py"))
+    assert text.count("_PRIVATE_TASK: dict") + text.count("_PRIVATE_TASK = ") == 1
+    assert text.count("class _Strict(") == 1
+    assert "import_module(f\"" not in text and "import_module(f'" not in text
