@@ -3,8 +3,9 @@
 1. Public facts, on the workers: the partition list and each Parquet footer (rows, schema); the
    flow checks the schema and parameters, takes K from the planner (or the caller) and allocates
    each partition its folds (:func:`dpcausal.partitioned.allocate_folds`).
-2. The charge is reserved in the ledger (``_charged_release``, the ONE place this flow charges)
-   before any task reads a data value.
+2. The charge is reserved in the ledger by the project's one charged-release task
+   (:func:`tasks.release.charged_release`) before any task reads a data value; the phases below
+   run inside it (their tasks still go to this flow's task runner).
 3. Fit phase: one task per partition reads it and fits the folds it owns; the fold models stay
    Dask results on the workers (no shared disk) and are gathered by one task.
 4. Aggregation phase: one task per partition reads it again and returns (n_p, sum Gamma,
@@ -20,10 +21,6 @@ curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
-from pathlib import Path
 from typing import Any, Literal
 
 from prefect import flow, get_run_logger
@@ -32,8 +29,9 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
+import store
+from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
-from dpcausal.ledger import Ledger
 from dpcausal.partitioned import (
     Roles,
     allocate_folds,
@@ -41,13 +39,16 @@ from dpcausal.partitioned import (
     fold_rule,
     release_key,
 )
+from tasks import ledger_ops
 from tasks.partitioned import (
+    PartitionedATE,
     all_fold_models,
     describe_partition,
     fit_partition_folds,
     list_partitions,
     partition_score_sums,
 )
+from tasks.release import Checked, EvaluationRefusedError, charged_release
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
@@ -70,7 +71,6 @@ def partitioned_release(
     n_folds: int | None = None,
     compute_budget: float = 300.0,
     dataset_id: str | None = None,
-    ledger_url: str | None = None,
     fold_key: Literal["release", "curator"] = "release",
     evaluation: bool = False,
 ) -> dict[str, Any]:
@@ -78,8 +78,8 @@ def partitioned_release(
 
     ``estimator`` holds :class:`dpcausal.PrivateATE`'s public parameters (``outcome_bounds``
     required); ``n_folds=None`` takes the planner's K (``n_folds="auto"``) within
-    ``compute_budget`` seconds. Release mode charges ``dataset_id`` in the ledger
-    (``ledger_url``, default the project's) and returns the committed release as a dict;
+    ``compute_budget`` seconds. Release mode charges ``dataset_id`` in the project's ledger
+    (``DPCAUSAL_LEDGER_URL``) and returns the committed release as a dict;
     evaluation mode charges nothing, is refused for a dataset the ledger knows, and returns the
     non-private estimates too.
     """
@@ -96,46 +96,36 @@ def partitioned_release(
     est._params(n, d)                                       # public refusals, before the charge
     est.check_mode(evaluation)
     folds = allocate_folds(rows, K)
-    key = _curator_fold_key() if fold_key == "curator" else release_key()
+    key = store.fold_key() if fold_key == "curator" else release_key()
     logger.info("partitioned release: %d partitions, n=%d, d=%d, K=%d", len(parts), n, d, K)
 
-    def compute() -> dict[str, Any]:
+    def compute() -> Release:
         models = _fit_phase(parts, roles, est, key, folds, evaluation)
         sums = _aggregation_phase(parts, roles, est, key, folds, models, evaluation)
         total = combine(sums)
         if total.n != n:
             raise AssertionError("bug: the partitions' rows differ from their footers' counts")
         return est.release_sums(n, total.s1, total.s2, n_folds=K, d=d, evaluation=evaluation,
-                                params=fold_rule(id_column, len(parts))).to_dict()
+                                params=fold_rule(id_column, len(parts)))
 
+    charge = est.privacy_charge(n, d)
     if evaluation:
-        if dataset_id is not None:
-            with Ledger(ledger_url) as led:
-                if led.known(dataset_id) is not None:
-                    raise ValueError(
-                        f"evaluation mode is refused for dataset {dataset_id!r}: it has a "
-                        "budget, and evaluation is a non-private read of the data")
-        return compute()
-    if dataset_id is None:
+        known = ledger_ops.budgeted_as(dataset_id) if dataset_id is not None else None
+        if known is not None:
+            raise EvaluationRefusedError(
+                f"evaluation mode is refused for dataset {dataset_id!r}: it has a budget, and "
+                "evaluation is a non-private read of the data")
+    elif dataset_id is None:
         raise ValueError("a release needs dataset_id (its budget in the ledger)")
-    return _charged_release(ledger_url, dataset_id, est.privacy_charge(n, d), K, compute)
-
-
-# ----------------------------------------------------------------- THE charge of this flow
-def _charged_release(ledger_url: str | None, dataset_id: str, charge: Any, K: int,
-                     compute: Any) -> dict[str, Any]:
-    """Reserve -> compute and draw once -> commit -> return (the ledger's protocol). A retry of
-    a committed release id gets the stored result and draws nothing. At merge, this becomes the
-    pipeline's single charged-release task."""
-    release_id = f"{flow_run.id}/partitioned-ate"
-    with Ledger(ledger_url) as led, led.release(
-            dataset_id, release_id, charge, unit="row",
-            detail={"mechanism_class": "PrivateATE", "path": "partitioned", "n_folds": K}
-    ) as slot:
-        if slot.result is None:
-            slot.commit(json.dumps(compute()))
-        assert slot.result is not None
-        return dict(json.loads(slot.result))
+    else:
+        ledger_ops.check_budget(dataset_id, charge, unit="row")
+    checked = Checked(prepared=Prepared(public={"n": n, "d": d}, data=compute),
+                      fingerprint=None, schema=described[0][1], charge=charge)
+    published = charged_release(
+        PartitionedATE(est), checked, dataset=dataset_id or "", evaluation=evaluation,
+        release_id=f"{flow_run.id}/partitioned-ate",
+        detail={"mechanism_class": "PrivateATE", "path": "partitioned", "n_folds": K})
+    return published.release
 
 
 # ----------------------------------------------------------------- phases
@@ -195,17 +185,3 @@ def _roles(described: list[tuple[int, dict[str, str]]], id_column: str, treatmen
         raise TypeError(f"id column {id_column!r} must hold integers or strings, "
                         f"got {schema[id_column]}")
     return Roles(id=id_column, treatment=treatment, outcome=outcome, covariates=tuple(covariates))
-
-
-def _curator_fold_key() -> bytes:
-    """The curator's fold key in the private store (created once, mode 0600): the same folds
-    in every release of the same ids."""
-    from conf.settings import data_dir
-
-    path = data_dir() / "private" / "fold.key"
-    if not path.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(32))
-    return Path(path).read_bytes()

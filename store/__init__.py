@@ -3,6 +3,7 @@
 What it holds is NON-PRIVATE and stays on the curator's disk, readable by the curator only
 (folders 0700, files 0600; issue 18 item 12):
 
+* ``fold.key``: the curator's key of the partitioned fold rule (per-release keys are never stored).
 * ``fingerprint.key``: the secret of the keyed dataset fingerprints. A fingerprint is an
   HMAC-SHA256 of the data under it, so it reveals nothing about the data to whoever sees it in the
   ledger or MLflow (a plain content hash would let anyone confirm a guessed dataset);
@@ -62,9 +63,10 @@ def _private_file(path: Path) -> int:
     return fd
 
 
-def _secret() -> bytes:
-    """The fingerprint key, created once (0600) in the private store."""
-    path = private_dir() / "fingerprint.key"
+def _secret(name: str = "fingerprint.key") -> bytes:
+    """A 32-byte secret of the private store (the fingerprint key by default), created once
+    from OS entropy (0600)."""
+    path = private_dir() / name
     if not path.exists():
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -73,6 +75,12 @@ def _secret() -> bytes:
         with os.fdopen(fd, "wb") as fh:
             fh.write(secrets.token_bytes(32))
     return path.read_bytes()
+
+
+def fold_key() -> bytes:
+    """The curator's key of the partitioned fold rule (:mod:`dpcausal.partitioned`): the same
+    folds in every release of the same ids."""
+    return _secret("fold.key")
 
 
 def fingerprint(*arrays: np.ndarray) -> str:

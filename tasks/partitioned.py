@@ -17,6 +17,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from dpcausal import Mechanism, Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.nuisance import FoldModels
 from dpcausal.partitioned import Roles, ScoreSums, fit_partition, partition_sums, read_partition
@@ -74,3 +75,17 @@ def partition_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, f
     models."""
     return partition_sums(read_partition(part, roles), roles, est, key, folds, fold_models,
                           evaluation)
+
+
+class PartitionedATE(Mechanism):
+    """The partitioned core release as a mechanism for :func:`tasks.release.charged_release`:
+    its checked input is public (n, d) and the flow's computation (the fit and aggregation
+    phases on the workers, then :meth:`PrivateATE.release_sums`), which the charged task runs
+    once, after the reservation."""
+
+    def __init__(self, estimator: PrivateATE | None = None) -> None:
+        self.estimator = estimator
+
+    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+        release: Release = prepared.data()
+        return release

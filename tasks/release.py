@@ -44,10 +44,11 @@ class EvaluationRefusedError(ValueError):
 @dataclass(frozen=True)
 class Checked:
     """A checked input: the mechanism's :class:`Prepared` input (data: never shown), its keyed
-    fingerprint, the column schema (names and dtypes: public) and the data-free charge."""
+    fingerprint (None where the data never sit in one process: the partitioned path), the column
+    schema (names and dtypes: public) and the data-free charge."""
 
     prepared: Prepared = field(repr=False)
-    fingerprint: str
+    fingerprint: str | None
     schema: dict[str, str]
     charge: PrivacyCharge
 

@@ -40,6 +40,7 @@ def setup(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         for key, value in {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                            "DPCAUSAL_DATA": str(flow_dir / "data"),
+                           "DPCAUSAL_LEDGER_URL": f"sqlite:///{flow_dir / 'data' / 'ledger.db'}",
                            "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(flow_dir / "results")
                            }.items():
             mp.setenv(key, value)
@@ -71,8 +72,7 @@ def _run(setup, **kwargs):
     runner = DaskTaskRunner(address=setup["address"])
     return partitioned_release.with_options(task_runner=runner)(
         str(setup["source"]), id_column="id", treatment="A", outcome="Y", estimator=ESTIMATOR,
-        n_folds=30, ledger_url=f"sqlite:///{setup['flow_dir'] / 'data' / 'ledger.db'}",
-        **kwargs)
+        n_folds=30, **kwargs)
 
 
 def _open(path: str) -> None:
