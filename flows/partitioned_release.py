@@ -59,7 +59,7 @@ DEFAULT_RUNNER = DaskTaskRunner(cluster_kwargs={
     "memory_limit": 0})
 
 
-@flow(name="dp-partitioned-release", task_runner=DEFAULT_RUNNER, persist_result=False)
+@flow(name="dp_partitioned_release", task_runner=DEFAULT_RUNNER, persist_result=False)
 def partitioned_release(
     source: str,
     *,
