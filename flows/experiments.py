@@ -21,8 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows import progress
 from reproduce import ate as ex
-from tasks.experiments import run_group
-from tasks.plots_experiments import finish_experiment, write_report
+from tasks.experiments import finish_experiment, run_group, write_report
 
 # repetitions of the default (full) run; spec §6.1 asks 100, reduced where a repetition is slow
 # on 2 shared cores (seconds per repetition measured and stated in reports/reproduction.md)

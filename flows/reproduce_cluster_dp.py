@@ -13,7 +13,7 @@ from typing import Any
 
 from prefect import flow
 
-from tasks.plots_cluster_dp import draw_figures, run_experiment, write_report
+from tasks.reproduce_cluster_dp import draw_figures, run_experiment, write_report
 
 ROOT_SEED = 20250713
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import flow
 
 from reproduce.federated import TABLES
-from tasks.plots_federated import draw_width_figure, simulate_table, write_report
+from tasks.reproduce_federated import draw_width_figure, simulate_table, write_report
 
 ROOT_SEED = 20240502
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from tasks.plots_user_level import draw_figures, run_experiments, write_report
+from tasks.reproduce_user_level import draw_figures, run_experiments, write_report
 
 DEFAULT_REPS = 10
 

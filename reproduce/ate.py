@@ -40,6 +40,7 @@ from dpcausal.sensitivity import (
 
 BOUNDS = (-1.0, 1.0)  # B_mu = 1 in all experiments (spec §6.1)
 ZETA = 1.5
+NOISE_SEED = 2025  # seed of the noise added at summary time (spec §6.1)
 NOT_A_CLAIM = "released_code (comparison only: not a valid privacy claim)"
 
 

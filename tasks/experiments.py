@@ -4,7 +4,9 @@ The per-repetition work is cached per (experiment, repetition, method group = pr
 outcome model, K) plus size overrides and :data:`CODE_VERSION`: small inputs only, never arrays
 (recipe §4). Bump :data:`CODE_VERSION` when ``reproduce.ate`` or the estimator changes.
 MLflow logging follows ``tasks/tracking.py`` (lazy ``import mlflow``; evaluation=true: these are
-simulations, so the non-private values may be logged).
+simulations, so the non-private values may be logged). ``finish_experiment`` privatises one
+experiment's estimates, summarises them, draws its figures (``reproduce.plots_ate``) and logs its
+run; ``write_report`` writes ``reproduction.md`` (``reproduce.ate_report``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
 
 from reproduce import ate as ex
+from reproduce.ate_report import render
+from reproduce.plots_ate import plot_k_sweep, plot_violins
 
 CODE_VERSION = "experiments-v1"
 POLICY = INPUTS + TASK_SOURCE + CacheKeyFnPolicy(cache_key_fn=lambda ctx, p: CODE_VERSION)
@@ -94,3 +98,61 @@ def write_csv(frame: pd.DataFrame, path: Path) -> str:
 
 def scratch_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="dpcausal-exp-"))
+
+
+@task(name="finish_experiment", cache_policy=NO_CACHE, persist_result=False)
+def summarise_experiment(experiment: str, rows: list[dict[str, Any]], out_dir: str) -> dict:
+    """Noise per mode (seeded), summaries, the §6.8(b) comparison, figures and the per-rep CSV."""
+    est = pd.DataFrame(rows).sort_values(["rep", "method"], kind="stable")
+    order = {m.name: i for i, m in enumerate(ex.EXPERIMENTS[experiment].methods)}
+    est = est.sort_values(["rep", "method"], key=lambda c: c.map(order) if c.name == "method"
+                          else c, kind="stable").reset_index(drop=True)
+    point = ex.privatise(est, seed=ex.NOISE_SEED)
+    ci = ex.privatise(est, seed=ex.NOISE_SEED + 1, ci_modes=ex.CI_MODES, ci_share=0.1)
+    nonprivate = ex.summarise(est, "tau_hat", ["method"])
+    private = ex.summarise(point, "ate", ["mode", "method"])
+    coverage = ex.summarise(ci, "ate", ["mode", "ci_mode", "sigma2_mode", "method"])
+    targets = ex.compare_means(nonprivate, experiment)
+    figs = Path(out_dir) / "figures"
+    figures = {"violin": plot_violins(est, point, experiment, figs / f"ate_{experiment}.png")}
+    if experiment == "D":
+        figures["k_sweep"] = plot_k_sweep(nonprivate, figs / "ate_D_ksweep.png")
+    scratch = scratch_dir()
+    csvs = [write_csv(est, scratch / f"experiment_{experiment}_reps.csv"),
+            write_csv(point, scratch / f"experiment_{experiment}_private.csv"),
+            write_csv(coverage, scratch / f"experiment_{experiment}_coverage.csv")]
+    tables = {"nonprivate": nonprivate, "private": private, "coverage": coverage}
+    return {"tables": tables, "targets": targets, "figures": figures, "csvs": csvs,
+            "estimates": est}
+
+
+def finish_experiment(experiment: str, rows: list[dict[str, Any]], seconds: float, out_dir: str,
+                      flow_run_id: str, flow_run_name: str,
+                      overrides: dict[str, Any]) -> dict[str, Any]:
+    """Summaries + MLflow run of one experiment flow; the dict the report is written from."""
+    done = summarise_experiment(experiment, rows, out_dir)
+    exp = ex.EXPERIMENTS[experiment]
+    reps = int(done["estimates"]["rep"].nunique())
+    settings = {"experiment": experiment, "figure": exp.figure, "n": overrides["n"] or exp.n,
+                "d": exp.d, "K": exp.n_folds, "B_pi": [round(1 / c, 4) for c in exp.clips],
+                "outcome_bounds": list(exp.outcome_bounds), "reps": reps,
+                "methods": [m.name for m in exp.methods], "max_folds": overrides["max_folds"],
+                "zeta": ex.ZETA, "ci_share": 0.1, "noise_seed": ex.NOISE_SEED, "data_seed": 42,
+                "folds": "contiguous", "code_version": CODE_VERSION}
+    metrics = summary_metrics(done["tables"])
+    metrics.update({"seconds": seconds, "seconds_per_rep": seconds / reps,
+                    "targets_passed": float(done["targets"]["pass"].sum()) if len(done["targets"])
+                    else 0.0, "targets_total": float(len(done["targets"]))})
+    tracked = log_experiment(experiment, settings, metrics,
+                             [*done["figures"].values(), *done["csvs"]], flow_run_id,
+                             flow_run_name)
+    return {**done, "settings": settings, "seconds": seconds, "mlflow": tracked}
+
+
+@task(name="write_reproduction_report", cache_policy=NO_CACHE, persist_result=False)
+def write_report(results: dict[str, dict[str, Any]], seconds: float, out_path: str) -> str:
+    """Render ``reproduction.md`` (figures linked relative to it) and write it; return its path."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(results, seconds, out.parent))
+    return str(out)

@@ -125,7 +125,7 @@ def log_meta_analysis(config: MetaConfig, result: MetaResult, studies: pd.DataFr
     plot and the study table as artifacts, the privacy position as tags."""
     from mlflow.entities import Metric, Param
 
-    from tasks.plots_meta import forest_plot
+    from plots.meta import forest_plot
 
     client = _client(config)
     exp_id = ensure_experiment(config.experiment, client.tracking_uri)

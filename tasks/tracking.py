@@ -147,7 +147,7 @@ def log_release(run: TrackedRun, release: dict[str, Any], evaluation: bool,
     same values again."""
     from mlflow.entities import Metric
 
-    from tasks.plots_release import plot_release
+    from plots.release import plot_release
 
     if not evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
         raise AssertionError("bug: a release-mode result carries non-private values")

@@ -131,7 +131,7 @@ def test_render_contains_verdicts_and_figures():
 def test_flow_plan_and_plots(tmp_path):
     pytest.importorskip("prefect")
     from flows.reproduce_cluster_dp import experiment_plan
-    from tasks.plots_cluster_dp import draw_figures
+    from tasks.reproduce_cluster_dp import draw_figures
 
     assert experiment_plan(None)["exp4"] == {"reps": 500}
     assert experiment_plan(200)["exp1a"] == {"reps": 200, "n_subpops": 2}

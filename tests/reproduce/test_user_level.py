@@ -36,7 +36,7 @@ def test_small_run_trends_and_report(tmp_path):
 
 
 def test_plot_tasks_write_pngs(tmp_path):
-    from tasks.plots_user_level import draw_figures, write_report
+    from tasks.reproduce_user_level import draw_figures, write_report
 
     res = {"synth": ex.run_synthetic(reps=1, gammas=(3, 9), eps_grid=(0.1, 1.0)),
            "itms": ex.run_itms_like(reps=1, eps_grid=(0.1, 2.0)),

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("conf", "store", "demo", "reproduce", "tasks", "flows", "cli", "deploy")
+PACKAGES = ("conf", "plots", "store", "demo", "reproduce", "tasks", "flows", "cli", "deploy")
 
 
 def _calls(attr: str, on: str) -> list[str]:

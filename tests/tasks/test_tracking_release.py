@@ -4,8 +4,8 @@ non-private values; artifact keys."""
 import pytest
 from prefect.logging import disable_run_logger
 
+from plots.release import plot_release
 from tasks.artifacts import artifact_key, release_table
-from tasks.plots_release import plot_release
 from tasks.tracking import TrackedRun, log_release, release_metrics
 
 

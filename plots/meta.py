@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from dpcausal.meta import MetaResult
-from tasks.figures import pyplot
+from plots.figures import pyplot
 
 _STUDY_COLOUR = "#1f4e79"
 _POOLED_COLOUR = "#b03a2e"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.figures import pyplot, save
+from plots.figures import pyplot, save
 
 
 def estimate_rows(release: dict[str, Any]) -> list[tuple[str, float, float | None, float | None]]:

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from dpcausal.meta import combine
-from tasks.plots_meta import forest_plot
+from plots.meta import forest_plot
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

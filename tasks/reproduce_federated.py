@@ -1,8 +1,5 @@
-"""Figure and thin Prefect tasks for the federated reproduction (``flows/reproduce_federated.py``).
-
-The tasks only call ``reproduce.federated`` / ``federated_report``; the plot is drawn here with
-the Agg backend.
-"""
+"""Thin Prefect tasks of the federated reproduction (``flows/reproduce_federated.py``): they only
+call ``reproduce.federated``, ``reproduce.plots_federated`` and ``reproduce.federated_report``."""
 
 from __future__ import annotations
 
@@ -17,23 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from reproduce import federated as experiments
 from reproduce.federated_report import render
-from tasks.figures import pyplot, save
-
-
-def plot_width_vs_epsilon(df: pd.DataFrame, path: Path) -> str:
-    """Width of the 90% CI against epsilon, one line per mechanism (log scale)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for mech, sub in df.groupby("mechanism", sort=False):
-        style = "--" if "Gaussian" in mech else ("-" if "PBM" in mech else ":")
-        ax.plot(sub["epsilon"], sub["width"], style, marker="o", ms=3, label=mech)
-    ax.set_yscale("log")
-    ax.set_xlabel("ε (δ = 1e-6)")
-    ax.set_ylabel("90% CI width")
-    ax.set_title("PATE, n_c = n_t = 500, s = 0.01: width vs ε per mechanism")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    return save(fig, path)
+from reproduce.plots_federated import plot_width_vs_epsilon
 
 
 @task(name="federated_table", persist_result=False, cache_policy=NO_CACHE)
