@@ -65,8 +65,9 @@ EOF
 # the library's unit tests (those that need neither the orchestration nor Prefect/MLflow);
 # PYTHONPATH holds only the copied tests (their shared references), not the checkout
 cp -r "$here/tests" "$here/pyproject.toml" "$work/"
+# test tools, and the extras some library tests exercise (plot, postgres, parquet)
 VIRTUAL_ENV="$work/venv" $uv pip install -q --compile-bytecode pytest pytest-timeout hypothesis \
-  statsmodels matplotlib "psycopg[binary]"
+  statsmodels matplotlib "psycopg[binary]" pyarrow
 PYTHONPATH="$work" "$vpy" -P -m pytest -q -p no:cacheprovider tests/test_*.py tests/ledger tests/cluster_dp \
   tests/user_level tests/federated --ignore tests/ledger/test_ledger_cli.py \
   --ignore tests/ledger/test_ledger_ops.py --ignore tests/cluster_dp/test_montecarlo.py
