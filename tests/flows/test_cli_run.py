@@ -226,3 +226,9 @@ def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_c
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
     assert survivors == []
+
+
+def test_a_set_typo_exits_2_blamed_on_set_with_the_closest_key(cli_config, invoke):
+    out = invoke("run", cli_config(), "--set", "estimator.n_fold=10")
+    _assert_error(out, 2, r"^Error: invalid --set: estimator\.n_fold: unknown key; did you mean "
+                          r"estimator\.n_folds\? \[from --set estimator\.n_fold=10\]$")
