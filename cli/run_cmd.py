@@ -2,16 +2,20 @@
 
 Heavy imports (Prefect, MLflow, scikit-learn) happen inside the commands, so ``dpcausal --help``
 stays fast. Before any Prefect server starts, the config, the mechanism, the data's schema and the
-budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. A
-release that fails afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no
-data-dependent text (the details go to the curator's private log).
+budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. The
+warnings those public checks raise are printed there, once, in plain words (``--strict`` refuses
+the release instead, exit 2). A release that fails afterwards exits 1 with one ``Error:``
+paragraph; in release mode it holds no data-dependent text (the details go to the curator's
+private log).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -70,21 +74,43 @@ def _unexpected(exc: BaseException, evaluation: bool) -> NoReturn:
     sys.exit(EXIT_FAILED)
 
 
-def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -> dict[str, Any]:
-    """Public checks (no Prefect), then the release flow with a progress bar; prints it."""
+def public_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The distinct ``UserWarning`` texts of the public checks, in order, one line each."""
+    texts: list[str] = []
+    for w in caught:
+        if issubclass(w.category, UserWarning) and str(w.message) not in texts:
+            texts.append(str(w.message))
+    return texts
+
+
+def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
+            strict: bool = False) -> dict[str, Any]:
+    """Public checks (no Prefect), their warnings, then the release flow with a progress bar;
+    prints it."""
     _quiet_console(verbose)
     from conf.kinds import KINDS
     from tasks.release import check_release
 
     kind = KINDS[config.kind]
-    try:  # the flow's first step, here before any Prefect server starts
-        check_release(config.data, kind.columns(config), kind.build(config), kind.roles(config),
-                      dataset=config.ledger.dataset_id, evaluation=config.evaluation,
-                      cap=kind.cap(config))
-    except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
-        if exit_code(exc) == EXIT_FAILED:
-            _unexpected(exc, config.evaluation)
-        _fail(exc, exit_code(exc))
+    failure: Exception | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:  # the flow's first step, here before any Prefect server starts
+            check_release(config.data, kind.columns(config), kind.build(config),
+                          kind.roles(config), dataset=config.ledger.dataset_id,
+                          evaluation=config.evaluation, cap=kind.cap(config))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
+            failure = exc
+    shown = public_warnings(caught)
+    for text in shown:
+        click.echo(f"Warning: {' '.join(text.split())}", err=True)
+    if failure is not None:
+        if exit_code(failure) == EXIT_FAILED:
+            _unexpected(failure, config.evaluation)
+        _fail(failure, exit_code(failure))
+    if strict and shown:
+        _fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
+                         "charged"))
 
     import signal
 
@@ -96,7 +122,10 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -
     # run stop with it (their context managers and atexit hooks run)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with progress_bar("folds", enabled=show_progress and not as_json):
+        with progress_bar("folds", enabled=show_progress and not as_json), \
+                warnings.catch_warnings():
+            for text in shown:  # shown once, above: the flow's own check raises them again
+                warnings.filterwarnings("ignore", message=re.escape(text))
             result = run_release(config)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001
         code = exit_code(exc)
@@ -127,12 +156,14 @@ def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | N
               help="Override a config value by dotted key, e.g. --set estimator.zeta=1.0")
 @click.option("--dry-run", is_flag=True,
               help="Print what `dpcausal plan` prints for CONFIG and stop (charges nothing).")
+@click.option("--strict", is_flag=True,
+              help="Refuse the release (exit 2, nothing charged) if its public checks warn.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
 @click.pass_context
 def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_run: bool,
-        as_json: bool, no_progress: bool, verbose: bool) -> None:
+        strict: bool, as_json: bool, no_progress: bool, verbose: bool) -> None:
     """Run the release of CONFIG (a conf/release/*.yaml file) through the dp_release flow; its
     top-level `kind:` (ate when absent, cluster_dp, federated, user_level) picks the mechanism.
 
@@ -143,7 +174,8 @@ def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_ru
         ctx.invoke(plan, config_path=config_path, overrides=overrides, as_json=as_json)
         return
     config = _load(config_path, overrides)
-    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
+    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
+            strict=strict)
 
 
 @click.command()

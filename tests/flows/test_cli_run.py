@@ -232,3 +232,41 @@ def test_a_set_typo_exits_2_blamed_on_set_with_the_closest_key(cli_config, invok
     out = invoke("run", cli_config(), "--set", "estimator.n_fold=10")
     _assert_error(out, 2, r"^Error: invalid --set: estimator\.n_fold: unknown key; did you mean "
                           r"estimator\.n_folds\? \[from --set estimator\.n_fold=10\]$")
+
+
+def test_public_warnings_print_once_in_plain_words_before_the_charge(cli_config, tmp_path,
+                                                                      invoke):
+    """Too few rows per fold (2000 rows, K = 125: 16 < 20): one plain line on stderr, no Python
+    warning source line; the release goes on and is charged once."""
+    dataset = "cli-warns"
+    give_cap(dataset)
+    data = write_exp_a(tmp_path / "warns.csv", 405)
+    out = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
+                 "--set", "estimator.n_folds=125")
+    assert out.exit_code == 0, out.output
+    lines = out.stderr.splitlines()
+    assert [x for x in lines if "rows per fold" in x] == [
+        x for x in lines if x.startswith("Warning: only 16 rows per fold")], out.stderr
+    assert len([x for x in lines if "rows per fold" in x]) == 1, out.stderr
+    assert "UserWarning" not in out.stderr and "warnings.warn" not in out.stderr
+    assert _charges(dataset) == 1
+
+
+def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path, invoke):
+    dataset = "cli-strict"
+    give_cap(dataset)
+    data = write_exp_a(tmp_path / "strict.csv", 406)
+    before = _flow_runs()
+    out = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
+                 "--strict",
+                 "--set", "estimator.n_folds=125")
+    assert out.exit_code == 2, out.output
+    assert out.stderr.splitlines() == [
+        out.stderr.splitlines()[0],
+        "Error: refused by --strict: 1 warning(s) above; nothing was charged"], out.stderr
+    assert out.stderr.startswith("Warning: only 16 rows per fold") and out.stdout == ""
+    assert _charges(dataset) == 0 and _flow_runs() == before
+    ok = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
+                "--strict")
+    assert ok.exit_code == 0 and "Warning" not in ok.stderr, ok.output
+    assert _charges(dataset) == 1
