@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -83,10 +84,25 @@ def public_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
     return texts
 
 
+def _bounds_notice(config: Any, check_command: str) -> None:
+    """A core release whose outcome bounds the ledger has never seen privately checked says so,
+    once, before the charge (issue 19 §1)."""
+    from tasks.ledger_ops import bounds_checked
+
+    bounds = config.estimator.outcome_bounds
+    if bounds is None or bounds_checked(config.ledger.dataset_id, tuple(bounds)):
+        return
+    click.echo(f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been "
+               f"checked on dataset {config.ledger.dataset_id!r}; outcomes outside them are "
+               "clipped and bias the release. A private check costs a small stated budget: "
+               f"{check_command}", err=True)
+
+
 def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
-            strict: bool = False) -> dict[str, Any]:
+            strict: bool = False, check_command: str | None = None) -> dict[str, Any]:
     """Public checks (no Prefect), their warnings, then the release flow with a progress bar;
-    prints it."""
+    prints it. A core release whose bounds were never privately checked says so first, advising
+    ``check_command`` (when given)."""
     _quiet_console(verbose)
     from conf.kinds import KINDS
     from tasks.release import check_release
@@ -111,6 +127,8 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     if strict and shown:
         _fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
                          "charged"))
+    if config.kind == "ate" and not config.evaluation and check_command is not None:
+        _bounds_notice(config, check_command)
 
     import signal
 
@@ -174,8 +192,10 @@ def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_ru
         ctx.invoke(plan, config_path=config_path, overrides=overrides, as_json=as_json)
         return
     config = _load(config_path, overrides)
+    check = ["dpcausal", "plan", config_path, *(x for o in overrides for x in ("--set", o)),
+             "--check-bounds"]
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
-            strict=strict)
+            strict=strict, check_command=shlex.join(check))
 
 
 @click.command()

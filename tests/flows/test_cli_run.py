@@ -270,3 +270,30 @@ def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path,
                 "--strict")
     assert ok.exit_code == 0 and "Warning" not in ok.stderr, ok.output
     assert _charges(dataset) == 1
+
+
+def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_config, tmp_path,
+                                                                           invoke):
+    dataset = "cli-bounds-notice"
+    give_cap(dataset, rho=20.0)  # a zeta-GDP cap admits Gaussian charges only, not the check's
+    data = write_exp_a(tmp_path / "notice.csv", 407)
+    path = cli_config(data, ledger={"dataset_id": dataset})
+
+    def notices(out):
+        assert out.exit_code == 0, out.output
+        return [x for x in out.stderr.splitlines() if x.startswith("Notice: ")]
+
+    first = notices(invoke("run", path, "--no-progress"))
+    assert first == [f"Notice: the outcome bounds [-1, 1] have never been checked on dataset "
+                     f"'{dataset}'; outcomes outside them are clipped and bias the release. A "
+                     f"private check costs a small stated budget: dpcausal plan {path} "
+                     "--check-bounds"]
+    check = invoke("plan", path, "--check-bounds")
+    assert check.exit_code == 0 and "Bounds check (epsilon 0.1, charged)" in check.stdout, \
+        check.output
+    assert notices(invoke("run", path, "--no-progress")) == []
+    wider = notices(invoke("run", path, "--no-progress",
+                           "--set", "estimator.outcome_bounds=[-2, 2]"))
+    assert len(wider) == 1 and "[-2, 2] have never been checked" in wider[0]
+    assert wider[0].endswith("--set 'estimator.outcome_bounds=[-2, 2]' --check-bounds")
+    assert _charges(dataset) == 4  # three releases and the check
