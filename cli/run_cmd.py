@@ -145,7 +145,12 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
             for text in shown:  # shown once, above: the flow's own check raises them again
                 warnings.filterwarnings("ignore", message=re.escape(text))
             result = run_release(config)
-    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001
+    except KeyboardInterrupt:
+        click.echo("Error: the release run was interrupted (SIGTERM or Ctrl-C); the temporary "
+                   "services of the run were stopped; a charge it had reserved stays spent "
+                   f"(dpcausal ledger history {config.ledger.dataset_id}).", err=True)
+        sys.exit(EXIT_FAILED)
+    except Exception as exc:  # noqa: BLE001
         code = exit_code(exc)
         if code == EXIT_FAILED:
             _unexpected(exc, config.evaluation)

@@ -297,3 +297,56 @@ def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_c
     assert len(wider) == 1 and "[-2, 2] have never been checked" in wider[0]
     assert wider[0].endswith("--set 'estimator.outcome_bounds=[-2, 2]' --check-bounds")
     assert _charges(dataset) == 4  # three releases and the check
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_release_exits_non_zero_and_leaves_no_process(signum, cli_config,
+                                                                     tmp_path):
+    """SIGTERM (a scheduler stopping the job) and SIGINT (Ctrl-C) sent while the fold models are
+    being fitted under a temporary Prefect server: one Error line, a non-zero exit, and no child
+    of the CLI process (the temporary server included) outlives it."""
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    dataset = f"cli-{signum.lower()}"
+    give_cap(dataset)
+    data = write_exp_a(tmp_path / "slow.csv", 408 + len(signum))
+    path = cli_config(data, ledger={"dataset_id": dataset},
+                      models={"outcome": {"name": "random_forest",
+                                          "params": {"n_estimators": 300}}})
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run", path, "--no-progress",
+                             "-v"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "Task run 'open_release_run" in line:  # the flow runs; the fits come next
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert started.wait(240), "\n".join(lines)
+    time.sleep(1.0)
+    cli = psutil.Process(proc.pid)
+    children = cli.children(recursive=True)
+    assert children, "the temporary Prefect server should be a child of the CLI"
+    proc.send_signal(getattr(signal, signum))
+    code = proc.wait(timeout=120)
+    reader.join(timeout=10)
+    proc.stdout.close()
+    output = "\n".join(lines)
+    assert code != 0, output
+    errors = [x for x in lines if x.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: the release run was interrupted"), \
+        output
+    assert "release_id" not in output and "ATE " not in output
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert alive == [], [p.cmdline() for p in alive]
