@@ -2,16 +2,21 @@
 
 Heavy imports (Prefect, MLflow, scikit-learn) happen inside the commands, so ``dpcausal --help``
 stays fast. Before any Prefect server starts, the config, the mechanism, the data's schema and the
-budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. A
-release that fails afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no
-data-dependent text (the details go to the curator's private log).
+budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. The
+warnings those public checks raise are printed there, once, in plain words (``--strict`` refuses
+the release instead, exit 2). A release that fails afterwards exits 1 with one ``Error:``
+paragraph; in release mode it holds no data-dependent text (the details go to the curator's
+private log).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import shlex
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -70,21 +75,60 @@ def _unexpected(exc: BaseException, evaluation: bool) -> NoReturn:
     sys.exit(EXIT_FAILED)
 
 
-def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -> dict[str, Any]:
-    """Public checks (no Prefect), then the release flow with a progress bar; prints it."""
+def public_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The distinct ``UserWarning`` texts of the public checks, in order, one line each."""
+    texts: list[str] = []
+    for w in caught:
+        if issubclass(w.category, UserWarning) and str(w.message) not in texts:
+            texts.append(str(w.message))
+    return texts
+
+
+def _bounds_notice(config: Any, check_command: str) -> None:
+    """A core release whose outcome bounds the ledger has never seen privately checked says so,
+    once, before the charge (issue 19 §1)."""
+    from tasks.ledger_ops import bounds_checked
+
+    bounds = config.estimator.outcome_bounds
+    if bounds is None or bounds_checked(config.ledger.dataset_id, tuple(bounds)):
+        return
+    click.echo(f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been "
+               f"checked on dataset {config.ledger.dataset_id!r}; outcomes outside them are "
+               "clipped and bias the release. A private check costs a small stated budget: "
+               f"{check_command}", err=True)
+
+
+def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
+            strict: bool = False, check_command: str | None = None) -> dict[str, Any]:
+    """Public checks (no Prefect), their warnings, then the release flow with a progress bar;
+    prints it. A core release whose bounds were never privately checked says so first, advising
+    ``check_command`` (when given)."""
     _quiet_console(verbose)
     from conf.kinds import KINDS
     from tasks.release import check_release
 
     kind = KINDS[config.kind]
-    try:  # the flow's first step, here before any Prefect server starts
-        check_release(config.data, kind.columns(config), kind.build(config), kind.roles(config),
-                      dataset=config.ledger.dataset_id, evaluation=config.evaluation,
-                      cap=kind.cap(config))
-    except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
-        if exit_code(exc) == EXIT_FAILED:
-            _unexpected(exc, config.evaluation)
-        _fail(exc, exit_code(exc))
+    failure: Exception | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:  # the flow's first step, here before any Prefect server starts
+            check_release(config.data, kind.columns(config), kind.build(config),
+                          kind.roles(config), dataset=config.ledger.dataset_id,
+                          evaluation=config.evaluation, cap=kind.cap(config))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
+            failure = exc
+    shown = public_warnings(caught)
+    for text in shown:
+        click.echo(f"Warning: {' '.join(text.split())}", err=True)
+    if failure is not None:
+        if exit_code(failure) == EXIT_FAILED:
+            _unexpected(failure, config.evaluation)
+        _fail(failure, exit_code(failure))
+    if strict and shown:
+        _fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
+                         "charged"))
+    if config.kind == "ate" and not config.evaluation and check_command is not None:
+        _bounds_notice(config, check_command)
 
     import signal
 
@@ -96,9 +140,17 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool) -
     # run stop with it (their context managers and atexit hooks run)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with progress_bar("folds", enabled=show_progress and not as_json):
+        with progress_bar("folds", enabled=show_progress and not as_json), \
+                warnings.catch_warnings():
+            for text in shown:  # shown once, above: the flow's own check raises them again
+                warnings.filterwarnings("ignore", message=re.escape(text))
             result = run_release(config)
-    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001
+    except KeyboardInterrupt:
+        click.echo("Error: the release run was interrupted (SIGTERM or Ctrl-C); the temporary "
+                   "services of the run were stopped; a charge it had reserved stays spent "
+                   f"(dpcausal ledger history {config.ledger.dataset_id}).", err=True)
+        sys.exit(EXIT_FAILED)
+    except Exception as exc:  # noqa: BLE001
         code = exit_code(exc)
         if code == EXIT_FAILED:
             _unexpected(exc, config.evaluation)
@@ -127,12 +179,14 @@ def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | N
               help="Override a config value by dotted key, e.g. --set estimator.zeta=1.0")
 @click.option("--dry-run", is_flag=True,
               help="Print what `dpcausal plan` prints for CONFIG and stop (charges nothing).")
+@click.option("--strict", is_flag=True,
+              help="Refuse the release (exit 2, nothing charged) if its public checks warn.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
 @click.pass_context
 def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_run: bool,
-        as_json: bool, no_progress: bool, verbose: bool) -> None:
+        strict: bool, as_json: bool, no_progress: bool, verbose: bool) -> None:
     """Run the release of CONFIG (a conf/release/*.yaml file) through the dp_release flow; its
     top-level `kind:` (ate when absent, cluster_dp, federated, user_level) picks the mechanism.
 
@@ -143,7 +197,10 @@ def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_ru
         ctx.invoke(plan, config_path=config_path, overrides=overrides, as_json=as_json)
         return
     config = _load(config_path, overrides)
-    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
+    check = ["dpcausal", "plan", config_path, *(x for o in overrides for x in ("--set", o)),
+             "--check-bounds"]
+    execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
+            strict=strict, check_command=shlex.join(check))
 
 
 @click.command()

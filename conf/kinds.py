@@ -22,6 +22,7 @@ from conf.models import (
     ConfigError,
     ReleaseConfig,
     load_typed,
+    override_at,
     read_raw,
     with_absolute_paths,
 )
@@ -195,7 +196,9 @@ def kind_of(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
     raw, where = read_raw(path, overrides, base)
     kind = raw.get("kind", "ate")
     if kind not in KINDS:
-        raise ConfigError(f"invalid {where}: kind {kind!r} is not one of "
+        item = override_at("kind", overrides)
+        origin = where if item is None else f"--set {item}"
+        raise ConfigError(f"invalid {origin}: kind {kind!r} is not one of "
                           f"{', '.join(sorted(KINDS))} (leave it out for the core ATE release)")
     return kind
 

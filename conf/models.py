@@ -7,9 +7,10 @@ when the data are loaded, never in the stored config.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -186,12 +187,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 def load_typed(model: type[_M], path: str | Path | None, overrides: list[str] | tuple[str, ...],
                base: dict[str, Any] | None, *, example: str) -> _M:
     """The shared loader of every config kind: YAML file (merged over ``base``), then ``--set``
-    overrides, then pydantic validation; every failure is one :class:`ConfigError` paragraph."""
+    overrides, then pydantic validation; every failure is one :class:`ConfigError` paragraph
+    that names the ``--set`` an error came from and the closest valid key to an unknown one."""
     raw, where = read_raw(path, overrides, base, example=example)
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"invalid {where}: {format_validation_error(exc)}") from None
+        raise ConfigError(describe_invalid(model, exc, where, overrides)) from None
 
 
 def read_raw(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
@@ -241,16 +243,67 @@ def apply_override(raw: dict[str, Any], item: str) -> dict[str, Any]:
     return out
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """pydantic errors as one line: ``a.b: message (got x); c: ...``."""
-    parts = []
+def describe_invalid(model: type[BaseModel], exc: ValidationError, where: str,
+                     overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """pydantic errors as one line, ``invalid <file>: a.b: message (got x); c: ...``: an unknown
+    key gets the closest valid key of ``model`` (difflib), and an error at a key given by
+    ``--set`` says so (the whole message is then ``invalid --set ...``)."""
+    keys = config_keys(model)
+    parts, blamed = [], []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-after"))
         msg = err["msg"].removeprefix("Value error, ")
-        got = f" (got {err['input']!r})" if err["type"] not in ("missing", "value_error") and \
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+            near = closest_key(loc, keys)
+            if near is not None:
+                msg += f"; did you mean {near}?"
+        got = f" (got {err['input']!r})" if err["type"] not in (
+            "missing", "value_error", "extra_forbidden") and \
             not isinstance(err.get("input"), dict) else ""
-        parts.append(f"{loc + ': ' if loc else ''}{msg}{got}")
-    return "; ".join(parts)
+        item = override_at(loc, overrides)
+        blamed.append(item is not None)
+        source = f" [from --set {item}]" if item is not None else ""
+        parts.append(f"{loc + ': ' if loc else ''}{msg}{got}{source}")
+    origin = "--set" if all(blamed) else where
+    return f"invalid {origin}: " + "; ".join(parts)
+
+
+def override_at(loc: str, overrides: list[str] | tuple[str, ...]) -> str | None:
+    """The last ``--set key=value`` that set ``loc``, a key above it, or a key below it."""
+    for item in reversed(overrides):
+        key = item.partition("=")[0]
+        if loc and (loc == key or loc.startswith(key + ".") or key.startswith(loc + ".")):
+            return item
+    return None
+
+
+def config_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key a config model accepts (nested models included)."""
+    keys: list[str] = []
+    for name, info in model.model_fields.items():
+        keys.append(prefix + name)
+        for sub in _models_in(info.annotation):
+            keys += config_keys(sub, f"{prefix}{name}.")
+    return keys
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def closest_key(key: str, keys: list[str]) -> str | None:
+    """The valid key closest to a mistyped one: by the whole dotted key, else by its last part
+    (``zeta`` -> ``estimator.zeta``); None when nothing is close."""
+    near = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    if near:
+        return near[0]
+    leaf = key.rsplit(".", 1)[-1]
+    leaves = difflib.get_close_matches(leaf, [k.rsplit(".", 1)[-1] for k in keys], n=1,
+                                       cutoff=0.75)
+    return next((k for k in keys if leaves and k.rsplit(".", 1)[-1] == leaves[0]), None)
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

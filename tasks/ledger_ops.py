@@ -76,3 +76,18 @@ def spent(dataset: str) -> dict[str, Any]:
         s, left = led.spent(dataset), led.headroom(dataset)
     return {"zeta": s.zeta, "rho": s.rho, "epsilon": s.epsilon, "delta": s.delta,
             "n_charges": s.n_charges, **left}
+
+
+def bounds_checked(dataset: str, bounds: tuple[float, float]) -> bool:
+    """Whether the ledger's history of ``dataset`` holds a committed private bounds check
+    (``dpcausal plan --check-bounds``) of exactly these outcome bounds."""
+    if not Ledger.exists():
+        return False
+    with Ledger() as led:
+        if not led.has_dataset(dataset):
+            return False
+        history = led.history(dataset)
+    wanted = [float(bounds[0]), float(bounds[1])]
+    return any(status == "committed" and detail.get("kind") == "bounds_check"
+               and [float(b) for b in detail.get("bounds", [])] == wanted
+               for status, detail in zip(history["status"], history["detail"], strict=True))

@@ -77,7 +77,7 @@ def test_library_kwargs_pass_only_set_values_and_the_fold_seed():
 
 @pytest.mark.parametrize("override, match", [
     ("estimator.zeta=abc", r"estimator\.zeta: Input should be a valid number.*'abc'"),
-    ("bogus=1", r"bogus: Extra inputs are not permitted"),
+    ("bogus=1", r"bogus: unknown key"),
     ("estimator.estimator=dml", r"estimator\.estimator: Input should be 'g', 'ipw' or 'aipw'"),
     ("models.outcome.name=nosuch", r"unknown outcome model 'nosuch'"),
     ("models.propensity.name=linear", r"model 'linear' cannot be a propensity model"),
@@ -91,6 +91,34 @@ def test_bad_values_raise_one_paragraph_config_errors(override, match):
     with pytest.raises(ConfigError, match=match) as err:
         load_config(DEMO, [override])
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("override, near", [
+    ("estimator.zetta=1", "estimator.zeta"),
+    ("zeta=1", "estimator.zeta"),
+    ("columns.treatmnt=A", "columns.treatment"),
+    ("ledger.dataset=x", "ledger.dataset_id"),
+])
+def test_a_set_typo_is_blamed_on_set_and_names_the_closest_key(override, near):
+    with pytest.raises(ConfigError) as err:
+        load_config(DEMO, [override])
+    assert str(err.value).startswith("invalid --set: "), err.value
+    assert f"unknown key; did you mean {near}? [from --set {override}]" in str(err.value)
+    assert str(DEMO) not in str(err.value)
+
+
+def test_a_bad_set_value_is_blamed_on_set_and_a_file_error_on_the_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"^invalid --set: estimator\.zeta: .*'abc'.*"
+                       r"\[from --set estimator\.zeta=abc\]$"):
+        load_config(DEMO, ["estimator.zeta=abc"])
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(_minimal(estimator={"zetta": 1.0})))
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["estimator.estimator=ipw"])
+    assert str(err.value) == (f"invalid {path}: estimator.zetta: unknown key; did you mean "
+                              "estimator.zeta?")
+    with pytest.raises(ConfigError, match=r"^invalid --set kind=laplace: kind 'laplace'"):
+        load_any(path, ["kind=laplace"])
 
 
 def test_noise_seed_allowed_in_evaluation_mode():

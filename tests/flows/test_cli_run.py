@@ -45,7 +45,9 @@ def _charges(dataset: str) -> int:
 
 def _assert_error(result, code, match):
     assert result.exit_code == code, (match, result.output)
-    err = result.stderr.strip()
+    # one Error paragraph; a release that failed after its charge was noticed of its bounds
+    err = "\n".join(x for x in result.stderr.strip().splitlines()
+                    if not x.startswith("Notice: the outcome bounds"))
     assert err.startswith("Error: ") and "\n" not in err and "Traceback" not in err, err
     assert pd.Series([err]).str.contains(match, regex=True).iloc[0], err
     assert result.stdout == ""
@@ -226,3 +228,127 @@ def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_c
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
     assert survivors == []
+
+
+def test_a_set_typo_exits_2_blamed_on_set_with_the_closest_key(cli_config, invoke):
+    out = invoke("run", cli_config(), "--set", "estimator.n_fold=10")
+    _assert_error(out, 2, r"^Error: invalid --set: estimator\.n_fold: unknown key; did you mean "
+                          r"estimator\.n_folds\? \[from --set estimator\.n_fold=10\]$")
+
+
+def test_public_warnings_print_once_in_plain_words_before_the_charge(cli_config, tmp_path,
+                                                                      invoke):
+    """Too few rows per fold (2000 rows, K = 125: 16 < 20): one plain line on stderr, no Python
+    warning source line; the release goes on and is charged once."""
+    dataset = "cli-warns"
+    give_cap(dataset)
+    data = write_exp_a(tmp_path / "warns.csv", 405)
+    out = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
+                 "--set", "estimator.n_folds=125")
+    assert out.exit_code == 0, out.output
+    lines = out.stderr.splitlines()
+    assert [x for x in lines if "rows per fold" in x] == [
+        x for x in lines if x.startswith("Warning: only 16 rows per fold")], out.stderr
+    assert len([x for x in lines if "rows per fold" in x]) == 1, out.stderr
+    assert "UserWarning" not in out.stderr and "warnings.warn" not in out.stderr
+    assert _charges(dataset) == 1
+
+
+def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path, invoke):
+    dataset = "cli-strict"
+    give_cap(dataset)
+    data = write_exp_a(tmp_path / "strict.csv", 406)
+    before = _flow_runs()
+    out = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
+                 "--strict",
+                 "--set", "estimator.n_folds=125")
+    assert out.exit_code == 2, out.output
+    assert out.stderr.splitlines() == [
+        out.stderr.splitlines()[0],
+        "Error: refused by --strict: 1 warning(s) above; nothing was charged"], out.stderr
+    assert out.stderr.startswith("Warning: only 16 rows per fold") and out.stdout == ""
+    assert _charges(dataset) == 0 and _flow_runs() == before
+    ok = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
+                "--strict")
+    assert ok.exit_code == 0 and "Warning" not in ok.stderr, ok.output
+    assert _charges(dataset) == 1
+
+
+def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_config, tmp_path,
+                                                                           invoke):
+    dataset = "cli-bounds-notice"
+    give_cap(dataset, rho=20.0)  # a zeta-GDP cap admits Gaussian charges only, not the check's
+    data = write_exp_a(tmp_path / "notice.csv", 407)
+    path = cli_config(data, ledger={"dataset_id": dataset})
+
+    def notices(out):
+        assert out.exit_code == 0, out.output
+        return [x for x in out.stderr.splitlines() if x.startswith("Notice: ")]
+
+    first = notices(invoke("run", path, "--no-progress"))
+    assert first == [f"Notice: the outcome bounds [-1, 1] have never been checked on dataset "
+                     f"'{dataset}'; outcomes outside them are clipped and bias the release. A "
+                     f"private check costs a small stated budget: dpcausal plan {path} "
+                     "--check-bounds"]
+    check = invoke("plan", path, "--check-bounds")
+    assert check.exit_code == 0 and "Bounds check (epsilon 0.1, charged)" in check.stdout, \
+        check.output
+    assert notices(invoke("run", path, "--no-progress")) == []
+    wider = notices(invoke("run", path, "--no-progress",
+                           "--set", "estimator.outcome_bounds=[-2, 2]"))
+    assert len(wider) == 1 and "[-2, 2] have never been checked" in wider[0]
+    assert wider[0].endswith("--set 'estimator.outcome_bounds=[-2, 2]' --check-bounds")
+    assert _charges(dataset) == 4  # three releases and the check
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_release_exits_non_zero_and_leaves_no_process(signum, cli_config,
+                                                                     tmp_path):
+    """SIGTERM (a scheduler stopping the job) and SIGINT (Ctrl-C) sent while the fold models are
+    being fitted under a temporary Prefect server: one Error line, a non-zero exit, and no child
+    of the CLI process (the temporary server included) outlives it."""
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    dataset = f"cli-{signum.lower()}"
+    give_cap(dataset)
+    data = write_exp_a(tmp_path / "slow.csv", 408 + len(signum))
+    path = cli_config(data, ledger={"dataset_id": dataset},
+                      models={"outcome": {"name": "random_forest",
+                                          "params": {"n_estimators": 300}}})
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run", path, "--no-progress",
+                             "-v"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "Task run 'open_release_run" in line:  # the flow runs; the fits come next
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert started.wait(240), "\n".join(lines)
+    time.sleep(1.0)
+    cli = psutil.Process(proc.pid)
+    children = cli.children(recursive=True)
+    assert children, "the temporary Prefect server should be a child of the CLI"
+    proc.send_signal(getattr(signal, signum))
+    code = proc.wait(timeout=120)
+    reader.join(timeout=10)
+    proc.stdout.close()
+    output = "\n".join(lines)
+    assert code != 0, output
+    errors = [x for x in lines if x.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: the release run was interrupted"), \
+        output
+    assert "release_id" not in output and "ATE " not in output
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert alive == [], [p.cmdline() for p in alive]
