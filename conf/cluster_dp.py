@@ -7,7 +7,6 @@ It reuses the core config's data source, MLflow settings and ``--set`` override 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -17,8 +16,6 @@ from conf.models import (
     EpsilonLedgerConfig,
     ReleaseCommon,
     _Strict,
-    load_typed,
-    with_absolute_paths,
 )
 
 
@@ -69,16 +66,3 @@ class ClusterDPConfig(ReleaseCommon):
             raise ValueError("columns.cluster, columns.treatment and columns.outcome must be "
                              f"three different columns, got {c.model_dump()}")
         return self
-
-
-def load_cluster_dp_config(path: str | Path | None = None,
-                           overrides: list[str] | tuple[str, ...] = (),
-                           base: dict[str, Any] | None = None) -> ClusterDPConfig:
-    """Read a ``kind: cluster_dp`` YAML (or start from ``base``), apply ``key=value`` overrides,
-    validate; a relative ``data.path`` is made absolute against the working directory.
-
-    Raises :class:`conf.models.ConfigError` with a one-paragraph message, as the core loader does.
-    """
-    config = load_typed(ClusterDPConfig, path, overrides, base,
-                        example="conf/release/cluster_dp_demo.yaml")
-    return with_absolute_paths(config)

@@ -7,8 +7,7 @@ ledger as an RDP curve; a dataset seen for the first time gets an (epsilon, delt
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -17,8 +16,6 @@ from conf.models import (
     EpsilonLedgerConfig,
     ReleaseCommon,
     _Strict,
-    load_typed,
-    with_absolute_paths,
 )
 
 
@@ -67,16 +64,3 @@ class FederatedConfig(ReleaseCommon):
                              "refused in release mode: use variance_mode='private', or "
                              "mode='evaluation' for a reproduction on synthetic data")
         return self
-
-
-def load_federated_config(path: str | Path | None = None,
-                          overrides: list[str] | tuple[str, ...] = (),
-                          base: dict[str, Any] | None = None) -> FederatedConfig:
-    """Read a ``kind: federated`` YAML (or start from ``base``), apply ``key=value`` overrides,
-    validate; a relative ``data.path`` is made absolute against the working directory.
-
-    Raises :class:`conf.models.ConfigError` with a one-paragraph message, as the core loader does.
-    """
-    config = load_typed(FederatedConfig, path, overrides, base,
-                        example="conf/release/federated_demo.yaml")
-    return with_absolute_paths(config)

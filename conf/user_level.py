@@ -8,7 +8,6 @@ release costs each unit at most ``K * epsilon`` (pure epsilon-DP, charged to the
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -18,8 +17,6 @@ from conf.models import (
     EpsilonLedgerConfig,
     ReleaseCommon,
     _Strict,
-    load_typed,
-    with_absolute_paths,
 )
 
 
@@ -68,16 +65,3 @@ class UserLevelConfig(ReleaseCommon):
         if c.arm is not None and c.arm not in c.cell:
             raise ValueError(f"columns.arm={c.arm!r} must be one of columns.cell {c.cell}")
         return self
-
-
-def load_user_level_config(path: str | Path | None = None,
-                           overrides: list[str] | tuple[str, ...] = (),
-                           base: dict[str, Any] | None = None) -> UserLevelConfig:
-    """Read a ``kind: user_level`` YAML (or start from ``base``), apply ``key=value`` overrides,
-    validate; a relative ``data.path`` is made absolute against the working directory.
-
-    Raises :class:`conf.models.ConfigError` with a one-paragraph message, as the core loader does.
-    """
-    config = load_typed(UserLevelConfig, path, overrides, base,
-                        example="conf/release/user_level_demo.yaml")
-    return with_absolute_paths(config)
