@@ -89,11 +89,13 @@ def best_per_k(table: Any) -> Any:
               help="Spend a small budget on a private check of the outcome bounds (charged to "
                    "the config's dataset in the ledger).")
 @click.option("--bounds-epsilon", type=float, default=0.1, show_default=True,
-              help="Pure-DP epsilon of the bounds check.")
+              help="Pure-DP epsilon of the bounds check (datasets with an epsilon cap).")
+@click.option("--bounds-zeta", type=float, default=0.1, show_default=True,
+              help="Gaussian-DP zeta of the bounds check (datasets with a zeta or rho cap).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float | None,
          outcome_sd: float | None, compute_budget: float, check_bounds: bool,
-         bounds_epsilon: float, as_json: bool) -> None:
+         bounds_epsilon: float, bounds_zeta: float, as_json: bool) -> None:
     """Precision of a core release for CONFIG before anything is spent.
 
     Charges nothing, unless --check-bounds asks for a private check of the outcome bounds."""
@@ -107,7 +109,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     best = recommended(table)
-    checked = run_bounds_check(config, bounds_epsilon) if check_bounds else None
+    checked = run_bounds_check(config, bounds_epsilon, bounds_zeta) if check_bounds else None
     needed = None
     if target_halfwidth is not None:
         p = public_params(config)
@@ -143,7 +145,8 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
                    f"{best['ratio']:.0f}x wider than the non-private one. Raise zeta, add rows, "
                    "or narrow the outcome bounds.")
     if checked is not None:
-        click.echo(f"Bounds check (epsilon {bounds_epsilon:g}, charged): {checked.message()}")
+        click.echo(f"Bounds check ({checked.privacy.describe()}, charged): "
+                   f"{checked.message()}")
     if needed is not None:
         click.echo(f"zeta needed for an expected half-width of {target_halfwidth:g} at "
                    f"K={marker}: "
@@ -151,18 +154,23 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
                       if needed == float("inf") else f"{needed:.4g}"))
 
 
-def run_bounds_check(config: Any, epsilon: float) -> Any:
+def run_bounds_check(config: Any, epsilon: float, zeta: float) -> Any:
     """A private check of the outcome bounds, charged like any release: public checks and the
     budget first, then the project's one charged task (reserve, release, commit). It reads the
-    outcome column only."""
+    outcome column only. Its noise follows the dataset's cap: Gaussian (``zeta``-GDP) under a
+    zeta or rho cap, Laplace (``epsilon``-DP) under an epsilon cap."""
     import uuid
 
     from dpcausal.bounds_check import BoundsCheck
+    from tasks import ledger_ops
     from tasks.release import charged_release, check_release
 
-    check = BoundsCheck(outcome_bounds=public_params(config)["outcome_bounds"], epsilon=epsilon)
     dataset, outcome = config.ledger.dataset_id, config.columns.outcome
     try:
+        with ledger_ops.open_ledger(dataset) as led:
+            gaussian = led.cap(dataset).zeta is not None
+        check = BoundsCheck(outcome_bounds=public_params(config)["outcome_bounds"],
+                            epsilon=epsilon, zeta=zeta if gaussian else None)
         checked = check_release(config.data, [outcome], check, {"outcome": outcome},
                                 dataset=dataset, evaluation=False, cap="--zeta Z")
     except ValueError as exc:

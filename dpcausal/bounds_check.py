@@ -6,6 +6,10 @@ with noise: the counts of outcomes below and above the bounds, ``(c_lo, c_hi)``,
 2 in L1 norm when one record is replaced (one row can move from below to above), so each count
 gets exact discrete Laplace noise of scale ``2/epsilon`` (:func:`dpcausal.noise.laplace_mechanism`),
 which is ``epsilon``-DP for the pair (the Laplace mechanism on an L1-sensitivity-2 query).
+With ``zeta`` given instead, each count gets exact discrete Gaussian noise of scale
+``sqrt(2)/zeta`` (:func:`dpcausal.noise.gaussian_mechanism`): the pair's L2 sensitivity is
+``sqrt(2)``, so the check is ``zeta``-GDP (Dong, Roth and Su 2019, Theorem 2.7) and composes with
+the core releases under a zeta-GDP cap.
 
 The verdict compares a one-sided upper/lower ``level`` confidence bound of the released share
 outside the bounds with a public ``tolerance`` (default 1%): ``"biased"`` when even the lower bound
@@ -19,10 +23,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.stats import norm
 
-from dpcausal.accounting import PrivacyCharge
+from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge, gdp_epsilon, gdp_to_zcdp
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
-from dpcausal.noise import effective_scale, laplace_mechanism, secure_rng
+from dpcausal.noise import (
+    effective_scale,
+    gaussian_mechanism,
+    gaussian_sigma_for,
+    laplace_mechanism,
+    secure_rng,
+)
 
 VERDICTS = ("ok", "inconclusive", "biased")
 
@@ -71,7 +82,10 @@ class BoundsCheck(Mechanism):
     Parameters
     ----------
     outcome_bounds : (low, high), public.
-    epsilon : pure-DP budget of the check (default 0.1: small next to a release).
+    epsilon : pure-DP budget of the check with Laplace noise (default 0.1: small next to a
+        release).
+    zeta : Gaussian-DP budget of the check with discrete Gaussian noise instead (for datasets
+        whose cap is zeta-GDP or zCDP); when given, ``epsilon`` is not used.
     tolerance : share of clipped outcomes that counts as biasing (default 0.01).
     level : one-sided confidence of the verdict (default 0.95).
     """
@@ -79,9 +93,11 @@ class BoundsCheck(Mechanism):
     unit: ClassVar[str] = "row"
 
     def __init__(self, outcome_bounds: tuple[float, float] | None = None, epsilon: float = 0.1,
-                 tolerance: float = 0.01, level: float = 0.95) -> None:
+                 tolerance: float = 0.01, level: float = 0.95,
+                 zeta: float | None = None) -> None:
         self.outcome_bounds = outcome_bounds
         self.epsilon = epsilon
+        self.zeta = zeta
         self.tolerance = tolerance
         self.level = level
 
@@ -92,16 +108,16 @@ class BoundsCheck(Mechanism):
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ValueError(f"outcome_bounds must be finite with low < high, got "
                              f"{self.outcome_bounds!r}")
-        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon)
-                and 0 < self.epsilon <= 10):
-            raise ValueError(f"epsilon must be in (0, 10], got {self.epsilon!r}")
+        budget, name = (self.epsilon, "epsilon") if self.zeta is None else (self.zeta, "zeta")
+        if not (isinstance(budget, (int, float)) and math.isfinite(budget) and 0 < budget <= 10):
+            raise ValueError(f"{name} must be in (0, 10], got {budget!r}")
         if not 0 < self.tolerance < 1 or not 0.5 < self.level < 1:
             raise ValueError("tolerance must be in (0, 1) and level in (0.5, 1)")
         return lo, hi
 
     def check_input(self, data: Any, *args: Any, outcome: str | None = None,
                     **roles: Any) -> Prepared:
-        """Public checks only (bounds, epsilon, that the outcome is numeric)."""
+        """Public checks only (bounds, the budget, that the outcome is numeric)."""
         self._public()
         y = columns(data, outcome=outcome)["outcome"] if outcome is not None else data
         y = np.asarray(y)
@@ -110,10 +126,13 @@ class BoundsCheck(Mechanism):
         return Prepared(public={"n": int(y.size)}, data=y.astype(float))
 
     def privacy_charge(self, **public: Any) -> PrivacyCharge:
-        """Pure epsilon-DP (Laplace on an L1-sensitivity-2 pair of counts), whatever ``n``."""
+        """Pure epsilon-DP (Laplace on an L1-sensitivity-2 pair of counts), or zeta-GDP
+        (Gaussian on an L2-sensitivity-sqrt(2) pair), whatever ``n``."""
         lo, hi = self._public()
-        return PrivacyCharge("laplace", epsilon=float(self.epsilon),
-                             detail={"kind": "bounds_check", "bounds": [lo, hi]})
+        detail = {"kind": "bounds_check", "bounds": [lo, hi]}
+        if self.zeta is not None:
+            return PrivacyCharge("gaussian", zeta=float(self.zeta), detail=detail)
+        return PrivacyCharge("laplace", epsilon=float(self.epsilon), detail=detail)
 
     def private_release(self, prepared: Prepared, *, evaluation: bool = False,
                         rng: np.random.Generator | None = None) -> BoundsCheckRelease:
@@ -124,19 +143,29 @@ class BoundsCheck(Mechanism):
         below = int(np.count_nonzero(~finite | (y < lo)))
         above = int(np.count_nonzero(finite & (y > hi)))
         rng = secure_rng() if rng is None else rng
-        noisy = [laplace_mechanism(c, 2.0, float(self.epsilon), rng) for c in (below, above)]
-        scale = effective_scale(2.0, float(self.epsilon))
+        if self.zeta is None:
+            scale = effective_scale(2.0, float(self.epsilon))
+            noisy = [laplace_mechanism(c, 2.0, float(self.epsilon), rng) for c in (below, above)]
+            sd_outside = math.sqrt(2 * 2 * scale**2) / n  # two independent Laplace(scale) counts
+            z = _laplace_sum_quantile(self.level) * scale / n
+            privacy = Privacy(epsilon=float(self.epsilon), delta=0.0, unit="row",
+                              mechanism="laplace", detail={"kind": "bounds_check"})
+        else:
+            zeta = float(self.zeta)
+            sigma = gaussian_sigma_for(math.sqrt(2.0) / zeta, math.sqrt(2.0))
+            noisy = [gaussian_mechanism(float(c), sigma, rng) for c in (below, above)]
+            sd_outside = math.sqrt(2.0) * sigma / n          # two independent N(0, sigma^2)
+            z = float(norm.ppf(self.level)) * sd_outside
+            privacy = Privacy(epsilon=gdp_epsilon(zeta, DEFAULT_DELTA), delta=DEFAULT_DELTA,
+                              unit="row", mechanism="gaussian", zeta=zeta,
+                              rho=gdp_to_zcdp(zeta), detail={"kind": "bounds_check"})
         share_below, share_above = (max(0.0, c) / n for c in noisy)
         outside = (noisy[0] + noisy[1]) / n
-        sd_outside = math.sqrt(2 * 2 * scale**2) / n  # two independent Laplace(scale) counts
-        z = _laplace_sum_quantile(self.level) * scale / n
         verdict = ("biased" if outside - z > self.tolerance
                    else "ok" if outside + z < self.tolerance else "inconclusive")
         return BoundsCheckRelease(
             ate=None, ci=None, se=None, level=float(self.level), n=n,
-            privacy=Privacy(epsilon=float(self.epsilon), delta=0.0, unit="row",
-                            mechanism="laplace", detail={"kind": "bounds_check"}),
-            bounds=(lo, hi), share_below=share_below, share_above=share_above,
+            privacy=privacy, bounds=(lo, hi), share_below=share_below, share_above=share_above,
             share_outside=min(1.0, max(0.0, outside)), noise_sd=sd_outside,
             tolerance=float(self.tolerance), verdict=verdict)
 

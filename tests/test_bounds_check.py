@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import kstest, laplace
+from scipy.stats import kstest, laplace, norm
 
 from dpcausal.bounds_check import BoundsCheck, _laplace_sum_quantile
 
@@ -43,6 +43,25 @@ def test_clipping_most_outcomes_is_reported_as_biased():
     assert ok.verdict == "ok"
 
 
+def test_gaussian_check_has_sd_sqrt2_over_zeta_per_count_and_a_gdp_charge():
+    """With zeta (for zeta-GDP caps): the pair of counts has L2 sensitivity sqrt(2), so each
+    count gets N(0, (sqrt(2)/zeta)^2) noise (exact discrete Gaussian on a fine lattice)."""
+    check = BoundsCheck(outcome_bounds=(0, 1), zeta=1.0)
+    y = np.r_[np.full(50, -1.0), np.full(950, 0.5)]            # 50 below, none above
+    prepared = check.check_input(y)
+    rng = np.random.default_rng(12)
+    noise = np.array([check.private_release(prepared, rng=rng).share_below * 1000 - 50
+                      for _ in range(3000)])
+    # share_below is clipped at 0: 50 counts is 35 sd away, so no draw is clipped
+    assert kstest(noise, norm(scale=np.sqrt(2.0)).cdf).pvalue > 1e-3
+    assert kstest(noise, norm(scale=1.0).cdf).pvalue < 1e-6       # sensitivity 1 is caught
+    charge = check.privacy_charge(n=1000)
+    assert (charge.mechanism, charge.zeta) == ("gaussian", 1.0)
+    release = check.private_release(prepared, rng=rng)
+    assert release.privacy.zeta == 1.0 and release.privacy.mechanism == "gaussian"
+    assert release.noise_sd == pytest.approx(2.0 / 1000, rel=1e-4)   # sqrt(2) * sqrt(2)/zeta / n
+
+
 def test_charge_is_pure_epsilon_and_public():
     charge = BoundsCheck(outcome_bounds=(0, 1), epsilon=0.2).privacy_charge(n=10)
     assert (charge.mechanism, charge.epsilon, charge.delta) == ("laplace", 0.2, 0.0)
@@ -50,7 +69,9 @@ def test_charge_is_pure_epsilon_and_public():
 
 @pytest.mark.parametrize("kw", [dict(outcome_bounds=None), dict(outcome_bounds=(1, 0)),
                                 dict(outcome_bounds=(0, float("inf"))),
-                                dict(outcome_bounds=(0, 1), epsilon=0)])
+                                dict(outcome_bounds=(0, 1), epsilon=0),
+                                dict(outcome_bounds=(0, 1), zeta=0),
+                                dict(outcome_bounds=(0, 1), zeta=float("nan"))])
 def test_bad_parameters_are_refused_before_anything(kw):
     with pytest.raises(ValueError):
         BoundsCheck(**kw).check_input(np.zeros(5))

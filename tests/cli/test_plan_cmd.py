@@ -78,6 +78,7 @@ def test_check_bounds_is_charged_and_says_biased(tmp_path, monkeypatch):
             "--check-bounds"]
     out = _run(args, tmp_path, monkeypatch)
     assert out.exit_code == 0, out.output
-    assert "Bounds check (epsilon 0.1, charged): BIASED" in out.output
+    # an epsilon cap: the check is Laplace, pure 0.1-DP
+    assert "Bounds check ((0.1, 0.0e+00)-DP per row (laplace), charged): BIASED" in out.output
     with Ledger(url) as led:
         assert led.spent("scores").n_charges == 1

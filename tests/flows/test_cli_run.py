@@ -277,7 +277,7 @@ def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path,
 def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_config, tmp_path,
                                                                            invoke):
     dataset = "cli-bounds-notice"
-    give_cap(dataset, rho=20.0)  # a zeta-GDP cap admits Gaussian charges only, not the check's
+    give_cap(dataset, zeta=20.0)  # a zeta-GDP cap: the check is a Gaussian (GDP) charge
     data = write_exp_a(tmp_path / "notice.csv", 407)
     path = cli_config(data, ledger={"dataset_id": dataset})
 
@@ -291,7 +291,7 @@ def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_c
                      f"private check costs a small stated budget: dpcausal plan {path} "
                      "--check-bounds"]
     check = invoke("plan", path, "--check-bounds")
-    assert check.exit_code == 0 and "Bounds check (epsilon 0.1, charged)" in check.stdout, \
+    assert check.exit_code == 0 and "= 0.1-GDP (gaussian), charged)" in check.stdout, \
         check.output
     assert notices(invoke("run", path, "--no-progress")) == []
     wider = notices(invoke("run", path, "--no-progress",
