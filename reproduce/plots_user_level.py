@@ -5,6 +5,7 @@ backend) named ``user_level_fig<k>.png``."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -41,12 +42,17 @@ def plot_error_itms(itms: pd.DataFrame, path: Path) -> str:
     return save(fig, path)
 
 
-def plot_privacy_synthetic(synth: pd.DataFrame, path: Path) -> str:
-    """Figs 3-5 equivalent: P_hat vs eps per gamma against 12 eps (one panel per gamma)."""
-    plt = pyplot()
+def _per_gamma_panels(synth: pd.DataFrame) -> tuple[pd.DataFrame, list[float], Any, Any]:
+    """The synthetic sweep summarised per gamma, and one panel per gamma (shared y axis)."""
     s = experiments.summarise(synth, ["gamma"])
     gammas = sorted(s["gamma"].unique())
-    fig, axes = plt.subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.8), sharey=True)
+    fig, axes = pyplot().subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.8), sharey=True)
+    return s, gammas, fig, axes
+
+
+def plot_privacy_synthetic(synth: pd.DataFrame, path: Path) -> str:
+    """Figs 3-5 equivalent: P_hat vs eps per gamma against 12 eps (one panel per gamma)."""
+    s, gammas, fig, axes = _per_gamma_panels(synth)
     for ax, gamma in zip(axes, gammas, strict=True):
         d = s[s["gamma"] == gamma]
         ax.plot(d["eps"], d["P_hat"], marker="o", ms=3, color=_GAMMA_COL.get(gamma),
@@ -61,10 +67,7 @@ def plot_privacy_synthetic(synth: pd.DataFrame, path: Path) -> str:
 
 def plot_error_synthetic(synth: pd.DataFrame, path: Path) -> str:
     """Figs 6-8 equivalent: Ebar_hat vs eps per gamma against mean E (log-log)."""
-    plt = pyplot()
-    s = experiments.summarise(synth, ["gamma"])
-    gammas = sorted(s["gamma"].unique())
-    fig, axes = plt.subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.8), sharey=True)
+    s, gammas, fig, axes = _per_gamma_panels(synth)
     for ax, gamma in zip(axes, gammas, strict=True):
         d = s[s["gamma"] == gamma]
         ax.plot(d["eps"], d["E"], "k--", label="original E (mean over draws)")
