@@ -171,7 +171,9 @@ def _check_schema(engine: Engine, url: str, may_create: bool, fresh: bool) -> No
     if not _CORE <= names:
         raise LedgerError(f"{where} is not a dpcausal ledger (missing tables "
                           f"{sorted(_CORE - names)}); check DPCAUSAL_LEDGER_URL or --url.")
-    with engine.connect() as conn:
+    with engine.begin() as conn:
+        if server:  # wait out a migration in progress; its statements then read one state
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(_PG_MIGRATION_LOCK)))
         version = _version(conn, where)
     if version != HEAD:
         migrate(engine)
@@ -203,6 +205,8 @@ def _version(conn: Connection, where: str) -> str | None:
 def migrate(engine: Engine) -> None:
     """Bring the ledger to revision :data:`HEAD` with Alembic, in one serialised transaction
     (SQLite ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent openers migrate once.
+    Openers read the revision under the same lock, shared, so none reads half of another's
+    migration (READ COMMITTED takes a new snapshot per statement).
 
     An empty database is built from revision 0001 up; a schema-1 ledger without a version table
     is stamped 0001 first. Existing rows are kept (``migrations/versions``).

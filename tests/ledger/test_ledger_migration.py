@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import multiprocessing as mp
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -128,6 +129,55 @@ def test_concurrent_openers_migrate_once(ledger_url: str) -> None:
     for p in procs:
         p.join(30)
     assert results == [("ok", 3)] * 6
+    _no_schema_drift(ledger_url)
+
+
+def test_a_migration_committed_between_the_readers_statements_is_not_misread(
+        ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CI failure of 2026-11-25, made deterministic: an opener lists the tables (no version
+    table yet), another process's migration commits, then the opener reads the schema row. The
+    opener must see one consistent state (schema 1, or the migrated one), never the mix that
+    read as 'schema 2 without a migration record'."""
+    _write_schema_1_ledger(ledger_url)
+    main, real_inspect = threading.current_thread(), sa.inspect
+    other: dict[str, object] = {}
+
+    def migrate_elsewhere() -> None:
+        try:
+            Ledger(ledger_url).close()
+            other["ok"] = True
+        except Exception as exc:  # reported to the test below
+            other["error"] = exc
+
+    class ListingThenMigrating:
+        def __init__(self, inspector) -> None:  # noqa: ANN001
+            self._inspector = inspector
+
+        def __getattr__(self, name: str):  # noqa: ANN204
+            return getattr(self._inspector, name)
+
+        def get_table_names(self) -> list[str]:
+            names = self._inspector.get_table_names()
+            worker = threading.Thread(target=migrate_elsewhere)
+            worker.start()
+            worker.join(3.0)  # returns early once the migration has committed (the old race)
+            other["worker"] = worker
+            return names
+
+    def inspect(obj):  # noqa: ANN001, ANN202
+        found = real_inspect(obj)
+        if (threading.current_thread() is main and isinstance(obj, sa.Connection)
+                and "worker" not in other):
+            return ListingThenMigrating(found)
+        return found
+
+    monkeypatch.setattr(schema.sa, "inspect", inspect)
+    with Ledger(ledger_url) as led:
+        assert len(led.history("trial-A")) == 3
+    worker = other["worker"]
+    assert isinstance(worker, threading.Thread)
+    worker.join(60)
+    assert other.get("ok") is True, other.get("error")
     _no_schema_drift(ledger_url)
 
 
