@@ -1,8 +1,9 @@
 """Typed release configuration: ``conf/release/*.yaml`` validated by pydantic at the flow boundary.
 
 Everything here is public (it is logged as Prefect flow parameters and MLflow params), so secrets
-such as database passwords belong in environment variables: ``data.url`` expands ``${VAR}`` only
-when the data are loaded, never in the stored config.
+such as database passwords belong in environment variables or Prefect blocks: ``data.url`` expands
+``${VAR}`` only when the data are loaded, never in the stored config, and ``data.url_block`` names
+a saved Prefect ``Secret`` or ``SqlAlchemyConnector`` block that is loaded only then.
 """
 
 from __future__ import annotations
@@ -29,20 +30,36 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+URL_BLOCK_TYPES = ("secret", "sqlalchemy-connector")
+
+
 class DataSource(_Strict):
-    """Either a CSV/Parquet ``path`` or a ``sql`` query against a SQLAlchemy ``url``."""
+    """Either a CSV/Parquet ``path`` or a ``sql`` query against a database given by a SQLAlchemy
+    ``url`` (``${VAR}`` expanded from the environment) or by ``url_block``, a saved Prefect block
+    named ``secret/<name>`` (its value is the URL) or ``sqlalchemy-connector/<name>``
+    (prefect-sqlalchemy)."""
 
     path: str | None = None
     sql: str | None = None
     url: str | None = None
+    url_block: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSource":
         if (self.path is None) == (self.sql is None):
             raise ValueError("give exactly one of data.path (CSV/Parquet) or data.sql "
-                             "(with data.url)")
-        if self.sql is not None and not self.url:
-            raise ValueError("data.sql needs data.url, a SQLAlchemy database URL")
+                             "(with data.url or data.url_block)")
+        if self.sql is not None and (self.url is None) == (self.url_block is None):
+            raise ValueError("data.sql needs exactly one of data.url (a SQLAlchemy database URL) "
+                             "or data.url_block (a saved Prefect block: secret/<name> or "
+                             "sqlalchemy-connector/<name>)")
+        if self.path is not None and (self.url or self.url_block):
+            raise ValueError("data.url and data.url_block go with data.sql, not data.path")
+        if self.url_block is not None:
+            kind, _, name = self.url_block.partition("/")
+            if kind not in URL_BLOCK_TYPES or not name:
+                raise ValueError(f"data.url_block must be secret/<name> or "
+                                 f"sqlalchemy-connector/<name>, got {self.url_block!r}")
         if self.path is not None and not self.path.lower().endswith((".csv", ".parquet", ".pq")):
             raise ValueError(f"data.path must end in .csv or .parquet, got {self.path!r}")
         return self

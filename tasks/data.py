@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -12,7 +13,7 @@ from conf.models import DataSource
 
 
 def read_frame(source: DataSource) -> pd.DataFrame:
-    """The raw table from a CSV/Parquet file or a SQL query (``${VAR}`` in the URL from the env)."""
+    """The raw table from a CSV/Parquet file or a SQL query (:func:`database_engine`)."""
     if source.path is not None:
         path = Path(source.path)
         if not path.is_file():
@@ -23,23 +24,91 @@ def read_frame(source: DataSource) -> pd.DataFrame:
         return pd.read_parquet(path)
     import sqlalchemy
 
-    url = os.path.expandvars(source.url or "")
-    try:
-        engine = sqlalchemy.create_engine(url)
-    except Exception as exc:  # noqa: BLE001 - any URL problem becomes one readable message
-        raise ValueError(f"data.url is not a usable SQLAlchemy URL ({type(exc).__name__}); "
-                         "expected e.g. sqlite:///path.db or "
-                         "postgresql+psycopg://user@host/db") from None
+    engine = database_engine(source)
     try:
         with engine.connect() as conn:
             return pd.read_sql_query(sqlalchemy.text(source.sql), conn)
     except (sqlalchemy.exc.SQLAlchemyError, pd.errors.DatabaseError) as exc:
         cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
         cause = getattr(cause, "orig", None) or cause
-        raise ValueError(f"data.sql failed against data.url: {type(cause).__name__}: "
-                         f"{str(cause).splitlines()[0]}") from None
+        raise ValueError(f"data.sql failed against {_database_name(source)}: "
+                         f"{type(cause).__name__}: {str(cause).splitlines()[0]}") from None
     finally:
         engine.dispose()
+
+
+def database_engine(source: DataSource) -> Any:
+    """A SQLAlchemy engine for ``data.url`` (``${VAR}`` from the environment) or for the saved
+    Prefect block ``data.url_block``: a ``Secret`` holding the URL, or prefect-sqlalchemy's
+    ``SqlAlchemyConnector``. Secrets are read here, at load time, never stored or logged."""
+    import sqlalchemy
+
+    if source.url_block is not None:
+        return _block_engine(source.url_block)
+    try:
+        return sqlalchemy.create_engine(os.path.expandvars(source.url or ""))
+    except Exception:  # noqa: BLE001 - any URL problem becomes one readable message
+        raise ValueError("data.url is not a usable SQLAlchemy URL; expected e.g. "
+                         "sqlite:///path.db or postgresql+psycopg://user@host/db") from None
+
+
+def _block_engine(slug: str) -> Any:
+    import sqlalchemy
+    from prefect.blocks.core import Block
+
+    kind, _, name = slug.partition("/")
+    if kind == "sqlalchemy-connector":
+        import prefect_sqlalchemy  # noqa: F401 - registers the block type with Prefect
+    try:
+        block = Block.load(slug)
+    except (ValueError, KeyError) as exc:
+        raise ValueError(f"data.url_block {slug!r}: no saved Prefect block of that name on "
+                         f"this Prefect server ({type(exc).__name__}); create it first, see "
+                         "deploy/README.md") from None
+    if kind == "secret":
+        try:
+            return sqlalchemy.create_engine(block.get())
+        except Exception:  # noqa: BLE001 - never echo the secret's value
+            raise ValueError(f"the Prefect Secret block {name!r} (data.url_block) does not hold "
+                             "a usable SQLAlchemy URL") from None
+    return block.get_engine()
+
+
+def _database_name(source: DataSource) -> str:
+    return f"data.url_block {source.url_block!r}" if source.url_block else "data.url"
+
+
+def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
+    """(n, d) of a source from its metadata or a count, never a value: the CSV header and line
+    count, the Parquet footer, or ``COUNT(*)`` and the result's column names for SQL."""
+    if source.path is not None:
+        path = Path(source.path)
+        if not path.is_file():
+            raise ValueError(f"data file {str(path)!r} does not exist (data.path)")
+        if path.suffix.lower() == ".csv":
+            with path.open("rb") as fh:
+                names = fh.readline().decode().strip().split(",")
+                n = sum(1 for line in fh if line.strip())
+        else:
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(path)
+            n, names = meta.metadata.num_rows, list(meta.schema_arrow.names)
+    else:
+        import sqlalchemy
+
+        engine = database_engine(source)
+        try:
+            with engine.connect() as conn:
+                query = f"SELECT * FROM ({source.sql}) AS q"
+                names = list(conn.execute(sqlalchemy.text(query + " LIMIT 0")).keys())
+                n = int(conn.execute(sqlalchemy.text(
+                    f"SELECT COUNT(*) FROM ({source.sql}) AS q")).scalar_one())
+        finally:
+            engine.dispose()
+    roles = (columns.treatment, columns.outcome)
+    covariates = columns.covariates or [c for c in names if c not in roles]
+    return n, len(covariates)
 
 
 def select(frame: pd.DataFrame, columns: list[str] | None) -> pd.DataFrame:
@@ -60,6 +129,8 @@ def source_description(source: DataSource) -> str:
     removed, ``${VAR}`` left unexpanded) with its query."""
     if source.path is not None:
         return str(source.path)
+    if source.url_block is not None:
+        return f"prefect block {source.url_block} :: {source.sql}"
     import sqlalchemy
 
     try:

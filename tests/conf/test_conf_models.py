@@ -142,7 +142,7 @@ def test_missing_file_and_invalid_yaml(tmp_path):
 @pytest.mark.parametrize("data, match", [
     ({}, r"give exactly one of data\.path"),
     ({"path": "a.csv", "sql": "select 1", "url": "sqlite://"}, r"give exactly one of data\.path"),
-    ({"sql": "select 1"}, r"data\.sql needs data\.url"),
+    ({"sql": "select 1"}, r"data\.sql needs exactly one of data\.url"),
     ({"path": "a.xlsx"}, r"data\.path must end in \.csv or \.parquet"),
 ])
 def test_data_source_rules(data, match):
