@@ -45,6 +45,12 @@ def render() -> str:
                            ("cluster_dp", "conf/release/cluster_dp_demo.yaml"),
                            ("federated", "conf/release/federated_demo.yaml"),
                            ("user_level", "conf/release/user_level_demo.yaml"))],
+      {"name": "demo", "entrypoint": "flows/plan.py:dp_plan",
+       "description": "Plan of the demo release (conf/release/demo.yaml): the table over K and "
+                      "the recommendation as an artifact; reads the data's shape only, charges "
+                      "nothing.",
+       "parameters": {"config": {"kind": "ate", **conf("conf/release/demo.yaml")}},
+       "tags": ["plan", "ate"]},
       {"name": "demo", "entrypoint": "flows/meta.py:dp_meta_analysis",
        "parameters": {"config": conf("conf/meta/demo.yaml")}, "tags": ["meta"]},
       {"name": "default", "entrypoint": "flows/experiments.py:reproduce_experiments",

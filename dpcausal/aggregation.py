@@ -168,10 +168,10 @@ def _fused(X, fold_ids, plan, tile, finish, n_out, rows, threads, transform
     which ``finish`` turns into the means. Each thread predicts into one reused tile buffer:
     allocating a 1 MiB tile per step costs a mmap and its page faults when the allocator keeps
     large blocks out of its heap, as under Dask's worker default ``MALLOC_TRIM_THRESHOLD_``
-    (measured 3x slower aggregation, two thirds of it system time). A block where a prediction could overflow
-    (``max_i |x_i|_1 max |coef| + max |intercept|`` not far below the float range) goes to the
-    blocked path with ``transform``, which replaces non-finite predictions by the public
-    constant."""
+    (measured 3x slower aggregation, two thirds of it system time). A block where a prediction
+    could overflow (``max_i |x_i|_1 max |coef| + max |intercept|`` not far below the float
+    range) goes to the blocked path with ``transform``, which replaces non-finite predictions
+    by the public constant."""
     n, K = X.shape[0], len(plan.models)
     coef, intercept, _ = plan.stacked
     scale = float(np.abs(coef).max(initial=0.0))

@@ -1,0 +1,43 @@
+"""The planner as Prefect tasks (issue 21): the plan of a core release from public facts only,
+and its table published as a ``plan-<dataset>`` artifact on the flow-run page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.artifacts import artifact_key
+from tasks.planning import TABLE_COLUMNS, best_per_k, plan_summary, recommendation_lines
+
+
+@task(name="plan_release", cache_policy=NO_CACHE, persist_result=False)
+def plan_release(config: Any, outcome_sd: float | None, compute_budget: float,
+                 target_halfwidth: float | None) -> dict[str, Any]:
+    """:func:`tasks.planning.plan_summary`: the source's shape and the table; charges nothing."""
+    return plan_summary(config, outcome_sd=outcome_sd, compute_budget=compute_budget,
+                        target_halfwidth=target_halfwidth)
+
+
+@task(name="publish_plan", cache_policy=NO_CACHE, persist_result=False, retries=2,
+      retry_delay_seconds=1)
+def publish_plan(dataset: str, summary: dict[str, Any], outcome_sd: float | None,
+                 target_halfwidth: float | None) -> str:
+    """A table artifact (one row per K, the narrowest CI setting of each, the recommended one
+    marked) described by the recommendation in words; returns its key."""
+    import pandas as pd
+    from prefect.artifacts import create_table_artifact
+
+    shown = best_per_k(pd.DataFrame(summary["table"]))
+    best = int(summary["recommended"]["n_folds"])
+    rows = [{**{k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()
+                if k in TABLE_COLUMNS},
+             "recommended": "<-" if int(row["n_folds"]) == best else ""}
+            for row in shown.to_dict("records")]
+    key = artifact_key("plan", dataset)
+    words = " ".join(recommendation_lines(summary, outcome_sd, target_halfwidth))
+    create_table_artifact(rows, key=key, description=(
+        f"Plan of a release of dataset {dataset}: n={summary['n']}, d={summary['d']}, "
+        f"zeta={summary['zeta']:g}; nothing loaded beyond the shape, nothing charged. {words}"))
+    return key

@@ -1,0 +1,93 @@
+"""The planner for a release config (issue 19 §1): the data's public shape, the table over K and
+the recommendation, as plain data. No Prefect import here: ``dpcausal plan`` runs these without a
+server; the ``dp_plan`` flow runs them as tasks (:mod:`tasks.plan_release`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tasks.data import source_shape
+
+TABLE_COLUMNS = ["n_folds", "rows_per_fold", "sigma2", "ci_share", "sigma1", "halfwidth", "ratio",
+                 "seconds", "feasible"]
+
+
+def plan_table(config: Any, n: int, d: int, *, outcome_sd: float | None,
+               compute_budget: float) -> pd.DataFrame:
+    """The planner's table (:func:`dpcausal.planner.plan`) for a config's public parameters."""
+    from dpcausal.planner import plan
+
+    kind = "parametric" if {config.models.propensity.name, config.models.outcome.name} <= {
+        "logistic", "linear"} else "other"
+    return plan(n, d, **public_params(config), model_kind=kind, outcome_sd=outcome_sd,
+                compute_budget=compute_budget)
+
+
+def public_params(config: Any) -> dict[str, Any]:
+    """The estimator's public parameters the planner uses (config values over library
+    defaults)."""
+    from dpcausal import PrivateATE
+
+    p = PrivateATE(**config.estimator.library_kwargs()).get_params()
+    if p.get("outcome_bounds") is None:
+        raise ValueError("estimator.outcome_bounds is required: the noise is calibrated to them")
+    keys = ("estimator", "propensity_clip", "zeta", "ci", "alpha", "p1", "sensitivity")
+    return {"outcome_bounds": tuple(p["outcome_bounds"]), **{k: p[k] for k in keys}}
+
+
+def best_per_k(table: pd.DataFrame) -> pd.DataFrame:
+    """For each K, the (sigma2, ci_share) row with the narrowest CI: what a reader is shown."""
+    order = table.sort_values(["n_folds", "halfwidth"], kind="stable")
+    return order.groupby("n_folds", sort=True).head(1).reset_index(drop=True)
+
+
+def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget: float = 60.0,
+                 target_halfwidth: float | None = None) -> dict[str, Any]:
+    """``{"n", "d", "zeta", "recommended", "zeta_for_target", "table"}`` (JSON-ready): the shape
+    from metadata or a count, the full table and its recommended row, and the zeta that reaches
+    ``target_halfwidth`` at the recommended K (None when not asked, inf when unreachable)."""
+    from dpcausal.planner import recommended, zeta_for_halfwidth
+
+    n, d = source_shape(config.data, config.columns)
+    table = plan_table(config, n, d, outcome_sd=outcome_sd, compute_budget=compute_budget)
+    best = recommended(table)
+    p = public_params(config)
+    zeta = p.pop("zeta")
+    needed = None
+    if target_halfwidth is not None:
+        needed = zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
+                                    ci_share=float(best["ci_share"]), sigma2=str(best["sigma2"]),
+                                    outcome_sd=outcome_sd)
+    return {"n": n, "d": d, "zeta": zeta, "recommended": plain_row(best.to_dict()),
+            "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")]}
+
+
+def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None,
+                         target_halfwidth: float | None = None) -> list[str]:
+    """The recommendation in words, the warning when the release would not be informative (CI
+    more than ``UNINFORMATIVE_RATIO`` times the non-private one), and the zeta for a target."""
+    from dpcausal.planner import UNINFORMATIVE_RATIO
+
+    best, needed = summary["recommended"], summary["zeta_for_target"]
+    spread = "worst case of the bounds" if outcome_sd is None else f"{outcome_sd:g}"
+    lines = [f"Recommended: K={int(best['n_folds'])} ({int(best['rows_per_fold'])} rows per "
+             f"fold), sigma2={best['sigma2']}, ci_share={best['ci_share']:g}: expected 95% CI "
+             f"half-width {best['halfwidth']:.4g}, {best['ratio']:.1f}x the non-private one "
+             f"(assumed outcome sd: {spread})."]
+    if best["ratio"] > UNINFORMATIVE_RATIO:
+        lines.append(f"Warning: this release would not be informative: its CI is expected to be "
+                     f"{best['ratio']:.0f}x wider than the non-private one. Raise zeta, add rows, "
+                     "or narrow the outcome bounds.")
+    if target_halfwidth is not None:
+        lines.append(f"zeta needed for an expected half-width of {target_halfwidth:g} at "
+                     f"K={int(best['n_folds'])}: "
+                     + ("unreachable (the non-private CI is already wider)"
+                        if needed == float("inf") else f"{needed:.4g}"))
+    return lines
+
+
+def plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """numpy scalars as Python ones (JSON, Prefect artifacts)."""
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
