@@ -34,6 +34,7 @@ from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import NoiseCalibration, calibrate, outcome_scale
 from dpcausal.validation import (
     check_data,
+    check_noise_scale,
     check_params,
     check_schema,
     check_values,
@@ -205,6 +206,9 @@ class PrivateATE(Mechanism):
         p["ci_share"] = 0.1 if self.ci_share == "auto" else self.ci_share
         check_params(p, n, d)
         p["sigma2"], p["ci_share"] = self.resolved_noise_modes(n, d)
+        cal = calibrate(self.estimator, n, p["n_folds"], self._bounds(), self.propensity_clip,
+                        self.zeta, p["ci_share"], self.sensitivity, p["sigma2"])
+        check_noise_scale(cal.sigma_ate, self._bounds())
         return p
 
     def _plain_linear(self) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 ESTIMATORS = ("g", "ipw", "aipw")
 
@@ -126,6 +127,27 @@ def check_values(Xa: np.ndarray | pd.DataFrame, Aa: np.ndarray, Ya: np.ndarray
         arm = "treated" if n_treated == 0 else "control"
         raise ValueError(f"the {arm} arm is empty: an ATE needs units in both arms")
     return Xa, Aa.astype(np.int8), Ya
+
+
+class NoiseWiderThanBoundsWarning(UserWarning):
+    """The privacy noise alone would make the release uninformative (:func:`check_noise_scale`);
+    public parameters only. ``dpcausal run --strict`` refuses such a release."""
+
+
+def check_noise_scale(sigma_ate: float, bounds: tuple[float, float], level: float = 0.95
+                      ) -> None:
+    """Warn when the noise of the released ATE is wider than the bounds (issue 21): its central
+    ``level`` interval, +/- z sigma_1 (spec §2.5's sigma_1), is wider than the range of every ATE
+    the outcome bounds allow, [-(hi - lo), hi - lo]. Public facts only (n, K, bounds, zeta)."""
+    lo, hi = bounds
+    half = float(norm.ppf(0.5 + level / 2)) * sigma_ate
+    if half > hi - lo:
+        warnings.warn(
+            f"the privacy noise alone is wider than the outcome bounds: the released ATE's "
+            f"noise has a {level:.0%} half-width of {half:.3g}, more than the whole range of "
+            f"ATEs the bounds [{lo:g}, {hi:g}] allow (+/-{hi - lo:g}), so the release will say "
+            "almost nothing. Raise zeta, use more rows, or choose n_folds with `dpcausal plan`",
+            NoiseWiderThanBoundsWarning, stacklevel=4)
 
 
 def check_params(params: dict[str, Any], n: int, d: int) -> None:

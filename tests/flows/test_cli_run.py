@@ -254,19 +254,26 @@ def test_public_warnings_print_once_in_plain_words_before_the_charge(cli_config,
     assert _charges(dataset) == 1
 
 
-def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path, invoke):
-    dataset = "cli-strict"
+@pytest.mark.parametrize("setting, warning", [
+    ("estimator.n_folds=125", "Warning: only 16 rows per fold"),
+    # n = 2000, K = 20, zeta = 1: 1.96 sigma_1 = 2.56 > hi - lo = 2 (issue 21)
+    ("estimator.zeta=1.0", "Warning: the privacy noise alone is wider than the outcome bounds: "
+                           "the released ATE's noise has a 95% half-width of 2.56, more than "
+                           "the whole range of ATEs the bounds [-1, 1] allow (+/-2)"),
+])
+def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path, invoke,
+                                                           setting, warning):
+    dataset = f"cli-strict-{setting.split('.')[1].split('=')[0]}"
     give_cap(dataset)
-    data = write_exp_a(tmp_path / "strict.csv", 406)
+    data = write_exp_a(tmp_path / "strict.csv", 406 if "n_folds" in setting else 408)
     before = _flow_runs()
     out = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
-                 "--strict",
-                 "--set", "estimator.n_folds=125")
+                 "--strict", "--set", setting)
     assert out.exit_code == 2, out.output
     assert out.stderr.splitlines() == [
         out.stderr.splitlines()[0],
         "Error: refused by --strict: 1 warning(s) above; nothing was charged"], out.stderr
-    assert out.stderr.startswith("Warning: only 16 rows per fold") and out.stdout == ""
+    assert out.stderr.startswith(warning) and out.stdout == ""
     assert _charges(dataset) == 0 and _flow_runs() == before
     ok = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
                 "--strict")
