@@ -132,16 +132,20 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
 
     import signal
 
+    from cli.prefect_api import prefect_api
     from cli.printer import print_result
     from cli.progress_bar import progress_bar
-    from flows.release import run_release
+    from tasks.tracking import connect
 
     # SIGTERM unwinds like Ctrl-C, so the temporary Prefect server and any Dask cluster of the
     # run stop with it (their context managers and atexit hooks run)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with progress_bar("folds", enabled=show_progress and not as_json), \
+        with prefect_api(meanwhile=lambda: connect(config.mlflow.tracking_uri)), \
+                progress_bar("folds", enabled=show_progress and not as_json), \
                 warnings.catch_warnings():
+            from flows.release import run_release
+
             for text in shown:  # shown once, above: the flow's own check raises them again
                 warnings.filterwarnings("ignore", message=re.escape(text))
             result = run_release(config)

@@ -112,6 +112,12 @@ def _client(tracking_uri: str | None) -> Any:
     return mlflow.MlflowClient(tracking_uri=tracking_uri or mlflow.get_tracking_uri())
 
 
+def connect(tracking_uri: str | None) -> None:
+    """Open the tracking store once (MLflow keeps it per URI): a database store checks its
+    schema on first use, which the CLI does while its Prefect server boots."""
+    _client(tracking_uri).search_experiments(max_results=1)
+
+
 @task(name="open_release_run", cache_policy=NO_CACHE, persist_result=False, retries=2,
       retry_delay_seconds=1)
 def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,

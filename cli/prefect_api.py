@@ -1,0 +1,125 @@
+"""The Prefect API (and MLflow server) a CLI release talks to (issue 21: a CLI release at most 8 s
+cold, at most 3 s above the computation with a served stack):
+
+- ``PREFECT_API_URL`` when the caller set it;
+- else the stack ``dpcausal serve`` started, when it answers (without basic auth: a stack with
+  auth needs the caller's credentials in the environment); its MLflow server too, unless
+  ``MLFLOW_TRACKING_URI`` is set;
+- else a temporary server, ``prefect server start --no-services --no-ui`` in its own process
+  group, started as soon as the release's public checks pass so that it boots on the other core
+  while the flow's modules import; stopped when the process exits, however it ends (a refused
+  release never starts one).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from conf.settings import PROJECT_ROOT, data_dir
+
+
+def _answers(url: str, timeout: float = 0.5) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def use_served_stack() -> bool:
+    """Point this process at the running ``dpcausal serve`` stack (unless the caller chose a
+    Prefect API); True when it did."""
+    info = data_dir() / "services" / "stack.info"
+    if os.environ.get("PREFECT_API_URL") or not info.is_file():
+        return False
+    stack = json.loads(info.read_text())
+    if stack.get("auth") or not _answers(f"{stack['prefect_api']}/health"):
+        return False
+    os.environ["PREFECT_API_URL"] = stack["prefect_api"]
+    if "MLFLOW_TRACKING_URI" not in os.environ or os.environ["MLFLOW_TRACKING_URI"].startswith(
+            "sqlite:///" + str(data_dir())):
+        os.environ["MLFLOW_TRACKING_URI"] = stack["mlflow_ui"]
+    return True
+
+
+class TemporaryServer:
+    """A Prefect server for one command: API only, on a free loopback port, in its own process
+    group (so that stopping it stops its children), logging to ``<data>/services/logs``."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.api = f"http://127.0.0.1:{self.port}/api"
+        logs = data_dir() / "services" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log = logs / "temporary-prefect.log"
+        prefect = str(Path(sys.executable).with_name("prefect"))
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(self.port),
+                 "--no-services", "--no-ui"], cwd=PROJECT_ROOT, stdout=out,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait(self, timeout: float) -> None:
+        """Block until the server answers its health check."""
+        deadline = time.monotonic() + timeout
+        while not _answers(f"{self.api}/health"):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the temporary Prefect server exited during start-up; see "
+                                   f"{self.log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the temporary Prefect server did not answer within "
+                                   f"{timeout:.0f} s; see {self.log}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGKILL to the group: it holds nothing to save (runs, logs and events are flushed to
+        it by Prefect's exit hooks, which run before this one; its SQLite database survives a
+        kill), and a graceful shutdown costs 1.5 s."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            self.proc.wait(10)
+
+
+@contextmanager
+def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Within: ``PREFECT_API_URL`` names a Prefect API that answers (module docstring).
+    ``meanwhile`` (e.g. opening the tracking store) runs while a temporary server boots."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    if use_served_stack():
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
+            yield
+        return
+    server = TemporaryServer()
+    # stopped at exit, after Prefect's own exit hooks (registered later, run earlier) have
+    # flushed the run's logs and events to it
+    atexit.register(server.stop)
+    os.environ["PREFECT_API_URL"] = server.api  # for child processes (Dask workers)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    import flows.release  # noqa: F401 - imports while the server boots (the slow part)
+
+    meanwhile()
+    server.wait(float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")))
+    with temporary_settings({PREFECT_API_URL: server.api}):  # Prefect has read its settings
+        yield
