@@ -140,7 +140,8 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     # run stop with it (their context managers and atexit hooks run)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with progress_bar("folds", enabled=show_progress and not as_json), \
+        unit = "partitions" if config.data.partitions is not None else "folds"
+        with progress_bar(unit, enabled=show_progress and not as_json), \
                 warnings.catch_warnings():
             for text in shown:  # shown once, above: the flow's own check raises them again
                 warnings.filterwarnings("ignore", message=re.escape(text))
