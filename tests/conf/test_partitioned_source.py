@@ -88,19 +88,30 @@ def _no_value_reads(monkeypatch):
     monkeypatch.setattr("pyarrow.parquet.ParquetFile.read", refuse)
 
 
-def test_plan_on_partitions_reads_the_footers_only(parts, tmp_path, monkeypatch):
+def _plan(parts, tmp_path, monkeypatch, *args):
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
-    _no_value_reads(monkeypatch)
-    out = CliRunner().invoke(main, [
-        "plan", "conf/release/demo.yaml", "--json", "--set", "data.path=null",
+    return CliRunner().invoke(main, [
+        "plan", "conf/release/demo.yaml", "--set", "data.path=null",
         "--set", f"data.partitions={parts}", "--set", "data.id_column=id",
         "--set", "runner.kind=dask", "--set", "columns.treatment=A",
         "--set", "columns.outcome=Y", "--set", "columns.covariates=null",
-        "--set", "estimator.outcome_bounds=[-1, 1]"])
+        "--set", "estimator.outcome_bounds=[-1, 1]", *args])
+
+
+def test_plan_on_partitions_reads_the_footers_only(parts, tmp_path, monkeypatch):
+    _no_value_reads(monkeypatch)
+    out = _plan(parts, tmp_path, monkeypatch, "--json")
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert (doc["n"], doc["d"]) == (N, D)
+
+
+def test_plan_check_bounds_refuses_partitions_cleanly(parts, tmp_path, monkeypatch):
+    out = _plan(parts, tmp_path, monkeypatch, "--check-bounds")
+    assert out.exit_code == 1
+    assert "--check-bounds needs the outcome column in one process" in out.output
+    assert not (tmp_path / "ledger.db").exists()
 
 
 def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, monkeypatch):
