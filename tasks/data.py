@@ -84,8 +84,8 @@ def partition_files(source: str) -> list[str]:
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(source)
-    if not fs.isdir(root):
-        raise ValueError(f"data.partitions {source!r} is not a directory of Parquet files")
+    if not fs.exists(root):
+        raise ValueError(f"the partitioned source {source!r} does not exist (data.partitions)")
     files = sorted(p for p in fs.ls(root, detail=False) if str(p).endswith(".parquet"))
     if not files:
         raise ValueError(f"no .parquet files under {source!r}")

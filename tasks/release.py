@@ -5,7 +5,8 @@ ledger, releases once and commits (issue 17; issue 18 item 3).
    source, keep the release's columns, fingerprint them (keyed), ``check_input`` (every refusal
    decided by public facts: schema, n, parameters), the data-free charge, then the budget
    (``Ledger.check``) in release mode, or in evaluation mode the refusal of any dataset the
-   ledger knows (issue 18 item 6). Nothing is charged and nothing is drawn here.
+   ledger knows (issue 18 item 6). Nothing is charged and nothing is drawn here. A partitioned
+   source is checked on its Parquet footers only (:func:`check_partitioned`).
 2. :func:`charged_release`: reserve the charge, run ``mechanism.private_release`` once (all work
    on data values: value checks, fold fits, aggregation, the noise), commit its JSON before
    anything is shown. In release mode any failure there is charged and generic; its details go

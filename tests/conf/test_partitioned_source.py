@@ -70,13 +70,17 @@ def test_partitions_only_for_the_core_kind(parts):
         load_any("conf/release/federated_demo.yaml", overrides)
 
 
-def test_source_shape_sums_the_footers(parts):
+def test_source_shape_sums_the_footers(parts, tmp_path):
     from tasks.data import source_shape
 
     config = load_config(None, [], base=_base(parts))
     assert source_shape(config.data, config.columns) == (N, D)  # id is not a covariate
     named = load_config(None, ["columns.covariates=[x1]"], base=_base(parts))
     assert source_shape(named.data, named.columns) == (N, 1)
+    for where, match in [(tmp_path / "nope", "does not exist"), (tmp_path, "no .parquet files")]:
+        missing = load_config(None, [f"data.partitions={where}"], base=_base(parts))
+        with pytest.raises(ValueError, match=match):
+            source_shape(missing.data, missing.columns)
 
 
 def _no_value_reads(monkeypatch):
