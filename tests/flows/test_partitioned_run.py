@@ -112,3 +112,60 @@ def test_evaluation_equals_the_in_memory_estimator_on_the_same_folds(parts, proj
     assert rel["nonprivate"]["ate"] == pytest.approx(ref.nonprivate["ate"], rel=1e-9)
     assert rel["nonprivate"]["variance"] == pytest.approx(ref.nonprivate["variance"], rel=1e-9)
     assert rel["ate"] == pytest.approx(ref.ate, rel=1e-9)  # the same seeded noise on top
+
+
+def test_partitioned_release_mode_leaks_no_nonprivate_value(parts, project, tmp_path,
+                                                            monkeypatch):
+    """The leak scan of tests/flows/test_leak_scan.py on the partitioned path: tau_hat, V_hat
+    and every partition's sum of scores appear in no MLflow record, Prefect result, artifact or
+    log (dp_release's and its subflow's), ledger or result."""
+    from _flowtools import Scanner, flow_logs
+    from prefect.client.orchestration import get_client
+
+    import dpcausal.estimator as estimator_module
+    import flows.partitioned_release as partitioned_flow
+    from conf.models import load_config
+    from flows.release import run_release
+
+    seen, sums = [], []
+    real_draw, real_combine = estimator_module.draw_release, partitioned_flow.combine
+
+    def spy_draw(tau_hat, v_hat, *args, **kwargs):
+        seen.append((tau_hat, v_hat))
+        return real_draw(tau_hat, v_hat, *args, **kwargs)
+
+    def spy_combine(per_partition):  # the partitions' sums, as they reach the flow
+        sums.extend(per_partition)
+        return real_combine(per_partition)
+
+    monkeypatch.setattr(estimator_module, "draw_release", spy_draw)
+    monkeypatch.setattr(partitioned_flow, "combine", spy_combine)
+    dataset, uri = "parts-leak", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    give_cap(dataset, zeta=1.5)
+    out = run_release(load_config(None, [f"mlflow.tracking_uri={uri}"],
+                                  base=_raw(parts, dataset)))
+    [(tau_hat, v_hat)] = seen
+    assert len(sums) == PARTS
+    secrets = {"tau_hat": tau_hat, "V_hat": v_hat,
+               **{f"sum_gamma_{i}": s.s1 for i, s in enumerate(sums)},
+               **{f"sum_gamma_sq_{i}": s.s2 for i, s in enumerate(sums)}}
+    scanner = Scanner(secrets)
+    assert Scanner({"ate": out["release"]["ate"]}).mlflow_hits(uri)  # the scanner sees values
+
+    parent = out["release_id"].split("/")[0]
+    with get_client(sync_client=True) as client:
+        runs = [r for r in client.read_flow_runs()
+                if str(r.id) == parent or r.parent_task_run_id is not None]
+        run_ids = {str(r.id) for r in runs}
+        artifacts = [a for a in client.read_artifacts() if str(a.flow_run_id) in run_ids]
+    assert len(run_ids) >= 2 and artifacts  # dp_release and its partitioned subflow
+    hits = scanner.mlflow_hits(uri) + scanner.file_hits(tmp_path / "mlflow.db")
+    hits += scanner.tree_hits(project.root / "mlartifacts")
+    if project.results.exists():
+        hits += scanner.tree_hits(project.results)
+    hits += [h for r in run_ids for m in flow_logs(r)
+             for h in scanner.bytes_hits(m.encode(), "flow-run log")]
+    hits += [h for a in artifacts for h in scanner.bytes_hits(str(a.data).encode(), a.key)]
+    hits += scanner.bytes_hits(json.dumps(out, default=str).encode(), "flow result")
+    hits += scanner.file_hits(project.root / "ledger.db")
+    assert hits == []
