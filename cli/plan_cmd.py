@@ -88,6 +88,10 @@ def run_bounds_check(config: Any, epsilon: float, zeta: float) -> Any:
     from tasks.release import charged_release, check_release
 
     dataset, outcome = config.ledger.dataset_id, config.columns.outcome
+    if config.data.partitions is not None:
+        raise click.ClickException("--check-bounds needs the outcome column in one process, so "
+                                   "it does not work with data.partitions: check the bounds on "
+                                   "a data.path or data.sql source of the same outcomes")
     try:
         with ledger_ops.open_ledger(dataset) as led:
             gaussian = led.cap(dataset).zeta is not None

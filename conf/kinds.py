@@ -205,7 +205,8 @@ def kind_of(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
 
 def load_any(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
              base: dict[str, Any] | None = None) -> Any:
-    """The validated config of whichever kind the settings declare (``data.path`` absolute)."""
+    """The validated config of whichever kind the settings declare (``data.path`` or
+    ``data.partitions`` absolute)."""
     kind = KINDS[kind_of(path, overrides, base)]
     config = load_typed(kind.model, path, overrides, base, example=kind.example)
     return with_absolute_paths(config)

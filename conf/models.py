@@ -34,27 +34,38 @@ URL_BLOCK_TYPES = ("secret", "sqlalchemy-connector")
 
 
 class DataSource(_Strict):
-    """Either a CSV/Parquet ``path`` or a ``sql`` query against a database given by a SQLAlchemy
+    """Either a CSV/Parquet ``path``, a ``sql`` query against a database given by a SQLAlchemy
     ``url`` (``${VAR}`` expanded from the environment) or by ``url_block``, a saved Prefect block
     named ``secret/<name>`` (its value is the URL) or ``sqlalchemy-connector/<name>``
-    (prefect-sqlalchemy)."""
+    (prefect-sqlalchemy), or ``partitions``, a directory of Parquet files read by Dask workers
+    (the core release only, issue 19 §3), whose folds hash the record identity ``id_column``;
+    ``fold_key: curator`` takes the curator's fold key instead of a fresh one per release."""
 
     path: str | None = None
     sql: str | None = None
     url: str | None = None
     url_block: str | None = None
+    partitions: str | None = None
+    id_column: str | None = None
+    fold_key: Literal["release", "curator"] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSource":
-        if (self.path is None) == (self.sql is None):
-            raise ValueError("give exactly one of data.path (CSV/Parquet) or data.sql "
-                             "(with data.url or data.url_block)")
+        if sum(x is not None for x in (self.path, self.sql, self.partitions)) != 1:
+            raise ValueError("give exactly one of data.path (CSV/Parquet), data.sql "
+                             "(with data.url or data.url_block) or data.partitions (a directory "
+                             "of Parquet files, with data.id_column)")
         if self.sql is not None and (self.url is None) == (self.url_block is None):
             raise ValueError("data.sql needs exactly one of data.url (a SQLAlchemy database URL) "
                              "or data.url_block (a saved Prefect block: secret/<name> or "
                              "sqlalchemy-connector/<name>)")
-        if self.path is not None and (self.url or self.url_block):
-            raise ValueError("data.url and data.url_block go with data.sql, not data.path")
+        if self.sql is None and (self.url or self.url_block):
+            raise ValueError("data.url and data.url_block go with data.sql only")
+        if self.partitions is not None and not self.id_column:
+            raise ValueError("data.partitions needs data.id_column, the column of unique record "
+                             "ids whose keyed hash assigns each row its fold")
+        if self.partitions is None and (self.id_column is not None or self.fold_key is not None):
+            raise ValueError("data.id_column and data.fold_key go with data.partitions only")
         if self.url_block is not None:
             kind, _, name = self.url_block.partition("/")
             if kind not in URL_BLOCK_TYPES or not name:
@@ -160,6 +171,14 @@ class ReleaseCommon(_Strict):
         return f"{name}/evaluation" if self.evaluation else name
 
     @model_validator(mode="after")
+    def _partitions_in_core_only(self) -> "ReleaseCommon":
+        data, kind = getattr(self, "data", None), getattr(self, "kind", "ate")
+        if kind != "ate" and data is not None and data.partitions is not None:
+            raise ValueError(f"data.partitions works with the core release (kind: ate) only, "
+                             f"not with kind: {kind}")
+        return self
+
+    @model_validator(mode="after")
     def _seed_in_evaluation_only(self) -> "ReleaseCommon":
         if self.mode == "release" and self.noise_seed is not None:
             raise ValueError(
@@ -186,7 +205,23 @@ class ReleaseConfig(ReleaseCommon):
                 "estimator.sensitivity='released_code' is not a valid privacy bound; "
                 "use it in evaluation mode only"
             )
+        if self.data.partitions is not None:
+            self._partitioned_rules()
         return self
+
+    def _partitioned_rules(self) -> None:
+        """What a partitioned source (issue 19 §3) needs: Dask, keyed-hash folds, an id column
+        that is not also a value the release reads."""
+        if self.runner.kind != "dask":
+            raise ValueError("data.partitions runs on Dask workers: set runner.kind: dask "
+                             "(and runner.address for a running cluster)")
+        if self.estimator.folds is not None:
+            raise ValueError("estimator.folds does not apply to data.partitions, whose folds "
+                             "are a keyed hash of data.id_column: leave it out")
+        c = self.columns
+        if self.data.id_column in (c.treatment, c.outcome, *(c.covariates or [])):
+            raise ValueError(f"data.id_column {self.data.id_column!r} is the record identity, "
+                             "so it cannot also be the treatment, the outcome or a covariate")
 
 
 # ---------------------------------------------------------------------------- loading
@@ -331,9 +366,11 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_absolute_paths(config: _C, base: Path | None = None) -> _C:
-    """The config (any kind) with a relative ``data.path`` made absolute (against ``base`` or the
-    cwd)."""
-    if config.data.path is None or Path(config.data.path).is_absolute():
+    """The config (any kind) with a relative ``data.path`` or ``data.partitions`` made absolute
+    (against ``base`` or the cwd); an fsspec URL (``s3://...``) is left as given."""
+    key = "path" if config.data.path is not None else "partitions"
+    where = getattr(config.data, key)
+    if where is None or Path(where).is_absolute() or "://" in where:
         return config
-    path = Path(base or Path.cwd()) / config.data.path
-    return config.model_copy(update={"data": config.data.model_copy(update={"path": str(path)})})
+    path = Path(base or Path.cwd()) / where
+    return config.model_copy(update={"data": config.data.model_copy(update={key: str(path)})})

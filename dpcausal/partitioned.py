@@ -50,6 +50,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 
 from dpcausal.estimator import PrivateATE
 from dpcausal.nuisance import FoldModels
@@ -130,6 +131,80 @@ class Roles:
 
     def columns(self) -> list[str]:
         return [self.id, self.treatment, self.outcome, *self.covariates]
+
+
+_NUMERIC = ("int", "uint", "float", "double", "bool", "halffloat")
+
+
+def check_roles(schemas: Sequence[dict[str, str]], id_column: str, treatment: str,
+                outcome: str, covariates: Sequence[str] | None) -> Roles:
+    """Column roles checked against every partition's schema (``{column: Arrow type}`` from its
+    footer: public facts); covariates default to every other column."""
+    if not schemas:
+        raise ValueError("a partitioned source needs at least one partition")
+    if any(s != schemas[0] for s in schemas[1:]):
+        raise ValueError("the partitions do not share one schema (names and types)")
+    schema = schemas[0]
+    named = [id_column, treatment, outcome]
+    if covariates is None:
+        covariates = [c for c in schema if c not in named]
+    missing = [c for c in named + list(covariates) if c not in schema]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the partitions (columns: {list(schema)})")
+    if not covariates:
+        raise ValueError("no covariate columns: name them with covariates=[...]")
+    for c in [treatment, outcome, *covariates]:
+        if not schema[c].startswith(_NUMERIC):
+            raise TypeError(f"column {c!r} must be numeric, got {schema[c]}")
+    if not (schema[id_column].startswith(("int", "uint")) or schema[id_column] in
+            ("string", "large_string")):
+        raise TypeError(f"id column {id_column!r} must hold integers or strings, "
+                        f"got {schema[id_column]}")
+    return Roles(id=id_column, treatment=treatment, outcome=outcome, covariates=tuple(covariates))
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """The public facts of one partitioned release, fixed before the charge: the column roles,
+    each partition's rows and folds, the schema and the estimator with its K (folds "secret":
+    they come from :func:`assign_folds`)."""
+
+    roles: Roles
+    rows: tuple[int, ...]
+    folds: tuple[range, ...]
+    schema: dict[str, str]
+    estimator: PrivateATE
+
+    @property
+    def n(self) -> int:
+        return sum(self.rows)
+
+    @property
+    def d(self) -> int:
+        return len(self.roles.covariates)
+
+    @property
+    def n_folds(self) -> int:
+        return int(self.estimator.n_folds)
+
+
+def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: PrivateATE, *,
+                    id_column: str, treatment: str, outcome: str,
+                    covariates: Sequence[str] | None, evaluation: bool) -> PartitionPlan:
+    """Every public refusal of a partitioned release, from the partitions' footers (rows,
+    schema) and the estimator's parameters: roles, K (the planner's for "auto"), the parameter
+    checks of the in-memory path (spec §7), the mode, and each partition's folds
+    (:func:`allocate_folds`). Reads no value; ``estimator`` is left as given."""
+    roles = check_roles([s for _, s in footers], id_column, treatment, outcome, covariates)
+    rows = tuple(int(r) for r, _ in footers)
+    n, d = sum(rows), len(roles.covariates)
+    est = clone(estimator).set_params(folds="secret")
+    est.set_params(n_folds=est.resolved_n_folds(n, d))
+    est._params(n, d)
+    est.check_mode(evaluation)
+    folds = tuple(allocate_folds(rows, est.n_folds))
+    return PartitionPlan(roles=roles, rows=rows, folds=folds, schema=dict(footers[0][1]),
+                         estimator=est)
 
 
 def read_partition(source: str | Path, roles: Roles) -> pd.DataFrame:

@@ -17,10 +17,16 @@
 Progress of both phases is logged (partitions done / total) and shown as Prefect progress
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
 curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.partitioned`.
+
+Two entry points share these steps: :func:`partitioned_release` (plain parameters, from Python)
+and :func:`partitioned_config_release`, the subflow of ``dp_release`` for a release config whose
+``data.partitions`` is set (``dpcausal run``), which keeps dp_release's MLflow run, artifacts and
+result.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from prefect import flow, get_run_logger
@@ -30,16 +36,12 @@ from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
 import store
+from conf.kinds import KINDS, build_mechanism
+from conf.models import ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
-from dpcausal.partitioned import (
-    Roles,
-    allocate_folds,
-    combine,
-    fold_rule,
-    release_key,
-)
-from tasks import ledger_ops
+from dpcausal.partitioned import PartitionPlan, combine, fold_rule, plan_partitions, release_key
+from flows import progress
 from tasks.partitioned import (
     PartitionedATE,
     all_fold_models,
@@ -48,15 +50,25 @@ from tasks.partitioned import (
     list_partitions,
     partition_score_sums,
 )
-from tasks.release import Checked, EvaluationRefusedError, charged_release
+from tasks.release import Checked, Published, charged_release, check_ledger
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
 # No memory limit: a worker never spills task data (rows, models) to its local disk. Port 0:
 # the scheduler's HTTP server (on even without a dashboard) takes a free port, not 8787.
-DEFAULT_RUNNER = DaskTaskRunner(cluster_kwargs={
-    "n_workers": 2, "threads_per_worker": 1, "processes": False, "dashboard_address": ":0",
-    "memory_limit": 0})
+_LOCAL_CLUSTER = {"threads_per_worker": 1, "processes": False, "dashboard_address": ":0",
+                  "memory_limit": 0}
+
+
+def dask_runner(runner: RunnerConfig) -> DaskTaskRunner:
+    """The partitioned path's task runner: the Dask scheduler at ``runner.address``, else a
+    LocalCluster of ``runner.max_workers`` in-process workers for the run."""
+    if runner.address:
+        return DaskTaskRunner(address=runner.address)
+    return DaskTaskRunner(cluster_kwargs={**_LOCAL_CLUSTER, "n_workers": runner.max_workers})
+
+
+DEFAULT_RUNNER = dask_runner(RunnerConfig(kind="dask"))
 
 
 @flow(name="dp_partitioned_release", task_runner=DEFAULT_RUNNER, persist_result=False)
@@ -83,105 +95,112 @@ def partitioned_release(
     evaluation mode charges nothing, is refused for a dataset the ledger knows, and returns the
     non-private estimates too.
     """
-    logger = get_run_logger()
-    parts = list_partitions(source)
-    described = [f.result() for f in describe_partition.map(parts)]
-    rows = [r for r, _ in described]
-    roles = _roles(described, id_column, treatment, outcome, covariates)
-    n, d = sum(rows), len(roles.covariates)
-    est = PrivateATE(**{"compute_budget": compute_budget, **estimator}, folds="secret",
+    est = PrivateATE(**{"compute_budget": compute_budget, **estimator},
                      n_folds=n_folds or "auto")
-    K = est.resolved_n_folds(n, d)                          # n_folds=None: the planner's K
-    est.set_params(n_folds=K)
-    est._params(n, d)                                       # public refusals, before the charge
-    est.check_mode(evaluation)
-    folds = allocate_folds(rows, K)
+    parts, checked = _checked(source, est, id_column=id_column, treatment=treatment,
+                              outcome=outcome, covariates=covariates, evaluation=evaluation)
+    if dataset_id is None and not evaluation:
+        raise ValueError("a release needs dataset_id (its budget in the ledger)")
+    if dataset_id is not None:
+        check_ledger(dataset_id, checked.charge, unit="row", fingerprint=None,
+                     evaluation=evaluation, cap="--zeta Z")
+    plan: PartitionPlan = checked.prepared.data
+    return _charged(parts, checked, dataset=dataset_id or "", fold_key=fold_key,
+                    release_id=f"{flow_run.id}/partitioned-ate", evaluation=evaluation,
+                    detail={"mechanism_class": "PrivateATE", "path": "partitioned",
+                            "n_folds": plan.n_folds}).release
+
+
+@flow(name="dp_partitioned_config_release", task_runner=DEFAULT_RUNNER, persist_result=False,
+      retries=0)
+def partitioned_config_release(config: ReleaseConfig, release_id: str,
+                               run_url: str | None = None) -> Published:
+    """The partitioned path of ``dp_release`` (:mod:`flows.release`), its subflow on the
+    config's Dask runner (:func:`dask_runner`): the public checks again on the footers the
+    workers read, then the charged release under ``release_id``, recording ``run_url`` (the
+    MLflow run ``dp_release`` opened) in the ledger. ``dp_release`` checked the budget first
+    and logs the release."""
+    data, c = config.data, config.columns
+    parts, checked = _checked(str(data.partitions), build_mechanism(config),
+                              id_column=str(data.id_column), treatment=c.treatment,
+                              outcome=c.outcome, covariates=c.covariates,
+                              evaluation=config.evaluation)
+    plan: PartitionPlan = checked.prepared.data
+    return _charged(parts, checked, dataset=config.ledger.dataset_id, release_id=release_id,
+                    fold_key=data.fold_key or "release", evaluation=config.evaluation,
+                    detail={**KINDS["ate"].detail(config), "K": plan.n_folds,
+                            "path": "partitioned"},
+                    cap=KINDS["ate"].cap(config), run_url=run_url)
+
+
+def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, outcome: str,
+             covariates: list[str] | None, evaluation: bool) -> tuple[list[str], Checked]:
+    """Step 1: the partition list and footers read on the workers, every public refusal
+    (:func:`dpcausal.partitioned.plan_partitions`) and the charge; the checked input's data is
+    the plan."""
+    parts = list_partitions(source)
+    footers = [f.result() for f in describe_partition.map(parts)]
+    plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,
+                           outcome=outcome, covariates=covariates, evaluation=evaluation)
+    checked = Checked(prepared=Prepared(public={"n": plan.n, "d": plan.d}, data=plan),
+                      fingerprint=None, schema=plan.schema,
+                      charge=plan.estimator.privacy_charge(plan.n, plan.d))
+    return parts, checked
+
+
+def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: str,
+             fold_key: str, evaluation: bool, detail: dict[str, Any], cap: str = "--zeta Z",
+             run_url: str | None = None) -> Published:
+    """Steps 2-5: the fold key, then the one charged task, which runs both phases after the
+    reservation."""
+    plan: PartitionPlan = checked.prepared.data
     key = store.fold_key() if fold_key == "curator" else release_key()
-    logger.info("partitioned release: %d partitions, n=%d, d=%d, K=%d", len(parts), n, d, K)
+    get_run_logger().info("partitioned release: %d partitions, n=%d, d=%d, K=%d", len(parts),
+                          plan.n, plan.d, plan.n_folds)
 
     def compute() -> Release:
-        models = _fit_phase(parts, roles, est, key, folds, evaluation)
-        sums = _aggregation_phase(parts, roles, est, key, folds, models, evaluation)
+        models = _fit_phase(parts, plan, key, evaluation)
+        sums = _aggregation_phase(parts, plan, key, models, evaluation)
         total = combine(sums)
-        if total.n != n:
+        if total.n != plan.n:
             raise AssertionError("bug: the partitions' rows differ from their footers' counts")
-        return est.release_sums(n, total.s1, total.s2, n_folds=K, d=d, evaluation=evaluation,
-                                params=fold_rule(id_column, len(parts)))
+        return plan.estimator.release_sums(plan.n, total.s1, total.s2, n_folds=plan.n_folds,
+                                           d=plan.d, evaluation=evaluation,
+                                           params=fold_rule(plan.roles.id, len(parts)))
 
-    charge = est.privacy_charge(n, d)
-    if evaluation:
-        known = ledger_ops.budgeted_as(dataset_id) if dataset_id is not None else None
-        if known is not None:
-            raise EvaluationRefusedError(
-                f"evaluation mode is refused for dataset {dataset_id!r}: it has a budget, and "
-                "evaluation is a non-private read of the data")
-    elif dataset_id is None:
-        raise ValueError("a release needs dataset_id (its budget in the ledger)")
-    else:
-        ledger_ops.check_budget(dataset_id, charge, unit="row")
-    checked = Checked(prepared=Prepared(public={"n": n, "d": d}, data=compute),
-                      fingerprint=None, schema=described[0][1], charge=charge)
-    published = charged_release(
-        PartitionedATE(est), checked, dataset=dataset_id or "", evaluation=evaluation,
-        release_id=f"{flow_run.id}/partitioned-ate",
-        detail={"mechanism_class": "PrivateATE", "path": "partitioned", "n_folds": K})
-    return published.release
+    computing = replace(checked, prepared=Prepared(public=checked.prepared.public, data=compute))
+    return charged_release(PartitionedATE(plan.estimator), computing, dataset=dataset,
+                           release_id=release_id, evaluation=evaluation, detail=detail, cap=cap,
+                           run_url=run_url)
 
 
 # ----------------------------------------------------------------- phases
-def _fit_phase(parts: list[str], roles: Roles, est: PrivateATE, key: bytes, folds: list[range],
-               evaluation: bool) -> PrefectFuture:
+def _fit_phase(parts: list[str], plan: PartitionPlan, key: bytes, evaluation: bool
+               ) -> PrefectFuture:
     """The future of all K fold models (gathered on a worker, never fetched by the flow)."""
-    futures = [fit_partition_folds.submit(p, roles, est, key, f, evaluation)
-               for p, f in zip(parts, folds, strict=True)]
+    futures = [fit_partition_folds.submit(p, plan.roles, plan.estimator, key, f, evaluation)
+               for p, f in zip(parts, plan.folds, strict=True)]
     _track("fit", futures)
     return all_fold_models.submit(futures)
 
 
-def _aggregation_phase(parts: list[str], roles: Roles, est: PrivateATE, key: bytes,
-                       folds: list[range], models: PrefectFuture, evaluation: bool
-                       ) -> list[Any]:
-    futures = [partition_score_sums.submit(p, roles, est, key, f, models,
+def _aggregation_phase(parts: list[str], plan: PartitionPlan, key: bytes,
+                       models: PrefectFuture, evaluation: bool) -> list[Any]:
+    futures = [partition_score_sums.submit(p, plan.roles, plan.estimator, key, f, models,
                                            evaluation)
-               for p, f in zip(parts, folds, strict=True)]
+               for p, f in zip(parts, plan.folds, strict=True)]
     _track("aggregation", futures)
     return [fut.result() for fut in futures]
 
 
 def _track(phase: str, futures: list[PrefectFuture]) -> None:
-    """Log and show the phase's progress as partitions finish (counts only)."""
+    """Log and show the phase's progress as partitions finish (counts only), also to the CLI's
+    progress bar (:mod:`flows.progress`)."""
     logger = get_run_logger()
     total = len(futures)
+    progress.phase(f"{phase} partitions", total=total)
     artifact = create_progress_artifact(0.0, description=f"{phase} phase: partitions done")
     for done, _ in enumerate(as_completed(futures), start=1):
         update_progress_artifact(artifact, 100.0 * done / total)
         logger.info("%s phase: %d/%d partitions", phase, done, total)
-
-
-# ----------------------------------------------------------------- public facts
-_NUMERIC = ("int", "uint", "float", "double", "bool", "halffloat")
-
-
-def _roles(described: list[tuple[int, dict[str, str]]], id_column: str, treatment: str,
-           outcome: str, covariates: list[str] | None) -> Roles:
-    """Column roles checked against every partition's schema (public facts)."""
-    schemas = [s for _, s in described]
-    if any(s != schemas[0] for s in schemas[1:]):
-        raise ValueError("the partitions do not share one schema (names and types)")
-    schema = schemas[0]
-    named = [id_column, treatment, outcome]
-    if covariates is None:
-        covariates = [c for c in schema if c not in named]
-    missing = [c for c in named + covariates if c not in schema]
-    if missing:
-        raise ValueError(f"columns {missing} are not in the partitions (columns: {list(schema)})")
-    if not covariates:
-        raise ValueError("no covariate columns: name them with covariates=[...]")
-    for c in [treatment, outcome, *covariates]:
-        if not schema[c].startswith(_NUMERIC):
-            raise TypeError(f"column {c!r} must be numeric, got {schema[c]}")
-    if not (schema[id_column].startswith(("int", "uint")) or schema[id_column] in
-            ("string", "large_string")):
-        raise TypeError(f"id column {id_column!r} must hold integers or strings, "
-                        f"got {schema[id_column]}")
-    return Roles(id=id_column, treatment=treatment, outcome=outcome, covariates=tuple(covariates))
+        progress.advance()

@@ -2,7 +2,9 @@
 
 config -> mechanism (once, here) -> load + public checks -> MLflow run opened -> the kind's
 extra steps plugged into the mechanism -> reserve, release once, commit (the one charged task)
--> MLflow record -> Prefect artifacts.
+-> MLflow record -> Prefect artifacts. A partitioned source (``data.partitions``) is checked on
+its Parquet footers only and released by the subflow
+:func:`flows.partitioned_release.partitioned_config_release` on the config's Dask runner.
 
 A release refused by the budget is recorded (an MLflow run tagged ``refused``, a markdown
 artifact) and ends the run Failed with the ledger's message; nothing is charged or drawn.
@@ -94,18 +96,26 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
     run: TrackedRun = open_release_run(
         config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags,
         config.model_dump(mode="json"),
-        {"name": dataset, "digest": checked.fingerprint,
+        {"name": dataset, "digest": checked.fingerprint or checked.digest,
          "source": source_description(config.data),
          "schema": _schema_json(checked.schema)})
-    steps = EXTRA_STEPS.get(config.kind)
+    partitioned = config.data.partitions is not None
+    steps = None if partitioned else EXTRA_STEPS.get(config.kind)
     if steps is not None:
         mechanism = steps(config, mechanism, checked, release_id)
 
     progress.phase("release")
     try:
-        published = charged_release(mechanism, checked, dataset=dataset, release_id=release_id,
-                                    evaluation=evaluation, detail=kind.detail(config),
-                                    cap=kind.cap(config), run_url=run.url)
+        if partitioned:  # the workers read the partitions (issue 19 §3)
+            from flows.partitioned_release import dask_runner, partitioned_config_release
+
+            published = partitioned_config_release.with_options(
+                task_runner=dask_runner(config.runner))(config, release_id, run.url)
+        else:
+            published = charged_release(mechanism, checked, dataset=dataset,
+                                        release_id=release_id, evaluation=evaluation,
+                                        detail=kind.detail(config), cap=kind.cap(config),
+                                        run_url=run.url)
     except BUDGET_REFUSALS as exc:
         log_refusal(run, str(exc), **where)
         publish_refusal(dataset, "budget", str(exc))

@@ -78,10 +78,43 @@ def _database_name(source: DataSource) -> str:
     return f"data.url_block {source.url_block!r}" if source.url_block else "data.url"
 
 
+def partition_files(source: str) -> list[str]:
+    """The Parquet files of a partitioned source (a directory: local path or fsspec URL), sorted
+    by name: the public partition order."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(source)
+    if not fs.exists(root):
+        raise ValueError(f"the partitioned source {source!r} does not exist (data.partitions)")
+    files = sorted(p for p in fs.ls(root, detail=False) if str(p).endswith(".parquet"))
+    if not files:
+        raise ValueError(f"no .parquet files under {source!r}")
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return [p if protocol == "file" else f"{protocol}://{p}" for p in files]
+
+
+def parquet_footer(part: str) -> tuple[int, dict[str, str]]:
+    """(rows, {column: type}) of one Parquet file from its footer: public facts (see
+    :mod:`dpcausal.partitioned`), no value is read."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    with fsspec.open(part, "rb") as fh:
+        meta = pq.ParquetFile(fh).metadata
+        schema = meta.schema.to_arrow_schema()
+        return int(meta.num_rows), {f.name: str(f.type) for f in schema}
+
+
 def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
     """(n, d) of a source from its metadata or a count, never a value: the CSV header and line
-    count, the Parquet footer, or ``COUNT(*)`` and the result's column names for SQL."""
-    if source.path is not None:
+    count, the Parquet footer (the sum of the partitions' footers, the id column not counted),
+    or ``COUNT(*)`` and the result's column names for SQL."""
+    roles = (columns.treatment, columns.outcome)
+    if source.partitions is not None:
+        footers = [parquet_footer(p) for p in partition_files(source.partitions)]
+        n, names = sum(rows for rows, _ in footers), list(footers[0][1])
+        roles += (source.id_column,)
+    elif source.path is not None:
         path = Path(source.path)
         if not path.is_file():
             raise ValueError(f"data file {str(path)!r} does not exist (data.path)")
@@ -106,7 +139,6 @@ def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
                     f"SELECT COUNT(*) FROM ({source.sql}) AS q")).scalar_one())
         finally:
             engine.dispose()
-    roles = (columns.treatment, columns.outcome)
     covariates = columns.covariates or [c for c in names if c not in roles]
     return n, len(covariates)
 
@@ -129,6 +161,8 @@ def source_description(source: DataSource) -> str:
     removed, ``${VAR}`` left unexpanded) with its query."""
     if source.path is not None:
         return str(source.path)
+    if source.partitions is not None:
+        return f"partitions {source.partitions} (folds: keyed hash of {source.id_column})"
     if source.url_block is not None:
         return f"prefect block {source.url_block} :: {source.sql}"
     import sqlalchemy

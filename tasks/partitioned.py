@@ -21,6 +21,7 @@ from dpcausal import Mechanism, Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.nuisance import FoldModels
 from dpcausal.partitioned import Roles, ScoreSums, fit_partition, partition_sums, read_partition
+from tasks.data import parquet_footer, partition_files
 
 _OPTIONS: dict[str, Any] = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 2,
                             "retry_delay_seconds": 1}
@@ -28,29 +29,15 @@ _OPTIONS: dict[str, Any] = {"persist_result": False, "cache_policy": NO_CACHE, "
 
 @task(**_OPTIONS)
 def list_partitions(source: str) -> list[str]:
-    """The Parquet files of a source directory (path or fsspec URL), sorted by name: the public
-    partition order."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(source)
-    files = sorted(p for p in fs.ls(root, detail=False) if str(p).endswith(".parquet"))
-    if not files:
-        raise ValueError(f"no .parquet files under {source!r}")
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return [p if protocol == "file" else f"{protocol}://{p}" for p in files]
+    """The Parquet files of a source directory (:func:`tasks.data.partition_files`)."""
+    return partition_files(source)
 
 
 @task(**_OPTIONS)
 def describe_partition(part: str) -> tuple[int, dict[str, str]]:
-    """(rows, {column: type}) of one partition from its Parquet footer: public facts (module
-    docstring of :mod:`dpcausal.partitioned`), no row is read."""
-    import fsspec
-    import pyarrow.parquet as pq
-
-    with fsspec.open(part, "rb") as fh:
-        meta = pq.ParquetFile(fh).metadata
-        schema = meta.schema.to_arrow_schema()
-        return int(meta.num_rows), {f.name: str(f.type) for f in schema}
+    """(rows, {column: type}) of one partition from its footer
+    (:func:`tasks.data.parquet_footer`): public facts, no row is read."""
+    return parquet_footer(part)
 
 
 @task(**_OPTIONS)

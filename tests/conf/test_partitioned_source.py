@@ -1,0 +1,150 @@
+"""A partitioned source (``data.partitions`` + ``data.id_column``, issue 19 §3) in a release
+config: its validation, its shape for the planner and the CLI's preflight, all from the Parquet
+footers, never a value. The release through ``dpcausal run`` is tests/flows/
+test_partitioned_run.py."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+from conf.kinds import load_any
+from conf.models import ConfigError, load_config
+
+N, D, PARTS = 3000, 2, 3
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    from dpcausal.partitioned import write_parquet_partitions
+
+    path = tmp_path_factory.mktemp("parts")
+    write_parquet_partitions(path, n=N, d=D, n_partitions=PARTS, seed=7)
+    return path
+
+
+def _base(parts, **data):
+    return {"data": {"partitions": str(parts), "id_column": "id", **data},
+            "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
+            "estimator": {"outcome_bounds": [-1.0, 1.0], "n_folds": 12, "zeta": 1.0},
+            "ledger": {"dataset_id": "parts"}}
+
+
+def test_a_partitioned_config_loads_with_absolute_partitions(parts, monkeypatch):
+    monkeypatch.chdir(parts.parent)
+    config = load_any(None, [f"data.partitions={parts.name}"], base=_base(parts))
+    assert config.data.partitions == str(parts) and config.data.id_column == "id"
+    assert config.data.fold_key is None
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (["data.id_column=null"], r"data.partitions needs data.id_column"),
+    (["data.path=x.csv"], r"give exactly one of data.path .*data.sql .*or data.partitions"),
+    (["data.url=sqlite://"], r"data.url and data.url_block go with data.sql only"),
+    (["runner.kind=threads"], r"data.partitions runs on Dask workers: set runner.kind: dask"),
+    (["estimator.folds=shuffle"], r"estimator.folds does not apply to data.partitions"),
+    (["columns.covariates=[x1, id]"], r"data.id_column 'id' is the record identity"),
+    (["data.fold_key=mine"], r"data.fold_key: Input should be 'release' or 'curator'"),
+])
+def test_invalid_partitioned_configs_are_one_sentence(parts, overrides, match):
+    with pytest.raises(ConfigError, match=match) as info:
+        load_config(None, overrides, base=_base(parts))
+    assert "\n" not in str(info.value)
+
+
+def test_id_column_only_with_partitions(parts):
+    base = {**_base(parts), "data": {"path": "x.csv", "id_column": "id"}}
+    with pytest.raises(ConfigError, match="data.id_column and data.fold_key go with "
+                                          "data.partitions only"):
+        load_config(None, [], base=base)
+
+
+def test_partitions_only_for_the_core_kind(parts):
+    overrides = ["data.path=null", f"data.partitions={parts}", "data.id_column=id"]
+    with pytest.raises(ConfigError, match=r"data.partitions works with the core release "
+                                          r"\(kind: ate\) only, not with kind: federated"):
+        load_any("conf/release/federated_demo.yaml", overrides)
+
+
+def test_source_shape_sums_the_footers(parts, tmp_path):
+    from tasks.data import source_shape
+
+    config = load_config(None, [], base=_base(parts))
+    assert source_shape(config.data, config.columns) == (N, D)  # id is not a covariate
+    named = load_config(None, ["columns.covariates=[x1]"], base=_base(parts))
+    assert source_shape(named.data, named.columns) == (N, 1)
+    for where, match in [(tmp_path / "nope", "does not exist"), (tmp_path, "no .parquet files")]:
+        missing = load_config(None, [f"data.partitions={where}"], base=_base(parts))
+        with pytest.raises(ValueError, match=match):
+            source_shape(missing.data, missing.columns)
+
+
+def _no_value_reads(monkeypatch):
+    """Any read of a Parquet file's values fails (footers stay readable)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a data value was read")
+    monkeypatch.setattr(pd, "read_parquet", refuse)
+    monkeypatch.setattr("pyarrow.parquet.read_table", refuse)
+    monkeypatch.setattr("pyarrow.parquet.ParquetFile.read", refuse)
+
+
+def _plan(parts, tmp_path, monkeypatch, *args):
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    return CliRunner().invoke(main, [
+        "plan", "conf/release/demo.yaml", "--set", "data.path=null",
+        "--set", f"data.partitions={parts}", "--set", "data.id_column=id",
+        "--set", "runner.kind=dask", "--set", "columns.treatment=A",
+        "--set", "columns.outcome=Y", "--set", "columns.covariates=null",
+        "--set", "estimator.outcome_bounds=[-1, 1]", *args])
+
+
+def test_plan_on_partitions_reads_the_footers_only(parts, tmp_path, monkeypatch):
+    _no_value_reads(monkeypatch)
+    out = _plan(parts, tmp_path, monkeypatch, "--json")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert (doc["n"], doc["d"]) == (N, D)
+
+
+def test_plan_check_bounds_refuses_partitions_cleanly(parts, tmp_path, monkeypatch):
+    out = _plan(parts, tmp_path, monkeypatch, "--check-bounds")
+    assert out.exit_code == 1
+    assert "--check-bounds needs the outcome column in one process" in out.output
+    assert not (tmp_path / "ledger.db").exists()
+
+
+def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, monkeypatch):
+    from conf.kinds import KINDS
+    from dpcausal.ledger import Ledger
+    from tasks.release import check_release
+
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    with Ledger(create=True) as led:
+        led.set_budget("parts", zeta=1.5)
+    _no_value_reads(monkeypatch)
+    kind = KINDS["ate"]
+
+    def check(*overrides):
+        config = load_config(None, list(overrides), base=_base(parts))
+        return check_release(config.data, kind.columns(config), kind.build(config),
+                             kind.roles(config), dataset="parts", evaluation=False,
+                             cap=kind.cap(config))
+
+    checked = check()
+    assert checked.prepared.public == {"n": N, "d": D} and checked.fingerprint is None
+    assert checked.charge.zeta == pytest.approx(1.0)
+    assert set(checked.schema) == {"id", "A", "Y", "x1", "x2"}
+    with pytest.raises(ValueError, match=r"columns \['T'\] are not in the partitions"):
+        check("columns.treatment=T")
+    from dpcausal.ledger import BudgetExceededError
+
+    with pytest.raises(BudgetExceededError):
+        check("estimator.zeta=2.0")
+    with Ledger() as led:
+        assert led.history("parts").empty
