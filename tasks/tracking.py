@@ -113,9 +113,13 @@ def _client(tracking_uri: str | None) -> Any:
 
 
 def connect(tracking_uri: str | None) -> None:
-    """Open the tracking store once (MLflow keeps it per URI): a database store checks its
-    schema on first use, which the CLI does while its Prefect server boots."""
+    """Open the tracking store once (MLflow keeps it per URI; a database store checks its
+    schema on first use) and load matplotlib for the release figure: what the CLI does while
+    its Prefect server boots."""
+    from plots.figures import pyplot
+
     _client(tracking_uri).search_experiments(max_results=1)
+    pyplot()
 
 
 @task(name="open_release_run", cache_policy=NO_CACHE, persist_result=False, retries=2,
