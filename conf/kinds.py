@@ -147,6 +147,15 @@ def _user_level_roles(config: UserLevelConfig) -> dict[str, Any]:
             "order": c.order, "record": c.record}
 
 
+def _user_level_published(release: Any) -> dict[str, pd.DataFrame]:
+    """The noisy per-cell statistics and the per-stratum ATE table (spec user_level.md §7.1), as
+    CSV files a reader opens in MLflow's UI."""
+    tables = {"cells.csv": release.cells}
+    if release.strata is not None:
+        tables["strata.csv"] = release.strata
+    return tables
+
+
 def _user_level_detail(config: UserLevelConfig) -> dict[str, Any]:
     m = config.mechanism
     return {"mechanism": f"UserLevelRelease/{m.clip}", "bounds": list(m.bounds),
@@ -173,7 +182,8 @@ KINDS: dict[str, Kind] = {
     "federated": Kind("federated", FederatedConfig, "conf/release/federated_demo.yaml",
                       _build_federated, _federated_roles, _federated_detail, _epsilon_cap),
     "user_level": Kind("user_level", UserLevelConfig, "conf/release/user_level_demo.yaml",
-                       _build_user_level, _user_level_roles, _user_level_detail, _epsilon_cap),
+                       _build_user_level, _user_level_roles, _user_level_detail, _epsilon_cap,
+                       _user_level_published),
 }
 
 

@@ -153,8 +153,8 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
 def log_release(run: TrackedRun, release: dict[str, Any], evaluation: bool,
                 spent: dict[str, Any] | None, tables: dict[str, Any] | None = None) -> None:
     """The released values into ``run`` (metrics, ``release.json``, ``release.png`` and the
-    kind's published ``tables`` as Parquet files); ends it FINISHED. Idempotent: a retry logs the
-    same values again."""
+    kind's published ``tables``, as CSV or Parquet by their names); ends it FINISHED.
+    Idempotent: a retry logs the same values again."""
     from mlflow.entities import Metric
 
     from plots.release import plot_release
@@ -169,7 +169,10 @@ def log_release(run: TrackedRun, release: dict[str, Any], evaluation: bool,
     with tempfile.TemporaryDirectory() as tmp:
         client.log_artifact(run.run_id, str(plot_release(release, Path(tmp) / "release.png")))
         for name, table in (tables or {}).items():
-            table.to_parquet(Path(tmp) / name, index=False)
+            if name.endswith(".csv"):  # small tables: MLflow's UI shows CSV
+                table.to_csv(Path(tmp) / name, index=False)
+            else:
+                table.to_parquet(Path(tmp) / name, index=False)
             client.log_artifact(run.run_id, str(Path(tmp) / name))
     client.set_terminated(run.run_id, "FINISHED")
 

@@ -5,6 +5,7 @@ same for every kind; release mode leaks neither pre-noise statistics nor record 
 
 from __future__ import annotations
 
+import json
 import zlib
 from pathlib import Path
 
@@ -242,3 +243,19 @@ def test_cluster_dp_publishes_its_privatized_data_and_priors(make):
         tau += len(g) / len(data) * (g[g.treatment == 1].yhat.mean()
                                      - g[g.treatment == 0].yhat.mean())
     assert out["release"]["ate"] == pytest.approx(tau, rel=1e-9)
+
+
+def test_user_level_publishes_its_cells_and_strata_as_csv(make):
+    """The released tables, readable in MLflow's UI: each CSV holds the release's own noisy
+    figures (released values only; no unit id, no user count per cell)."""
+    out = run_release(make("user_level"))
+    client = mlflow.MlflowClient()
+    rid = out["mlflow"]["run_id"]
+    names = {a.path for a in client.list_artifacts(rid)}
+    assert {"cells.csv", "strata.csv", "release.json"} <= names
+    cells = pd.read_csv(client.download_artifacts(rid, "cells.csv"))
+    strata = pd.read_csv(client.download_artifacts(rid, "strata.csv"))
+    doc = json.loads(Path(client.download_artifacts(rid, "release.json")).read_text())
+    assert len(cells) == len(doc["cells"]) and len(strata) == len(doc["strata"])
+    np.testing.assert_allclose(sorted(strata["ate"]), sorted(r["ate"] for r in doc["strata"]))
+    assert not any("unit" in c for c in cells.columns)
