@@ -85,7 +85,8 @@ def run_bounds_check(config: Any, epsilon: float, zeta: float) -> Any:
     from dpcausal.bounds_check import BoundsCheck
     from tasks import ledger_ops
     from tasks.planning import public_params
-    from tasks.release import charged_release, check_release
+    from tasks.preflight import check_release
+    from tasks.release import charged_release
 
     dataset, outcome = config.ledger.dataset_id, config.columns.outcome
     if config.data.partitions is not None:

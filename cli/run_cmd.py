@@ -36,6 +36,25 @@ def _quiet_console(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def exit_now() -> NoReturn:
+    """End a command whose release was printed, exit code 0: send Prefect's queued logs and
+    events to its API, run the exit hooks (the temporary server's stop among them), flush the
+    streams, then skip the interpreter's teardown of the libraries a release loads (1.3 s,
+    measured; nothing is left to write)."""
+    import atexit
+
+    if "prefect" in sys.modules:
+        from prefect.events.worker import EventsWorker
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all()
+        EventsWorker.drain_all()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> NoReturn:
     message = " ".join(str(exc).split()) or type(exc).__name__
     click.echo(f"Error: {message}", err=True)
@@ -105,7 +124,7 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     ``check_command`` (when given)."""
     _quiet_console(verbose)
     from conf.kinds import KINDS
-    from tasks.release import check_release
+    from tasks.preflight import check_release
 
     kind = KINDS[config.kind]
     failure: Exception | None = None
@@ -207,6 +226,7 @@ def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_ru
     partitioned = config.data.partitions is not None  # no bounds check there (plan_cmd)
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
             strict=strict, check_command=None if partitioned else shlex.join(check))
+    exit_now()
 
 
 @click.command()
@@ -247,3 +267,4 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
                    f"  {mlflow_bin} ui --backend-store-uri {uri} --workers 1\n"
                    f"then open http://127.0.0.1:5000 (experiment {config.experiment_name!r}).\n"
                    "Privacy spend per dataset: ./dev ledger budgets")
+    exit_now()

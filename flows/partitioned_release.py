@@ -50,7 +50,8 @@ from tasks.partitioned import (
     list_partitions,
     partition_score_sums,
 )
-from tasks.release import Checked, Published, charged_release, check_ledger
+from tasks.preflight import Checked, check_ledger
+from tasks.release import Published, charged_release
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.

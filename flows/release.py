@@ -33,7 +33,8 @@ from tasks.artifacts import publish_refusal, publish_release
 from tasks.data import source_description
 from tasks.federated_encoding import EncodePlan, with_chunked_encoding
 from tasks.fold_fits import FitPlan, with_stored_fits
-from tasks.release import Checked, charged_release, check_release_task
+from tasks.preflight import Checked
+from tasks.release import charged_release, check_release_task
 from tasks.tracking import TrackedRun, log_refusal, log_release, open_release_run
 
 # Refusals by the budget: nothing is charged, nothing drawn (exit code 3 in the CLI).

@@ -1,12 +1,9 @@
 """The charged-release path of every kind: public checks, then the ONE task that reserves in the
 ledger, releases once and commits (issue 17; issue 18 item 3).
 
-1. :func:`check_release` (also the CLI's preflight, before any Prefect server starts): read the
-   source, keep the release's columns, fingerprint them (keyed), ``check_input`` (every refusal
-   decided by public facts: schema, n, parameters), the data-free charge, then the budget
-   (``Ledger.check``) in release mode, or in evaluation mode the refusal of any dataset the
-   ledger knows (issue 18 item 6). Nothing is charged and nothing is drawn here. A partitioned
-   source is checked on its Parquet footers only (:func:`check_partitioned`).
+1. :func:`tasks.preflight.check_release` (also the CLI's preflight, before any Prefect server
+   starts), run here as the task ``check_release``: the public checks, the charge and the
+   budget; nothing is charged and nothing is drawn.
 2. :func:`charged_release`: reserve the charge, run ``mechanism.private_release`` once (all work
    on data values: value checks, fold fits, aggregation, the noise), commit its JSON before
    anything is shown. In release mode any failure there is charged and generic; its details go
@@ -26,35 +23,14 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from conf.models import DataSource
-from dpcausal import Mechanism, Prepared, Release
-from dpcausal.accounting import PrivacyCharge
-from dpcausal.estimator import PrivateATE
-from dpcausal.partitioned import plan_partitions
+from dpcausal import Mechanism, Release
 from dpcausal.validation import ReleaseFailedError
-from store import digest, frame_fingerprint, log_private_errors
+from store import log_private_errors
 from tasks import ledger_ops
-from tasks.data import parquet_footer, partition_files, read_frame, select
+from tasks.preflight import Checked, check_release
 
 _PRIVATE_TASK: dict[str, Any] = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 _private_log = logging.getLogger("dpcausal.private")
-
-
-class EvaluationRefusedError(ValueError):
-    """Evaluation mode (a non-private read) asked for data the ledger knows."""
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A checked input: the mechanism's :class:`Prepared` input (data: never shown), its keyed
-    fingerprint (None where the data never sit in one process: the partitioned path), the column
-    schema (names and dtypes: public) and the data-free charge."""
-
-    prepared: Prepared = field(repr=False)
-    fingerprint: str | None
-    schema: dict[str, str]
-    charge: PrivacyCharge
-    digest: str | None = None  # of public facts (footers): the MLflow digest without fingerprint
 
 
 @dataclass(frozen=True)
@@ -67,60 +43,6 @@ class Published:
     text: str
     reused: bool = False
     result: Release | None = field(default=None, repr=False, compare=False)
-
-
-def check_release(source: DataSource, columns: list[str] | None, mechanism: Mechanism,
-                  roles: dict[str, Any], *, dataset: str, evaluation: bool,
-                  cap: str) -> Checked:
-    """Step 1 (see the module doc); raises ``ValueError``/``TypeError`` for bad input and the
-    ledger's errors (``BudgetExceededError`` ...) for a refusal, before anything is charged. A
-    partitioned source goes to :func:`check_partitioned` (footers only)."""
-    if source.partitions is not None:
-        return check_partitioned(source, mechanism, roles, dataset=dataset,
-                                 evaluation=evaluation, cap=cap)
-    frame = select(read_frame(source), columns)
-    fingerprint = frame_fingerprint(frame)
-    prepared = mechanism.check_input(frame, **roles)
-    charge = mechanism.privacy_charge(**prepared.public)
-    check_ledger(dataset, charge, unit=mechanism.unit, fingerprint=fingerprint,
-                 evaluation=evaluation, cap=cap)
-    schema = {str(c): str(t) for c, t in frame.dtypes.items()}
-    return Checked(prepared=prepared, fingerprint=fingerprint, schema=schema, charge=charge)
-
-
-def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str, Any], *,
-                      dataset: str, evaluation: bool, cap: str) -> Checked:
-    """Step 1 for a partitioned source (issue 19 §3), reading the Parquet footers only (rows and
-    schema: public, no value): :func:`dpcausal.partitioned.plan_partitions`, the charge, the
-    ledger. The :class:`Checked` input's data is that plan; the ledger binds no fingerprint (no
-    process reads every value)."""
-    if not isinstance(mechanism, PrivateATE) or source.id_column is None:
-        raise TypeError("data.partitions needs the core release (PrivateATE) and data.id_column")
-    footers = [parquet_footer(p) for p in partition_files(str(source.partitions))]
-    plan = plan_partitions(footers, mechanism, id_column=source.id_column,
-                           treatment=roles["treatment"], outcome=roles["outcome"],
-                           covariates=roles.get("covariates"), evaluation=evaluation)
-    charge = plan.estimator.privacy_charge(plan.n, plan.d)
-    check_ledger(dataset, charge, unit=mechanism.unit, fingerprint=None, evaluation=evaluation,
-                 cap=cap)
-    return Checked(prepared=Prepared(public={"n": plan.n, "d": plan.d}, data=plan),
-                   fingerprint=None, schema=plan.schema, charge=charge,
-                   digest=digest({"rows": plan.rows, "schema": plan.schema}))
-
-
-def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, fingerprint: str | None,
-                 evaluation: bool, cap: str) -> None:
-    """The budget check of a release (``Ledger.check``), or in evaluation mode the refusal of
-    any dataset the ledger knows (by id or by the data's keyed fingerprint)."""
-    if evaluation:
-        known = ledger_ops.budgeted_as(dataset, fingerprint=fingerprint)
-        if known is not None:
-            raise EvaluationRefusedError(
-                f"evaluation mode is refused for dataset {dataset!r}: the ledger knows these "
-                f"data (as {known!r}), and evaluation is a non-private read of them; release "
-                "them with mode: release, or evaluate on synthetic data")
-    else:
-        ledger_ops.check_budget(dataset, charge, unit=unit, fingerprint=fingerprint, cap=cap)
 
 
 check_release_task = task(name="check_release", **_PRIVATE_TASK)(check_release)

@@ -121,7 +121,7 @@ def test_plan_check_bounds_refuses_partitions_cleanly(parts, tmp_path, monkeypat
 def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, monkeypatch):
     from conf.kinds import KINDS
     from dpcausal.ledger import Ledger
-    from tasks.release import check_release
+    from tasks.preflight import check_release
 
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from conf.kinds import KINDS
 from conf.models import DataSource, ReleaseConfig
 from tasks.data import source_description, source_shape
-from tasks.release import check_release
+from tasks.preflight import check_release
 
 
 def _frame(n: int = 300) -> pd.DataFrame:

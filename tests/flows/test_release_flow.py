@@ -186,7 +186,7 @@ def test_evaluation_mode_own_experiment_not_charged_and_seeded(make_config):
 
 
 def test_evaluation_is_refused_for_data_the_ledger_knows(make_config, request):
-    from tasks.release import EvaluationRefusedError
+    from tasks.preflight import EvaluationRefusedError
 
     capped = make_config()  # the dataset has a cap
     with pytest.raises(EvaluationRefusedError, match="ledger knows these data"):

@@ -37,7 +37,8 @@ class _Mechanism:
 
 def _charged(dataset: str, charge: PrivacyCharge, mechanism: _Mechanism, cap: str = "--zeta Z"):
     from dpcausal import Prepared
-    from tasks.release import Checked, charged_release
+    from tasks.preflight import Checked
+    from tasks.release import charged_release
 
     checked = Checked(prepared=Prepared(public={}, data=None), fingerprint="fp-x", schema={},
                       charge=charge)

@@ -10,7 +10,7 @@ import pytest
 from conf.kinds import KINDS
 from conf.models import ReleaseConfig
 from tasks.ledger_ops import set_initial_budget
-from tasks.release import check_release
+from tasks.preflight import check_release
 
 
 @pytest.fixture(autouse=True)
