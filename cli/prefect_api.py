@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 from conf.settings import PROJECT_ROOT, data_dir
 
 
-def _answers(url: str, timeout: float = 0.5) -> bool:
+def _answers(url: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.status == 200
