@@ -37,7 +37,13 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
 
     Charges nothing, unless --check-bounds asks for a private check of the outcome bounds."""
     from conf.models import ConfigError, load_config
-    from tasks.planning import TABLE_COLUMNS, best_per_k, plan_summary, recommendation_lines
+    from tasks.planning import (
+        TABLE_COLUMNS,
+        best_per_k,
+        plan_summary,
+        recommendation_lines,
+        target_line,
+    )
 
     try:
         config = load_config(config_path, overrides)
@@ -62,17 +68,13 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     for line in text.splitlines():
         parts = line.split()
         click.echo(line + (" <- recommended" if parts and parts[0] == marker else ""))
-    lines = recommendation_lines(summary, outcome_sd, target_halfwidth)
-    click.echo(lines[0])
-    for line in lines[1:]:
-        if line.startswith("Warning:"):
-            click.echo(line)
+    for line in recommendation_lines(summary, outcome_sd):
+        click.echo(line)
     if checked is not None:
         click.echo(f"Bounds check ({checked.privacy.describe()}, charged): "
                    f"{checked.message()}")
-    for line in lines[1:]:
-        if not line.startswith("Warning:"):
-            click.echo(line)
+    if target_halfwidth is not None:
+        click.echo(target_line(summary, target_halfwidth))
 
 
 def run_bounds_check(config: Any, epsilon: float, zeta: float) -> Any:

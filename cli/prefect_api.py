@@ -21,35 +21,25 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from conf.settings import PROJECT_ROOT, data_dir
-
-
-def _answers(url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+from cli.serve_cmd import answers, services_dir
+from conf.settings import PROJECT_ROOT, default_tracking_uri
 
 
 def use_served_stack() -> bool:
     """Point this process at the running ``dpcausal serve`` stack (unless the caller chose a
     Prefect API); True when it did."""
-    info = data_dir() / "services" / "stack.info"
+    info = services_dir() / "stack.info"
     if os.environ.get("PREFECT_API_URL") or not info.is_file():
         return False
     stack = json.loads(info.read_text())
-    if stack.get("auth") or not _answers(f"{stack['prefect_api']}/health"):
+    if stack.get("auth") or not answers(f"{stack['prefect_api']}/health", timeout=2.0):
         return False
     os.environ["PREFECT_API_URL"] = stack["prefect_api"]
-    if "MLFLOW_TRACKING_URI" not in os.environ or os.environ["MLFLOW_TRACKING_URI"].startswith(
-            "sqlite:///" + str(data_dir())):
+    if os.environ.get("MLFLOW_TRACKING_URI") in (None, default_tracking_uri()):
         os.environ["MLFLOW_TRACKING_URI"] = stack["mlflow_ui"]
     return True
 
@@ -63,7 +53,7 @@ class TemporaryServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.api = f"http://127.0.0.1:{self.port}/api"
-        logs = data_dir() / "services" / "logs"
+        logs = services_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         self.log = logs / "temporary-prefect.log"
         prefect = str(Path(sys.executable).with_name("prefect"))
@@ -76,7 +66,7 @@ class TemporaryServer:
     def wait(self, timeout: float) -> None:
         """Block until the server answers its health check."""
         deadline = time.monotonic() + timeout
-        while not _answers(f"{self.api}/health"):
+        while not answers(f"{self.api}/health", timeout=2.0):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the temporary Prefect server exited during start-up; see "
                                    f"{self.log}")

@@ -21,7 +21,7 @@ from typing import Any
 import click
 import psutil
 
-from conf.settings import PROJECT_ROOT, data_dir
+from conf.settings import PROJECT_ROOT, data_dir, default_tracking_uri
 
 POOL = "dpcausal-pool"
 PREFECT_FILE = PROJECT_ROOT / "deploy" / "prefect.yaml"
@@ -41,9 +41,11 @@ def _basic(auth: str | None) -> dict[str, str]:
         "Authorization": "Basic " + base64.b64encode(auth.encode()).decode()}
 
 
-def _answers(url: str, headers: dict[str, str]) -> bool:
+def answers(url: str, headers: dict[str, str] | None = None, timeout: float = 3.0) -> bool:
+    """Whether ``url`` answers 200 within ``timeout`` seconds."""
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=3) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}),
+                                    timeout=timeout) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -82,7 +84,7 @@ def _wait_healthy(checks: dict[str, tuple[str, dict[str, str]]], timeout: float)
     deadline = time.monotonic() + timeout
     while pending:
         for name, (url, headers) in list(pending.items()):
-            if _answers(url, headers):
+            if answers(url, headers):
                 del pending[name]
             else:
                 rec = _record(name)
@@ -180,7 +182,7 @@ def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, a
     server_env = dict(env)
     mlflow_cmd = [_bin("mlflow"), "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
                   "--workers", "1", "--backend-store-uri",
-                  backend_store_uri or f"sqlite:///{data / 'mlflow.db'}",
+                  backend_store_uri or default_tracking_uri(),
                   "--artifacts-destination", str(data / "mlartifacts")]
     mlflow_env = dict(env)
     if auth:

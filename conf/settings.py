@@ -14,6 +14,11 @@ def data_dir() -> Path:
     return Path(os.environ.get("DPCAUSAL_DATA", PROJECT_ROOT / "data")).resolve()
 
 
+def default_tracking_uri() -> str:
+    """The project's local MLflow store: ``sqlite:///<data>/mlflow.db``."""
+    return f"sqlite:///{data_dir() / 'mlflow.db'}"
+
+
 def apply_defaults() -> None:
     data = data_dir()
     defaults = {
@@ -26,7 +31,7 @@ def apply_defaults() -> None:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
         "PREFECT_HOME": str(data / "prefect"),
         "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(data / "prefect" / "results"),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{data / 'mlflow.db'}",
+        "MLFLOW_TRACKING_URI": default_tracking_uri(),
         "DPCAUSAL_LEDGER_URL": f"sqlite:///{data / 'ledger.db'}",
     }
     for key, value in defaults.items():

@@ -206,9 +206,7 @@ class PrivateATE(Mechanism):
         p["ci_share"] = 0.1 if self.ci_share == "auto" else self.ci_share
         check_params(p, n, d)
         p["sigma2"], p["ci_share"] = self.resolved_noise_modes(n, d)
-        cal = calibrate(self.estimator, n, p["n_folds"], self._bounds(), self.propensity_clip,
-                        self.zeta, p["ci_share"], self.sensitivity, p["sigma2"])
-        check_noise_scale(cal.sigma_ate, self._bounds())
+        check_noise_scale(self.calibration(n, d).sigma_ate, self._bounds())
         return p
 
     def _plain_linear(self) -> bool:

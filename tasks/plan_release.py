@@ -9,7 +9,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.artifacts import artifact_key
-from tasks.planning import TABLE_COLUMNS, best_per_k, plan_summary, recommendation_lines
+from tasks.planning import (
+    TABLE_COLUMNS,
+    best_per_k,
+    plan_summary,
+    recommendation_lines,
+    target_line,
+)
 
 
 @task(name="plan_release", cache_policy=NO_CACHE, persist_result=False)
@@ -36,7 +42,10 @@ def publish_plan(dataset: str, summary: dict[str, Any], outcome_sd: float | None
              "recommended": "<-" if int(row["n_folds"]) == best else ""}
             for row in shown.to_dict("records")]
     key = artifact_key("plan", dataset)
-    words = " ".join(recommendation_lines(summary, outcome_sd, target_halfwidth))
+    lines = recommendation_lines(summary, outcome_sd)
+    if target_halfwidth is not None:
+        lines.append(target_line(summary, target_halfwidth))
+    words = " ".join(lines)
     create_table_artifact(rows, key=key, description=(
         f"Plan of a release of dataset {dataset}: n={summary['n']}, d={summary['d']}, "
         f"zeta={summary['zeta']:g}; nothing loaded beyond the shape, nothing charged. {words}"))

@@ -14,17 +14,6 @@ TABLE_COLUMNS = ["n_folds", "rows_per_fold", "sigma2", "ci_share", "sigma1", "ha
                  "seconds", "feasible"]
 
 
-def plan_table(config: Any, n: int, d: int, *, outcome_sd: float | None,
-               compute_budget: float) -> pd.DataFrame:
-    """The planner's table (:func:`dpcausal.planner.plan`) for a config's public parameters."""
-    from dpcausal.planner import plan
-
-    kind = "parametric" if {config.models.propensity.name, config.models.outcome.name} <= {
-        "logistic", "linear"} else "other"
-    return plan(n, d, **public_params(config), model_kind=kind, outcome_sd=outcome_sd,
-                compute_budget=compute_budget)
-
-
 def public_params(config: Any) -> dict[str, Any]:
     """The estimator's public parameters the planner uses (config values over library
     defaults)."""
@@ -46,14 +35,18 @@ def best_per_k(table: pd.DataFrame) -> pd.DataFrame:
 def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget: float = 60.0,
                  target_halfwidth: float | None = None) -> dict[str, Any]:
     """``{"n", "d", "zeta", "recommended", "zeta_for_target", "table"}`` (JSON-ready): the shape
-    from metadata or a count, the full table and its recommended row, and the zeta that reaches
+    from metadata or a count, the planner's table (:func:`dpcausal.planner.plan`) for the
+    config's public parameters and its recommended row, and the zeta that reaches
     ``target_halfwidth`` at the recommended K (None when not asked, inf when unreachable)."""
-    from dpcausal.planner import recommended, zeta_for_halfwidth
+    from dpcausal.planner import plan, recommended, zeta_for_halfwidth
 
     n, d = source_shape(config.data, config.columns)
-    table = plan_table(config, n, d, outcome_sd=outcome_sd, compute_budget=compute_budget)
-    best = recommended(table)
     p = public_params(config)
+    kind = "parametric" if {config.models.propensity.name, config.models.outcome.name} <= {
+        "logistic", "linear"} else "other"
+    table = plan(n, d, **p, model_kind=kind, outcome_sd=outcome_sd,
+                 compute_budget=compute_budget)
+    best = recommended(table)
     zeta = p.pop("zeta")
     needed = None
     if target_halfwidth is not None:
@@ -64,13 +57,12 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")]}
 
 
-def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None,
-                         target_halfwidth: float | None = None) -> list[str]:
-    """The recommendation in words, the warning when the release would not be informative (CI
-    more than ``UNINFORMATIVE_RATIO`` times the non-private one), and the zeta for a target."""
+def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> list[str]:
+    """The recommendation in words, and the warning when the release would not be informative
+    (CI more than ``UNINFORMATIVE_RATIO`` times the non-private one)."""
     from dpcausal.planner import UNINFORMATIVE_RATIO
 
-    best, needed = summary["recommended"], summary["zeta_for_target"]
+    best = summary["recommended"]
     spread = "worst case of the bounds" if outcome_sd is None else f"{outcome_sd:g}"
     lines = [f"Recommended: K={int(best['n_folds'])} ({int(best['rows_per_fold'])} rows per "
              f"fold), sigma2={best['sigma2']}, ci_share={best['ci_share']:g}: expected 95% CI "
@@ -80,12 +72,16 @@ def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None,
         lines.append(f"Warning: this release would not be informative: its CI is expected to be "
                      f"{best['ratio']:.0f}x wider than the non-private one. Raise zeta, add rows, "
                      "or narrow the outcome bounds.")
-    if target_halfwidth is not None:
-        lines.append(f"zeta needed for an expected half-width of {target_halfwidth:g} at "
-                     f"K={int(best['n_folds'])}: "
-                     + ("unreachable (the non-private CI is already wider)"
-                        if needed == float("inf") else f"{needed:.4g}"))
     return lines
+
+
+def target_line(summary: dict[str, Any], target_halfwidth: float) -> str:
+    """The zeta that reaches ``target_halfwidth`` at the recommended K, in words."""
+    needed = summary["zeta_for_target"]
+    return (f"zeta needed for an expected half-width of {target_halfwidth:g} at "
+            f"K={int(summary['recommended']['n_folds'])}: "
+            + ("unreachable (the non-private CI is already wider)"
+               if needed == float("inf") else f"{needed:.4g}"))
 
 
 def plain_row(row: dict[str, Any]) -> dict[str, Any]:
