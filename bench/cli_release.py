@@ -7,7 +7,10 @@ mode (each run is charged to a bench dataset with a large cap), in a temporary d
 - python: ``PrivateATE(...).fit(df, ...)`` in this process, imports excluded (the computation);
 - cli, cold: ``dpcausal run CONFIG`` with no Prefect server running (it starts a temporary one
   once the release's checks pass: ``cli/prefect_api.py``);
-- cli, served: the same after ``dpcausal serve --no-deploy`` (the CLI finds the served stack).
+- cli, served: the same after ``dpcausal serve --no-deploy``: the command runs in the stack's
+  warm runner (``cli/warm_runner.py``), which has imported what a release uses;
+- cli, served, runner off: the same with ``DPCAUSAL_WARM_RUNNER=off`` (the command imports its
+  libraries itself and uses the served stack), the baseline of the runner.
 
 Each path runs ``--repeats`` times; the table shows the median and the overhead over python.
 
@@ -92,11 +95,13 @@ def main() -> None:
     started = time.perf_counter() - t0
     try:
         served = [_cli(run, env) for _ in range(args.repeats)]
+        own = [_cli(run, {**env, "DPCAUSAL_WARM_RUNNER": "off"}) for _ in range(args.repeats)]
     finally:
         _cli(["stop"], env)
     rows = [("python (computation)", python, None, None),
             ("cli, cold (temporary server)", statistics.median(cold), cold, 8.0),
-            ("cli, served stack", statistics.median(served), served, 3.0)]
+            ("cli, served stack (warm runner)", statistics.median(served), served, 3.0),
+            ("cli, served stack, runner off", statistics.median(own), own, None)]
     print(f"\n=== CLI release vs Python, n = {args.n:,}, K = {ESTIMATOR['n_folds']}, "
           f"{args.repeats} runs each; cores: {os.cpu_count()}, load {os.getloadavg()[0]:.1f} ===")
     print(f"{'path':32s} {'median s':>9s} {'over python s':>14s} {'target s':>9s}  runs")

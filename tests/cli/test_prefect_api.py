@@ -62,3 +62,21 @@ def test_otherwise_the_environment_is_left_alone(tmp_path, monkeypatch, prefect_
     before = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
     assert not use_served_stack()
     assert {k: os.environ.get(k) for k in before} == before
+
+
+@pytest.mark.parametrize("caller", [None, "60"])
+def test_cli_flow_runs_send_no_heartbeats_unless_the_caller_asks(monkeypatch, caller):
+    """Prefect joins its heartbeat thread (1 s sleeps) at the end of each flow run: the CLI,
+    which reports its run's end itself, turns heartbeats off unless the caller set them."""
+    from prefect.settings import get_current_settings
+
+    from cli.prefect_api import _settings
+
+    if caller is None:
+        monkeypatch.delenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", raising=False)
+    else:
+        monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", caller)
+    with _settings("http://127.0.0.1:9/api"):
+        settings = get_current_settings()
+        assert str(settings.api.url) == "http://127.0.0.1:9/api"
+        assert settings.flows.heartbeat_frequency == (None if caller is None else 60)
