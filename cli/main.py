@@ -63,7 +63,13 @@ def _available(name: str) -> bool:
 @click.version_option(package_name="dpcausal", prog_name="dpcausal")
 def main() -> None:
     """dpcausal: orchestrated, differentially private causal-effect releases."""
-    settings.apply_defaults()
+    try:
+        settings.apply_defaults()
+    except OSError as exc:  # e.g. DPCAUSAL_DATA names a file
+        click.echo(f"Error: the data folder {str(settings.data_dir())!r} cannot be used "
+                   f"({exc.strerror or type(exc).__name__}); set DPCAUSAL_DATA to a folder you "
+                   "can write to.", err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

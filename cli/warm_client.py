@@ -61,7 +61,10 @@ def forward(argv: list[str]) -> int | None:
             or os.environ.get("DPCAUSAL_WARM_RUNNER") == "off"
             or {"-v", "--verbose"} & set(argv)):  # -v: logging the runner configured quietly
         return None
-    apply_defaults()
+    try:
+        apply_defaults()
+    except OSError:  # an unusable data folder: the command itself says so
+        return None
     path = socket_path()
     if len(str(path)) > AF_UNIX_PATH_MAX or not path.exists():
         return None

@@ -86,3 +86,18 @@ def test_exit_codes_are_reported_as_a_shell_does():
         os.kill(os.getpid(), signal.SIGTERM)
         os._exit(0)
     assert exit_code(os.waitpid(pid, 0)[1]) == 128 + signal.SIGTERM
+
+
+def test_a_data_folder_that_is_a_file_is_one_error_line_exit_2(tmp_path):
+    """Through the real entry point (the warm client first, then the command), no traceback."""
+    import subprocess
+    import sys
+
+    not_a_folder = tmp_path / "data"
+    not_a_folder.write_text("")
+    env = {**os.environ, "DPCAUSAL_DATA": str(not_a_folder)}
+    done = subprocess.run([sys.executable, "-P", "-m", "cli", "run", "c.yaml"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"Error: the data folder {str(not_a_folder)!r} cannot be used")
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
