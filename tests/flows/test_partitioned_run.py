@@ -6,6 +6,9 @@ evaluation equal to the in-memory estimator on the same rows and folds."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import numpy as np
 import pandas as pd
@@ -160,7 +163,16 @@ def test_partitioned_release_mode_leaks_no_nonprivate_value(parts, project, tmp_
         artifacts = [a for a in client.read_artifacts() if str(a.flow_run_id) in run_ids]
     assert len(run_ids) >= 2 and artifacts  # dp_release and its partitioned subflow
     hits = scanner.mlflow_hits(uri) + scanner.file_hits(tmp_path / "mlflow.db")
-    hits += scanner.tree_hits(project.root / "mlartifacts")
+    # the artifact folders of this store's experiments (other tests' figures share the parent, and
+    # their thousands of 6-digit numbers would sooner or later match a random partition sum)
+    from mlflow import MlflowClient
+
+    folders = [Path(url2pathname(urlparse(e.artifact_location).path))
+               for e in MlflowClient(tracking_uri=uri).search_experiments()
+               if e.name != "Default"]  # MLflow's own, unused: ./mlruns/0
+    assert folders and all(f.is_relative_to(project.root / "mlartifacts") for f in folders)
+    assert any(Scanner({"ate": out["release"]["ate"]}).tree_hits(f) for f in folders)
+    hits += [h for f in folders for h in scanner.tree_hits(f)]
     if project.results.exists():
         hits += scanner.tree_hits(project.results)
     hits += [h for r in run_ids for m in flow_logs(r)
