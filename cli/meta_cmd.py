@@ -32,11 +32,11 @@ def meta(runs: tuple[str, ...], query: str | None, csv_path: str | None,
          config_path: str | None, weights: str | None, model: str | None, level: float | None,
          shared: tuple[str, ...], experiment: str | None, as_json: bool, verbose: bool) -> None:
     """Pool private ATE releases into one estimate with a forest plot in MLflow."""
-    from cli.run_cmd import _fail, _quiet_console
+    from cli.run_cmd import _fail, quiet_console
     from conf.meta import load_meta_config
     from conf.models import ConfigError
 
-    _quiet_console(verbose)
+    quiet_console(verbose)
     given = {"runs": list(runs) or None, "query": query, "csv": csv_path, "weights": weights,
              "model": model, "level": level, "shared": list(shared) or None,
              "experiment": experiment}

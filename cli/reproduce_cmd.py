@@ -53,9 +53,9 @@ def reproduce(target: str, reps: int | None, out_dir: str, no_progress: bool,
               verbose: bool) -> None:
     """Reproduce a paper's experiments and write its report: A, B, C, D or all (the core
     estimator, reports/reproduction.md), cluster-dp, user-level or federated."""
-    from cli.run_cmd import _fail, _quiet_console
+    from cli.run_cmd import _fail, quiet_console
 
-    _quiet_console(verbose)
+    quiet_console(verbose)
     start = time.perf_counter()
     target = target.upper() if target.upper() in (*CORE, "ALL") else target.lower()
     try:

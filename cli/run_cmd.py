@@ -25,7 +25,7 @@ import click
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REFUSED = 1, 2, 3
 
 
-def _quiet_console(verbose: bool) -> None:
+def quiet_console(verbose: bool) -> None:
     """Keep Prefect's and MLflow's console chatter from drawing over the progress bar."""
     if verbose:
         return
@@ -122,7 +122,7 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     """Public checks (no Prefect), their warnings, then the release flow with a progress bar;
     prints it. A core release whose bounds were never privately checked says so first, advising
     ``check_command`` (when given)."""
-    _quiet_console(verbose)
+    quiet_console(verbose)
     from conf.kinds import KINDS
     from tasks.preflight import check_release
 

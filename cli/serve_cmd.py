@@ -23,7 +23,7 @@ from typing import Any
 import click
 import psutil
 
-from cli.warm_client import AF_UNIX_PATH_MAX, socket_path
+from cli.warm_client import WARM_COMMANDS, runner_supported, socket_path
 from conf.settings import PROJECT_ROOT, data_dir, default_tracking_uri
 
 POOL = "dpcausal-pool"
@@ -199,7 +199,7 @@ def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, a
     _start("prefect", [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port",
                        str(prefect_port)], server_env, prefect_api.removesuffix("/api"), {})
     _start("mlflow", mlflow_cmd, mlflow_env, mlflow_url, {"auth": bool(auth)})
-    warm = not auth and sys.platform == "linux" and len(str(socket_path())) <= AF_UNIX_PATH_MAX
+    warm = not auth and runner_supported()
     if warm:  # with auth a client's environment holds credentials the runner's lacks
         _start("runner", [sys.executable, "-P", "-m", "cli.warm_runner"], dict(os.environ),
                str(socket_path()), {})
@@ -234,15 +234,16 @@ def _wait_runner(timeout: float) -> str:
     """How the warm runner (``cli/warm_runner.py``) came up: it listens once it has imported
     what a release uses. A runner that failed leaves ``dpcausal run`` working, only slower."""
     rec = _record("runner")
+    commands = "/".join(sorted(WARM_COMMANDS))
     deadline = time.monotonic() + timeout
     while not socket_path().exists():
         if rec is None or not _pgid_alive(rec["pgid"]):
             return f"exited during start-up (see {services_dir() / 'logs' / 'runner.log'}); " \
-                   "dpcausal run/demo/plan/meta import their libraries themselves"
+                   f"dpcausal {commands} import their libraries themselves"
         if time.monotonic() > deadline:
             return f"not listening after {timeout:.0f} s"
         time.sleep(0.2)
-    return "dpcausal run/demo/plan/meta start from already imported libraries"
+    return f"dpcausal {commands} start from already imported libraries"
 
 
 def _signal_group(pgid: int, sig: int) -> None:

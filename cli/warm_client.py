@@ -35,6 +35,12 @@ def socket_path() -> Path:
     return data_dir() / "services" / "runner" / "runner.sock"
 
 
+def runner_supported() -> bool:
+    """Whether ``dpcausal serve`` can start a runner here: Linux (a fork of a process that has
+    imported the libraries), and a socket path within the kernel's limit."""
+    return sys.platform == "linux" and len(str(socket_path())) <= AF_UNIX_PATH_MAX
+
+
 def settings_env(env: dict[str, str]) -> dict[str, str]:
     """The part of an environment the runner's imported libraries depend on (the data folder is
     compared as a resolved path by finding the socket, so ``DPCAUSAL_DATA`` is left out)."""
@@ -57,7 +63,7 @@ def forward(argv: list[str]) -> int | None:
     """Run ``dpcausal ARGV`` in the warm runner and return its exit code; None when there is no
     runner, it declined (settings, sources or Python differ), ``argv`` is not a heavy command or
     asks for ``-v``, or ``DPCAUSAL_WARM_RUNNER=off``: the caller then runs the command itself."""
-    if (not argv or argv[0] not in WARM_COMMANDS or sys.platform != "linux"
+    if (not argv or argv[0] not in WARM_COMMANDS
             or os.environ.get("DPCAUSAL_WARM_RUNNER") == "off"
             or {"-v", "--verbose"} & set(argv)):  # -v: logging the runner configured quietly
         return None
@@ -66,7 +72,7 @@ def forward(argv: list[str]) -> int | None:
     except OSError:  # an unusable data folder: the command itself says so
         return None
     path = socket_path()
-    if len(str(path)) > AF_UNIX_PATH_MAX or not path.exists():
+    if not path.exists():  # no runner (serve starts one only where runner_supported())
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(5.0)

@@ -255,10 +255,12 @@ class Runner:
 
 
 def preload() -> None:
-    """Import what a release uses; opens no connection and starts no thread (checked)."""
-    # as `dpcausal run` sets them before Prefect and MLflow configure their logging
-    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    """Import what a release uses, with the console settings a command sets before Prefect and
+    MLflow configure their logging; opens no connection and starts no thread (each request
+    checks)."""
+    from cli.run_cmd import quiet_console
+
+    quiet_console(verbose=False)
     for name in PRELOAD:
         importlib.import_module(name)
     from plots.figures import pyplot

@@ -40,7 +40,7 @@ from conf.kinds import KINDS, build_mechanism
 from conf.models import ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
-from dpcausal.partitioned import PartitionPlan, combine, fold_rule, plan_partitions, release_key
+from dpcausal.partitioned import PartitionPlan, combine, fold_rule, release_key
 from flows import progress
 from tasks.partitioned import (
     PartitionedATE,
@@ -50,7 +50,7 @@ from tasks.partitioned import (
     list_partitions,
     partition_score_sums,
 )
-from tasks.preflight import Checked, check_ledger
+from tasks.preflight import Checked, check_footers, check_ledger
 from tasks.release import Published, charged_release
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
@@ -136,17 +136,12 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
 
 def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, outcome: str,
              covariates: list[str] | None, evaluation: bool) -> tuple[list[str], Checked]:
-    """Step 1: the partition list and footers read on the workers, every public refusal
-    (:func:`dpcausal.partitioned.plan_partitions`) and the charge; the checked input's data is
-    the plan."""
+    """Step 1: the partition list and footers read on the workers, then
+    :func:`tasks.preflight.check_footers` (every public refusal and the charge)."""
     parts = list_partitions(source)
     footers = [f.result() for f in describe_partition.map(parts)]
-    plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,
-                           outcome=outcome, covariates=covariates, evaluation=evaluation)
-    checked = Checked(prepared=Prepared(public={"n": plan.n, "d": plan.d}, data=plan),
-                      fingerprint=None, schema=plan.schema,
-                      charge=plan.estimator.privacy_charge(plan.n, plan.d))
-    return parts, checked
+    return parts, check_footers(footers, estimator, id_column=id_column, treatment=treatment,
+                                outcome=outcome, covariates=covariates, evaluation=evaluation)
 
 
 def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: str,

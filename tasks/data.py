@@ -105,13 +105,18 @@ def parquet_footer(part: str) -> tuple[int, dict[str, str]]:
         return int(meta.num_rows), {f.name: str(f.type) for f in schema}
 
 
+def partition_footers(source: str) -> list[tuple[int, dict[str, str]]]:
+    """The footer facts (:func:`parquet_footer`) of every partition, in partition order."""
+    return [parquet_footer(p) for p in partition_files(source)]
+
+
 def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
     """(n, d) of a source from its metadata or a count, never a value: the CSV header and line
     count, the Parquet footer (the sum of the partitions' footers, the id column not counted),
     or ``COUNT(*)`` and the result's column names for SQL."""
     roles = (columns.treatment, columns.outcome)
     if source.partitions is not None:
-        footers = [parquet_footer(p) for p in partition_files(source.partitions)]
+        footers = partition_footers(source.partitions)
         n, names = sum(rows for rows, _ in footers), list(footers[0][1])
         roles += (source.id_column,)
     elif source.path is not None:
@@ -123,10 +128,8 @@ def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
                 names = fh.readline().decode().strip().split(",")
                 n = sum(1 for line in fh if line.strip())
         else:
-            import pyarrow.parquet as pq
-
-            meta = pq.ParquetFile(path)
-            n, names = meta.metadata.num_rows, list(meta.schema_arrow.names)
+            n, schema = parquet_footer(str(path))
+            names = list(schema)
     else:
         import sqlalchemy
 

@@ -21,7 +21,7 @@ from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import plan_partitions
 from store import digest, frame_fingerprint
 from tasks import ledger_ops
-from tasks.data import parquet_footer, partition_files, read_frame, select
+from tasks.data import partition_footers, read_frame, select
 
 
 class EvaluationRefusedError(ValueError):
@@ -63,20 +63,30 @@ def check_release(source: DataSource, columns: list[str] | None, mechanism: Mech
 def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str, Any], *,
                       dataset: str, evaluation: bool, cap: str) -> Checked:
     """Step 1 for a partitioned source (issue 19 §3), reading the Parquet footers only (rows and
-    schema: public, no value): :func:`dpcausal.partitioned.plan_partitions`, the charge, the
-    ledger. The :class:`Checked` input's data is that plan; the ledger binds no fingerprint (no
-    process reads every value)."""
+    schema: public, no value): :func:`check_footers`, then the ledger, which binds no
+    fingerprint (no process reads every value)."""
     if not isinstance(mechanism, PrivateATE) or source.id_column is None:
         raise TypeError("data.partitions needs the core release (PrivateATE) and data.id_column")
-    footers = [parquet_footer(p) for p in partition_files(str(source.partitions))]
-    plan = plan_partitions(footers, mechanism, id_column=source.id_column,
-                           treatment=roles["treatment"], outcome=roles["outcome"],
-                           covariates=roles.get("covariates"), evaluation=evaluation)
-    charge = plan.estimator.privacy_charge(plan.n, plan.d)
-    check_ledger(dataset, charge, unit=mechanism.unit, fingerprint=None, evaluation=evaluation,
-                 cap=cap)
+    checked = check_footers(partition_footers(str(source.partitions)), mechanism,
+                            id_column=source.id_column, treatment=roles["treatment"],
+                            outcome=roles["outcome"], covariates=roles.get("covariates"),
+                            evaluation=evaluation)
+    check_ledger(dataset, checked.charge, unit=mechanism.unit, fingerprint=None,
+                 evaluation=evaluation, cap=cap)
+    return checked
+
+
+def check_footers(footers: list[tuple[int, dict[str, str]]], estimator: PrivateATE, *,
+                  id_column: str, treatment: str, outcome: str, covariates: list[str] | None,
+                  evaluation: bool) -> Checked:
+    """The checked input of a partitioned source from its partitions' footers (wherever they
+    were read): every public refusal (:func:`dpcausal.partitioned.plan_partitions`) and the
+    charge; its data is the plan, its digest one of the footers' public facts."""
+    plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,
+                           outcome=outcome, covariates=covariates, evaluation=evaluation)
     return Checked(prepared=Prepared(public={"n": plan.n, "d": plan.d}, data=plan),
-                   fingerprint=None, schema=plan.schema, charge=charge,
+                   fingerprint=None, schema=plan.schema,
+                   charge=plan.estimator.privacy_charge(plan.n, plan.d),
                    digest=digest({"rows": plan.rows, "schema": plan.schema}))
 
 

@@ -146,3 +146,11 @@ def give_cap(dataset: str, **cap) -> None:
     from tasks.ledger_ops import set_initial_budget
 
     set_initial_budget(dataset, **(cap or {"zeta": 50.0}))
+
+
+def charges(dataset: str) -> int:
+    """How many charges the ledger holds for ``dataset`` (0 for a dataset it does not know)."""
+    from dpcausal.ledger import Ledger
+
+    with Ledger(create=True) as led:
+        return led.spent(dataset).n_charges if led.has_dataset(dataset) else 0

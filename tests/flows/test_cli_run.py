@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from _flowtools import give_cap, write_exp_a
+from _flowtools import charges, give_cap, write_exp_a
 
 from dpcausal.ledger import Ledger
 
@@ -36,11 +36,6 @@ def cli_config(exp_a_csv, tmp_path):
         path.write_text(yaml.safe_dump(cfg))
         return str(path)
     return write
-
-
-def _charges(dataset: str) -> int:
-    with Ledger(create=True) as led:
-        return led.spent(dataset).n_charges if led.has_dataset(dataset) else 0
 
 
 def _assert_error(result, code, match):
@@ -80,7 +75,7 @@ def test_bad_input_fails_with_one_paragraph_exit_2_and_no_charge(cli_config, tmp
         results = list(pool.map(lambda case: invoke("run", *case[0], "--no-progress"), cases))
     for result, (_, match) in zip(results, cases, strict=True):
         _assert_error(result, 2, match)
-    assert _charges(BAD_DATASET) == 0
+    assert charges(BAD_DATASET) == 0
     assert _flow_runs() == before  # refused before any flow ran
 
 
@@ -90,7 +85,7 @@ def test_exhausted_budget_exits_3_before_any_flow_and_without_charge(cli_config,
     before = _flow_runs()
     _assert_error(invoke("run", cli_config(ledger={"dataset_id": dataset}), "--no-progress"), 3,
                   r"budget exhausted for dataset cli-small-budget")
-    assert _charges(dataset) == 0 and _flow_runs() == before
+    assert charges(dataset) == 0 and _flow_runs() == before
     no_cap = invoke("run", cli_config(ledger={"dataset_id": "cli-no-cap", "budget": 2.0}))
     _assert_error(no_cap, 3, r"no privacy budget in the ledger.*set-budget cli-no-cap --zeta 2")
 
@@ -105,7 +100,7 @@ def test_a_data_dependent_failure_is_charged_generic_and_exits_1(cli_config, exp
     out = invoke("run", cli_config(nonbinary, ledger={"dataset_id": dataset}), "--no-progress")
     _assert_error(out, 1, r"ReleaseFailedError.*budget is spent.*private log .*errors\.log")
     assert "0/1" not in out.stderr and "values such as" not in out.stderr
-    assert _charges(dataset) == 1
+    assert charges(dataset) == 1
 
 
 def test_run_prints_the_release_and_json(cli_config, invoke):
@@ -133,7 +128,7 @@ def test_dry_run_prints_the_plan_and_charges_nothing(cli_config, invoke):
     plan = invoke("plan", path)
     assert dry.exit_code == plan.exit_code == 0, dry.output
     assert dry.stdout == plan.stdout and "Recommended: K=" in dry.stdout
-    assert _charges(dataset) == 0
+    assert charges(dataset) == 0
 
 
 def test_help_documents_exit_codes_without_importing_heavy_libraries():
@@ -173,11 +168,11 @@ def test_run_dispatches_on_kind(tmp_path, invoke):
     assert out.exit_code == 0, out.output
     for label in ("ClusterDPResult", "per label", "dataset spend"):
         assert label in out.stdout, label
-    assert _charges("cli-cluster-dp") == 1
+    assert charges("cli-cluster-dp") == 1
     js = invoke("run", path, "--json", "--set", "mechanism.epsilon=2.0")
     assert js.exit_code == 0, js.output
     assert json.loads(js.stdout)["release"]["privacy"]["epsilon"] == pytest.approx(2.0)
-    assert _charges("cli-cluster-dp") == 2
+    assert charges("cli-cluster-dp") == 2
 
 
 def test_mechanism_bad_input_exits_2_refusal_exits_3_without_charge(tmp_path, invoke):
@@ -187,7 +182,7 @@ def test_mechanism_bad_input_exits_2_refusal_exits_3_without_charge(tmp_path, in
                   r"mechanism\.epsilon: Input should be greater than 0")
     _assert_error(invoke("run", path, "--set", "kind=laplace"), 2, r"kind 'laplace' is not one of")
     _assert_error(invoke("run", path), 3, r"budget exhausted for dataset cli-federated")
-    assert _charges("cli-federated") == 0
+    assert charges("cli-federated") == 0
 
 
 def test_demo_kind_writes_its_data_sets_its_cap_and_releases(project, invoke):
@@ -220,7 +215,7 @@ def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_c
     err = proc.stderr.strip().splitlines()[-1]
     assert err.startswith("Error: the release run failed (") and "private log" in err
     assert "Traceback" not in proc.stderr
-    assert _charges(dataset) == 0  # it failed before the reservation
+    assert charges(dataset) == 0  # it failed before the reservation
 
     survivors = []
     for p in psutil.process_iter():
@@ -253,7 +248,7 @@ def test_public_warnings_print_once_in_plain_words_before_the_charge(cli_config,
         x for x in lines if x.startswith("Warning: only 16 rows per fold")], out.stderr
     assert len([x for x in lines if "rows per fold" in x]) == 1, out.stderr
     assert "UserWarning" not in out.stderr and "warnings.warn" not in out.stderr
-    assert _charges(dataset) == 1
+    assert charges(dataset) == 1
 
 
 @pytest.mark.parametrize("setting, warning", [
@@ -276,11 +271,11 @@ def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path,
         out.stderr.splitlines()[0],
         "Error: refused by --strict: 1 warning(s) above; nothing was charged"], out.stderr
     assert out.stderr.startswith(warning) and out.stdout == ""
-    assert _charges(dataset) == 0 and _flow_runs() == before
+    assert charges(dataset) == 0 and _flow_runs() == before
     ok = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
                 "--strict")
     assert ok.exit_code == 0 and "Warning" not in ok.stderr, ok.output
-    assert _charges(dataset) == 1
+    assert charges(dataset) == 1
 
 
 def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_config, tmp_path,
@@ -307,7 +302,7 @@ def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_c
                            "--set", "estimator.outcome_bounds=[-2, 2]"))
     assert len(wider) == 1 and "[-2, 2] have never been checked" in wider[0]
     assert wider[0].endswith("--set 'estimator.outcome_bounds=[-2, 2]' --check-bounds")
-    assert _charges(dataset) == 4  # three releases and the check
+    assert charges(dataset) == 4  # three releases and the check
 
 
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])

@@ -17,15 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from _flowtools import give_cap, write_exp_a
+from _flowtools import charges, give_cap, write_exp_a
 
 from cli.warm_client import HEADER, read_message, socket_path
-from dpcausal.ledger import Ledger
-
-
-def _charges(dataset: str) -> int:
-    with Ledger(create=True) as led:
-        return led.spent(dataset).n_charges if led.has_dataset(dataset) else 0
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +82,7 @@ def test_a_release_runs_in_the_runner_as_in_its_own_process(runner, env, tmp_pat
     result = json.loads(done.stdout)
     assert result["release"]["n"] == 2000 and result["release_id"].endswith("/warm")
     assert result["release"]["privacy"]["zeta"] == 1.5  # the estimator's default
-    assert _charges("warm-release") == 1
+    assert charges("warm-release") == 1
     (started,) = _children(log)[before:]
     child = started.rsplit(" ", 1)[1]
     assert f"dpcausal run: child {child}" in started
@@ -107,7 +101,7 @@ def test_exit_codes_and_messages_are_those_of_its_own_process(runner, env, tmp_p
                          text=True, env=env, timeout=300)
     assert warm.returncode == own.returncode == (2 if case == "bad_input" else 3)
     assert warm.stderr == own.stderr and warm.stdout == own.stdout == ""
-    assert _charges(dataset) == 0
+    assert charges(dataset) == 0
 
 
 def _slow_release(env, tmp_path, dataset):
