@@ -86,6 +86,18 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
             "models": f"{config.models.propensity.name}/{config.models.outcome.name}"}
 
 
+def with_planned(config: AnyConfig, planned: dict[str, Any]) -> AnyConfig:
+    """``config`` with the planner's choices (``Mechanism.planned_params``, e.g. the core's
+    ``n_folds`` for "auto") written into its mechanism section, so the run's MLflow params and
+    the ledger's detail record the values the release used (issue 25 §1)."""
+    if not planned:
+        return config
+    if not isinstance(config, ReleaseConfig):
+        raise AssertionError(f"bug: no planned parameters expected for kind {config.kind!r}")
+    return config.model_copy(
+        update={"estimator": config.estimator.model_copy(update=planned)})
+
+
 def model_specs(config: ReleaseConfig) -> dict[str, Any]:
     """The public description of the core's fold models (part of their store key)."""
     return {"propensity": {"class": resolve(config.models.propensity.name, "propensity"),

@@ -245,6 +245,12 @@ class Mechanism(BaseEstimator):
         """Compute the statistic and draw the noise once; return the :class:`Release`."""
         raise NotImplementedError
 
+    def planned_params(self, **public: Any) -> dict[str, Any]:
+        """The public parameters left to the planner (``"auto"``) with the values it picks for
+        these public facts (data-free), so an orchestrator resolves them once before the charge
+        and records them; empty when nothing is planned."""
+        return {}
+
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> Release:
         """One release: :meth:`check_input`, :meth:`privacy_charge`, :meth:`private_release`.
 

@@ -158,6 +158,12 @@ class PrivateATE(Mechanism):
                                 compute_budget=float(budget))
         return self.n_folds
 
+    def planned_params(self, n: int, d: int | None = None  # type: ignore[override]
+                       ) -> dict[str, Any]:
+        """``{"n_folds": K}`` when K is the planner's (``n_folds="auto"``), for n rows and d
+        covariates; the noise modes follow from n and K, so they need no record."""
+        return {"n_folds": self.resolved_n_folds(n, d)} if self.n_folds == "auto" else {}
+
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
         """``(sigma2, ci_share)``: the given values, or for "auto" the planner's narrowest
         expected CI at this n and K (data-free; worst-case outcome spread)."""

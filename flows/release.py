@@ -19,7 +19,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from conf.kinds import KINDS, AnyConfig, model_specs
+from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
 from dpcausal import Mechanism
 from dpcausal.ledger import (
     BudgetExceededError,
@@ -45,7 +45,7 @@ BUDGET_REFUSALS = (BudgetExceededError, IncompatibleChargeError, DatasetIdentity
 def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) -> Mechanism:
     """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
     (release) or the keyed data fingerprint (evaluation): see :mod:`tasks.fold_fits`."""
-    progress.phase("fit folds", total=mechanism.resolved_n_folds(checked.prepared.public["n"]))
+    progress.phase("fit folds", total=mechanism.resolved_n_folds(**checked.prepared.public))
     return with_stored_fits(mechanism, FitPlan(
         basis=checked.fingerprint if config.evaluation else release_id,
         models=digest(model_specs(config)), store=str(model_store_dir()),
@@ -94,6 +94,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         publish_refusal(dataset, "bad input or configuration", str(exc))
         raise
 
+    config = with_planned(config, checked.planned)
     run: TrackedRun = open_release_run(
         config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags,
         config.model_dump(mode="json"),

@@ -60,7 +60,7 @@ class StoredFoldFits(PrivateATE):
     def fit_folds(self, X: Any, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
                   ks: Sequence[int] | None = None) -> list[FoldModels]:
         plan = self.fit_plan_
-        K = self.resolved_n_folds(X.shape[0])
+        K = self.resolved_n_folds(X.shape[0], X.shape[1])
         folds = list(range(K)) if ks is None else list(ks)
         size = plan.folds_per_task or max(1, math.ceil(K / (4 * plan.runner.max_workers)))
         chunks = [folds[s:s + size] for s in range(0, len(folds), size)]

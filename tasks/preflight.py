@@ -32,13 +32,16 @@ class EvaluationRefusedError(ValueError):
 class Checked:
     """A checked input: the mechanism's :class:`Prepared` input (data: never shown), its keyed
     fingerprint (None where the data never sit in one process: the partitioned path), the column
-    schema (names and dtypes: public) and the data-free charge."""
+    schema (names and dtypes: public), the data-free charge and the public parameters the
+    planner fixed for it (``Mechanism.planned_params``: resolved once, here, before the charge,
+    then carried through the release and its records)."""
 
     prepared: Prepared = field(repr=False)
     fingerprint: str | None
     schema: dict[str, str]
     charge: PrivacyCharge
     digest: str | None = None  # of public facts (footers): the MLflow digest without fingerprint
+    planned: dict[str, Any] = field(default_factory=dict)
 
 
 def check_release(source: DataSource, columns: list[str] | None, mechanism: Mechanism,
@@ -57,7 +60,8 @@ def check_release(source: DataSource, columns: list[str] | None, mechanism: Mech
     check_ledger(dataset, charge, unit=mechanism.unit, fingerprint=fingerprint,
                  evaluation=evaluation, cap=cap)
     schema = {str(c): str(t) for c, t in frame.dtypes.items()}
-    return Checked(prepared=prepared, fingerprint=fingerprint, schema=schema, charge=charge)
+    return Checked(prepared=prepared, fingerprint=fingerprint, schema=schema, charge=charge,
+                   planned=mechanism.planned_params(**prepared.public))
 
 
 def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str, Any], *,
@@ -87,7 +91,8 @@ def check_footers(footers: list[tuple[int, dict[str, str]]], estimator: PrivateA
     return Checked(prepared=Prepared(public={"n": plan.n, "d": plan.d}, data=plan),
                    fingerprint=None, schema=plan.schema,
                    charge=plan.estimator.privacy_charge(plan.n, plan.d),
-                   digest=digest({"rows": plan.rows, "schema": plan.schema}))
+                   digest=digest({"rows": plan.rows, "schema": plan.schema}),
+                   planned=estimator.planned_params(plan.n, plan.d))
 
 
 def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, fingerprint: str | None,

@@ -1,0 +1,80 @@
+"""``n_folds`` left at its documented default (``auto``, or the key absent) releases end to end:
+K is resolved once from the public n and d before the charge and carried through the fits, the
+published parameters, the ledger detail and the MLflow params (issue 25 §1)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from _flowtools import give_cap, write_exp_a
+
+from dpcausal import PrivateATE
+from dpcausal.ledger import Ledger
+
+# n = 2000 rows, d = 1 covariate (experiment A): the planner's K
+PLANNED_K = PrivateATE(outcome_bounds=(-1, 1)).resolved_n_folds(2000, 1)
+
+
+def _config(path, exp_a_csv, dataset: str, estimator: dict) -> str:
+    cfg = {"name": "auto", "data": {"path": str(exp_a_csv)},
+           "columns": {"treatment": "A", "outcome": "Y"}, "estimator": estimator,
+           "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}}
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+@pytest.mark.parametrize("estimator", [{"outcome_bounds": [-1, 1]},
+                                       {"outcome_bounds": [-1, 1], "n_folds": "auto"}],
+                         ids=["absent", "auto"])
+def test_a_config_without_n_folds_releases_through_the_cli(estimator, tmp_path, invoke):
+    from mlflow import MlflowClient
+
+    dataset = f"auto-folds-{'n_folds' in estimator}"
+    give_cap(dataset, zeta=10.0)
+    data = write_exp_a(tmp_path / "a.csv", 50 + len(estimator))  # each dataset its own data
+    res = invoke("run", _config(tmp_path / "c.yaml", data, dataset, estimator),
+                 "--no-progress", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert 20 < PLANNED_K and out["release"]["n_folds"] == PLANNED_K
+    assert out["release"]["params"]["n_folds"] == PLANNED_K
+    run = MlflowClient().get_run(out["mlflow"]["run_id"])
+    assert run.data.params["estimator.n_folds"] == str(PLANNED_K)
+    with Ledger() as led:
+        [charge] = led.history(dataset).to_dict("records")
+    assert charge["status"] == "committed"
+    assert charge["detail"]["K"] == PLANNED_K
+
+
+def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path):
+    from flows.deployed import release_from_config
+
+    dataset = "auto-folds-deployment"
+    give_cap(dataset, zeta=10.0)
+    data = write_exp_a(tmp_path / "a.csv", 61)
+    out = release_from_config(
+        config_path=_config(tmp_path / "c.yaml", data, dataset, {"outcome_bounds": [-1, 1]}))
+    assert out["release"]["n_folds"] == PLANNED_K
+
+
+def test_a_partitioned_config_without_n_folds_releases(tmp_path):
+    from conf.models import load_config
+    from dpcausal.partitioned import write_parquet_partitions
+    from flows.release import run_release
+
+    dataset = "auto-folds-partitions"
+    give_cap(dataset, zeta=10.0)
+    write_parquet_partitions(tmp_path / "parts", n=3000, d=2, n_partitions=2, seed=4)
+    config = load_config(None, [], base={
+        "name": "parts", "data": {"partitions": str(tmp_path / "parts"), "id_column": "id"},
+        "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
+        "estimator": {"outcome_bounds": [-1, 1]}, "ledger": {"dataset_id": dataset},
+        "mlflow": {"experiment": f"test-{dataset}"}})
+    out = run_release(config)
+    planned = PrivateATE(outcome_bounds=(-1, 1)).resolved_n_folds(3000, 2)
+    assert out["release"]["n_folds"] == planned > 20
+    with Ledger() as led:
+        [charge] = led.history(dataset).to_dict("records")
+    assert charge["detail"]["K"] == planned
