@@ -153,7 +153,8 @@ class BoundsCheck(Mechanism):
         else:
             zeta = float(self.zeta)
             sigma = gaussian_sigma_for(math.sqrt(2.0) / zeta, math.sqrt(2.0))
-            noisy = [gaussian_mechanism(float(c), sigma, rng) for c in (below, above)]
+            noisy = [gaussian_mechanism(float(c), math.sqrt(2.0) / zeta, math.sqrt(2.0), rng)
+                     for c in (below, above)]
             sd_outside = math.sqrt(2.0) * sigma / n          # two independent N(0, sigma^2)
             z = float(norm.ppf(self.level)) * sd_outside
             privacy = Privacy(epsilon=gdp_epsilon(zeta, DEFAULT_DELTA), delta=DEFAULT_DELTA,

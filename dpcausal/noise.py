@@ -28,10 +28,12 @@ from __future__ import annotations
 import math
 import secrets
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 _GRID_BITS = 20
+_SCALE_BITS = 40  # significant bits of the Laplace scale's numerator (< 2**41)
 
 
 def lattice_step(sensitivity: float) -> float:
@@ -47,37 +49,145 @@ def lattice_sensitivity(sensitivity: float) -> int:
     return math.floor(sensitivity / lattice_step(sensitivity)) + 1
 
 
+def discrete_laplace_scale(sensitivity: float, epsilon: float) -> Fraction:
+    """The scale ``t / 2**q`` of the integer Laplace noise of :func:`laplace_mechanism`: the
+    exact ``L / epsilon`` (``L`` = :func:`lattice_sensitivity`) rounded UP to at most 41
+    significant bits, so the sampler runs in 64-bit integers.
+
+    Rounding up only adds noise: the mechanism is ``L / scale <= epsilon``-DP, and the relative
+    excess is below ``2**-39`` (none when ``L / epsilon`` already has 41 bits or fewer, e.g. any
+    epsilon that is a power of two).
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    exact = Fraction(lattice_sensitivity(sensitivity)) / Fraction(epsilon)
+    q = max(0, _SCALE_BITS - (exact.numerator // exact.denominator).bit_length())
+    return Fraction(-((-exact.numerator << q) // exact.denominator), 1 << q)
+
+
 def effective_scale(sensitivity: float, epsilon: float) -> float:
-    """Continuous-equivalent Laplace scale of :func:`laplace_mechanism`: ``(floor(D/g)+1) g / eps``.
+    """Continuous-equivalent Laplace scale of :func:`laplace_mechanism`: its integer scale
+    (:func:`discrete_laplace_scale`, ``~ (floor(D/g)+1) / eps``) times the step ``g``.
 
     Thm II.1 (spec §1.4) with the lattice sensitivity; ``0`` for a zero-sensitivity statistic.
     """
     if sensitivity == 0:
         return 0.0
-    return lattice_sensitivity(sensitivity) * lattice_step(sensitivity) / epsilon
+    return float(discrete_laplace_scale(sensitivity, epsilon) * Fraction(lattice_step(sensitivity)))
 
 
-def laplace_mechanism(value: float, sensitivity: float, epsilon: float,
-                      rng: np.random.Generator) -> float:
-    """Release ``value`` with epsilon-DP lattice Laplace noise (see module docstring).
+def laplace_mechanism(value: Any, sensitivity: Any, epsilon: float,
+                      rng: np.random.Generator) -> Any:
+    """Release ``value`` (a float, or an array with a sensitivity per entry or one for all) with
+    epsilon-DP lattice Laplace noise, i.i.d. per entry (see module docstring); an array is drawn
+    in one vectorised pass, each entry on the lattice of its own sensitivity.
 
     A statistic with sensitivity 0 is a constant of the public occupancy and is returned as is.
     """
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if sensitivity == 0:
-        return float(value)
-    step = lattice_step(sensitivity)
-    scale = Fraction(lattice_sensitivity(sensitivity)) / Fraction(epsilon)
-    base = round(value / step)
-    return float((base + sample_discrete_laplace(scale, rng)) * step)
+    if np.ndim(value) == 0 and np.ndim(sensitivity) == 0:
+        if sensitivity == 0:
+            return float(value)
+        step = lattice_step(sensitivity)
+        scale = discrete_laplace_scale(sensitivity, epsilon)
+        return float((round(float(value) / step) + sample_discrete_laplace(scale, rng)) * step)
+    values = np.asarray(value, dtype=float)
+    shape = np.broadcast_shapes(values.shape, np.shape(sensitivity))
+    values = np.broadcast_to(values, shape)
+    distinct, which = np.unique(np.broadcast_to(np.asarray(sensitivity, dtype=float), shape),
+                                return_inverse=True)
+    noisy = distinct > 0
+    scales = [discrete_laplace_scale(d, epsilon) if d > 0 else Fraction(1) for d in distinct]
+    steps = np.array([lattice_step(d) if d > 0 else 1.0 for d in distinct])[which]
+    t = np.array([sc.numerator for sc in scales], dtype=np.int64)[which]
+    s = np.array([sc.denominator for sc in scales], dtype=np.int64)[which]
+    base = np.rint(values / steps).astype(np.int64)
+    out = (base + _discrete_laplace_array(t.ravel(), s.ravel(), rng).reshape(shape)) * steps
+    return np.where(noisy[which].reshape(shape), out, values)
 
 
-def sample_discrete_laplace(scale: Fraction, rng: np.random.Generator) -> int:
-    """One exact draw of P(z) ∝ exp(-|z|/scale) on the integers (CKS 2020, Algorithm 2)."""
+def sample_discrete_laplace(scale: Fraction, rng: np.random.Generator,
+                            size: int | tuple[int, ...] | None = None) -> Any:
+    """Exact draws of P(z) ∝ exp(-|z|/scale) on the integers (CKS 2020, Algorithm 2): one int
+    for ``size=None``, else an int64 array of that shape, drawn in vectorised passes.
+
+    Every attempt is Algorithm 2's: ``u`` uniform below ``t`` (``scale = t/s``), accepted with
+    probability ``exp(-u/t)``; ``v`` the number of successes of Bernoulli(exp(-1)) before a
+    failure; ``y = (u + t v) // s``; a uniform sign, rejecting ``-0``; rejected attempts are
+    redrawn. One draw runs it in Python integers (numpy's per-call cost would dominate); an
+    array needs ``t, s < 2**62`` (:func:`discrete_laplace_scale` gives ``t < 2**42``). The two
+    are equal in law (``tests/test_noise_vectorised.py``).
+    """
+    scale = Fraction(scale)
     if scale <= 0:
         raise ValueError(f"scale must be > 0, got {scale!r}")
-    t, s = scale.numerator, scale.denominator      # scale = t/s
+    t, s = scale.numerator, scale.denominator
+    if size is None:
+        return _discrete_laplace_one(t, s, rng)
+    if t >= 2**62 or s >= 2**62:
+        raise ValueError(f"scale {scale} is out of the exact sampler's range (a numerator or "
+                         "denominator of 2^62 or more)")
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    count = math.prod(shape)
+    return _discrete_laplace_array(np.full(count, t, dtype=np.int64),
+                                   np.full(count, s, dtype=np.int64), rng).reshape(shape)
+
+
+def _discrete_laplace_array(t: np.ndarray, s: np.ndarray, rng: np.random.Generator
+                            ) -> np.ndarray:
+    """One Algorithm-2 draw per entry, of scale ``t[i] / s[i]`` (int64 arrays, ``< 2**62``)."""
+    out = np.empty(t.size, dtype=np.int64)
+    pending = np.arange(t.size)
+    while pending.size:
+        tp = t[pending]
+        u = rng.integers(0, tp, dtype=np.int64)
+        kept = _bernoulli_exp_ratio(u, tp, rng)
+        u, idx, tk = u[kept], pending[kept], tp[kept]
+        v = _failures_before_success(idx.size, rng)
+        if np.any(v >= (2**62 - tk) // tk):                  # beyond int64: exact Python ints
+            y = np.array([(int(a) + int(b) * int(c)) // int(d)
+                          for a, b, c, d in zip(u, tk, v, s[idx], strict=True)], dtype=object)
+        else:
+            y = (u + tk * v) // s[idx]
+        negative = rng.integers(0, 2, size=idx.size) == 1
+        ok = ~(negative & (y == 0))
+        out[idx[ok]] = np.where(negative[ok], -y[ok], y[ok]).astype(np.int64)
+        pending = np.setdiff1d(pending, idx[ok], assume_unique=True)
+    return out
+
+
+def _bernoulli_exp_ratio(num: np.ndarray, den: np.ndarray, rng: np.random.Generator
+                         ) -> np.ndarray:
+    """Exact Bernoulli(exp(-num/den)) per entry, for integers ``0 <= num <= den < 2**63`` (CKS
+    2020, Algorithm 1 with gamma = num/den <= 1): ``k`` counts successes of Bernoulli(gamma/k),
+    each drawn as Bernoulli(num/den) AND Bernoulli(1/k) (independent, so their product has
+    probability gamma/k without forming ``den * k``); the result is ``k`` odd."""
+    k = np.ones(num.shape, dtype=np.int64)
+    active = np.arange(num.size)
+    while active.size:
+        hit = ((rng.integers(0, den[active], dtype=np.int64) < num[active])
+               & (rng.integers(0, k[active]) == 0))
+        k[active[hit]] += 1
+        active = active[hit]
+    return k % 2 == 1
+
+
+def _failures_before_success(size: int, rng: np.random.Generator) -> np.ndarray:
+    """Per entry, how many Bernoulli(exp(-1)) draws succeed before the first failure
+    (Algorithm 2's ``v``; geometric, exact)."""
+    v = np.zeros(size, dtype=np.int64)
+    active = np.arange(size)
+    while active.size:
+        ones = np.ones(active.size, dtype=np.int64)
+        hit = _bernoulli_exp_ratio(ones, ones, rng)
+        v[active[hit]] += 1
+        active = active[hit]
+    return v
+
+
+def _discrete_laplace_one(t: int, s: int, rng: np.random.Generator) -> int:
+    """One draw of Algorithm 2 (see :func:`sample_discrete_laplace`) in Python integers."""
     while True:
         u = _uniform_below(t, rng)
         if not _bernoulli_exp(Fraction(u, t), rng):
@@ -136,38 +246,59 @@ def gaussian_lattice_step(sigma: float) -> float:
 
 def gaussian_sigma_for(sigma: float, sensitivity: float) -> float:
     """The lattice scale that keeps a continuous calibration's claim: ``sigma (Delta + gamma) /
-    Delta``, so that ``(Delta + gamma)/sigma' = Delta/sigma`` (CKS Theorem 4 with rounding)."""
+    Delta`` with ``gamma`` = :func:`gaussian_lattice_step` of ``sigma``, so that
+    ``(Delta + gamma)/sigma' = Delta/sigma`` (CKS Theorem 4 with rounding). For reporting:
+    :func:`gaussian_mechanism` forms the same scale exactly, with the same step."""
+    in_steps, step = _inflated_over_step(sigma, sensitivity)
+    return float(in_steps * Fraction(step))
+
+
+def _inflated_over_step(sigma: float, sensitivity: float) -> tuple[Fraction, float]:
+    """``(sigma' / gamma, gamma)``: the inflated scale in lattice steps, in exact rationals,
+    with ONE step ``gamma`` taken from the calibrated ``sigma`` (the step of the inflated
+    scale could be twice as large, which would shrink the claimed ratio by ``~2**-21``)."""
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
     step = gaussian_lattice_step(sigma)
-    return sigma * (sensitivity + step) / sensitivity
+    delta = Fraction(sensitivity)
+    return Fraction(sigma) * (delta + Fraction(step)) / delta / Fraction(step), step
 
 
-def gaussian_mechanism(value: float, sigma: float, rng: np.random.Generator) -> float:
-    """``value`` rounded to the lattice plus exact discrete Gaussian noise of scale ``sigma``.
+def gaussian_mechanism(value: float, sigma: float, sensitivity: float,
+                       rng: np.random.Generator) -> float:
+    """``value`` rounded to the lattice plus exact discrete Gaussian noise: the release of a
+    statistic of L2 sensitivity ``sensitivity`` calibrated to the continuous scale ``sigma``.
 
-    ``sigma`` is the final scale (already inflated by :func:`gaussian_sigma_for`); ``value``
-    must be finite.
+    The lattice step ``gamma`` is :func:`gaussian_lattice_step` of ``sigma``; the noise has
+    scale ``sigma (Delta + gamma)/Delta`` (:func:`gaussian_sigma_for`) in exact rationals, so the
+    lattice sensitivity over the noise scale is exactly ``Delta/sigma`` (CKS Theorem 4).
+    ``value`` must be finite.
     """
     if not math.isfinite(value):
         raise ValueError(f"value must be finite, got {value!r}")
-    step = gaussian_lattice_step(sigma)
-    s2 = (Fraction(sigma) / Fraction(step)) ** 2
-    return float((round(value / step) + sample_discrete_gaussian(s2, rng)) * step)
+    in_steps, step = _inflated_over_step(sigma, sensitivity)
+    return float((round(value / step) + sample_discrete_gaussian(in_steps ** 2, rng)) * step)
+def sample_discrete_gaussian(sigma2: Fraction, rng: np.random.Generator,
+                             size: int | None = None) -> Any:
+    """Exact draws of P(z) ∝ exp(-z^2 / (2 sigma2)) on the integers (CKS 2020, Algorithm 3):
+    one int for ``size=None``, else an int64 array of ``size`` draws.
 
-
-def sample_discrete_gaussian(sigma2: Fraction, rng: np.random.Generator) -> int:
-    """One exact draw of P(z) ∝ exp(-z^2 / (2 sigma2)) on the integers (CKS 2020, Algorithm 3).
-
-    Proposal: discrete Laplace of scale ``t = floor(sigma) + 1``; accept with probability
-    ``exp(-(|y| - sigma2/t)^2 / (2 sigma2))``.
+    Proposal: discrete Laplace of scale ``t = floor(sigma) + 1`` (vectorised,
+    :func:`sample_discrete_laplace`); accept with probability
+    ``exp(-(|y| - sigma2/t)^2 / (2 sigma2))`` in exact rationals; rejected proposals are redrawn.
     """
     sigma2 = Fraction(sigma2)
     if sigma2 <= 0:
         raise ValueError(f"sigma2 must be > 0, got {sigma2!r}")
     t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
-    while True:
-        y = sample_discrete_laplace(Fraction(t), rng)
-        gamma = (abs(y) - sigma2 / t) ** 2 / (2 * sigma2)
-        if _bernoulli_exp(gamma, rng):
-            return y
+    if size is None:
+        while True:
+            y = _discrete_laplace_one(t, 1, rng)
+            if _bernoulli_exp((abs(y) - sigma2 / t) ** 2 / (2 * sigma2), rng):
+                return y
+    out: list[int] = []
+    while len(out) < size:
+        for y in sample_discrete_laplace(Fraction(t), rng, size=size - len(out)).tolist():
+            if _bernoulli_exp((abs(y) - sigma2 / t) ** 2 / (2 * sigma2), rng):
+                out.append(y)
+    return np.array(out, dtype=np.int64)

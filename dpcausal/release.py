@@ -16,7 +16,7 @@ import numpy as np
 from dpcausal.accounting import DEFAULT_DELTA, gdp_epsilon, gdp_to_zcdp
 from dpcausal.ci import confidence_interval, private_variance
 from dpcausal.contract import Privacy, Release
-from dpcausal.noise import gaussian_mechanism, gaussian_sigma_for
+from dpcausal.noise import gaussian_mechanism
 from dpcausal.sensitivity import NoiseCalibration
 
 
@@ -108,18 +108,16 @@ def draw_release(
     cal = calibration
     if not (math.isfinite(tau_hat) and math.isfinite(v_hat) and v_hat >= 0):
         raise AssertionError("bug: tau_hat and V_hat must be finite before the noise is drawn")
-    ate = gaussian_mechanism(float(tau_hat), gaussian_sigma_for(cal.sigma_ate, cal.sensitivity),
-                             rng)
+    ate = gaussian_mechanism(float(tau_hat), cal.sigma_ate, cal.sensitivity, rng)
     sqrt_v = math.sqrt(v_hat)
     ci = variance = se = None
     if cal.zeta2 > 0:
-        noisy_sqrt_v = gaussian_mechanism(
-            sqrt_v, gaussian_sigma_for(cal.sigma_var, cal.sensitivity_var), rng)
+        noisy_sqrt_v = gaussian_mechanism(sqrt_v, cal.sigma_var, cal.sensitivity_var, rng)
         variance = private_variance(noisy_sqrt_v, cal.sigma_ate, cal.sigma_var, p1, ci_mode)
         se = math.sqrt(variance)
         ci = confidence_interval(ate, variance, alpha, p1)
     else:   # same shape whatever the split: the second draw is made and discarded
-        gaussian_mechanism(sqrt_v, gaussian_sigma_for(cal.sigma_ate, cal.sensitivity), rng)
+        gaussian_mechanism(sqrt_v, cal.sigma_ate, cal.sensitivity, rng)
     zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
     privacy = Privacy(
         epsilon=gdp_epsilon(zeta, delta), delta=delta, unit="row", mechanism="gaussian",

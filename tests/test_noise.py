@@ -10,7 +10,6 @@ import pytest
 from scipy.stats import kstest, norm
 
 from dpcausal.accounting import gdp_epsilon
-from dpcausal.noise import gaussian_sigma_for
 from dpcausal.release import draw_release
 from dpcausal.sensitivity import calibrate
 
@@ -80,7 +79,8 @@ def test_one_draw_per_release_whatever_the_split(monkeypatch):
     for cal in (CAL, point_only):
         scales = []
         monkeypatch.setattr(release_mod, "gaussian_mechanism",
-                            lambda v, s, rng, seen=scales: seen.append(s) or real(v, s, rng))
+                            lambda v, s, d, rng, seen=scales:
+                            seen.append((s, d)) or real(v, s, d, rng))
         draw_release(0.1, 1e-4, cal, np.random.default_rng(5))
         assert len(scales) == 2
-        assert scales[0] == gaussian_sigma_for(cal.sigma_ate, cal.sensitivity)
+        assert scales[0] == (cal.sigma_ate, cal.sensitivity)

@@ -72,7 +72,8 @@ def exact_noisy_histograms(counts: np.ndarray, sigma: float,
 
     ``counts`` has shape (G, K). Each cell p_hat(y) = count/n is rounded, in exact rational
     arithmetic, to the lattice of :func:`dpcausal.noise.lattice_step` (1/n) and released by
-    :func:`dpcausal.noise.laplace_mechanism` with sensitivity 1/n and epsilon 1/sigma: its
+    :func:`dpcausal.noise.laplace_mechanism` (every group in one vectorised draw) with
+    sensitivity 1/n and epsilon 1/sigma: its
     continuous-equivalent scale is sigma/n (1 + <= 2^-19). One substituted label moves 1/n of
     mass between two cells of its group, so the group's histogram costs 2/sigma, the strict
     eps1 (the paper's 1/sigma is erratum E1); groups compose in parallel. The exact rounding
@@ -81,14 +82,12 @@ def exact_noisy_histograms(counts: np.ndarray, sigma: float,
     """
     if not (math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma must be a finite number > 0 for noisy priors, got {sigma!r}")
-    out = np.empty(counts.shape, dtype=float)
-    for g, row in enumerate(np.asarray(counts).tolist()):
-        n = sum(row)
-        step = lattice_step(1.0 / n)
-        for k, count in enumerate(row):
-            on_lattice = round(Fraction(count, n) / Fraction(step)) * step
-            out[g, k] = laplace_mechanism(on_lattice, 1.0 / n, 1.0 / sigma, rng)
-    return out
+    n = [sum(row) for row in np.asarray(counts).tolist()]
+    on_lattice = np.array([[round(Fraction(count, m) / Fraction(lattice_step(1.0 / m)))
+                            * lattice_step(1.0 / m) for count in row]
+                           for row, m in zip(np.asarray(counts).tolist(), n, strict=True)])
+    sensitivity = 1.0 / np.array(n, dtype=float)[:, None]   # one lattice per group
+    return laplace_mechanism(on_lattice, sensitivity, 1.0 / sigma, rng)
 
 
 def release_priors(counts: np.ndarray, gamma: float, sigma: float,

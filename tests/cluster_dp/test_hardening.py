@@ -222,8 +222,9 @@ def test_release_draws_exact_prior_noise_from_os_entropy(df, monkeypatch):
         made.append(noise.secure_rng())
         return made[-1]
 
-    def spy_laplace(value, sensitivity, epsilon, rng):
-        calls.append((sensitivity, epsilon, rng))
+    def spy_laplace(value, sensitivity, epsilon, rng):  # one vectorised call: an entry each
+        sens = np.broadcast_to(sensitivity, np.shape(value)).ravel().tolist()
+        calls.extend((d, epsilon, rng) for d in sens)
         return noise.laplace_mechanism(value, sensitivity, epsilon, rng)
 
     def float_sampler(*a, **k):
