@@ -65,9 +65,10 @@ EOF
 # the library's unit tests (those that need neither the orchestration nor Prefect/MLflow);
 # PYTHONPATH holds only the copied tests (their shared references), not the checkout
 cp -r "$here/tests" "$here/pyproject.toml" "$work/"
-# test tools, and the extras some library tests exercise (plot, postgres, parquet)
+# test tools, the extras some library tests exercise (plot, postgres, parquet) and OpenDP (the
+# reference samplers of tests/test_noise_vectorised.py)
 VIRTUAL_ENV="$work/venv" $uv pip install -q --compile-bytecode pytest pytest-timeout hypothesis \
-  statsmodels matplotlib "psycopg[binary]" pyarrow
+  statsmodels matplotlib "psycopg[binary]" pyarrow opendp==0.16.0
 PYTHONPATH="$work" "$vpy" -P -m pytest -q -p no:cacheprovider tests/test_*.py tests/ledger tests/cluster_dp \
   tests/user_level tests/federated --ignore tests/ledger/test_ledger_cli.py \
   --ignore tests/ledger/test_ledger_ops.py --ignore tests/cluster_dp/test_montecarlo.py
