@@ -125,10 +125,50 @@ class EstimatorConfig(_Strict):
         return kw
 
 
+class DaskTLSConfig(_Strict):
+    """The PEM files of Dask's mutual TLS (``distributed.security.Security``): the CA that signed
+    every scheduler, worker and client certificate, and this client's certificate and key."""
+
+    ca_file: str
+    cert: str
+    key: str
+
+
+_LOOPBACK = ("127.", "localhost", "[::1]", "::1")
+
+
 class RunnerConfig(_Strict):
+    """Where a release's parallel work runs. Dask workers receive rows, fold keys and fold
+    models, so a scheduler off this machine is reached over ``tls://`` with ``tls`` (mutual
+    TLS), or over cleartext ``tcp://`` only when ``cleartext: true`` declares the network
+    trusted (deploy/README.md, "Trust boundary")."""
+
     kind: Literal["threads", "dask"] = "threads"
     address: str | None = None  # a running Dask scheduler; None starts a LocalCluster
     max_workers: int = Field(2, ge=1)
+    tls: DaskTLSConfig | None = None
+    cleartext: bool = False
+
+    @model_validator(mode="after")
+    def _secure_transport(self) -> RunnerConfig:
+        if self.address is None:
+            if self.tls is not None:
+                raise ValueError("runner.tls is for a running scheduler: set runner.address "
+                                 "(tls://host:port) too")
+            return self
+        scheme, _, rest = self.address.rpartition("://")
+        if scheme == "tls" and self.tls is None:
+            raise ValueError(f"runner.address {self.address} needs runner.tls (ca_file, cert, "
+                             "key): the PEM files of the cluster's mutual TLS")
+        if scheme != "tls" and self.tls is not None:
+            raise ValueError(f"runner.tls is set but runner.address {self.address} is not "
+                             "tls://: write the scheduler's address as tls://host:port")
+        if scheme in ("", "tcp") and not rest.startswith(_LOOPBACK) and not self.cleartext:
+            raise ValueError(
+                f"runner.address {self.address} sends rows and fold models in cleartext to "
+                "another machine: use tls://host:port with runner.tls (deploy/README.md), or "
+                "declare a trusted network with runner.cleartext: true")
+        return self
 
 
 class LedgerConfig(_Strict):

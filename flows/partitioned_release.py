@@ -42,6 +42,7 @@ from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import PartitionPlan, combine, fold_rule, release_key
 from flows import progress
+from tasks.runners import dask_security
 from tasks.partitioned import (
     PartitionedATE,
     all_fold_models,
@@ -65,7 +66,8 @@ def dask_runner(runner: RunnerConfig) -> DaskTaskRunner:
     """The partitioned path's task runner: the Dask scheduler at ``runner.address``, else a
     LocalCluster of ``runner.max_workers`` in-process workers for the run."""
     if runner.address:
-        return DaskTaskRunner(address=runner.address)
+        return DaskTaskRunner(address=runner.address,
+                              client_kwargs={"security": dask_security(runner)})
     return DaskTaskRunner(cluster_kwargs={**_LOCAL_CLUSTER, "n_workers": runner.max_workers})
 
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from conf.models import RunnerConfig
+
+if TYPE_CHECKING:
+    from distributed.security import Security
 
 # Workers without a memory limit never spill task data (raw rows) to their local disk.
 _LOCAL_CLUSTER = {"threads_per_worker": 1, "processes": True, "dashboard_address": ":0",
@@ -25,9 +29,19 @@ def chunk_executor(runner: RunnerConfig) -> Iterator[Executor]:
     from distributed import Client, LocalCluster
 
     if runner.address:
-        with Client(runner.address) as client:
+        with Client(runner.address, security=dask_security(runner)) as client:
             yield client.get_executor()
         return
     with LocalCluster(n_workers=runner.max_workers, **_LOCAL_CLUSTER) as cluster:
         with Client(cluster) as client:
             yield client.get_executor()
+
+
+def dask_security(runner: RunnerConfig) -> Security | None:
+    """Dask's mutual-TLS settings for ``runner.tls`` (encryption required), else None."""
+    if runner.tls is None:
+        return None
+    from distributed.security import Security
+
+    return Security(tls_ca_file=runner.tls.ca_file, tls_client_cert=runner.tls.cert,
+                    tls_client_key=runner.tls.key, require_encryption=True)

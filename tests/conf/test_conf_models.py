@@ -56,10 +56,10 @@ def test_demo_values_are_read():
 
 
 def test_dotted_overrides_are_typed_and_validated():
-    cfg = load_config(DEMO, ["estimator.zeta=0.5", "runner.kind=dask", "runner.address=tcp://h:1",
+    cfg = load_config(DEMO, ["estimator.zeta=0.5", "runner.kind=dask", "runner.address=tcp://localhost:1",
                              "models.outcome.params.fit_intercept=false", "estimator.n_folds=auto"])
     assert cfg.estimator.zeta == 0.5 and cfg.runner.kind == "dask"
-    assert cfg.runner.address == "tcp://h:1"
+    assert cfg.runner.address == "tcp://localhost:1"
     assert cfg.models.outcome.params == {"fit_intercept": False}
     assert cfg.estimator.n_folds == "auto"
 
