@@ -42,7 +42,6 @@ from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import PartitionPlan, combine, fold_rule, release_key
 from flows import progress
-from tasks.runners import dask_security
 from tasks.partitioned import (
     PartitionedATE,
     all_fold_models,
@@ -53,6 +52,7 @@ from tasks.partitioned import (
 )
 from tasks.preflight import Checked, check_footers, check_ledger
 from tasks.release import Published, charged_release
+from tasks.runners import dask_security
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
