@@ -103,6 +103,7 @@ class EstimatorConfig(_Strict):
 
     estimator: Literal["g", "ipw", "aipw"] = "aipw"
     n_folds: int | Literal["auto"] | None = None
+    block_folds: int | Literal["auto", "full"] | None = None  # "full": the paper's ensemble
     folds: Literal["shuffle", "contiguous"] | None = None
     fold_seed: int = 0  # public; fixed so that fold fits can be cached across runs
     outcome_bounds: tuple[float, float] | None = None
@@ -122,6 +123,8 @@ class EstimatorConfig(_Strict):
         ones."""
         kw = self.model_dump(exclude_none=True, exclude={"fold_seed"})
         kw["random_state"] = self.fold_seed
+        if kw.get("block_folds") == "full":
+            kw["block_folds"] = None
         return kw
 
 

@@ -24,11 +24,12 @@ from threadpoolctl import threadpool_limits
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
+from dpcausal.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
 from dpcausal.contract import Mechanism, Prepared, columns
 from dpcausal.folds import make_folds
 from dpcausal.noise import secure_rng
 from dpcausal.nuisance import FoldModels, fit_folds
-from dpcausal.planner import auto_n_folds, narrowest_noise_modes, plan
+from dpcausal.planner import auto_folds, layout_for, narrowest_noise_modes, plan
 from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import NoiseCalibration, calibrate, outcome_scale
@@ -65,6 +66,14 @@ class PrivateATE(Mechanism):
         issue 19): the largest K whose folds keep the rows-per-fold floor of the estimator and
         model kind and whose predicted compute fits ``compute_budget``, never less than about
         sqrt(n) when the floor allows. It needs n and d only; the K chosen is published.
+    block_folds : int, None or "auto"
+        K', the folds per block (spec §2.5b, issue 28): the rows are split into B = K / K'
+        public blocks of K' folds, and a row's nuisances average the K' - 1 models of its own
+        block not trained on its fold, so each row meets K' - 1 models instead of K - 1.
+        ``None`` (or K' = K) is the paper's full ensemble. "auto" (default): with
+        ``n_folds="auto"`` the planner's blocks (:func:`dpcausal.planner.auto_folds`: K from the
+        rows-per-fold floor, K' <= 256); with an int ``n_folds``, the full ensemble. An int must
+        divide K. B, K', K and the rows per fold are published.
     folds : "secret" (default), "shuffle", "contiguous" or an int array of public fold ids.
         "secret": a fresh uniformly random balanced assignment per release, from OS entropy and
         never published, so fold membership depends neither on the data nor on the source's
@@ -103,6 +112,7 @@ class PrivateATE(Mechanism):
         propensity_model: Any = None,
         outcome_model: Any = None,
         n_folds: int | str = "auto",
+        block_folds: int | str | None = "auto",
         folds: str | Sequence[int] = "secret",
         outcome_bounds: tuple[float, float] | None = None,
         propensity_clip: float = 0.2,
@@ -123,6 +133,7 @@ class PrivateATE(Mechanism):
         self.propensity_model = propensity_model
         self.outcome_model = outcome_model
         self.n_folds = n_folds
+        self.block_folds = block_folds
         self.folds = folds
         self.outcome_bounds = outcome_bounds
         self.propensity_clip = propensity_clip
@@ -143,6 +154,13 @@ class PrivateATE(Mechanism):
     def resolved_n_folds(self, n: int, d: int | None = None) -> int:
         """K for n rows and d covariates: the given int, or the planner's for "auto" (which
         needs d: the rows-per-fold floor grows with it)."""
+        return self.resolved_folds(n, d)[0]
+
+    def resolved_folds(self, n: int, d: int | None = None) -> tuple[int, int]:
+        """``(K, K')``: the folds and the folds per block (spec §2.5b), public."""
+        kb = self.block_folds
+        if not (kb is None or kb == "auto" or (isinstance(kb, int) and not isinstance(kb, bool))):
+            raise ValueError(f"block_folds must be an int, None or 'auto', got {kb!r}")
         if isinstance(self.n_folds, str):
             if self.n_folds != "auto":
                 raise ValueError(f"n_folds must be an int or 'auto', got {self.n_folds!r}")
@@ -154,9 +172,24 @@ class PrivateATE(Mechanism):
             budget = self.compute_budget
             if not (isinstance(budget, (int, float)) and budget > 0):
                 raise ValueError(f"compute_budget must be a number > 0, got {budget!r}")
-            return auto_n_folds(n, d, estimator=self.estimator, model_kind=self._model_kind(),
-                                compute_budget=float(budget))
-        return self.n_folds
+            return auto_folds(n, d, estimator=self.estimator, model_kind=self._model_kind(),
+                              compute_budget=float(budget),
+                              block_folds=kb)  # type: ignore[arg-type]
+        K = self.n_folds
+        if not isinstance(kb, int) or kb == K:
+            return K, K
+        check_block_folds(K, kb)
+        return K, kb
+
+    def block_layout(self, n: int, d: int | None = None) -> BlockLayout | None:
+        """The public block layout (spec §2.5b), None for the full ensemble: the balanced
+        split's, or counted from a public fold-id array."""
+        K, kb = self.resolved_folds(n, d)
+        if kb == K:
+            return None
+        if isinstance(self.folds, str):
+            return layout_for(n, K, kb)
+        return layout_of(np.asarray(self.folds), K, kb)
 
     def planned_params(self, n: int, d: int | None = None  # type: ignore[override]
                        ) -> dict[str, Any]:
@@ -170,8 +203,9 @@ class PrivateATE(Mechanism):
         sigma2, share = self.sigma2, self.ci_share
         if sigma2 != "auto" and share != "auto":
             return sigma2, share  # type: ignore[return-value]
+        K, kb = self.resolved_folds(n, d)
         return narrowest_noise_modes(
-            n, self.resolved_n_folds(n, d), outcome_bounds=self._bounds(),
+            n, K, block_folds=kb, outcome_bounds=self._bounds(),
             estimator=self.estimator, propensity_clip=self.propensity_clip, zeta=self.zeta,
             ci_share=None if share == "auto" else share,  # type: ignore[arg-type]
             sigma2=None if sigma2 == "auto" else sigma2, ci=self.ci, alpha=self.alpha,
@@ -195,7 +229,9 @@ class PrivateATE(Mechanism):
             alpha=self.alpha, p1=self.p1, sensitivity=self.sensitivity, n_folds=n_folds,
             estimators=estimators, propensity_clips=propensity_clips,
             model_kind=self._model_kind(), outcome_sd=outcome_sd, treated_share=treated_share,
-            compute_budget=float(self.compute_budget))
+            compute_budget=float(self.compute_budget),
+            block_folds=self.block_folds if self.n_folds == "auto" else self.resolved_folds(
+                n, d)[1])
 
     def _model_kind(self) -> str:
         """The planner's model kind: "parametric" for plain linear/logistic models."""
@@ -263,7 +299,7 @@ class PrivateATE(Mechanism):
         sigma2, share = self.resolved_noise_modes(n, d)
         return calibrate(
             self.estimator, n, K, self._bounds(), self.propensity_clip,
-            self.zeta, share, self.sensitivity, sigma2,
+            self.zeta, share, self.sensitivity, sigma2, self.block_layout(n, d),
         )
 
     def privacy_charge(self, n: int, d: int | None = None  # type: ignore[override]
@@ -282,9 +318,16 @@ class PrivateATE(Mechanism):
         cal = self.calibration(n, d)
         _, share = self.resolved_noise_modes(n, d)
         planned = [name for name, value in (("n_folds", self.n_folds), ("sigma2", self.sigma2),
-                                            ("ci_share", self.ci_share)) if value == "auto"]
+                                            ("ci_share", self.ci_share),
+                                            ("block_folds", self.block_folds if self.n_folds
+                                             == "auto" else None)) if value == "auto"]
+        layout = self.block_layout(n, d)
         return {
             "estimator": self.estimator, "n": n, "d": d, "n_folds": cal.n_folds,
+            "n_blocks": cal.n_blocks, "block_folds": cal.block_folds,
+            "rows_per_fold": (layout.fold_rows if layout is not None
+                              else n // cal.n_folds if isinstance(self.folds, str)
+                              else int(np.bincount(np.asarray(self.folds)).min())),
             "folds": self.folds if isinstance(self.folds, str) else "public_ids",
             "propensity_model": (_describe(self._propensity_model())
                                  if self.estimator != "g" else None),
@@ -323,12 +366,13 @@ class PrivateATE(Mechanism):
         or, in evaluation only, the seeded or contiguous split of row positions (item 2). ``d``
         is needed only with ``n_folds="auto"``."""
         self.check_mode(evaluation)
-        K = self.resolved_n_folds(n, d)
+        K, kb = self.resolved_folds(n, d)
         if isinstance(self.folds, str) and self.folds == "secret":
             seeded = evaluation and self.random_state is not None
             return make_folds(n, K, "secret",
-                              np.random.default_rng(self.random_state) if seeded else secure_rng())
-        return make_folds(n, K, self.folds, self.random_state)
+                              np.random.default_rng(self.random_state) if seeded else secure_rng(),
+                              block_folds=kb)
+        return make_folds(n, K, self.folds, self.random_state, block_folds=kb)
 
     def fit_fold(
         self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, k: int
@@ -360,12 +404,19 @@ class PrivateATE(Mechanism):
     def aggregate(
         self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels]
     ) -> EnsembleNuisances:
-        """Out-of-fold ensemble nuisances (spec §2.2 step 3), streamed in row chunks."""
-        return aggregate(
-            X, fold_ids, fold_models, estimator=self.estimator,
-            outcome_bounds=self._bounds(),
-            propensity_clip=self.propensity_clip, chunk_size=self.chunk_size,
-        )
+        """Out-of-fold ensemble nuisances (spec §2.2 step 3), streamed in row chunks; inside
+        each block of ``block_folds`` folds when there are several (spec §2.5b)."""
+
+        def full(x: Covariates, ids: np.ndarray, models: Sequence[FoldModels]
+                 ) -> EnsembleNuisances:
+            return aggregate(x, ids, models, estimator=self.estimator,
+                             outcome_bounds=self._bounds(), propensity_clip=self.propensity_clip,
+                             chunk_size=self.chunk_size)
+
+        K, kb = self.resolved_folds(X.shape[0], X.shape[1])
+        if kb == K:
+            return full(X, fold_ids, fold_models)
+        return aggregate_blocks(X, fold_ids, fold_models, kb, full)
 
     def release(
         self,

@@ -16,8 +16,12 @@ def make_folds(
     n_folds: int,
     folds: str | ArrayLike = "shuffle",
     random_state: int | np.random.SeedSequence | np.random.Generator | None = None,
+    block_folds: int | None = None,
 ) -> np.ndarray:
-    """Fold id (0..K-1) of every row: spec §2.2 step 1 (``np.array_split`` of a public order).
+    """Fold id (0..K-1) of every row: spec §2.2 step 1 (``np.array_split`` of a public order);
+    with ``block_folds`` K' (spec §2.5b), the order is first split into B = K / K' blocks
+    (sizes differing by at most one) and each block into K' folds, fold ``b K' + j`` being
+    fold j of block b. ``block_folds=None`` or K gives B = 1, the unchanged split.
 
     Parameters
     ----------
@@ -41,9 +45,13 @@ def make_folds(
                 "folds must be 'secret', 'shuffle', 'contiguous' or an int array of fold ids, "
                 f"got {folds!r}"
             )
+        per_block = n_folds if block_folds is None else block_folds
+        if n_folds % per_block:
+            raise ValueError(f"block_folds={block_folds} must divide n_folds={n_folds}")
         fold_ids = np.empty(n, dtype=np.int64)
-        for k, rows in enumerate(np.array_split(order, n_folds)):
-            fold_ids[rows] = k
+        for b, block in enumerate(np.array_split(order, n_folds // per_block)):
+            for k, rows in enumerate(np.array_split(block, per_block)):
+                fold_ids[rows] = b * per_block + k
         return fold_ids
     fold_ids = np.asarray(folds)
     if fold_ids.shape != (n,) or not np.issubdtype(fold_ids.dtype, np.integer):

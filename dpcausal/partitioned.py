@@ -198,7 +198,11 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
     roles = check_roles([s for _, s in footers], id_column, treatment, outcome, covariates)
     rows = tuple(int(r) for r, _ in footers)
     n, d = sum(rows), len(roles.covariates)
-    est = clone(estimator).set_params(folds="secret")
+    if estimator.block_folds not in (None, "auto"):
+        raise ValueError("a partitioned release uses the full ensemble: its folds are spread "
+                         "over partitions by keyed hash, so blocks are not yet balanced; pass "
+                         "block_folds=None (or 'auto')")
+    est = clone(estimator).set_params(folds="secret", block_folds=None)
     est.set_params(n_folds=est.resolved_n_folds(n, d))
     est._params(n, d)
     est.check_mode(evaluation)

@@ -17,10 +17,12 @@ sigma1^2`` with ``z = Phi^-1(1 - p1)``; the half-width is ``c sqrt(V_DP)`` with
 privacy. sigma1 and sigma2 come from :func:`dpcausal.sensitivity.calibrate` (Theorem 1, §2.5).
 
 Rows-per-fold floors (our decision, spec §7 is silent past its 5(d+1)/50 warning): the folds of a
-recommended K keep at least ``max(25, 5(d+1))`` rows for AIPW, ``max(25, 10(d+1))`` for G and
+recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (issue 28: 5(d+1) before), ``max(25, 10(d+1))`` for G and
 ``max(50, 50(d+1))`` for IPW with parametric nuisance models, and ``max(100, 10(d+1))`` for any
 other model kind. The evidence: the paper's Exp. A runs all three at 25 rows per fold (d = 1);
-AIPW at n = 10^6, d = 5 stays unbiased at 50 rows per fold. Our K sweep on Exp. D (n = 50,000,
+AIPW at n = 10^6, d = 5 stays unbiased at 50 rows per fold (spec §2.5b's table: 0.09937
+against DoubleML's 0.0993) but is biased by about 4 SE at 25 (0.10062), which blocks, whose cost
+no longer caps K, would reach: 8(d+1) is 4 rows per parameter and arm. Our K sweep on Exp. D (n = 50,000,
 d = 20, 3 data sets, pre-noise estimates, true ATE 0.15): AIPW and G stay within 0.0005 of the
 truth up to K = 476 (105 rows per fold), while IPW's bias grows about linearly in K: 0.0006 at
 K = 10, 0.0041 at 50, 0.0090 at 100, 0.0145 at 158 and 0.0557 at 476 (about 0.25 d / rows per
@@ -47,6 +49,7 @@ import pandas as pd
 from scipy.optimize import brentq
 from scipy.special import ndtri
 
+from dpcausal.blocks import BlockLayout, balanced_layout
 from dpcausal.sensitivity import calibrate
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
@@ -61,6 +64,7 @@ _K_GRID = (2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000,
 CI_SHARES = (0.05, 0.1, 0.2, 0.3)
 SIGMA2_MODES = ("paper", "tight")
 UNINFORMATIVE_RATIO = 10.0
+MAX_BLOCK_FOLDS = 256   # K' rule of block_folds="auto" (block_split)
 
 
 def _pair(bounds: Sequence[float]) -> tuple[float, float]:
@@ -74,13 +78,41 @@ def rows_per_fold_floor(estimator: str, d: int, model_kind: str = "parametric") 
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}, got {model_kind!r}")
     if model_kind == "other":
         return max(100, 10 * (d + 1))
-    return {"aipw": max(25, 5 * (d + 1)), "g": max(25, 10 * (d + 1)),
+    return {"aipw": max(25, 8 * (d + 1)), "g": max(25, 10 * (d + 1)),
             "ipw": max(50, 50 * (d + 1))}[estimator]
 
 
-def predicted_seconds(n: int, n_folds: int, estimator: str) -> float:
-    """Fit + aggregate + release time on this machine class (module docstring)."""
-    return _SECONDS_PER_ROW * n + _SECONDS_PER_FOLD * n_folds + n * n_folds * _per_pair(estimator)
+def predicted_seconds(n: int, n_folds: int, estimator: str, block_folds: int | None = None
+                      ) -> float:
+    """Fit + aggregate + release time on this machine class (module docstring); with blocks of
+    K' = ``block_folds`` folds each row meets K' models instead of K, so the cost is linear in
+    n at a fixed K' (spec §2.5b)."""
+    per_row = n_folds if block_folds is None else block_folds
+    return _SECONDS_PER_ROW * n + _SECONDS_PER_FOLD * n_folds + n * per_row * _per_pair(estimator)
+
+
+def block_split(n_folds: int, block_folds: int | str | None = "auto") -> tuple[int, int]:
+    """``(K, K')`` for a target K: ``None`` keeps the full ensemble (K' = K); an int K' takes
+    ``B = max(1, K // K')`` blocks (K = B K'; K' = K when K < K'); ``"auto"`` is the rule of
+    issue 28: ``B = ceil(K / 256)`` blocks of ``K' = K // B`` folds, so K' <= 256, K loses
+    fewer than B folds, and the ATE noise exceeds the full ensemble's at the same K by the
+    factor about ``(K-1)/(K-B)``, at most 1/128 when B > 1 (spec §2.5b: ``kappa/(K-B)``),
+    while each row meets at most 256 models. B = 1 (the paper's estimator) up to K = 256."""
+    if block_folds is None:
+        return n_folds, n_folds
+    if block_folds == "auto":
+        B = -(-n_folds // MAX_BLOCK_FOLDS)
+        return B * (n_folds // B), n_folds // B
+    if not isinstance(block_folds, int) or isinstance(block_folds, bool) or block_folds < 2:
+        raise ValueError(f"block_folds must be an int >= 2, None or 'auto', got {block_folds!r}")
+    if n_folds <= block_folds:
+        return n_folds, n_folds
+    return (n_folds // block_folds) * block_folds, block_folds
+
+
+def layout_for(n: int, n_folds: int, block_folds: int) -> BlockLayout | None:
+    """The balanced block layout of ``(n, K, K')`` (None for the full ensemble)."""
+    return None if block_folds == n_folds else balanced_layout(n, n_folds, block_folds)
 
 
 def _per_pair(estimator: str) -> float:
@@ -117,13 +149,14 @@ def nonprivate_variance(n: int, outcome_bounds: Sequence[float], outcome_sd: flo
 
 
 def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametric",
-                    compute_budget: float = 60.0) -> list[int]:
+                    compute_budget: float = 60.0, block_folds: int | str | None = None
+                    ) -> list[int]:
     """K candidates: a fixed grid, multiples of sqrt(n), and the largest K the floor and the
-    compute budget allow (:func:`auto_n_folds`)."""
+    compute budget allow (:func:`auto_folds`)."""
     root = int(math.isqrt(n))
     floor_k = n // rows_per_fold_floor(estimator, d, model_kind)
-    auto = auto_n_folds(n, d, estimator=estimator, model_kind=model_kind,
-                        compute_budget=compute_budget)
+    auto = auto_folds(n, d, estimator=estimator, model_kind=model_kind,
+                      compute_budget=compute_budget, block_folds=block_folds)[0]
     ks = set(_K_GRID) | {root, 5 * root, 10 * root, 15 * root, floor_k, auto}
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
@@ -133,24 +166,33 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
                           zeta: float = 1.5, ci_share: float | None = None,
                           sigma2: str | None = None, ci: str = "conservative",
                           alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
-                          outcome_sd: float | None = None, treated_share: float = 0.5
-                          ) -> tuple[str, float]:
+                          outcome_sd: float | None = None, treated_share: float = 0.5,
+                          block_folds: int | None = None) -> tuple[str, float]:
     """``(sigma2, ci_share)`` with the narrowest expected CI for a release of n rows in K folds
     (``None`` tries :data:`SIGMA2_MODES` / :data:`CI_SHARES`; a value is kept): the
     ``"auto"`` defaults of :class:`dpcausal.PrivateATE`. Data-free: public parameters and the
-    stated outcome-spread assumption only (module docstring)."""
+    stated outcome-spread assumption only (module docstring). With blocks of ``block_folds``
+    folds only ``"tight"`` is valid (spec §2.5b)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
     best: tuple[float, str, float] | None = None
-    for mode in ([sigma2] if sigma2 is not None else SIGMA2_MODES):
+    for mode in _sigma2_modes(sigma2, layout):
         for share in ([ci_share] if ci_share is not None else CI_SHARES):
             cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip, zeta,
-                            share, sensitivity, mode)
+                            share, sensitivity, mode, layout)
             half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci,
                                       alpha=alpha, p1=p1)
             if best is None or half < best[0]:
                 best = (half, mode, share)
     assert best is not None
     return best[1], best[2]
+
+
+def _sigma2_modes(sigma2: str | None, layout: BlockLayout | None) -> list[str]:
+    """The sigma2 modes to try: the given one, else both, else only "tight" for blocks."""
+    if sigma2 is not None:
+        return [sigma2]
+    return list(SIGMA2_MODES) if layout is None else ["tight"]
 
 
 def plan(
@@ -174,12 +216,15 @@ def plan(
     outcome_sd: float | None = None,
     treated_share: float = 0.5,
     compute_budget: float = 60.0,
+    block_folds: int | str | None = "auto",
 ) -> pd.DataFrame:
     """The planner's table: one row per (estimator, eta, K, sigma2, ci_share) candidate.
 
     ``ci_share=None`` / ``sigma2=None`` try :data:`CI_SHARES` / :data:`SIGMA2_MODES` (both public
-    and data-free); pass a value to fix it. Columns: estimator, propensity_clip, n_folds,
-    rows_per_fold, sigma2, ci_share, sigma1 (noise sd of the ATE), sigma2_sd (noise sd of
+    and data-free); pass a value to fix it. ``block_folds`` splits each candidate K into
+    blocks (:func:`block_split`; None: the full ensemble). Columns: estimator, propensity_clip,
+    n_folds (K = B K'), n_blocks (B), block_folds (K'), rows_per_fold (of the smallest fold),
+    sigma2, ci_share, sigma1 (noise sd of the ATE), sigma2_sd (noise sd of
     sqrt(V)), halfwidth, nonprivate_halfwidth, ratio, predictions, seconds, feasible (the floor
     met, and the compute budget too unless K is at most about sqrt(n): the rule of
     :func:`auto_n_folds`), informative (ratio <= 10) and recommended (exactly one row: the
@@ -195,24 +240,28 @@ def plan(
     for est in (list(estimators) if estimators is not None else [estimator]):
         floor = rows_per_fold_floor(est, d, model_kind)
         least = min(math.isqrt(n), n // floor)  # auto_n_folds never goes below this
-        ks = (sorted(set(n_folds)) if n_folds is not None
-              else candidate_folds(n, d, est, model_kind, compute_budget))
+        targets = (sorted(set(n_folds)) if n_folds is not None
+                   else candidate_folds(n, d, est, model_kind, compute_budget, block_folds))
+        splits = sorted({block_split(k, block_folds) for k in targets})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
         for eta in (etas if est != "g" else etas[:1]):
-            for k in ks:
-                for mode in ([sigma2] if sigma2 is not None else SIGMA2_MODES):
+            for k, kb in splits:
+                layout = layout_for(n, k, kb)
+                for mode in _sigma2_modes(sigma2, layout):
                     for share in ([ci_share] if ci_share is not None else CI_SHARES):
                         cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta, share,
-                                        sensitivity, mode)
+                                        sensitivity, mode, layout)
                         half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance,
                                                   ci=ci, alpha=alpha, p1=p1)
-                        seconds = predicted_seconds(n, k, est)
+                        seconds = predicted_seconds(n, k, est, kb)
                         rows.append({
                             "estimator": est, "propensity_clip": eta, "n_folds": k,
-                            "rows_per_fold": n // k, "sigma2": mode, "ci_share": share,
+                            "n_blocks": k // kb, "block_folds": kb,
+                            "rows_per_fold": n // k if layout is None else layout.fold_rows,
+                            "sigma2": mode, "ci_share": share,
                             "sigma1": cal.sigma_ate, "sigma2_sd": cal.sigma_var,
                             "halfwidth": half, "nonprivate_halfwidth": base,
-                            "ratio": half / base, "predictions": n * k * NUISANCES[est],
+                            "ratio": half / base, "predictions": n * kb * NUISANCES[est],
                             "seconds": seconds,
                             "feasible": n // k >= floor
                             and (seconds <= compute_budget or k <= least),
@@ -242,18 +291,41 @@ def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "
     return int(np.clip(k, 2, max(2, n // 2)))
 
 
+def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "parametric",
+               compute_budget: float = 60.0, block_folds: int | str | None = "auto"
+               ) -> tuple[int, int]:
+    """``(K, K')`` for ``n_folds="auto"`` (issue 28): with blocks (``block_folds`` "auto" or an
+    int), the largest K whose folds keep the floor's rows and whose predicted compute, linear in
+    n at K' <= 256 models per row (:func:`predicted_seconds`), fits the budget, split by
+    :func:`block_split`; with ``None``, the full ensemble's :func:`auto_n_folds` (K' = K)."""
+    if block_folds is None:
+        k = auto_n_folds(n, d, estimator=estimator, model_kind=model_kind,
+                         compute_budget=compute_budget)
+        return k, k
+    floor = rows_per_fold_floor(estimator, d, model_kind)
+    by_floor = n // floor
+    widest = MAX_BLOCK_FOLDS if block_folds == "auto" else int(block_folds)  # type: ignore
+    by_budget = int((compute_budget - _SECONDS_PER_ROW * n
+                     - n * min(widest, by_floor) * _per_pair(estimator)) / _SECONDS_PER_FOLD)
+    k = min(by_floor, max(by_budget, min(math.isqrt(n), by_floor)))
+    return block_split(int(np.clip(k, 2, max(2, n // 2))), block_folds)
+
+
 def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: Sequence[float],
                        estimator: str = "aipw", propensity_clip: float = 0.2,
                        ci_share: float = 0.1, sigma2: str = "tight", ci: str = "conservative",
                        alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
-                       outcome_sd: float | None = None, treated_share: float = 0.5) -> float:
+                       outcome_sd: float | None = None, treated_share: float = 0.5,
+                       block_folds: int | None = None) -> float:
     """The smallest zeta whose expected half-width is at most ``target`` (by root finding);
-    ``inf`` when even unlimited budget cannot reach it (the non-private width is larger)."""
+    ``inf`` when even unlimited budget cannot reach it (the non-private width is larger).
+    ``block_folds``: K' of a block layout (None: the full ensemble)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
 
     def excess(zeta: float) -> float:
         cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip, zeta,
-                        ci_share, sensitivity, sigma2)
+                        ci_share, sensitivity, sigma2, layout)
         return expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha,
                                   p1=p1) - target
 

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from dpcausal._results import ResultMixin
+from dpcausal.blocks import BlockLayout
 
 SENSITIVITY_MODES = ("theorem1", "lemma", "released_code")
 SIGMA2_MODES = ("paper", "tight")
@@ -58,22 +59,30 @@ def score_bound(estimator: str, B_mu: float, B_pi: float) -> float:
 
 def ate_sensitivity(
     estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float,
-    mode: str = "theorem1", binary_outcome: bool = False,
+    mode: str = "theorem1", binary_outcome: bool = False, layout: BlockLayout | None = None,
 ) -> float:
-    """sup |tau_hat(D) - tau_hat(D')| over replace-one neighbours: spec §2.4.
+    """sup |tau_hat(D) - tau_hat(D')| over replace-one neighbours: spec §2.4, §2.5b.
 
-    theorem1:      sqrt(C) (1/n + 1/(K-1))                 (what the paper calibrates with)
-    lemma:         Delta_=/n + kappa/(K-1)                  (valid; about half for IPW)
+    theorem1:      sqrt(C) (1/n + w)                 (what the paper calibrates with)
+    lemma:         Delta_=/n + kappa w                (valid; about half for IPW)
     released_code: the authors' plotting constants (1/K, halved AIPW): NOT a valid bound, for
-                   reproducing the paper's figures only (spec §2.4, §8 item 11).
+                   reproducing the paper's figures only (spec §2.4, §8 item 11); full ensemble
+                   only.
+
+    w = 1/(K-1) for the full ensemble; for blocks (``layout`` with B > 1)
+    w = n_b,max / (n (K'-1)) (:meth:`dpcausal.blocks.BlockLayout.other_fold_weight`).
     """
     K = n_folds
+    w = 1.0 / (K - 1) if layout is None else layout.other_fold_weight()
     if mode == "theorem1":
-        return math.sqrt(theorem1_constant(estimator, B_mu, B_pi)) * (1.0 / n + 1.0 / (K - 1))
+        return math.sqrt(theorem1_constant(estimator, B_mu, B_pi)) * (1.0 / n + w)
     if mode == "lemma":
         d_eq, kappa = lemma_constants(estimator, B_mu, B_pi)
-        return d_eq / n + kappa / (K - 1)
+        return d_eq / n + kappa * w
     if mode == "released_code":
+        if layout is not None and layout.n_blocks > 1:
+            raise ValueError("sensitivity='released_code' reproduces the paper's full ensemble; "
+                             "use block_folds=None with it")
         d_eq = {"g": 4 * B_mu, "ipw": 2 * B_mu * B_pi, "aipw": 4 * B_mu * B_pi}[estimator]
         d_ne = {"g": 4 * B_mu, "ipw": B_mu * B_pi,
                 "aipw": 2 * B_mu * B_pi if binary_outcome else (2 * B_pi + 2) * B_mu}[estimator]
@@ -82,14 +91,26 @@ def ate_sensitivity(
 
 
 def sqrt_variance_sensitivity(
-    estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float, mode: str = "paper"
+    estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float, mode: str = "paper",
+    layout: BlockLayout | None = None,
 ) -> float:
-    """sup |sqrt(V_hat) - sqrt(V_hat')|: spec §2.5.
+    """sup |sqrt(V_hat) - sqrt(V_hat')|: spec §2.5, §2.5b.
 
-    paper: sqrt(2C/(n-1)) (s + sqrt(s)), s = 1/n + 1/(K-1)  (Theorem 1's sigma2 times zeta2)
-    tight: sqrt(Delta_=^2 + n kappa^2/(K-1)^2) / sqrt(n(n-1))  (projection argument, spec §2.5)
+    paper: sqrt(2C/(n-1)) (s + sqrt(s)), s = 1/n + 1/(K-1)  (Theorem 1's sigma2 times zeta2);
+           full ensemble only (not shown valid for B > 1, spec §2.5b)
+    tight: sqrt(Delta_=^2 + n kappa^2/(K-1)^2) / sqrt(n(n-1))  (projection argument, spec §2.5);
+           blocks: sqrt(Delta_=^2 + n_b,max kappa^2/(K'-1)^2) / sqrt(n(n-1)) (spec §2.5b)
     """
     K = n_folds
+    if layout is not None and layout.n_blocks > 1:
+        if mode == "paper":
+            raise ValueError("sigma2='paper' is Theorem 1's bound for the full ensemble and is "
+                             "not shown valid for blocks (spec §2.5b): use sigma2='tight' or "
+                             "'auto' with block_folds, or block_folds=None")
+        if mode == "tight":
+            d_eq, kappa = lemma_constants(estimator, B_mu, B_pi)
+            spread = layout.block_rows * kappa**2 / (layout.block_folds - 1) ** 2
+            return math.sqrt(d_eq**2 + spread) / math.sqrt(n * (n - 1))
     if mode == "paper":
         s = 1.0 / n + 1.0 / (K - 1)
         C = theorem1_constant(estimator, B_mu, B_pi)
@@ -112,6 +133,9 @@ class NoiseCalibration(ResultMixin):
     estimator: str
     n: int
     n_folds: int
+    n_blocks: int
+    block_folds: int
+    block_rows: int
     B_mu: float
     B_pi: float
     centre: float
@@ -141,16 +165,23 @@ def calibrate(
     ci_share: float = 0.1,
     sensitivity: str = "theorem1",
     sigma2: str = "paper",
+    layout: BlockLayout | None = None,
 ) -> NoiseCalibration:
-    """Theorem 1 calibration: sigma1 = Delta_tau/zeta1, sigma2 = Delta_V/zeta2; spec §2.5."""
+    """Theorem 1 calibration: sigma1 = Delta_tau/zeta1, sigma2 = Delta_V/zeta2; spec §2.5, and
+    §2.5b for a block ``layout`` (None: the full ensemble, B = 1)."""
     B_mu, centre = outcome_scale(estimator, outcome_bounds)
     B_pi = 1.0 / propensity_clip
     binary = tuple(float(b) for b in outcome_bounds) == (0.0, 1.0)
-    d_tau = ate_sensitivity(estimator, n, n_folds, B_mu, B_pi, sensitivity, binary)
-    d_var = sqrt_variance_sensitivity(estimator, n, n_folds, B_mu, B_pi, sigma2)
+    if layout is not None and layout.n_blocks == 1:
+        layout = None
+    d_tau = ate_sensitivity(estimator, n, n_folds, B_mu, B_pi, sensitivity, binary, layout)
+    d_var = sqrt_variance_sensitivity(estimator, n, n_folds, B_mu, B_pi, sigma2, layout)
     zeta1, zeta2 = split_budget(zeta, ci_share)
     return NoiseCalibration(
-        estimator=estimator, n=n, n_folds=n_folds, B_mu=B_mu, B_pi=B_pi, centre=centre,
+        estimator=estimator, n=n, n_folds=n_folds,
+        n_blocks=1 if layout is None else layout.n_blocks,
+        block_folds=n_folds if layout is None else layout.block_folds,
+        block_rows=n if layout is None else layout.block_rows, B_mu=B_mu, B_pi=B_pi, centre=centre,
         C=theorem1_constant(estimator, B_mu, B_pi),
         sensitivity_mode=sensitivity, sensitivity=d_tau,
         sigma2_mode=sigma2, sensitivity_var=d_var,

@@ -10,8 +10,8 @@ import pandas as pd
 
 from tasks.data import source_shape
 
-TABLE_COLUMNS = ["n_folds", "rows_per_fold", "sigma2", "ci_share", "sigma1", "halfwidth", "ratio",
-                 "seconds", "feasible"]
+TABLE_COLUMNS = ["n_folds", "n_blocks", "block_folds", "rows_per_fold", "sigma2", "ci_share",
+                 "sigma1", "halfwidth", "ratio", "seconds", "feasible"]
 
 
 def public_params(config: Any) -> dict[str, Any]:
@@ -52,7 +52,8 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     if target_halfwidth is not None:
         needed = zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
                                     ci_share=float(best["ci_share"]), sigma2=str(best["sigma2"]),
-                                    outcome_sd=outcome_sd)
+                                    outcome_sd=outcome_sd,
+                                    block_folds=int(best["block_folds"]))
     return {"n": n, "d": d, "zeta": zeta, "recommended": plain_row(best.to_dict()),
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")]}
 

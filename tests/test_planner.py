@@ -55,8 +55,8 @@ def test_exactly_one_recommended_row_and_it_is_the_narrowest_feasible():
     assert best["rows_per_fold"] >= rows_per_fold_floor("aipw", 5)
     assert best["seconds"] <= 60.0
     # issue 19: today's default (K=500, sigma2 paper) is far wider than the planner's choice
-    default = table[(table["n_folds"] == 500) & (table["sigma2"] == "paper")
-                    & (table["ci_share"] == 0.1)].iloc[0]
+    default = plan(1_000_000, 5, outcome_bounds=(0, 1), n_folds=[500], sigma2="paper",
+                   ci_share=0.1, block_folds=None).iloc[0]
     assert best["ratio"] < default["ratio"] / 3
 
 
@@ -67,7 +67,7 @@ def test_small_data_is_flagged_uninformative():
 
 def test_floors_are_stricter_for_ipw_and_other_models():
     assert rows_per_fold_floor("aipw", 1) == 25  # the paper's Exp. A: 25 rows per fold
-    assert rows_per_fold_floor("aipw", 5) == 30
+    assert rows_per_fold_floor("aipw", 5) == 48  # 8(d+1): issue 28 (biased at 25, d = 5)
     assert rows_per_fold_floor("g", 20) == 210
     assert rows_per_fold_floor("ipw", 20) == 1050
     assert rows_per_fold_floor("aipw", 5, "other") == 100
@@ -76,18 +76,22 @@ def test_floors_are_stricter_for_ipw_and_other_models():
 
 
 def test_auto_n_folds_respects_floor_budget_and_sqrt_n():
-    assert auto_n_folds(1_000_000, 5, compute_budget=1e9) == 1_000_000 // 30  # floor binds
+    assert auto_n_folds(1_000_000, 5, compute_budget=1e9) == 1_000_000 // 48  # floor binds
     k = auto_n_folds(1_000_000, 5, compute_budget=60.0)
     assert 1000 <= k <= 20_000  # budget binds, never below sqrt(n)
     assert auto_n_folds(1_000_000, 5, compute_budget=0.1) == 1000  # sqrt(n) beats the budget
-    assert auto_n_folds(100, 5) == 3  # 33 rows per fold >= the floor of 30
+    assert auto_n_folds(100, 5) == 2  # 50 rows per fold >= the floor of 48
     assert auto_n_folds(40, 5) == 2  # too few rows for the floor: the least K there is
 
 
 def test_zeta_solver_reaches_the_target():
     kw = dict(outcome_bounds=(0, 1), estimator="aipw", ci_share=0.1, sigma2="tight")
     zeta = zeta_for_halfwidth(0.01, 1_000_000, 10_000, **kw)
-    row = plan(1_000_000, 5, zeta=zeta, n_folds=[10_000], **kw).iloc[0]
+    row = plan(1_000_000, 5, zeta=zeta, n_folds=[10_000], block_folds=None, **kw).iloc[0]
     assert row["halfwidth"] == pytest.approx(0.01, rel=1e-6)
+    # with blocks (K = 10,000 as 40 blocks of 250 folds, spec §2.5b)
+    zeta = zeta_for_halfwidth(0.01, 1_000_000, 10_000, block_folds=250, **kw)
+    row = plan(1_000_000, 5, zeta=zeta, n_folds=[10_000], block_folds=250, **kw).iloc[0]
+    assert (row["n_blocks"], row["halfwidth"]) == (40, pytest.approx(0.01, rel=1e-6))
     # below the non-private width no budget suffices
     assert zeta_for_halfwidth(1e-4, 1_000_000, 10_000, **kw) == math.inf
