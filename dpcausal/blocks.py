@@ -48,12 +48,6 @@ class BlockLayout:
             return 1.0 / (self.n_folds - 1)
         return self.block_rows / (self.n * (self.block_folds - 1))
 
-    def public(self) -> dict[str, int]:
-        """The layout as published parameters (issue 28 §1)."""
-        return {"n_blocks": self.n_blocks, "block_folds": self.block_folds,
-                "n_folds": self.n_folds, "rows_per_fold": self.fold_rows,
-                "rows_per_block": self.block_rows}
-
 
 def check_block_folds(n_folds: int, block_folds: int) -> None:
     """K' must be an int in [2, K] dividing K (spec §2.5b: K = B K')."""

@@ -174,7 +174,7 @@ class PrivateATE(Mechanism):
                 raise ValueError(f"compute_budget must be a number > 0, got {budget!r}")
             return auto_folds(n, d, estimator=self.estimator, model_kind=self._model_kind(),
                               compute_budget=float(budget),
-                              block_folds=kb)  # type: ignore[arg-type]
+                              block_folds=kb)
         K = self.n_folds
         if not isinstance(kb, int) or kb == K:
             return K, K
@@ -325,9 +325,10 @@ class PrivateATE(Mechanism):
         return {
             "estimator": self.estimator, "n": n, "d": d, "n_folds": cal.n_folds,
             "n_blocks": cal.n_blocks, "block_folds": cal.block_folds,
-            "rows_per_fold": (layout.fold_rows if layout is not None
-                              else n // cal.n_folds if isinstance(self.folds, str)
-                              else int(np.bincount(np.asarray(self.folds)).min())),
+            "rows_per_block": cal.block_rows, "rows_per_fold": (
+                layout.fold_rows if layout is not None
+                else n // cal.n_folds if isinstance(self.folds, str)
+                else int(np.bincount(np.asarray(self.folds)).min())),
             "folds": self.folds if isinstance(self.folds, str) else "public_ids",
             "propensity_model": (_describe(self._propensity_model())
                                  if self.estimator != "g" else None),
