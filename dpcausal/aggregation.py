@@ -90,7 +90,10 @@ def aggregate(
     eta = propensity_clip
     threads = n_threads or min(2, os.cpu_count() or 1)
     stackable = isinstance(X, np.ndarray)       # a DataFrame goes to the models as it is
-    fused_rows = min(chunk_size or _FUSED_ROWS, _MAX_FUSED_ROWS)
+    # tiles of about _FUSED_ROWS x _FUSED_COLS entries (1 MiB): more rows when K is small, as
+    # in a block of K' folds (spec §2.5b), so that the per-tile overhead is amortised
+    fused_rows = min(chunk_size or max(_FUSED_ROWS, _FUSED_ROWS * _FUSED_COLS // K),
+                     _MAX_FUSED_ROWS)
     out: dict[str, np.ndarray | None] = {}
     with threadpool_limits(limits=1, user_api="blas"):   # parallel over blocks, not in BLAS
         if estimator in ("ipw", "aipw"):
