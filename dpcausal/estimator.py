@@ -245,7 +245,8 @@ class PrivateATE(Mechanism):
         # "auto" noise modes are the planner's choice among valid values: checked as such here,
         # resolved once K has passed its checks
         p["sigma2"] = "tight" if self.sigma2 == "auto" else self.sigma2
-        p["ci_share"] = 0.1 if self.ci_share == "auto" else self.ci_share
+        p["ci_share"] = (0.0 if self.estimator == "g" else 0.1) if self.ci_share == "auto" \
+            else self.ci_share
         check_params(p, n, d)
         p["sigma2"], p["ci_share"] = self.resolved_noise_modes(n, d)
         check_noise_scale(self.calibration(n, d).sigma_ate, self._bounds())

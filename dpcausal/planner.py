@@ -179,7 +179,7 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
     best: tuple[float, str, float] | None = None
     for mode in _sigma2_modes(sigma2, layout):
-        for share in ([ci_share] if ci_share is not None else CI_SHARES):
+        for share in _shares(estimator, ci_share):
             cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip, zeta,
                             share, sensitivity, mode, layout)
             half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci,
@@ -195,6 +195,14 @@ def _sigma2_modes(sigma2: str | None, layout: BlockLayout | None) -> list[str]:
     if sigma2 is not None:
         return [sigma2]
     return list(SIGMA2_MODES) if layout is None else ["tight"]
+
+
+def _shares(estimator: str, ci_share: float | None) -> list[float]:
+    """The CI shares a plan tries: the given one, else :data:`CI_SHARES`, or 0 for the
+    G-formula, which releases the point estimate only (``dpcausal.validation.G_NO_CI``)."""
+    if ci_share is not None:
+        return [ci_share]
+    return [0.0] if estimator == "g" else list(CI_SHARES)
 
 
 def plan(
@@ -250,11 +258,12 @@ def plan(
             for k, kb in splits:
                 layout = layout_for(n, k, kb)
                 for mode in _sigma2_modes(sigma2, layout):
-                    for share in ([ci_share] if ci_share is not None else CI_SHARES):
+                    for share in _shares(est, ci_share):
                         cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta, share,
                                         sensitivity, mode, layout)
-                        half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance,
-                                                  ci=ci, alpha=alpha, p1=p1)
+                        half = (expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance,
+                                                   ci=ci, alpha=alpha, p1=p1)
+                                if est != "g" else math.nan)  # G: no CI (validation.G_NO_CI)
                         seconds = predicted_seconds(n, k, est, kb)
                         rows.append({
                             "estimator": est, "propensity_clip": eta, "n_folds": k,
