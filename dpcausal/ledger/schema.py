@@ -21,8 +21,8 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 
 from dpcausal.ledger.errors import LedgerError
 
-SCHEMA = "dpcausal-ledger/2"
-HEAD = "0002"  # the Alembic revision these tables are
+SCHEMA = "dpcausal-ledger/3"
+HEAD = "0003"  # the Alembic revision these tables are
 VERSION_TABLE = "ledger_schema_version"
 MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_S = 120.0
@@ -46,6 +46,8 @@ datasets = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("unit", sa.String(16), nullable=False, server_default="row"),  # the cap's unit
+    # what the cap's neighbouring relation holds public besides n (composition.Relation)
+    sa.Column("public", sa.String(256), nullable=False, server_default=""),
 )
 
 charges = sa.Table(
@@ -70,6 +72,21 @@ charges = sa.Table(
     sa.Column("finished_at", sa.DateTime(timezone=True)),
     sa.Column("unit", sa.String(16), nullable=False, server_default="row"),  # row|user|label|client
     sa.Column("fingerprint", sa.String(256)),  # keyed fingerprint of the data released, if given
+    sa.Column("public", sa.String(256), nullable=False, server_default=""),  # Relation.text
+)
+
+corrections = sa.Table(
+    "ledger_corrections", metadata,  # every change of a recorded charge's relation, and why
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("release_id", sa.String(512), sa.ForeignKey("ledger_charges.release_id"),
+              nullable=False, index=True),
+    sa.Column("old_unit", sa.String(16), nullable=False),
+    sa.Column("old_public", sa.String(256), nullable=False),
+    sa.Column("new_unit", sa.String(16), nullable=False),
+    sa.Column("new_public", sa.String(256), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("by", sa.String(256), nullable=False),  # user@host, or the migration
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
 )
 
 fingerprints = sa.Table(
