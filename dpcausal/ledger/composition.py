@@ -4,8 +4,9 @@ Which composition each mechanism gets
 -------------------------------------
 Every charge is a :class:`dpcausal.accounting.PrivacyCharge`, already expressed relative to its
 release's own neighbouring relation and sensitivity (replace-one for the ATE releases), so the
-accountant only needs the dominating pair of a sensitivity-1 mechanism with the same noise. Charges
-on one dataset must share the neighbouring relation (a caveat of every ledger).
+accountant only needs the dominating pair of a sensitivity-1 mechanism with the same noise. A
+charge counts against a cap only where its relation bounds the cap's
+(:func:`relation_admissible`; README "Units and neighbouring relations").
 
 - All charges ``gaussian``: exact GDP, ``zeta = sqrt(sum zeta_j^2)``. A zeta/rho cap is compared
   exactly (rational arithmetic on the stored floats), an (epsilon, delta) cap through ``gdp_delta``.

@@ -115,9 +115,10 @@ class Ledger:
         For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
         reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client) and
         ``public`` what its neighbouring relation holds public besides n (default: the unit's
-        mechanisms' relation, :class:`composition.Relation`); ``fingerprint`` (the data's keyed fingerprint) binds the data to this dataset id. A cap
-        below what is already spent, or one a recorded charge cannot count against, is refused;
-        so is a fingerprint already bound to another dataset id.
+        mechanisms' relation, :class:`composition.Relation`); ``fingerprint`` (the data's keyed
+        fingerprint) binds the data to this dataset id. A cap below what is already spent, or one
+        a recorded charge cannot count against, is refused; so is a fingerprint already bound to
+        another dataset id.
         """
         _check_name(dataset)
         relation = Relation.of(unit, public)
@@ -243,9 +244,9 @@ class Ledger:
                 "spent_epsilon": spend.epsilon, **_headroom(recorded, d, relations),
                 "composition": spend.method,
             })
-        columns = ["dataset", "unit", "public", "cap", "delta", "charges", "committed", "unfinished",
-                   "spent_zeta", "spent_rho", "spent_epsilon", "next_zeta", "next_epsilon",
-                   "next_pure_epsilon", "composition"]
+        columns = ["dataset", "unit", "public", "cap", "delta", "charges", "committed",
+                   "unfinished", "spent_zeta", "spent_rho", "spent_epsilon", "next_zeta",
+                   "next_epsilon", "next_pure_epsilon", "composition"]
         return pd.DataFrame(rows, columns=columns)
 
     def history(self, dataset: str) -> pd.DataFrame:
@@ -260,8 +261,8 @@ class Ledger:
             _mark_dead_reservations(conn, dataset)
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
             records = [dict(r) for r in rows.mappings()]
-        columns = ["release_id", "status", "mechanism", "unit", "public", "zeta", "epsilon", "delta",
-                   "detail", "reserved_at", "finished_at", "run_url"]
+        columns = ["release_id", "status", "mechanism", "unit", "public", "zeta", "epsilon",
+                   "delta", "detail", "reserved_at", "finished_at", "run_url"]
         if not records:
             return pd.DataFrame(columns=columns)
         guarantees = [_guarantee(_row_charge(r), cap.delta) for r in records]
@@ -461,7 +462,7 @@ class Ledger:
 
 
 def _admit(dataset: str, charge: PrivacyCharge, relation: Relation,
-           recorded: list[PrivacyCharge], row: Mapping[str, Any],
+           recorded: list[PrivacyCharge], row: Mapping[Any, Any],
            relations: dict[str, Relation]) -> tuple[ValueError | None, Spend]:
     """(the refusal of ``charge`` under ``relation`` on top of ``recorded`` (whose relations by
     release id are ``relations``) under the dataset ``row``'s cap, or None; the spend with
@@ -602,7 +603,7 @@ def _relations_of(conn: Connection, dataset: str) -> dict[str, Relation]:
     return {r["release_id"]: _relation_of(r) for r in rows}
 
 
-def _void(relations: dict[str, Relation], row: Mapping[str, Any]) -> str | None:
+def _void(relations: dict[str, Relation], row: Mapping[Any, Any]) -> str | None:
     """Why the dataset's cap can admit nothing more: a recorded charge's relation does not
     bound the cap's (recorded under older rules, or its unit corrected since), so the cap's
     guarantee no longer holds; None otherwise."""
@@ -614,9 +615,9 @@ def _void(relations: dict[str, Relation], row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _headroom(charges: list[PrivacyCharge], row: Mapping[str, Any],
+def _headroom(charges: list[PrivacyCharge], row: Mapping[Any, Any],
               relations: dict[str, Relation]) -> dict[str, float | None]:
-    """:func:`composition.headroom`, nothing when a recorded charge voids the cap (:func:`_void`)."""
+    """:func:`composition.headroom`; nothing when a recorded charge voids the cap (``_void``)."""
     cap = _cap_of(row)
     if _void(relations, row) is not None:
         return {"next_zeta": 0.0, "next_epsilon": 0.0,

@@ -266,17 +266,18 @@ def test_schema_2_ledger_gets_each_charges_relation_from_its_detail(ledger_url: 
     _write_schema_2_ledger(ledger_url)
     with Ledger(ledger_url) as led:
         hist = led.history("trial-A")
-        assert list(zip(hist["release_id"], hist["unit"], hist["public"])) == [
+        assert list(zip(hist["release_id"], hist["unit"], hist["public"], strict=True)) == [
             ("u/1", "user", "occupancy"), ("c/1", "label", "arm,cluster"),
             ("f/1", "client", "arm_sizes"), ("a/1", "row", ""), ("n/1", "row", "")]
         assert list(hist["status"]) == ["committed"] * 5
         assert hist["detail"].iloc[1] == _CLUSTER
         log = led.corrections("trial-A")
-        assert list(zip(log["release_id"], log["old_unit"], log["new_unit"], log["by"])) == [
+        cols = ["release_id", "old_unit", "new_unit", "by"]
+        assert list(log[cols].itertuples(index=False, name=None)) == [
             ("u/1", "row", "user", "migration 0003"), ("c/1", "row", "label", "migration 0003"),
             ("f/1", "row", "client", "migration 0003")]
         hist_u = led.history("trial-U")
-        assert list(zip(hist_u["unit"], hist_u["public"])) == [("user", "occupancy"),
+        assert list(zip(hist_u["unit"], hist_u["public"], strict=True)) == [("user", "occupancy"),
                                                                 ("user", "")]
         assert led.corrections("trial-U").empty
         assert led.relation("trial-A").describe() == "per row (n public)"

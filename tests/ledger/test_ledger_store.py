@@ -172,7 +172,7 @@ def test_a_charge_counts_only_where_its_relation_bounds_the_caps(
                              public=charge_rel[1]) as slot:
                 slot.commit("{}")
             hist = led.history("ds")
-            assert list(zip(hist["unit"], hist["public"])) == [charge_rel]
+            assert list(zip(hist["unit"], hist["public"], strict=True)) == [charge_rel]
             return
         names = [f"per {u} ({', '.join(['n', *filter(None, p.split(','))])} public)"
                  for u, p in (cap_rel, charge_rel)]
