@@ -86,7 +86,9 @@ class Ledger:
     Parameters
     ----------
     url : str, optional
-        SQLAlchemy URL. None uses ``DPCAUSAL_LEDGER_URL``, else ``sqlite:///<data>/ledger.db``.
+        SQLAlchemy URL. None uses ``DPCAUSAL_LEDGER_URL``, else ``sqlite:///<data>/ledger.db``
+        with ``<data>`` from :func:`dpcausal.location.data_dir` (``DPCAUSAL_DATA``; the same
+        rule as the CLI's).
         ``postgresql://`` URLs use the psycopg 3 driver.
     create : bool, default False
         Create the ledger if its SQLite file does not exist (or a PostgreSQL database has no ledger
@@ -94,8 +96,16 @@ class Ledger:
     """
 
     def __init__(self, url: str | None = None, *, create: bool = False) -> None:
+        if url is None:
+            schema.check_moved_default()
         self.url = url if url is not None else schema.default_url()
         self.engine = schema.open_engine(self.url, create)
+
+    @property
+    def where(self) -> str:
+        """Where this ledger is: its SQLite file, or its URL without the password (every
+        refusal names it; so does the CLI after every release)."""
+        return schema.where(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -138,7 +148,7 @@ class Ledger:
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
             if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint, lock=True)
+                _check_fingerprint(conn, dataset, fingerprint, lock=True, ledger=self.where)
             recorded = _charges_of(conn, dataset)
             reasons = [r for r in (relation_admissible(rel, relation)
                                    for rel in set(_relations_of(conn, dataset).values()))
@@ -351,12 +361,12 @@ class Ledger:
         with self.engine.connect() as conn:
             row = _require(conn, dataset, _read_dataset(conn, dataset))
             if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint)
+                _check_fingerprint(conn, dataset, fingerprint, ledger=self.where)
             recorded = _charges_of(conn, dataset)
             refusal, _ = _admit(dataset, charge, Relation.of(unit, public, charge.detail),
                                 recorded, row, _relations_of(conn, dataset))
         if refusal is not None:
-            raise _with_most(refusal, recorded, _cap_of(row))
+            raise _with_most(refusal, recorded, _cap_of(row), self.where)
 
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
@@ -429,7 +439,7 @@ class Ledger:
                                        relation, fingerprint)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
-            raise _with_most(outcome, recorded, _cap_of(row))
+            raise _with_most(outcome, recorded, _cap_of(row), self.where)
         return outcome
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
@@ -480,13 +490,19 @@ def _admit(dataset: str, charge: PrivacyCharge, relation: Relation,
                                _describe(charge), cap.describe(), spend.describe()), spend
 
 
-def _with_most(refusal: Exception, recorded: list[PrivacyCharge], cap: Cap) -> Exception:
-    """A budget refusal completed with the most one more release could spend: computed after
-    the transaction, so the bisection never holds the ledger's lock."""
-    if not isinstance(refusal, BudgetExceededError):
-        return refusal
-    return BudgetExceededError(refusal.dataset, refusal.spent, refusal.requested, refusal.cap,
-                               refusal.total, _most(recorded, cap))
+def _with_most(refusal: Exception, recorded: list[PrivacyCharge], cap: Cap,
+               ledger: str) -> Exception:
+    """A refusal naming the ``ledger`` it was refused by; a budget refusal also with the most one
+    more release could spend: computed after the transaction, so the bisection never holds the
+    ledger's lock."""
+    if isinstance(refusal, BudgetExceededError):
+        return BudgetExceededError(refusal.dataset, refusal.spent, refusal.requested,
+                                   refusal.cap, refusal.total, _most(recorded, cap), ledger)
+    if isinstance(refusal, IncompatibleChargeError):
+        return IncompatibleChargeError(refusal.dataset, refusal.reason, ledger)
+    if isinstance(refusal, DatasetIdentityError):
+        return DatasetIdentityError(refusal.dataset, refusal.original, ledger)
+    return refusal
 
 
 def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge,
@@ -546,11 +562,11 @@ def _check_fingerprint_value(fingerprint: object) -> None:
 
 
 def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str,
-                       lock: bool = False) -> None:
+                       lock: bool = False, ledger: str = "") -> None:
     _check_fingerprint_value(fingerprint)
     owner = _owner_of(conn, fingerprint, lock)
     if owner not in (None, dataset):
-        raise DatasetIdentityError(dataset, owner)
+        raise DatasetIdentityError(dataset, owner, ledger)
 
 
 def _bind_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
@@ -583,7 +599,7 @@ def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.Ro
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(f"unknown dataset {dataset!r} (known: {', '.join(known) or 'none'}); "
                          f"{hint}set its budget first: `dpcausal ledger set-budget {dataset} "
-                         "--zeta ...`")
+                         f"--zeta ...` (ledger: {schema.where(conn.engine)})")
     return row
 
 
