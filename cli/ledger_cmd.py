@@ -32,14 +32,14 @@ def _open(url: str | None, create: bool = False):  # noqa: ANN202 - ledger impor
 def _fmt(value: object) -> str:
     if isinstance(value, dict):
         text = ", ".join(f"{k}={_fmt(v)}" for k, v in value.items())
-        return text if len(text) <= 60 else text[:57] + "..."
+        return (text or "-") if len(text) <= 60 else text[:57] + "..."
     if value is None or (not isinstance(value, (str, list)) and pd.isna(value)):
         return "-"
     if isinstance(value, float):
         return "inf" if math.isinf(value) else f"{value:.6g}"
     if isinstance(value, pd.Timestamp):
         return _utc(value).strftime("%Y-%m-%d %H:%M:%S")
-    return str(value)
+    return str(value) or "-"
 
 
 def _utc(stamp: pd.Timestamp) -> pd.Timestamp:
@@ -81,13 +81,18 @@ def _table(frame: pd.DataFrame, title: str) -> None:
 url_option = click.option("--url", default=None, metavar="URL",
                           help="Ledger database URL (default: $DPCAUSAL_LEDGER_URL, "
                                "else SQLite at <data>/ledger.db).")
+public_option = click.option(
+    "--public", default=None, metavar="FACTS",
+    help="What the neighbouring relation holds public besides n, comma-separated among arm, "
+         "arm_sizes, cluster, occupancy (default: the unit's mechanisms': user occupancy, client "
+         "arm_sizes, label arm,cluster, row none; '' for none).")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON document instead of the table.")
 
-BUDGET_COLUMNS = ["dataset", "unit", "cap", "charges", "unfinished", "spent_epsilon", "next_zeta",
-                  "next_epsilon", "next_pure_epsilon"]
-HISTORY_COLUMNS = ["release_id", "status", "mechanism", "unit", "epsilon", "delta", "detail",
-                   "reserved_at", "run_url"]
+BUDGET_COLUMNS = ["dataset", "unit", "public", "cap", "charges", "unfinished", "spent_epsilon",
+                  "next_zeta", "next_epsilon", "next_pure_epsilon"]
+HISTORY_COLUMNS = ["release_id", "status", "mechanism", "unit", "public", "epsilon", "delta",
+                   "detail", "reserved_at", "run_url"]
 
 
 @click.group()
@@ -129,23 +134,25 @@ def budgets(url: str | None, as_json: bool) -> None:
                    "reported (default 1e-5).")
 @click.option("--unit", type=click.Choice(["row", "user", "label", "client"]), default="row",
               show_default=True, help="Unit of privacy the cap protects.")
+@public_option
 @click.option("--fingerprint", default=None, metavar="F",
               help="The data's keyed fingerprint: binds these data to DATASET (refused if it is "
                    "bound to another dataset id).")
 @url_option
 def set_budget(dataset: str, zeta: float | None, rho: float | None, epsilon: float | None,
-               delta: float | None, unit: str, fingerprint: str | None, url: str | None) -> None:
+               delta: float | None, unit: str, public: str | None, fingerprint: str | None,
+               url: str | None) -> None:
     """Set DATASET's cap: --zeta Z | --rho R | --epsilon E --delta D (creates the ledger)."""
     with _open(url, create=True) as led:
         try:
             cap = led.set_budget(dataset, zeta=zeta, rho=rho, epsilon=epsilon, delta=delta,
-                                 unit=unit, fingerprint=fingerprint)
-            spent = led.spent(dataset)
+                                 unit=unit, public=public, fingerprint=fingerprint)
+            spent, relation = led.spent(dataset), led.relation(dataset)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
     bound = " (fingerprint bound)" if fingerprint else ""
-    click.echo(f"Budget of {dataset}: {cap.describe()} per {unit}{bound}; spent so far: "
-               f"{spent.describe()}.")
+    click.echo(f"Budget of {dataset}: {cap.describe()} {relation.describe()}{bound}; spent so "
+               f"far: {spent.describe()}.")
 
 
 @ledger.command()
@@ -157,18 +164,41 @@ def history(dataset: str, url: str | None, as_json: bool) -> None:
     with _open(url) as led:
         try:
             frame, spent, cap = led.history(dataset), led.spent(dataset), led.cap(dataset)
-            unit, left = led.unit(dataset), led.headroom(dataset)
+            relation, left = led.relation(dataset), led.headroom(dataset)
+            fixes = led.corrections(dataset)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
     if as_json:
-        doc = {"dataset": dataset, "unit": unit, "cap": cap.describe(), "delta": cap.delta,
+        doc = {"dataset": dataset, "unit": relation.unit, "public": relation.text,
+               "cap": cap.describe(), "delta": cap.delta,
                "spent": {"zeta": spent.zeta, "rho": spent.rho, "epsilon": spent.epsilon,
                          "n_charges": spent.n_charges},
-               "next": left, "charges": _records(frame)}
+               "next": left, "charges": _records(frame), "corrections": _records(fixes)}
         click.echo(json.dumps(_plain(doc), indent=2))
         return
     if frame.empty:
-        click.echo(f"No charges on {dataset} yet (cap {cap.describe()} per {unit}).")
+        click.echo(f"No charges on {dataset} yet (cap {cap.describe()} {relation.describe()}).")
         return
-    _table(frame[HISTORY_COLUMNS], f"Charges on {dataset} (cap {cap.describe()} per {unit}; "
-                                   f"spent {spent.describe()}; times UTC)")
+    _table(frame[HISTORY_COLUMNS], f"Charges on {dataset} (cap {cap.describe()} "
+                                   f"{relation.describe()}; spent {spent.describe()}; times UTC)")
+    if not fixes.empty:
+        _table(fixes, "Corrections of a charge's unit (`dpcausal ledger correct-unit`)")
+
+
+@ledger.command("correct-unit")
+@click.argument("release_id")
+@click.option("--unit", type=click.Choice(["row", "user", "label", "client"]), required=True,
+              help="The unit of privacy the charge's guarantee is stated in.")
+@public_option
+@click.option("--reason", required=True, help="Why (logged in the ledger with who and when).")
+@url_option
+def correct_unit(release_id: str, unit: str, public: str | None, reason: str,
+                 url: str | None) -> None:
+    """Correct the neighbouring relation of the recorded charge RELEASE_ID (logged)."""
+    with _open(url) as led:
+        try:
+            relation = led.correct_unit(release_id, unit, public=public, reason=reason)
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
+    click.echo(f"Charge {release_id} is now recorded {relation.describe()}; the correction is "
+               "logged (`dpcausal ledger history DATASET`).")

@@ -22,6 +22,7 @@ def print_result(result: dict[str, Any], *, as_json: bool = False) -> None:
         more = "" if nxt is None else f"; one more release could spend epsilon {nxt:.4g}"
         click.echo(f"dataset spend: {zeta}epsilon {spent['epsilon']:.4g} at delta "
                    f"{spent['delta']:g} over {spent['n_charges']} release(s){more}")
+        click.echo(f"ledger: {spent['ledger']}")
     reused = "  (the committed release; no new noise)" if result.get("reused") else ""
     click.echo(f"release id: {result['release_id']}{reused}")
     click.echo(f"MLflow: experiment {result['experiment']!r}, run {result['mlflow']['run_id']} "

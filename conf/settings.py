@@ -6,12 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dpcausal.location import data_dir
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-def data_dir() -> Path:
-    """The project's data folder (ledger, MLflow store, Prefect home); DPCAUSAL_DATA overrides."""
-    return Path(os.environ.get("DPCAUSAL_DATA", PROJECT_ROOT / "data")).resolve()
 
 
 def default_tracking_uri() -> str:

@@ -8,7 +8,10 @@ export MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT=true
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false
 export PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT=false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=${PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS:-90}
-export PREFECT_HOME=${PREFECT_HOME:-$here/data/prefect}
-export PREFECT_RESULTS_LOCAL_STORAGE_PATH=${PREFECT_RESULTS_LOCAL_STORAGE_PATH:-$here/data/prefect/results}
+# everything the project writes goes under one data folder, DPCAUSAL_DATA (README "Where things
+# live"), Prefect's home and result store included; the same rule as dpcausal.location.data_dir
+data="$(realpath -m "${DPCAUSAL_DATA:-$here/data}")"
+export PREFECT_HOME=${PREFECT_HOME:-$data/prefect}
+export PREFECT_RESULTS_LOCAL_STORAGE_PATH=${PREFECT_RESULTS_LOCAL_STORAGE_PATH:-$data/prefect/results}
 export PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$PREFECT_HOME"  # Prefect creates its home without parents; a fresh clone has no ./data

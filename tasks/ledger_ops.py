@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import Cap, Ledger
+from dpcausal.ledger import Cap, Ledger, schema
 
 
 def open_ledger(dataset: str | None = None, cap: str = "--zeta Z") -> Ledger:
@@ -16,11 +16,11 @@ def open_ledger(dataset: str | None = None, cap: str = "--zeta Z") -> Ledger:
     :func:`set_initial_budget` for the demo's own data). ``cap`` (from the config) only names the
     cap to suggest when ``dataset`` has none (:class:`NoCapError`)."""
     if not Ledger.exists():
-        raise NoCapError(_no_cap(dataset or "?", cap))
+        raise NoCapError(_no_cap(dataset or "?", cap, schema.where(schema.default_url())))
     led = Ledger()
     if dataset is not None and not led.has_dataset(dataset):
         led.close()
-        raise NoCapError(_no_cap(dataset, cap))
+        raise NoCapError(_no_cap(dataset, cap, led.where))
     return led
 
 
@@ -28,10 +28,10 @@ class NoCapError(ValueError):
     """The dataset has no cap in the ledger (a refusal by the budget)."""
 
 
-def _no_cap(dataset: str, cap: str) -> str:
-    return (f"dataset {dataset!r} has no privacy budget in the ledger; its curator sets it "
-            f"explicitly: `dpcausal ledger set-budget {dataset} {cap}` (a config never creates "
-            "a cap: a new dataset id must not start with a fresh budget)")
+def _no_cap(dataset: str, cap: str, ledger: str) -> str:
+    return (f"dataset {dataset!r} has no privacy budget in the ledger at {ledger}; its curator "
+            f"sets it explicitly: `dpcausal ledger set-budget {dataset} {cap}` (a config never "
+            "creates a cap: a new dataset id must not start with a fresh budget)")
 
 
 def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | None = None,
@@ -70,12 +70,13 @@ def budgeted_as(dataset: str | None = None, *, fingerprint: str | None = None) -
 
 def spent(dataset: str) -> dict[str, Any]:
     """The dataset's cumulative spend (zeta if all charges are Gaussian, rho if all have a zCDP
-    bound, epsilon at delta, n_charges) and what one more release could spend (``next_zeta``,
-    ``next_epsilon`` at delta, ``next_pure_epsilon``; dpcausal.ledger.composition.headroom)."""
+    bound, epsilon at delta, n_charges), what one more release could spend (``next_zeta``,
+    ``next_epsilon`` at delta, ``next_pure_epsilon``; dpcausal.ledger.composition.headroom) and
+    where the ledger is (``ledger``)."""
     with Ledger() as led:
-        s, left = led.spent(dataset), led.headroom(dataset)
+        s, left, where = led.spent(dataset), led.headroom(dataset), led.where
     return {"zeta": s.zeta, "rho": s.rho, "epsilon": s.epsilon, "delta": s.delta,
-            "n_charges": s.n_charges, **left}
+            "n_charges": s.n_charges, **left, "ledger": where}
 
 
 def bounds_checked(dataset: str, bounds: tuple[float, float]) -> bool:

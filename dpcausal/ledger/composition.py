@@ -4,8 +4,9 @@ Which composition each mechanism gets
 -------------------------------------
 Every charge is a :class:`dpcausal.accounting.PrivacyCharge`, already expressed relative to its
 release's own neighbouring relation and sensitivity (replace-one for the ATE releases), so the
-accountant only needs the dominating pair of a sensitivity-1 mechanism with the same noise. Charges
-on one dataset must share the neighbouring relation (a caveat of every ledger).
+accountant only needs the dominating pair of a sensitivity-1 mechanism with the same noise. A
+charge counts against a cap only where its relation bounds the cap's
+(:func:`relation_admissible`; README "Units and neighbouring relations").
 
 - All charges ``gaussian``: exact GDP, ``zeta = sqrt(sum zeta_j^2)``. A zeta/rho cap is compared
   exactly (rational arithmetic on the stored floats), an (epsilon, delta) cap through ``gdp_delta``.
@@ -43,7 +44,7 @@ from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from dp_accounting.pld import common as pld_common
@@ -140,13 +141,21 @@ def zcdp_rho(charge: PrivacyCharge) -> Fraction | None:
     return None
 
 
-# Which caps a charge's unit of privacy bounds: a guarantee for every record of one user (or
-# client) bounds the loss of any one of its rows, and a row-level guarantee bounds the loss of
-# one row's label; never the reverse (a row-level charge says nothing about a user with many
-# rows, a label-level one nothing about the other columns). Clients are not assumed to hold
-# whole users.
+# Which caps a charge's unit of privacy can bound by its granularity: a change of one user's (or
+# client's) records contains a change of any one of its rows, a change of one row a change of
+# its label; never the reverse. Clients are not assumed to hold whole users.
 UNIT_BOUNDS = {"row": {"row", "label"}, "user": {"user", "row", "label"},
                "client": {"client", "row", "label"}, "label": {"label"}}
+# What a neighbouring relation can hold public besides n (every relation here is a replacement,
+# so n is public under all of them): the occupancy (records per user and cell, cells split by
+# arm; user_level_clip.md §1.3), the arm sizes n_t, n_c (federated_secagg.md Def 2.1), each
+# unit's arm and cluster (cluster_dp.md Def 2.2). Holding a fact public also holds what it
+# determines.
+FACTS = ("arm", "arm_sizes", "cluster", "occupancy")
+_IMPLIES = {"occupancy": {"arm_sizes"}, "arm": {"arm_sizes"}}
+# The relation each unit's mechanisms are proved under (dpcausal/ledger/README.md "Units").
+DEFAULT_PUBLIC = {"row": frozenset(), "user": frozenset({"occupancy"}),
+                  "client": frozenset({"arm_sizes"}), "label": frozenset({"arm", "cluster"})}
 
 
 def check_unit(unit: object, name: str = "unit") -> None:
@@ -155,18 +164,77 @@ def check_unit(unit: object, name: str = "unit") -> None:
         raise ValueError(f"{name} must be one of {sorted(UNIT_BOUNDS)}, got {unit!r}")
 
 
-def unit_admissible(charge_unit: str, cap_unit: str) -> str | None:
-    """Why a charge stated per ``charge_unit`` cannot count against a cap per ``cap_unit`` (None
-    if it can, at its own parameters): :data:`UNIT_BOUNDS`, dpcausal/ledger/README.md "Units"."""
-    check_unit(charge_unit)
-    check_unit(cap_unit, "cap unit")
-    if cap_unit in UNIT_BOUNDS[charge_unit]:
-        return None
-    return (f"its cap is per {cap_unit} and the charge per {charge_unit}: a {charge_unit}-level "
-            f"guarantee does not bound the loss of one {cap_unit} (only "
-            f"{', '.join(sorted(UNIT_BOUNDS[charge_unit]))}); convert the charge explicitly "
-            f"(e.g. group privacy over a public maximum of rows per {cap_unit}) or give the "
-            f"dataset a cap per {charge_unit}")
+@dataclass(frozen=True)
+class Relation:
+    """A neighbouring relation: data sets differ in one ``unit`` (its records replaced) while
+    n and the facts in ``public`` stay the same. Build it with :meth:`of`."""
+
+    unit: str
+    public: frozenset[str]
+
+    @classmethod
+    def of(cls, unit: str, public: object = None,
+           detail: Mapping[str, Any] | None = None) -> Relation:
+        """The relation of a charge (or cap) per ``unit`` holding ``public`` public.
+
+        ``public`` None: the relation the unit's mechanisms are proved under
+        (:data:`DEFAULT_PUBLIC`), except a charge converted by :func:`group_privacy` (its
+        ``detail`` holds ``group_privacy_k``): k whole rows replaced, nothing but n public.
+        ``public`` may be a comma-separated string or an iterable of :data:`FACTS`.
+        """
+        check_unit(unit)
+        if public is None:
+            if detail is not None and "group_privacy_k" in detail:
+                return cls(unit, frozenset())
+            return cls(unit, DEFAULT_PUBLIC[unit])
+        if isinstance(public, str):
+            public = [f for f in public.split(",") if f.strip()]
+        facts = frozenset(str(f).strip() for f in public)  # type: ignore[attr-defined]
+        unknown = sorted(facts - set(FACTS))
+        if unknown:
+            raise ValueError(f"public must name facts among {list(FACTS)} (n is always public), "
+                             f"got {unknown}; e.g. public='occupancy' for a user-level relation")
+        return cls(unit, facts)
+
+    @property
+    def text(self) -> str:
+        """The stored form of ``public``: sorted facts, comma-separated ("" for none)."""
+        return ",".join(sorted(self.public))
+
+    def describe(self) -> str:
+        return f"per {self.unit} ({', '.join(['n', *sorted(self.public)])} public)"
+
+    def held(self) -> frozenset[str]:
+        """Every fact a neighbouring pair of this relation leaves unchanged: a label pair changes
+        one outcome only, so it holds every fact; else ``public`` and what it determines."""
+        if self.unit == "label":
+            return frozenset(FACTS)
+        return self.public.union(*(_IMPLIES.get(f, set()) for f in self.public))
+
+
+def relation_admissible(charge: Relation, cap: Relation) -> str | None:
+    """Why a charge proved under relation ``charge`` cannot count against a cap protecting
+    relation ``cap`` (None if it can, at its own parameters).
+
+    It can iff every neighbouring pair of ``cap`` is a neighbouring pair of ``charge``: one
+    cap unit's change lies within one charge unit's change (:data:`UNIT_BOUNDS`) and the cap's
+    pairs leave unchanged every fact the charge holds public (:meth:`Relation.held`);
+    dpcausal/ledger/README.md "Units and neighbouring relations".
+    """
+    head = (f"the cap protects {cap.describe()} and the charge is proved {charge.describe()}: ")
+    if cap.unit not in UNIT_BOUNDS[charge.unit]:
+        return (head + f"changing one {cap.unit} is not changing one {charge.unit}, so a "
+                f"{charge.unit}-level guarantee does not bound the loss of one {cap.unit}; "
+                f"convert the charge explicitly (e.g. group privacy over a public maximum of rows "
+                f"per {cap.unit}) or give the dataset a cap per {charge.unit}")
+    exposed = sorted(charge.public - cap.held())
+    if exposed:
+        return (head + f"a {cap.unit}-level neighbour may change the {', '.join(exposed)} the "
+                f"charge publishes exactly (e.g. one row moved to the other arm), so it does "
+                f"not bound the loss of one {cap.unit}; give the dataset a cap under a relation "
+                f"every charge bounds (e.g. per label), or correct a mislabelled charge with "
+                f"`dpcausal ledger correct-unit`")
+    return None
 
 
 def admissible(charge: PrivacyCharge, cap: Cap) -> str | None:

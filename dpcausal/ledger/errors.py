@@ -11,15 +11,15 @@ class BudgetExceededError(ValueError):
     """A release would exceed a dataset's cap; nothing was recorded and no noise may be drawn."""
 
     def __init__(self, dataset: str, spent: str, requested: str, cap: str, total: str,
-                 most: str = "") -> None:
+                 most: str = "", ledger: str = "") -> None:
         self.dataset, self.spent, self.requested, self.cap = dataset, spent, requested, cap
-        self.total, self.most = total, most
+        self.total, self.most, self.ledger = total, most, ledger
         left = f" The most one more release could spend: {most}." if most else ""
         super().__init__(
             f"budget exhausted for dataset {dataset}: spent {spent}, requested {requested}, "
             f"cap {cap} (together: {total}). No noise was drawn and nothing was charged.{left} "
             f"Raise the cap with `dpcausal ledger set-budget {dataset} ...` or request a smaller "
-            "release."
+            f"release.{_at(ledger)}"
         )
 
 
@@ -27,23 +27,27 @@ class IncompatibleChargeError(ValueError):
     """A charge that can never count against the dataset's cap (its mechanism or its unit of
     privacy); refused before anything is recorded or drawn."""
 
-    def __init__(self, dataset: str, reason: str) -> None:
-        self.dataset = dataset
+    def __init__(self, dataset: str, reason: str, ledger: str = "") -> None:
+        self.dataset, self.reason, self.ledger = dataset, reason, ledger
         super().__init__(f"refused for dataset {dataset}: {reason}. No noise was drawn and "
-                         "nothing was charged.")
+                         f"nothing was charged.{_at(ledger)}")
 
 
 class DatasetIdentityError(ValueError):
     """The data's keyed fingerprint is bound to another dataset id: the same data must not start
     with a fresh budget under a new id. Nothing was recorded or drawn."""
 
-    def __init__(self, dataset: str, original: str) -> None:
-        self.dataset, self.original = dataset, original
+    def __init__(self, dataset: str, original: str, ledger: str = "") -> None:
+        self.dataset, self.original, self.ledger = dataset, original, ledger
         super().__init__(
             f"refused for dataset {dataset}: these data (their keyed fingerprint) are already "
             f"budgeted as dataset {original!r}; release them under {original!r} (the same data "
             "under a new id would start with a fresh budget). No noise was drawn and nothing was "
-            "charged.")
+            f"charged.{_at(ledger)}")
+
+
+def _at(ledger: str) -> str:
+    return f" Ledger: {ledger}." if ledger else ""
 
 
 class ReleaseInProgressError(RuntimeError):

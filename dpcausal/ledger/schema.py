@@ -20,9 +20,10 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from dpcausal.ledger.errors import LedgerError
+from dpcausal.location import data_dir
 
-SCHEMA = "dpcausal-ledger/2"
-HEAD = "0002"  # the Alembic revision these tables are
+SCHEMA = "dpcausal-ledger/3"
+HEAD = "0003"  # the Alembic revision these tables are
 VERSION_TABLE = "ledger_schema_version"
 MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_S = 120.0
@@ -46,6 +47,8 @@ datasets = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("unit", sa.String(16), nullable=False, server_default="row"),  # the cap's unit
+    # what the cap's neighbouring relation holds public besides n (composition.Relation)
+    sa.Column("public", sa.String(256), nullable=False, server_default=""),
 )
 
 charges = sa.Table(
@@ -70,6 +73,21 @@ charges = sa.Table(
     sa.Column("finished_at", sa.DateTime(timezone=True)),
     sa.Column("unit", sa.String(16), nullable=False, server_default="row"),  # row|user|label|client
     sa.Column("fingerprint", sa.String(256)),  # keyed fingerprint of the data released, if given
+    sa.Column("public", sa.String(256), nullable=False, server_default=""),  # Relation.text
+)
+
+corrections = sa.Table(
+    "ledger_corrections", metadata,  # every change of a recorded charge's relation, and why
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("release_id", sa.String(512), sa.ForeignKey("ledger_charges.release_id"),
+              nullable=False, index=True),
+    sa.Column("old_unit", sa.String(16), nullable=False),
+    sa.Column("old_public", sa.String(256), nullable=False),
+    sa.Column("new_unit", sa.String(16), nullable=False),
+    sa.Column("new_public", sa.String(256), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("by", sa.String(256), nullable=False),  # user@host, or the migration
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
 )
 
 fingerprints = sa.Table(
@@ -82,10 +100,25 @@ fingerprints = sa.Table(
 
 
 def default_url() -> str:
-    """DPCAUSAL_LEDGER_URL, else SQLite at ``$DPCAUSAL_DATA/ledger.db`` (default folder
-    ``~/.dpcausal``). The orchestration project sets DPCAUSAL_LEDGER_URL to its own data folder."""
-    folder = Path(os.environ.get("DPCAUSAL_DATA") or Path.home() / ".dpcausal")
-    return os.environ.get("DPCAUSAL_LEDGER_URL") or f"sqlite:///{folder.resolve() / 'ledger.db'}"
+    """DPCAUSAL_LEDGER_URL, else SQLite at ``<data>/ledger.db`` (:func:`dpcausal.location.data_dir`:
+    the one rule the CLI uses too)."""
+    return os.environ.get("DPCAUSAL_LEDGER_URL") or f"sqlite:///{data_dir() / 'ledger.db'}"
+
+
+def check_moved_default() -> None:
+    """Refuse the default ledger when it does not exist yet but the library's default before
+    issue 25 (``~/.dpcausal/ledger.db``) does: opening (or creating) the new one would silently
+    give the same data a fresh budget. Only when neither DPCAUSAL_LEDGER_URL nor DPCAUSAL_DATA
+    chooses the ledger."""
+    if os.environ.get("DPCAUSAL_LEDGER_URL") or os.environ.get("DPCAUSAL_DATA"):
+        return
+    new, old = data_dir() / "ledger.db", Path.home() / ".dpcausal" / "ledger.db"
+    if not new.exists() and old.exists() and new.resolve() != old.resolve():
+        raise LedgerError(
+            f"the default ledger is now {new} (the CLI's and the library's), and it does not "
+            f"exist yet, but a ledger is at {old} (the library's default before): move that file "
+            f"to {new}, or set DPCAUSAL_DATA={old.parent} to keep using it. A new ledger would "
+            "give the same data a fresh budget.")
 
 
 def _parse(url: str) -> sa.URL:
@@ -153,13 +186,14 @@ def _serialise_sqlite(engine: Engine) -> None:
 
 def _check_schema(engine: Engine, url: str, may_create: bool, fresh: bool) -> None:
     server = engine.url.get_backend_name() != "sqlite"
-    where = _where(engine)
+    location = where(engine)
     try:
         names = set(sa.inspect(engine).get_table_names())
     except (DatabaseError, OperationalError) as exc:
-        raise LedgerError(f"cannot read the ledger at {where}: {exc.orig}. The file is corrupt or "
-                          "not a SQLite database; restore it from a backup (it is never replaced "
-                          "automatically, the privacy spend it records must not be lost).") from exc
+        raise LedgerError(f"cannot read the ledger at {location}: {exc.orig}. The file is "
+                          "corrupt or not a SQLite database; restore it from a backup (it is never "
+                          "replaced automatically, the privacy spend it records must not be lost)."
+                          ) from exc
     if may_create and (fresh or (server and not names & _CORE)):
         migrate(engine)
         return
@@ -167,22 +201,26 @@ def _check_schema(engine: Engine, url: str, may_create: bool, fresh: bool) -> No
         hint = ("create the tables with Ledger(url, create=True) or `dpcausal ledger set-budget`"
                 if server else "an empty or truncated file? Restore it from a backup, or point "
                 "DPCAUSAL_LEDGER_URL at a new path to start a new ledger")
-        raise LedgerError(f"no ledger at {where}: the database holds no ledger tables ({hint}).")
+        raise LedgerError(f"no ledger at {location}: the database holds no ledger tables "
+                          f"({hint}).")
     if not _CORE <= names:
-        raise LedgerError(f"{where} is not a dpcausal ledger (missing tables "
+        raise LedgerError(f"{location} is not a dpcausal ledger (missing tables "
                           f"{sorted(_CORE - names)}); check DPCAUSAL_LEDGER_URL or --url.")
     with engine.begin() as conn:
         if server:  # wait out a migration in progress; its statements then read one state
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(_PG_MIGRATION_LOCK)))
-        version = _version(conn, where)
+        version = _version(conn, location)
     if version != HEAD:
         migrate(engine)
 
 
-def _where(engine: Engine) -> str:
-    if engine.url.get_backend_name() == "sqlite":
-        return str(engine.url.database)
-    return engine.url.render_as_string(hide_password=True)
+def where(engine: Engine | str) -> str:
+    """The location of the ledger on ``engine`` (or at a URL) as shown to users: the SQLite
+    file, or the URL without its password."""
+    url = _parse(engine) if isinstance(engine, str) else engine.url
+    if url.get_backend_name() == "sqlite":
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
 
 
 def _version(conn: Connection, where: str) -> str | None:
@@ -223,11 +261,11 @@ def migrate(engine: Engine) -> None:
     with engine.begin() as conn:
         if engine.url.get_backend_name() == "postgresql":
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK)))
-        version = _version(conn, _where(engine))  # again, under the lock
+        version = _version(conn, where(engine))  # again, under the lock
         if version == HEAD:
             return
         if version is not None and version not in known:
-            raise LedgerError(f"{_where(engine)} holds ledger revision {version}, newer than this "
+            raise LedgerError(f"{where(engine)} holds ledger revision {version}, newer than this "
                               f"code ({HEAD}); upgrade dpcausal to read it.")
         cfg.attributes["connection"] = conn
         if version is not None and not sa.inspect(conn).has_table(VERSION_TABLE):

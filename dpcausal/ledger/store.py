@@ -16,6 +16,7 @@ Protocol (spec privacy_testing.md "Budgets"; issue 5)
 from __future__ import annotations
 
 import difflib
+import getpass
 import json
 import os
 import socket
@@ -34,12 +35,12 @@ from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.ledger import schema
 from dpcausal.ledger.composition import (
     Cap,
+    Relation,
     Spend,
     admissible,
-    check_unit,
     compose,
     headroom,
-    unit_admissible,
+    relation_admissible,
     within_cap,
 )
 from dpcausal.ledger.errors import (
@@ -52,6 +53,7 @@ from dpcausal.ledger.errors import (
 _T = schema.charges
 _D = schema.datasets
 _F = schema.fingerprints
+_C = schema.corrections
 
 
 @dataclass
@@ -84,7 +86,9 @@ class Ledger:
     Parameters
     ----------
     url : str, optional
-        SQLAlchemy URL. None uses ``DPCAUSAL_LEDGER_URL``, else ``sqlite:///<data>/ledger.db``.
+        SQLAlchemy URL. None uses ``DPCAUSAL_LEDGER_URL``, else ``sqlite:///<data>/ledger.db``
+        with ``<data>`` from :func:`dpcausal.location.data_dir` (``DPCAUSAL_DATA``; the same
+        rule as the CLI's).
         ``postgresql://`` URLs use the psycopg 3 driver.
     create : bool, default False
         Create the ledger if its SQLite file does not exist (or a PostgreSQL database has no ledger
@@ -92,8 +96,16 @@ class Ledger:
     """
 
     def __init__(self, url: str | None = None, *, create: bool = False) -> None:
+        if url is None:
+            schema.check_moved_default()
         self.url = url if url is not None else schema.default_url()
         self.engine = schema.open_engine(self.url, create)
+
+    @property
+    def where(self) -> str:
+        """Where this ledger is: its SQLite file, or its URL without the password (every
+        refusal names it; so does the CLI after every release)."""
+        return schema.where(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -107,17 +119,19 @@ class Ledger:
     # ------------------------------------------------------------------ budgets
     def set_budget(self, dataset: str, *, zeta: float | None = None, rho: float | None = None,
                    epsilon: float | None = None, delta: float | None = None, unit: str = "row",
-                   fingerprint: str | None = None) -> Cap:
+                   public: str | list[str] | None = None, fingerprint: str | None = None) -> Cap:
         """Set (or change) a dataset's cap: exactly one of ``zeta``, ``rho``, ``epsilon``+``delta``.
 
         For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
-        reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client);
-        ``fingerprint`` (the data's keyed fingerprint) binds the data to this dataset id. A cap
-        below what is already spent, or one a recorded charge cannot count against, is refused;
-        so is a fingerprint already bound to another dataset id.
+        reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client) and
+        ``public`` what its neighbouring relation holds public besides n (default: the unit's
+        mechanisms' relation, :class:`composition.Relation`); ``fingerprint`` (the data's keyed
+        fingerprint) binds the data to this dataset id. A cap below what is already spent, or one
+        a recorded charge cannot count against, is refused; so is a fingerprint already bound to
+        another dataset id.
         """
         _check_name(dataset)
-        check_unit(unit)
+        relation = Relation.of(unit, public)
         if fingerprint is not None:
             _check_fingerprint_value(fingerprint)
         given = {k: v for k, v in {"zeta": zeta, "rho": rho, "epsilon": epsilon}.items()
@@ -134,10 +148,11 @@ class Ledger:
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
             if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint, lock=True)
+                _check_fingerprint(conn, dataset, fingerprint, lock=True, ledger=self.where)
             recorded = _charges_of(conn, dataset)
-            units = conn.execute(sa.select(_T.c.unit).where(_T.c.dataset == dataset)).scalars()
-            reasons = [r for r in (unit_admissible(u, unit) for u in set(units)) if r is not None]
+            reasons = [r for r in (relation_admissible(rel, relation)
+                                   for rel in set(_relations_of(conn, dataset).values()))
+                       if r is not None]
             reasons += [r for r in (admissible(c, cap) for c in recorded) if r is not None]
             if reasons:
                 raise ValueError(f"cannot set the cap of dataset {dataset} to {cap.describe()}: "
@@ -149,7 +164,8 @@ class Ledger:
                     f"spent {spend.describe()}, more than that cap. A cap cannot go below what is "
                     "spent; give a cap at least as large.")
             values = dict(cap_kind=cap.kind, cap_value=float(cap.value),
-                          cap_delta=float(cap.delta), unit=unit, updated_at=now)
+                          cap_delta=float(cap.delta), unit=unit, public=relation.text,
+                          updated_at=now)
             if row is None:
                 conn.execute(_D.insert().values(name=dataset, created_at=now, **values))
             else:
@@ -181,8 +197,12 @@ class Ledger:
 
     def unit(self, dataset: str) -> str:
         """The unit of privacy of the dataset's cap (ValueError for an unknown dataset)."""
+        return self.relation(dataset).unit
+
+    def relation(self, dataset: str) -> Relation:
+        """The neighbouring relation the dataset's cap protects (ValueError if unknown)."""
         with self.engine.connect() as conn:
-            return str(_require(conn, dataset, _read_dataset(conn, dataset))["unit"])
+            return _relation_of(_require(conn, dataset, _read_dataset(conn, dataset)))
 
     def has_dataset(self, dataset: str) -> bool:
         """Whether the dataset has a cap in this ledger."""
@@ -203,13 +223,14 @@ class Ledger:
     def headroom(self, dataset: str) -> dict[str, float | None]:
         """What one more release on ``dataset`` could spend (:func:`composition.headroom`)."""
         with self.engine.connect() as conn:
-            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
-            return headroom(_charges_of(conn, dataset), cap)
+            row = _require(conn, dataset, _read_dataset(conn, dataset))
+            return _headroom(_charges_of(conn, dataset), row, _relations_of(conn, dataset))
 
     def budgets(self) -> pd.DataFrame:
         """One row per dataset: unit, cap, charges by status, composed spend, and what one more
         release could spend (``next_*``, rounded down; :func:`composition.headroom`)."""
-        read: list[tuple[dict[str, Any], list[PrivacyCharge], dict[str, int]]] = []
+        read: list[tuple[dict[str, Any], list[PrivacyCharge], dict[str, int],
+                         dict[str, Relation]]] = []
         with self.engine.begin() as conn:  # read only; the composition runs after the lock
             _mark_dead_reservations(conn)
             for dset in conn.execute(sa.select(_D).order_by(_D.c.name)).mappings():
@@ -217,23 +238,25 @@ class Ledger:
                     sa.select(_T.c.status, sa.func.count()).where(_T.c.dataset == dset["name"])
                     .group_by(_T.c.status)).all()
                 read.append((dict(dset), _charges_of(conn, dset["name"]),
-                             {status: count for status, count in statuses}))
+                             {status: count for status, count in statuses},
+                             _relations_of(conn, dset["name"])))
         rows = []
-        for d, recorded, counts in read:
+        for d, recorded, counts, relations in read:
             cap = _cap_of(d)
             spend = compose(recorded, cap.delta)
             rows.append({
-                "dataset": d["name"], "unit": d["unit"], "cap": cap.describe(),
+                "dataset": d["name"], "unit": d["unit"], "public": d["public"],
+                "cap": cap.describe(),
                 "delta": cap.delta,
                 "charges": spend.n_charges, "committed": counts.get("committed", 0),
                 "unfinished": counts.get("reserved", 0) + counts.get("incomplete", 0),
                 "spent_zeta": spend.zeta, "spent_rho": spend.rho,
-                "spent_epsilon": spend.epsilon, **headroom(recorded, cap),
+                "spent_epsilon": spend.epsilon, **_headroom(recorded, d, relations),
                 "composition": spend.method,
             })
-        columns = ["dataset", "unit", "cap", "delta", "charges", "committed", "unfinished",
-                   "spent_zeta", "spent_rho", "spent_epsilon", "next_zeta", "next_epsilon",
-                   "next_pure_epsilon", "composition"]
+        columns = ["dataset", "unit", "public", "cap", "delta", "charges", "committed",
+                   "unfinished", "spent_zeta", "spent_rho", "spent_epsilon", "next_zeta",
+                   "next_epsilon", "next_pure_epsilon", "composition"]
         return pd.DataFrame(rows, columns=columns)
 
     def history(self, dataset: str) -> pd.DataFrame:
@@ -248,8 +271,8 @@ class Ledger:
             _mark_dead_reservations(conn, dataset)
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
             records = [dict(r) for r in rows.mappings()]
-        columns = ["release_id", "status", "mechanism", "unit", "zeta", "epsilon", "delta",
-                   "detail", "reserved_at", "finished_at", "run_url"]
+        columns = ["release_id", "status", "mechanism", "unit", "public", "zeta", "epsilon",
+                   "delta", "detail", "reserved_at", "finished_at", "run_url"]
         if not records:
             return pd.DataFrame(columns=columns)
         guarantees = [_guarantee(_row_charge(r), cap.delta) for r in records]
@@ -258,6 +281,47 @@ class Ledger:
         frame["delta"] = [g[1] for g in guarantees]
         frame["detail"] = [json.loads(d) for d in frame["detail"]]
         return frame[columns]
+
+    def correct_unit(self, release_id: str, unit: str, *, public: str | list[str] | None = None,
+                     reason: str) -> Relation:
+        """Correct the neighbouring relation a recorded charge is stated under (its curator's
+        repair of a mislabelled charge), logged in the ledger with ``reason``, who and when.
+
+        ``unit``/``public`` as in :meth:`release`. The charge keeps its parameters and keeps
+        counting; if its new relation does not bound its dataset's cap, the dataset admits no
+        further release until its cap is set under a relation every charge bounds
+        (README "Units and neighbouring relations"). Returns the new relation.
+        """
+        relation = Relation.of(unit, public)
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("reason must say why the unit is corrected (it is logged), e.g. "
+                             "reason='user-level release recorded per row by migration 0002'")
+        with self.engine.begin() as conn:
+            old = conn.execute(sa.select(_T).where(_T.c.release_id == release_id)
+                               ).mappings().first()
+            if old is None:
+                raise ValueError(f"no charge with release_id {release_id!r}; see "
+                                 "`dpcausal ledger history DATASET` for the release ids")
+            _lock_dataset(conn, old["dataset"])
+            conn.execute(_T.update().where(_T.c.release_id == release_id)
+                         .values(unit=relation.unit, public=relation.text))
+            conn.execute(_C.insert().values(
+                release_id=release_id, old_unit=old["unit"], old_public=old["public"],
+                new_unit=relation.unit, new_public=relation.text, reason=reason.strip(),
+                by=f"{getpass.getuser()}@{socket.gethostname()}", at=datetime.now(UTC)))
+        return relation
+
+    def corrections(self, dataset: str) -> pd.DataFrame:
+        """Every correction of the relation of one of ``dataset``'s charges, oldest first
+        (:meth:`correct_unit`, and those schema migration 0003 derived from stored details)."""
+        columns = ["release_id", "old_unit", "old_public", "new_unit", "new_public", "reason",
+                   "by", "at"]
+        with self.engine.connect() as conn:
+            _require(conn, dataset, _read_dataset(conn, dataset))
+            rows = conn.execute(
+                sa.select(*(_C.c[c] for c in columns)).join(_T, _T.c.release_id == _C.c.release_id)
+                .where(_T.c.dataset == dataset).order_by(_C.c.id)).mappings().all()
+        return pd.DataFrame([dict(r) for r in rows], columns=columns)
 
     # ------------------------------------------------------------------ notebooks
     @contextmanager
@@ -287,7 +351,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ releases
     def check(self, dataset: str, charge: PrivacyCharge, *, unit: str,
-              fingerprint: str | None = None) -> None:
+              public: str | list[str] | None = None, fingerprint: str | None = None) -> None:
         """Raise now what :meth:`release` would raise for ``charge`` per ``unit`` today
         (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError).
 
@@ -297,19 +361,23 @@ class Ledger:
         with self.engine.connect() as conn:
             row = _require(conn, dataset, _read_dataset(conn, dataset))
             if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint)
+                _check_fingerprint(conn, dataset, fingerprint, ledger=self.where)
             recorded = _charges_of(conn, dataset)
-            refusal, _ = _admit(dataset, charge, unit, recorded, row)
+            refusal, _ = _admit(dataset, charge, Relation.of(unit, public, charge.detail),
+                                recorded, row, _relations_of(conn, dataset))
         if refusal is not None:
-            raise _with_most(refusal, recorded, _cap_of(row))
+            raise _with_most(refusal, recorded, _cap_of(row), self.where)
 
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                run_url: str | None = None, *, unit: str, fingerprint: str | None = None,
-                detail: dict | None = None) -> Iterator[ReleaseSlot]:
+                run_url: str | None = None, *, unit: str, public: str | list[str] | None = None,
+                fingerprint: str | None = None, detail: dict | None = None
+                ) -> Iterator[ReleaseSlot]:
         """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
 
-        ``unit`` is the charge's unit of privacy (row, user, label, client); ``fingerprint`` the
+        ``unit`` is the charge's unit of privacy (row, user, label, client) and ``public`` what
+        its neighbouring relation holds public besides n (default: the unit's mechanisms'
+        relation; :class:`composition.Relation`); ``fingerprint`` the
         released data's keyed fingerprint (bound to ``dataset`` on first use); ``detail`` what
         the release was (mechanism, estimator, K, bounds ...), stored with ``charge.detail``.
 
@@ -318,7 +386,8 @@ class Ledger:
         BudgetExceededError
             The cap would be exceeded (nothing recorded; draw no noise).
         IncompatibleChargeError
-            The cap can never admit this charge: its mechanism or its unit (nothing recorded).
+            The cap can never admit this charge (its mechanism or its neighbouring relation), or
+            a recorded charge's relation does not bound the cap's (nothing recorded).
         DatasetIdentityError
             ``fingerprint`` is already bound to another dataset id (nothing recorded).
         ReleaseInProgressError
@@ -326,7 +395,7 @@ class Ledger:
         """
         if detail:
             charge = replace(charge, detail={**charge.detail, **detail})
-        slot = self._reserve(dataset, release_id, charge, run_url, unit, fingerprint)
+        slot = self._reserve(dataset, release_id, charge, run_url, unit, public, fingerprint)
         if slot.result is not None:  # committed before: hand it back, draw nothing
             yield slot
             return
@@ -342,9 +411,9 @@ class Ledger:
                 "stays recorded (status incomplete) and nothing may be published under it.")
 
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                 run_url: str | None, unit: str, fingerprint: str | None) -> ReleaseSlot:
+                 run_url: str | None, unit: str, public: str | list[str] | None,
+                 fingerprint: str | None) -> ReleaseSlot:
         _check_name(dataset)
-        check_unit(unit)
         if fingerprint is not None:
             _check_fingerprint_value(fingerprint)
         if not isinstance(release_id, str) or not release_id.strip():
@@ -353,6 +422,7 @@ class Ledger:
         if not isinstance(charge, PrivacyCharge):
             raise TypeError(f"charge must be a dpcausal.accounting.PrivacyCharge, got "
                             f"{type(charge).__name__}")
+        relation = Relation.of(unit, public, charge.detail)
         outcome: ReleaseSlot | Exception
         with self.engine.begin() as conn:
             row = _require(conn, dataset, _lock_dataset(conn, dataset))
@@ -360,22 +430,23 @@ class Ledger:
             same_id = sa.select(_T).where(_T.c.release_id == release_id)
             old = conn.execute(same_id).mappings().first()
             if old is not None:
-                outcome = _retry(conn, old, dataset, charge, unit, recorded, _cap_of(row))
+                outcome = _retry(conn, old, dataset, charge, relation, recorded, _cap_of(row))
             elif fingerprint is not None and (owner := _owner_of(conn, fingerprint, lock=True)
                                               ) not in (None, dataset):
                 outcome = DatasetIdentityError(dataset, owner)
             else:
                 outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, row,
-                                       unit, fingerprint)
+                                       relation, fingerprint)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
-            raise _with_most(outcome, recorded, _cap_of(row))
+            raise _with_most(outcome, recorded, _cap_of(row), self.where)
         return outcome
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None, recorded: list[PrivacyCharge], row: sa.RowMapping,
-                unit: str, fingerprint: str | None) -> ReleaseSlot | Exception:
-        refusal, spend = _admit(dataset, charge, unit, recorded, row)
+                relation: Relation, fingerprint: str | None) -> ReleaseSlot | Exception:
+        refusal, spend = _admit(dataset, charge, relation, recorded, row,
+                                _relations_of(conn, dataset))
         if refusal is not None:
             return refusal
         if fingerprint is not None:
@@ -383,7 +454,8 @@ class Ledger:
         token = uuid.uuid4().hex
         conn.execute(_T.insert().values(
             release_id=release_id, dataset=dataset, status="reserved", token=token,
-            owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=unit,
+            owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=relation.unit,
+            public=relation.text,
             fingerprint=fingerprint, reserved_at=datetime.now(UTC), **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
@@ -399,13 +471,16 @@ class Ledger:
                     "by a retry); nothing is published, its charge stays recorded.")
 
 
-def _admit(dataset: str, charge: PrivacyCharge, unit: str, recorded: list[PrivacyCharge],
-           row: sa.RowMapping) -> tuple[ValueError | None, Spend]:
-    """(the refusal of ``charge`` per ``unit`` on top of ``recorded`` under the dataset ``row``'s
-    cap, or None; the spend with ``charge`` included). Recorded charges were admitted under the
-    same rules, so each counts at its own parameters (README "Units")."""
+def _admit(dataset: str, charge: PrivacyCharge, relation: Relation,
+           recorded: list[PrivacyCharge], row: Mapping[Any, Any],
+           relations: dict[str, Relation]) -> tuple[ValueError | None, Spend]:
+    """(the refusal of ``charge`` under ``relation`` on top of ``recorded`` (whose relations by
+    release id are ``relations``) under the dataset ``row``'s cap, or None; the spend with
+    ``charge`` included). Each charge counts at its own parameters, and only if its relation
+    bounds the cap's (README "Units and neighbouring relations")."""
     cap = _cap_of(row)
-    reason = unit_admissible(unit, row["unit"]) or admissible(charge, cap)
+    reason = (relation_admissible(relation, _relation_of(row)) or admissible(charge, cap)
+              or _void(relations, row))
     if reason is not None:
         return IncompatibleChargeError(dataset, reason), compose(recorded, cap.delta)
     ok, spend = within_cap([*recorded, charge], cap)
@@ -415,21 +490,27 @@ def _admit(dataset: str, charge: PrivacyCharge, unit: str, recorded: list[Privac
                                _describe(charge), cap.describe(), spend.describe()), spend
 
 
-def _with_most(refusal: Exception, recorded: list[PrivacyCharge], cap: Cap) -> Exception:
-    """A budget refusal completed with the most one more release could spend: computed after
-    the transaction, so the bisection never holds the ledger's lock."""
-    if not isinstance(refusal, BudgetExceededError):
-        return refusal
-    return BudgetExceededError(refusal.dataset, refusal.spent, refusal.requested, refusal.cap,
-                               refusal.total, _most(recorded, cap))
+def _with_most(refusal: Exception, recorded: list[PrivacyCharge], cap: Cap,
+               ledger: str) -> Exception:
+    """A refusal naming the ``ledger`` it was refused by; a budget refusal also with the most one
+    more release could spend: computed after the transaction, so the bisection never holds the
+    ledger's lock."""
+    if isinstance(refusal, BudgetExceededError):
+        return BudgetExceededError(refusal.dataset, refusal.spent, refusal.requested,
+                                   refusal.cap, refusal.total, _most(recorded, cap), ledger)
+    if isinstance(refusal, IncompatibleChargeError):
+        return IncompatibleChargeError(refusal.dataset, refusal.reason, ledger)
+    if isinstance(refusal, DatasetIdentityError):
+        return DatasetIdentityError(refusal.dataset, refusal.original, ledger)
+    return refusal
 
 
-def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge, unit: str,
-           recorded: list[PrivacyCharge], cap: Cap) -> ReleaseSlot | Exception:
+def _retry(conn: Connection, old: sa.RowMapping, dataset: str, charge: PrivacyCharge,
+           relation: Relation, recorded: list[PrivacyCharge], cap: Cap) -> ReleaseSlot | Exception:
     """A release id seen before: its committed result, or the error to raise (no new noise)."""
     rid = old["release_id"]
     if (old["dataset"] != dataset or not _same_charge(_row_charge(old), charge)
-            or old["unit"] != unit):
+            or _relation_of(old) != relation):
         return ValueError(
             f"release_id {rid} is already recorded for dataset {old['dataset']} with charge "
             f"{_describe(_row_charge(old))}; a release id names one release: use a new id for "
@@ -481,11 +562,11 @@ def _check_fingerprint_value(fingerprint: object) -> None:
 
 
 def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str,
-                       lock: bool = False) -> None:
+                       lock: bool = False, ledger: str = "") -> None:
     _check_fingerprint_value(fingerprint)
     owner = _owner_of(conn, fingerprint, lock)
     if owner not in (None, dataset):
-        raise DatasetIdentityError(dataset, owner)
+        raise DatasetIdentityError(dataset, owner, ledger)
 
 
 def _bind_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
@@ -518,12 +599,46 @@ def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.Ro
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(f"unknown dataset {dataset!r} (known: {', '.join(known) or 'none'}); "
                          f"{hint}set its budget first: `dpcausal ledger set-budget {dataset} "
-                         "--zeta ...`")
+                         f"--zeta ...` (ledger: {schema.where(conn.engine)})")
     return row
 
 
 def _cap_of(row: Mapping[Any, Any]) -> Cap:
     return Cap(row["cap_kind"], row["cap_value"], row["cap_delta"])
+
+
+def _relation_of(row: Mapping[Any, Any]) -> Relation:
+    """The stored relation of a cap or charge row."""
+    return Relation.of(row["unit"], row["public"])
+
+
+def _relations_of(conn: Connection, dataset: str) -> dict[str, Relation]:
+    """The relation of each recorded charge of ``dataset``, by release id."""
+    rows = conn.execute(sa.select(_T.c.release_id, _T.c.unit, _T.c.public)
+                        .where(_T.c.dataset == dataset)).mappings()
+    return {r["release_id"]: _relation_of(r) for r in rows}
+
+
+def _void(relations: dict[str, Relation], row: Mapping[Any, Any]) -> str | None:
+    """Why the dataset's cap can admit nothing more: a recorded charge's relation does not
+    bound the cap's (recorded under older rules, or its unit corrected since), so the cap's
+    guarantee no longer holds; None otherwise."""
+    cap = _relation_of(row)
+    for release_id, rel in relations.items():
+        reason = relation_admissible(rel, cap)
+        if reason is not None:
+            return f"recorded charge {release_id}: {reason}"
+    return None
+
+
+def _headroom(charges: list[PrivacyCharge], row: Mapping[Any, Any],
+              relations: dict[str, Relation]) -> dict[str, float | None]:
+    """:func:`composition.headroom`; nothing when a recorded charge voids the cap (``_void``)."""
+    cap = _cap_of(row)
+    if _void(relations, row) is not None:
+        return {"next_zeta": 0.0, "next_epsilon": 0.0,
+                "next_pure_epsilon": None if cap.kind == "zeta" else 0.0}
+    return headroom(charges, cap)
 
 
 def _charges_of(conn: Connection, dataset: str) -> list[PrivacyCharge]:

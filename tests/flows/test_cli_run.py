@@ -83,11 +83,15 @@ def test_exhausted_budget_exits_3_before_any_flow_and_without_charge(cli_config,
     dataset = "cli-small-budget"
     give_cap(dataset, zeta=1.0)
     before = _flow_runs()
-    _assert_error(invoke("run", cli_config(ledger={"dataset_id": dataset}), "--no-progress"), 3,
-                  r"budget exhausted for dataset cli-small-budget")
+    with Ledger() as led:
+        where = led.where  # every refusal names the ledger it consulted (issue 25 §4)
+    out = invoke("run", cli_config(ledger={"dataset_id": dataset}), "--no-progress")
+    _assert_error(out, 3, r"budget exhausted for dataset cli-small-budget")
+    assert f"Ledger: {where}." in out.stderr
     assert charges(dataset) == 0 and _flow_runs() == before
     no_cap = invoke("run", cli_config(ledger={"dataset_id": "cli-no-cap", "budget": 2.0}))
     _assert_error(no_cap, 3, r"no privacy budget in the ledger.*set-budget cli-no-cap --zeta 2")
+    assert f"in the ledger at {where};" in no_cap.stderr
 
 
 def test_a_data_dependent_failure_is_charged_generic_and_exits_1(cli_config, exp_a_csv,
@@ -112,11 +116,14 @@ def test_run_prints_the_release_and_json(cli_config, invoke):
     for label in ("ATE", "95% CI", "1.5-GDP", "covers both the sampling error and the privacy "
                   "noise", "dataset spend", "release id", "MLflow"):
         assert label in table.stdout, label
+    with Ledger() as led:  # the release names the ledger it charged (issue 25 §4)
+        assert f"\nledger: {led.where}\n" in table.stdout
     js = invoke("run", path, "--no-progress", "--json", "--set", "estimator.ci_share=0")
     assert js.exit_code == 0, js.output
     out = json.loads(js.stdout)
     assert out["release"]["ci"] is None and out["release"]["privacy"]["zeta"] == 1.5
     assert out["spent"]["n_charges"] == 2 and out["release_id"].endswith("/cli")
+    assert out["spent"]["ledger"].endswith("ledger.db")
     assert isinstance(out["release"]["ate"], float)
 
 

@@ -31,7 +31,8 @@ def run(tmp_path: Path, monkeypatch):
 def test_set_budget_budgets_history(run, tmp_path: Path) -> None:
     out = run("ledger", "set-budget", "trial-A", "--zeta", "1.5")
     assert out.exit_code == 0, out.output
-    assert "Budget of trial-A: zeta=1.5 (GDP) per row; spent so far: nothing." in out.output
+    assert ("Budget of trial-A: zeta=1.5 (GDP) per row (n public); spent so far: nothing."
+            in out.output)
     out = run("ledger", "set-budget", "trial-B", "--epsilon", "3", "--delta", "1e-6")
     assert out.exit_code == 0
     assert run("ledger", "set-budget", "trial-C", "--rho", "0.5").exit_code == 0
@@ -45,7 +46,7 @@ def test_set_budget_budgets_history(run, tmp_path: Path) -> None:
     out = run("ledger", "budgets")
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[1].split()[:5] == ["dataset", "unit", "cap", "charges", "unfinished"]
+    assert lines[1].split()[:6] == ["dataset", "unit", "public", "cap", "charges", "unfinished"]
     row_a = next(line for line in lines if line.startswith("trial-A"))
     assert "zeta=1.5 (GDP)" in row_a and "1.41421" in row_a  # sqrt(1.5^2 - 0.5^2)
     row_c = next(line for line in lines if line.startswith("trial-C"))
@@ -112,7 +113,7 @@ def test_budgets_show_what_one_more_release_could_spend(run, tmp_path: Path) -> 
 
 
 def test_history_shows_each_charge_and_json(run, tmp_path: Path) -> None:
-    run("ledger", "set-budget", "trial-A", "--epsilon", "20", "--delta", "1e-5")
+    run("ledger", "set-budget", "trial-A", "--epsilon", "20", "--delta", "1e-5", "--unit", "label")
     _charge(tmp_path, "trial-A", "flow-1/ate", PrivacyCharge("gaussian", zeta=1.0, delta=1e-5),
             "row", {"estimator": "aipw", "K": 5, "outcome_bounds": [0, 1]},
             "http://mlflow/#/experiments/1/runs/abc")
@@ -126,7 +127,7 @@ def test_history_shows_each_charge_and_json(run, tmp_path: Path) -> None:
     line = next(x for x in out.output.splitlines() if x.startswith("flow-2/user"))
     assert " 0.8 " in line and " user " in line and "K=3, mechanism=user_level" in line
     doc = json.loads(run("ledger", "history", "trial-A", "--json").output)
-    assert doc["unit"] == "row" and doc["spent"]["n_charges"] == 2
+    assert doc["unit"] == "label" and doc["spent"]["n_charges"] == 2
     first, second = doc["charges"]
     assert first["detail"] == {"estimator": "aipw", "K": 5, "outcome_bounds": [0, 1]}
     assert first["epsilon"] == pytest.approx(4.3772, abs=6e-5) and first["delta"] == 1e-5
@@ -149,9 +150,37 @@ def test_set_budget_binds_a_fingerprint_and_unit(run, tmp_path: Path) -> None:
     out = run("ledger", "set-budget", "trial-A", "--rho", "1", "--unit", "user",
               "--fingerprint", "fp-1")
     assert out.exit_code == 0, out.output
-    assert "Budget of trial-A: rho=1 (zCDP) per user (fingerprint bound)" in out.output
+    assert ("Budget of trial-A: rho=1 (zCDP) per user (n, occupancy public) (fingerprint bound)"
+            in out.output)
     out = run("ledger", "set-budget", "trial-B", "--rho", "1", "--fingerprint", "fp-1")
     assert out.exit_code == 2 and "already budgeted as dataset 'trial-A'" in out.output
     with Ledger(f"sqlite:///{tmp_path / 'data' / 'ledger.db'}") as led:
         assert led.known(fingerprint="fp-1") == "trial-A" and not led.has_dataset("trial-B")
         assert led.unit("trial-A") == "user"
+
+
+def test_correct_unit_is_logged_and_shown_in_history(run, tmp_path: Path) -> None:
+    """Issue 26 §5: the curator corrects a charge recorded under the wrong unit, logged."""
+    assert run("ledger", "set-budget", "d", "--epsilon", "9", "--delta", "1e-5", "--unit",
+               "label").exit_code == 0
+    out = run("ledger", "set-budget", "e", "--epsilon", "9", "--delta", "1e-5", "--unit", "user",
+              "--public", "")
+    assert out.exit_code == 0 and "per user (n public)" in out.output
+    with Ledger(f"sqlite:///{tmp_path / 'data' / 'ledger.db'}") as led:
+        with led.release("d", "r/1", PrivacyCharge("pure", epsilon=1.0), unit="row") as slot:
+            slot.commit("{}")
+    out = run("ledger", "correct-unit", "r/1", "--unit", "user")
+    assert out.exit_code == 2 and "Missing option '--reason'" in out.output
+    out = run("ledger", "correct-unit", "r/9", "--unit", "user", "--reason", "x")
+    assert out.exit_code == 2 and "no charge with release_id 'r/9'" in out.output
+    out = run("ledger", "correct-unit", "r/1", "--unit", "user", "--reason", "user-level data")
+    assert out.exit_code == 0, out.output
+    assert "Charge r/1 is now recorded per user (n, occupancy public)" in out.output
+    out = run("ledger", "history", "d")
+    assert out.exit_code == 0 and "Corrections of a charge's unit" in out.output
+    fix = next(line for line in out.output.splitlines() if line.split()[:2] == ["r/1", "row"])
+    assert fix.split()[:5] == ["r/1", "row", "-", "user", "occupancy"] and "user-level data" in fix
+    doc = json.loads(run("ledger", "history", "d", "--json").output)
+    assert doc["charges"][0]["unit"] == "user" and doc["charges"][0]["public"] == "occupancy"
+    assert [(c["old_unit"], c["new_unit"], c["reason"]) for c in doc["corrections"]] == [
+        ("row", "user", "user-level data")]

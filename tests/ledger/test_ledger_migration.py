@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import Ledger, schema
+from dpcausal.ledger import IncompatibleChargeError, Ledger, schema
 
 _spec = importlib.util.spec_from_file_location(
     "ledger_schema_v1", Path(__file__).parent / "fixtures" / "ledger_schema_v1.py")
@@ -191,3 +192,108 @@ def test_a_ledger_newer_than_the_code_is_refused_untouched(sqlite_url: str) -> N
 
     with pytest.raises(LedgerError, match="holds ledger revision 9999, newer than this code"):
         Ledger(sqlite_url)
+
+
+_spec2 = importlib.util.spec_from_file_location(
+    "ledger_schema_v2", Path(__file__).parent / "fixtures" / "ledger_schema_v2.py")
+v2 = importlib.util.module_from_spec(_spec2)
+_spec2.loader.exec_module(v2)
+
+# details as the release code stored them (7ea6ad1 for schema 1; ea58adb for schema 2)
+_USER_LEVEL = {"K": 2, "G1": 3, "epsilon_per_cell": 0.5, "clip": "user",
+               "occupancy_hash": "ab12", "neighbouring": "user-level, values only, occupancy "
+                                                         "public (spec §1.3)"}
+_CLUSTER = {"mechanism": "cluster", "accounting": "strict", "epsilon_paper": 0.5, "gamma": 0.2,
+            "sigma": 10.0, "lam": 0.3}
+_FEDERATED = {"mechanism": "pbm_secagg", "epsilon": 1.0, "optimal_order": 8.0,
+              "theta_capped": False, "privacy_status": "PRIVATE"}
+
+
+def _write_schema_2_ledger(url: str) -> None:
+    """A ledger as the code before relations left it: schema-1 rows of every mechanism, then
+    opened by schema-2 code (revision 0002 recorded each of them per row), then schema-2 rows
+    (a user cap, a user-level charge and a group-privacy charge recorded per user)."""
+    engine = v1.open_engine(url, create=True)
+    now = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    base = dict(dataset="trial-A", rdp_orders=None, rdp_epsilons=None, token="t" * 32,
+                owner="gone-host:1", reserved_at=now, status="committed", run_url=None,
+                finished_at=now)
+    with engine.begin() as conn:
+        conn.execute(v1.datasets.insert().values(name="trial-A", cap_kind="epsilon",
+                                                 cap_value=20.0, cap_delta=1e-5,
+                                                 created_at=now, updated_at=now))
+        conn.execute(v1.charges.insert(), [
+            dict(base, release_id="u/1", mechanism="laplace", zeta=None, epsilon=1.0, delta=0.0,
+                 detail=json.dumps(_USER_LEVEL), result='{"ate": 1}'),
+            dict(base, release_id="c/1", mechanism="pure", zeta=None, epsilon=1.0, delta=0.0,
+                 detail=json.dumps(_CLUSTER), result='{"ate": 2}'),
+            dict(base, release_id="f/1", mechanism="rdp", zeta=None, epsilon=None, delta=1e-5,
+                 rdp_orders="[2.0, 8.0]", rdp_epsilons="[0.1, 0.4]",
+                 detail=json.dumps(_FEDERATED), result='{"ate": 3}'),
+            dict(base, release_id="a/1", mechanism="gaussian", zeta=0.5, epsilon=None,
+                 delta=1e-5, detail=json.dumps({"zeta1": 0.4, "zeta2": 0.3}), result="{}"),
+            dict(base, release_id="n/1", mechanism="gaussian", zeta=0.5, epsilon=None,
+                 delta=1e-5, detail="{}", result="{}"),
+        ])
+    engine.dispose()
+    engine = sa.create_engine(url)  # schema-2 code's migration: revision 0002 and no further
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema.MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.stamp(cfg, "0001")
+        command.upgrade(cfg, v2.HEAD)
+    with engine.begin() as conn:
+        assert conn.execute(sa.select(v2.meta.c.value)).scalar() == v2.SCHEMA
+        assert set(conn.execute(sa.select(v2.charges.c.unit)).scalars()) == {"row"}
+        conn.execute(v2.datasets.insert().values(name="trial-U", cap_kind="epsilon",
+                                                 cap_value=20.0, cap_delta=1e-5, unit="user",
+                                                 created_at=now, updated_at=now))
+        conn.execute(v2.charges.insert(), [
+            dict(base, dataset="trial-U", release_id="u/2", mechanism="laplace", zeta=None,
+                 epsilon=1.0, delta=0.0, unit="user", fingerprint=None, result="{}",
+                 detail=json.dumps({**_USER_LEVEL, "mechanism": "UserLevelRelease/user"})),
+            dict(base, dataset="trial-U", release_id="g/1", mechanism="pure", zeta=None,
+                 epsilon=1.5, delta=0.0, unit="user", fingerprint=None, result="{}",
+                 detail=json.dumps({"group_privacy_k": 3})),
+        ])
+    engine.dispose()
+
+
+def test_schema_2_ledger_gets_each_charges_relation_from_its_detail(ledger_url: str) -> None:
+    """Issue 26 §5: revision 0002 recorded the user-level, label-DP and federated charges of a
+    schema-1 ledger per row, so they counted under a row cap as row-level protection."""
+    _write_schema_2_ledger(ledger_url)
+    with Ledger(ledger_url) as led:
+        hist = led.history("trial-A")
+        assert list(zip(hist["release_id"], hist["unit"], hist["public"], strict=True)) == [
+            ("u/1", "user", "occupancy"), ("c/1", "label", "arm,cluster"),
+            ("f/1", "client", "arm_sizes"), ("a/1", "row", ""), ("n/1", "row", "")]
+        assert list(hist["status"]) == ["committed"] * 5
+        assert hist["detail"].iloc[1] == _CLUSTER
+        log = led.corrections("trial-A")
+        cols = ["release_id", "old_unit", "new_unit", "by"]
+        assert list(log[cols].itertuples(index=False, name=None)) == [
+            ("u/1", "row", "user", "migration 0003"), ("c/1", "row", "label", "migration 0003"),
+            ("f/1", "row", "client", "migration 0003")]
+        hist_u = led.history("trial-U")
+        assert list(zip(hist_u["unit"], hist_u["public"], strict=True)) == [("user", "occupancy"),
+                                                                ("user", "")]
+        assert led.corrections("trial-U").empty
+        assert led.relation("trial-A").describe() == "per row (n public)"
+        assert led.relation("trial-U").describe() == "per user (n, occupancy public)"
+        # the row cap no longer counts the user-level charge as row-level protection
+        with pytest.raises(IncompatibleChargeError,
+                           match=r"recorded charge u/1: the cap protects per row \(n public\) and "
+                                 r"the charge is proved per user \(n, occupancy public\)"):
+            led.check("trial-A", PrivacyCharge("gaussian", zeta=0.1), unit="row")
+        with led.release("trial-U", "u/3", PrivacyCharge("pure", epsilon=0.5),
+                         unit="user") as slot:
+            slot.commit("{}")
+        # a committed release id still replays its stored result, drawing nothing
+        with led.release("trial-A", "a/1", PrivacyCharge("gaussian", zeta=0.5, delta=1e-5),
+                         unit="row") as slot:
+            assert slot.result == "{}"
+    _no_schema_drift(ledger_url)
+    with Ledger(ledger_url) as led:  # opening it again changes nothing
+        assert len(led.corrections("trial-A")) == 3 and len(led.history("trial-U")) == 3

@@ -96,11 +96,11 @@ def test_one_line_fit_and_refusals_before_any_draw(led, draws) -> None:
     with pytest.raises(BudgetExceededError):
         led.fit("trial-A", _LaplaceMean(epsilon=1.5), df)  # 0.5 + 1.125 > 1
     assert len(draws) == 1 and len(led.history("trial-A")) == 1
-    led.set_budget("rows", rho=10.0)  # a per-row cap: a per-user fit bounds it
-    led.fit("rows", _LaplaceMean(), pd.DataFrame({"y": [0.3]}))
+    led.set_budget("labels", rho=10.0, unit="label")  # a per-label cap: a per-user fit bounds it
+    led.fit("labels", _LaplaceMean(), pd.DataFrame({"y": [0.3]}))
     _LaplaceMean.unit = "label"
     try:
-        with pytest.raises(IncompatibleChargeError, match="its cap is per user"):
+        with pytest.raises(IncompatibleChargeError, match="the cap protects per user"):
             led.fit("trial-A", _LaplaceMean(epsilon=0.1), df)
     finally:
         _LaplaceMean.unit = "user"

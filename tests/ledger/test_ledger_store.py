@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -140,46 +141,75 @@ def test_gdp_cap_refuses_a_laplace_charge_before_reserving(led: Ledger) -> None:
     _publish(led, "r/2", PrivacyCharge("laplace", epsilon=1.0))  # exactly rho = 0.5
 
 
-# which (charge unit -> cap unit) pairs count, written out by hand (README "Units")
-ADMITTED = {("row", "row"), ("row", "label"), ("user", "user"), ("user", "row"),
-            ("user", "label"), ("client", "client"), ("client", "row"), ("client", "label"),
-            ("label", "label")}
+# Which (charge relation -> cap relation) pairs count, written out by hand from the specs
+# (README "Units and neighbouring relations"). Relations: (unit, what is public besides n).
+ROW, LABEL = ("row", ""), ("label", "arm,cluster")  # dp_ate_ensemble §1.3; cluster_dp Def 2.2
+USER_OCC, CLIENT = ("user", "occupancy"), ("client", "arm_sizes")  # user_level §1.3; fed Def 2.1
+USER_ANY = ("user", "")  # k whole rows of one user (group privacy), nothing else public
+RELATIONS = [ROW, LABEL, USER_OCC, CLIENT, USER_ANY]
+ADMITTED = {
+    (ROW, ROW), (ROW, LABEL),  # a label change is a row change
+    (LABEL, LABEL),
+    # user-level with the occupancy public: a row-level neighbour may move a row to the other
+    # arm (changing the per-cell counts it publishes), so never under a row cap (issue 26 §5)
+    (USER_OCC, USER_OCC), (USER_OCC, LABEL),
+    (CLIENT, CLIENT), (CLIENT, LABEL),  # it publishes n_t and n_c: not under a row cap either
+    (USER_ANY, USER_ANY), (USER_ANY, USER_OCC), (USER_ANY, ROW), (USER_ANY, LABEL),
+}
 
 
-@pytest.mark.parametrize("charge_unit", ["row", "user", "label", "client"])
-@pytest.mark.parametrize("cap_unit", ["row", "user", "label", "client"])
-def test_units_a_user_charge_bounds_rows_never_the_reverse(sqlite_url: str, charge_unit: str,
-                                                           cap_unit: str) -> None:
-    """Issue 18 item 5: every charge records its unit; a label-DP charge (Cluster-DP) used to be
-    admitted under a cap protecting whole rows, a row-level one under a per-user cap."""
+@pytest.mark.parametrize("charge_rel", RELATIONS, ids=lambda r: f"charge-{r[0]}[{r[1]}]")
+@pytest.mark.parametrize("cap_rel", RELATIONS, ids=lambda r: f"cap-{r[0]}[{r[1]}]")
+def test_a_charge_counts_only_where_its_relation_bounds_the_caps(
+        sqlite_url: str, charge_rel: tuple[str, str], cap_rel: tuple[str, str]) -> None:
+    """Issue 26 §5: a user-level (occupancy public) or federated (arm sizes public) charge was
+    counted under a row cap as if it implied row-level protection."""
     with Ledger(sqlite_url, create=True) as led:
-        led.set_budget("ds", epsilon=5.0, delta=1e-5, unit=cap_unit)
+        led.set_budget("ds", epsilon=5.0, delta=1e-5, unit=cap_rel[0], public=cap_rel[1])
         charge = PrivacyCharge("pure", epsilon=1.0)
-        if (charge_unit, cap_unit) in ADMITTED:
-            _publish(led, "r/1", charge, unit=charge_unit)
-            assert list(led.history("ds")["unit"]) == [charge_unit]
-        else:
-            msg = (f"refused for dataset ds: its cap is per {cap_unit} and the charge per "
-                   f"{charge_unit}: a {charge_unit}-level guarantee does not bound the loss of one "
-                   f"{cap_unit}")
-            with pytest.raises(IncompatibleChargeError, match=msg):
-                led.check("ds", charge, unit=charge_unit)
-            with pytest.raises(IncompatibleChargeError, match=msg):
-                _publish(led, "r/1", charge, unit=charge_unit)
-            assert led.history("ds").empty
+        if (charge_rel, cap_rel) in ADMITTED:
+            with led.release("ds", "r/1", charge, unit=charge_rel[0],
+                             public=charge_rel[1]) as slot:
+                slot.commit("{}")
+            hist = led.history("ds")
+            assert list(zip(hist["unit"], hist["public"], strict=True)) == [charge_rel]
+            return
+        names = [f"per {u} ({', '.join(['n', *filter(None, p.split(','))])} public)"
+                 for u, p in (cap_rel, charge_rel)]
+        msg = (f"refused for dataset ds: the cap protects {re.escape(names[0])} and the charge "
+               f"is proved {re.escape(names[1])}: ")
+        with pytest.raises(IncompatibleChargeError, match=msg):
+            led.check("ds", charge, unit=charge_rel[0], public=charge_rel[1])
+        with pytest.raises(IncompatibleChargeError, match=msg):
+            with led.release("ds", "r/1", charge, unit=charge_rel[0], public=charge_rel[1]):
+                pytest.fail("a refused release ran its block")
+        assert led.history("ds").empty
 
 
-def test_cap_unit_change_must_still_be_bounded_by_every_charge(led: Ledger) -> None:
-    led.set_budget("ds", epsilon=5.0, delta=1e-5)
-    assert led.unit("ds") == "row"
+def test_default_relations_are_the_mechanisms(led: Ledger) -> None:
+    """A charge given only its unit gets the relation of that unit's mechanisms; a
+    group-privacy charge holds nothing but n public."""
+    led.set_budget("ds", epsilon=9.0, delta=1e-5, unit="label")
+    for i, unit in enumerate(["row", "user", "client", "label"]):
+        _publish(led, f"r/{i}", PrivacyCharge("pure", epsilon=0.5), unit=unit)
+    _publish(led, "r/g", group_privacy(PrivacyCharge("pure", epsilon=0.5), 2), unit="user")
+    hist = led.history("ds")
+    assert list(hist["public"]) == ["", "occupancy", "arm_sizes", "arm,cluster", ""]
+    assert led.relation("ds").describe() == "per label (n, arm, cluster public)"
+    with pytest.raises(ValueError, match=r"public must name facts among .*got \['groups'\]"):
+        led.set_budget("ds", epsilon=9.0, delta=1e-5, unit="user", public="groups")
+
+
+def test_cap_relation_change_must_still_be_bounded_by_every_charge(led: Ledger) -> None:
+    led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="label")
+    assert led.unit("ds") == "label"
     _publish(led, "r/1", PrivacyCharge("pure", epsilon=1.0), unit="user")
     led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="user")  # the user charge bounds it
-    led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="row")
-    _publish(led, "r/2", PrivacyCharge("pure", epsilon=1.0), unit="row")
-    with pytest.raises(ValueError, match="cannot set the cap of dataset ds to epsilon=5, "
-                                         "delta=1e-05: its cap is per user and the charge per row"):
-        led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="user")
-    assert led.unit("ds") == "row"
+    with pytest.raises(ValueError, match=r"cannot set the cap of dataset ds to epsilon=5, "
+                                         r"delta=1e-05: the cap protects per row \(n public\) and "
+                                         r"the charge is proved per user \(n, occupancy public\)"):
+        led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="row")
+    assert led.unit("ds") == "user"
     with pytest.raises(ValueError, match=r"unit must be one of \['client', 'label', 'row', "):
         led.set_budget("ds", epsilon=5.0, delta=1e-5, unit="person")
 
@@ -187,13 +217,41 @@ def test_cap_unit_change_must_still_be_bounded_by_every_charge(led: Ledger) -> N
 def test_a_row_level_charge_converted_by_group_privacy_counts_per_user(led: Ledger) -> None:
     led.set_budget("ds", epsilon=2.0, delta=1e-5, unit="user")
     row_charge = PrivacyCharge("pure", epsilon=0.5)
-    with pytest.raises(IncompatibleChargeError, match="its cap is per user and the charge per row"):
+    with pytest.raises(IncompatibleChargeError, match="changing one user is not changing one row"):
         led.check("ds", row_charge, unit="row")
     _publish(led, "r/1", group_privacy(row_charge, 3), unit="user")  # <= 3 rows per user: 1.5
     hist = led.history("ds")
     assert list(hist["epsilon"]) == [1.5] and hist["detail"].iloc[0] == {"group_privacy_k": 3}
     with pytest.raises(BudgetExceededError):  # 1.5 + 1.5 > 2 (pure composes to 3 at most)
         led.check("ds", group_privacy(row_charge, 3), unit="user")
+
+
+def test_a_corrected_unit_is_logged_and_voids_a_cap_it_no_longer_bounds(led: Ledger) -> None:
+    """Issue 26 §5: the curator repairs a charge recorded per row that was user-level."""
+    led.set_budget("ds", epsilon=9.0, delta=1e-5)
+    _publish(led, "r/1", PrivacyCharge("pure", epsilon=1.0), unit="row")
+    with pytest.raises(ValueError, match="reason must say why"):
+        led.correct_unit("r/1", "user", reason=" ")
+    with pytest.raises(ValueError, match="no charge with release_id 'r/9'"):
+        led.correct_unit("r/9", "user", reason="x")
+    corrected = led.correct_unit("r/1", "user", reason="user-level, mislabelled")
+    assert corrected.describe() == "per user (n, occupancy public)"
+    hist = led.history("ds")
+    assert (hist["unit"].iloc[0], hist["public"].iloc[0]) == ("user", "occupancy")
+    log = led.corrections("ds")
+    assert list(log[["release_id", "old_unit", "old_public", "new_unit", "new_public",
+                     "reason"]].itertuples(index=False, name=None)) == [
+        ("r/1", "row", "", "user", "occupancy", "user-level, mislabelled")]
+    assert "@" in log["by"].iloc[0]
+    # the row cap's guarantee no longer holds: nothing more is admitted, the refusal names both
+    msg = (r"recorded charge r/1: the cap protects per row \(n public\) and the charge is "
+           r"proved per user \(n, occupancy public\)")
+    with pytest.raises(IncompatibleChargeError, match=msg):
+        led.check("ds", PrivacyCharge("pure", epsilon=0.1), unit="row")
+    assert led.headroom("ds")["next_pure_epsilon"] == 0.0
+    assert led.budgets().set_index("dataset").loc["ds", "next_epsilon"] == 0.0
+    led.set_budget("ds", epsilon=9.0, delta=1e-5, unit="label")  # what both still bound
+    _publish(led, "r/2", PrivacyCharge("pure", epsilon=0.1), unit="row")
 
 
 def test_a_known_fingerprint_under_a_new_dataset_id_is_refused(led: Ledger) -> None:
