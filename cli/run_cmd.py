@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -103,25 +102,28 @@ def public_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
     return texts
 
 
-def _bounds_notice(config: Any, check_command: str) -> None:
+def _bounds_notice(config: Any) -> None:
     """A core release whose outcome bounds the ledger has never seen privately checked says so,
-    once, before the charge (issue 19 §1)."""
+    once, before the charge (issue 19 §1), with the charged library call that checks them."""
     from tasks.ledger_ops import bounds_checked
 
-    bounds = config.estimator.outcome_bounds
-    if bounds is None or bounds_checked(config.ledger.dataset_id, tuple(bounds)):
+    bounds, dataset = config.estimator.outcome_bounds, config.ledger.dataset_id
+    if bounds is None or bounds_checked(dataset, tuple(bounds)):
         return
     click.echo(f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been "
-               f"checked on dataset {config.ledger.dataset_id!r}; outcomes outside them are "
-               "clipped and bias the release. A private check costs a small stated budget: "
-               f"{check_command}", err=True)
+               f"checked on dataset {dataset!r}; outcomes outside them are clipped and bias the "
+               "release. A private check costs a small stated budget (zeta=0.1 under a zeta or "
+               "rho cap, epsilon=0.1 under an epsilon cap), charged to the ledger from Python: "
+               f"`with dpcausal.Ledger().charging({dataset!r}): "
+               f"BoundsCheck(outcome_bounds=({bounds[0]:g}, {bounds[1]:g}), zeta=0.1)"
+               f".fit(df, outcome={config.columns.outcome!r})` (dpcausal.bounds_check)", err=True)
 
 
 def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
-            strict: bool = False, check_command: str | None = None) -> dict[str, Any]:
+            strict: bool = False, bounds_notice: bool = False) -> dict[str, Any]:
     """Public checks (no Prefect), their warnings, then the release flow with a progress bar;
-    prints it. A core release whose bounds were never privately checked says so first, advising
-    ``check_command`` (when given)."""
+    prints it. With ``bounds_notice``, a core release whose bounds were never privately checked
+    says so first."""
     quiet_console(verbose)
     from conf.kinds import KINDS
     from tasks.preflight import check_release
@@ -146,8 +148,8 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     if strict and shown:
         _fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
                          "charged"))
-    if config.kind == "ate" and not config.evaluation and check_command is not None:
-        _bounds_notice(config, check_command)
+    if config.kind == "ate" and not config.evaluation and bounds_notice:
+        _bounds_notice(config)
 
     import signal
 
@@ -221,11 +223,9 @@ def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_ru
         ctx.invoke(plan, config_path=config_path, overrides=overrides, as_json=as_json)
         return
     config = _load(config_path, overrides)
-    check = ["dpcausal", "plan", config_path, *(x for o in overrides for x in ("--set", o)),
-             "--check-bounds"]
-    partitioned = config.data.partitions is not None  # no bounds check there (plan_cmd)
+    partitioned = config.data.partitions is not None  # the check reads the outcome in memory
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
-            strict=strict, check_command=None if partitioned else shlex.join(check))
+            strict=strict, bounds_notice=not partitioned)
     exit_now()
 
 

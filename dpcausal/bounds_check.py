@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 from scipy.stats import norm
@@ -51,6 +51,11 @@ class BoundsCheckRelease(Release):
     noise_sd: float
     tolerance: float
     verdict: str
+
+    @classmethod
+    def _decoded(cls, values: dict[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
+        values["bounds"] = tuple(values["bounds"])
+        return super()._decoded(values, d)
 
     def extra_rows(self) -> list[tuple[str, str]]:
         return [("bounds", f"[{self.bounds[0]:g}, {self.bounds[1]:g}]"),

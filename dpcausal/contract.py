@@ -17,10 +17,13 @@ and ``confint()`` tables, rich display in Jupyter and a ``plot()``.
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import importlib
+import json
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -188,6 +191,38 @@ class Release(ResultMixin):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **to_jsonable(self), "noise_share": self.noise_share()}
 
+    # ------------------------------------------------------------------ rebuilding
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            _KINDS[cls.kind] = cls
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Release:
+        """The release that :meth:`to_dict` gave ``d``, of the class its ``kind`` names:
+        ``Release.from_dict(r.to_dict())`` has the type of ``r`` and the same dict, text and
+        summary (values not in the dict, such as Cluster-DP's unit-level data, are absent)."""
+        kind = d.get("kind")
+        target = _release_class(kind)
+        if not issubclass(target, cls):
+            raise ValueError(f"kind {kind!r} is a {target.__name__}, not a {cls.__name__}")
+        names = {f.name for f in dataclasses.fields(target) if f.init}
+        return target(**target._decoded({k: v for k, v in d.items() if k in names}, d))
+
+    @classmethod
+    def from_json(cls, text: str) -> Release:
+        """:meth:`from_dict` of :meth:`to_json`'s text: ``Release.from_json(r.to_json())``."""
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def _decoded(cls, values: dict[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` (the fields found in the dict ``d``) as the fields' types: JSON has no
+        tuples, frames or objects; subclasses convert their own fields, then call this."""
+        if values.get("ci") is not None:
+            values["ci"] = tuple(values["ci"])
+        values["privacy"] = Privacy.from_dict(values["privacy"])
+        return values
+
     # ------------------------------------------------------------------ plot
     def noise_share(self) -> float | None:
         """Share of the total variance that is privacy noise (``None`` where unknown)."""
@@ -201,7 +236,7 @@ class Release(ResultMixin):
             raise ImportError("plot() needs matplotlib: pip install 'dpcausal[plot]'") from exc
         table = self.summary()
         if ax is None:
-            _, ax = plt.subplots(figsize=(6, 0.6 + 0.5 * max(1, len(table))))
+            _, ax = plt.subplots(figsize=(7, 1.6 + 0.4 * max(1, len(table))))
         y = np.arange(len(table))[::-1]
         lo = (table["estimate"] - table["ci_lower"]).to_numpy()
         hi = (table["ci_upper"] - table["estimate"]).to_numpy()
@@ -215,6 +250,22 @@ class Release(ResultMixin):
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("estimate")
         return ax
+
+
+_KINDS: dict[str, type[Release]] = {"release": Release}
+# where the results of the mechanisms outside the core live (imported on first need)
+_RESULT_MODULES = ("dpcausal.release", "dpcausal.bounds_check", "dpcausal.cluster_dp",
+                   "dpcausal.federated", "dpcausal.user_level")
+
+
+def _release_class(kind: Any) -> type[Release]:
+    if kind not in _KINDS:
+        for module in _RESULT_MODULES:
+            importlib.import_module(module)
+    if kind not in _KINDS:
+        raise ValueError(f"kind {kind!r} is not a release kind ({', '.join(sorted(_KINDS))}); "
+                         "pass a dict made by Release.to_dict()")
+    return _KINDS[kind]
 
 
 @dataclass(frozen=True)
@@ -256,18 +307,22 @@ class Mechanism(BaseEstimator):
 
         ``data`` is a DataFrame with column roles given by keyword (``treatment=``,
         ``outcome=``, ...), or the mechanism's arrays. Each call is a new release that spends
-        budget again: repeated fits on the same data compose, and the session accountant
-        (:mod:`dpcausal.session`) records them. The release is kept as ``release_``.
+        budget again: repeated fits on the same data compose, and the accountant of the current
+        context (:mod:`dpcausal.session`) records them. The release is kept as ``release_``.
         """
-        from dpcausal.session import accountant
-
-        prepared = self.check_input(data, *args, **roles)
-        charge = self.privacy_charge(**prepared.public)
-        with accountant().charging(self, prepared, charge, evaluation=evaluation) as slot:
-            release = self.private_release(prepared, evaluation=evaluation)
-            slot.record(release)
+        release = self._charged(self.check_input(data, *args, **roles), evaluation=evaluation)
         self.release_ = release
         return release
+
+    def _charged(self, prepared: Prepared, *, evaluation: bool = False,
+                 draw: Callable[[], Release] | None = None) -> Release:
+        """``draw`` (default: :meth:`private_release` on ``prepared``) run once through the
+        current accountant, charged :meth:`privacy_charge` of ``prepared.public``: the only way
+        the library draws a release's noise."""
+        from dpcausal.session import accountant
+
+        charge = self.privacy_charge(**prepared.public)
+        return accountant().release(self, prepared, charge, evaluation=evaluation, draw=draw)
 
 
 def columns(frame: pd.DataFrame, **roles: str | Sequence[str] | None) -> dict[str, Any]:

@@ -1,44 +1,59 @@
-"""Who records a library release: the in-memory session accountant, or a persistent ledger.
+"""Who records a library release, and the one function that charges a release to a ledger.
 
-Every :meth:`dpcausal.contract.Mechanism.fit` outside evaluation goes through the current
-accountant (as diffprivlib's ``BudgetAccountant`` does). The default, :class:`SessionAccountant`,
-remembers every release of the process by a digest of its input kept in memory only, and warns
-with the composed spend when the same data are released again: repeated fits compose, so keeping
-the draw one likes spends the budget of every draw. :class:`LedgerAccountant` makes fits charge a
-persistent :class:`dpcausal.ledger.Ledger` instead (reserve before the noise, commit after).
+Every :meth:`dpcausal.contract.Mechanism.fit` goes through the current accountant (as
+diffprivlib's ``BudgetAccountant`` does). The default, :class:`SessionAccountant`, remembers every
+release of the process by a digest of its input kept in memory only, and warns with the composed
+spend when the same data are released again: repeated fits compose, so keeping the draw one likes
+spends the budget of every draw. :class:`LedgerAccountant` makes fits charge a persistent
+:class:`dpcausal.ledger.Ledger` instead, through :func:`charged_release`, the project's one
+reserve -> draw -> commit path (the Prefect task ``tasks.release.charged_release`` calls it too).
+
+The current accountant is a :class:`contextvars.ContextVar`, as scikit-learn keeps
+``config_context`` local to a thread: ``with ledger.charging("trial-A"):`` charges the fits of
+this thread (and of tasks it starts with a copy of its context), never a fit another thread runs
+meanwhile on its own data.
 """
 
 from __future__ import annotations
 
 import uuid
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, Protocol
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import joblib
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.ledger.composition import compose
+from dpcausal.validation import ReleaseFailedError, private_log
 
 if TYPE_CHECKING:
     from dpcausal.contract import Mechanism, Prepared, Release
     from dpcausal.ledger import Ledger
+
+#: A release's noise-drawing computation, run once after the charge is reserved.
+Draw = Callable[[], "Release"]
 
 
 class RepeatedReleaseWarning(UserWarning):
     """The same data were released more than once in this session: the spends compose."""
 
 
-class Slot(Protocol):
-    def record(self, release: Release) -> None: ...
+class Accountant(Protocol):
+    """Runs ``draw`` (by default the mechanism's noise-drawing phase) once, charged."""
+
+    def release(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
+                evaluation: bool = False, draw: Draw | None = None) -> Release: ...
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.release: Release | None = None
-
-    def record(self, release: Release) -> None:
-        self.release = release
+def _draw_of(mechanism: Mechanism, prepared: Prepared, evaluation: bool,
+             draw: Draw | None) -> Draw:
+    if draw is not None:
+        return draw
+    return lambda: mechanism.private_release(prepared, evaluation=evaluation)
 
 
 class SessionAccountant:
@@ -47,13 +62,13 @@ class SessionAccountant:
     def __init__(self) -> None:
         self.charges: dict[str, list[PrivacyCharge]] = {}
 
-    @contextmanager
-    def charging(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
-                 evaluation: bool = False) -> Iterator[Slot]:
-        slot = _Recorder()
-        yield slot
-        if evaluation or slot.release is None:
-            return
+    def release(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
+                evaluation: bool = False, draw: Draw | None = None) -> Release:
+        """Draw once; outside evaluation, record ``charge`` and warn when the same data were
+        released before in this process (the spends compose)."""
+        release = _draw_of(mechanism, prepared, evaluation, draw)()
+        if evaluation:
+            return release
         key = joblib.hash(prepared.data)
         spent = self.charges.setdefault(key, [])
         spent.append(charge)
@@ -62,57 +77,123 @@ class SessionAccountant:
             warnings.warn(
                 f"release {len(spent)} of the same data in this session: the spends compose to "
                 f"{total.describe()} (each fit draws new noise and spends again; use "
-                "dpcausal.session.use_ledger(...) to charge a persistent budget)",
+                "`with ledger.charging(dataset):` to charge a persistent budget)",
                 RepeatedReleaseWarning, stacklevel=4)
+        return release
 
 
 class LedgerAccountant:
-    """Charges every fit to ``dataset`` in a persistent ledger: reserve (in the mechanism's unit
-    of privacy, binding ``fingerprint`` if given) before the noise, commit after; a refused
-    reservation raises before :meth:`Mechanism.private_release` runs, so nothing is drawn."""
+    """Charges every fit to ``dataset`` in a persistent ledger through :func:`charged_release`
+    (in the mechanism's unit of privacy, binding ``fingerprint`` if given); a refused
+    reservation raises before anything is drawn."""
 
     def __init__(self, ledger: Ledger, dataset: str, fingerprint: str | None = None) -> None:
         self.ledger = ledger
         self.dataset = dataset
         self.fingerprint = fingerprint
 
-    @contextmanager
-    def charging(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
-                 evaluation: bool = False) -> Iterator[Slot]:
+    def release(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
+                evaluation: bool = False, draw: Draw | None = None) -> Release:
         if evaluation:
             raise ValueError("evaluation mode is refused while fits are charged to a ledger: "
                              "it is a non-private read of the data")
-        recorder = _Recorder()
-        release_id = f"notebook/{uuid.uuid4()}"
-        with self.ledger.release(self.dataset, release_id, charge, unit=mechanism.unit,
-                                 fingerprint=self.fingerprint,
-                                 detail={"mechanism_class": type(mechanism).__name__}) as slot:
-            yield recorder
-            if recorder.release is not None:
-                slot.commit(recorder.release.to_json())
+        return charged_release(
+            self.ledger, self.dataset, f"notebook/{uuid.uuid4()}", mechanism, prepared, charge,
+            fingerprint=self.fingerprint, detail={"mechanism_class": type(mechanism).__name__},
+            draw=draw).release
 
 
-_current: Any = SessionAccountant()
+@dataclass(frozen=True)
+class Charged:
+    """A charged release: the :class:`~dpcausal.contract.Release`, and whether it is the one
+    committed earlier under the same release id (then nothing was drawn now)."""
+
+    release: Release
+    reused: bool = False
 
 
-def accountant() -> Any:
-    """The accountant that records library fits (a :class:`SessionAccountant` by default)."""
-    return _current
+def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Mechanism,
+                    prepared: Prepared, charge: PrivacyCharge, *,
+                    fingerprint: str | None = None, run_url: str | None = None,
+                    detail: dict[str, Any] | None = None, draw: Draw | None = None) -> Charged:
+    """One release charged to ``dataset``: reserve, draw once, commit, then return.
+
+    The reservation (:meth:`dpcausal.ledger.Ledger.release`, per ``mechanism.unit``, binding
+    ``fingerprint``) comes before any noise: a refusal raises and nothing is drawn. A release id
+    committed before returns its committed release, rebuilt by
+    :meth:`dpcausal.contract.Release.from_json`, and draws nothing. Then ``draw`` (default: the
+    mechanism's noise-drawing phase on ``prepared``) runs once; any failure in it depends on the
+    data, so it becomes a generic :class:`~dpcausal.validation.ReleaseFailedError` (its details
+    go to :data:`~dpcausal.validation.private_log` only) and the charge stays recorded. The
+    release's JSON is committed before this function returns it: nothing is visible earlier.
+    """
+    from dpcausal.contract import Release
+
+    run = _draw_of(mechanism, prepared, False, draw)
+    with ledger.release(dataset, release_id, charge, run_url, unit=mechanism.unit,
+                        fingerprint=fingerprint, detail=detail) as slot:
+        if slot.result is not None:
+            return Charged(Release.from_json(slot.result), reused=True)
+        try:
+            release = run()
+        except ReleaseFailedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any data-dependent failure is generic
+            private_log.error("release %s failed after its charge", release_id, exc_info=exc)
+            raise ReleaseFailedError(
+                "the release failed after its charge for a reason that may depend on the data; "
+                "its budget is spent; the curator's private log holds the details") from None
+        if release.evaluation:
+            raise AssertionError("bug: a charged release must not be an evaluation release")
+        slot.commit(release.to_json())
+    return Charged(release)
 
 
-def use_accountant(acc: Any) -> Any:
-    """Install ``acc`` as the current accountant; returns the previous one."""
-    global _current
-    previous, _current = _current, acc
+def evaluation_release(mechanism: Mechanism, prepared: Prepared) -> Release:
+    """An evaluation release (not private, marked so, charged nowhere) of checked input: what
+    ``fit(..., evaluation=True)`` draws, for an orchestrator that ran the public checks itself.
+    Callers refuse it for any budgeted source first (it is a non-private read of the data)."""
+    return _draw_of(mechanism, prepared, True, None)()
+
+
+_session = SessionAccountant()
+_current: ContextVar[Accountant | None] = ContextVar("dpcausal_accountant", default=None)
+
+
+def accountant() -> Accountant:
+    """The accountant of the current context (thread or task): the one installed by
+    :func:`charging_to`/:func:`use_accountant`, else the process's :class:`SessionAccountant`."""
+    current = _current.get()
+    return _session if current is None else current
+
+
+@contextmanager
+def charging_to(acc: Accountant) -> Iterator[Accountant]:
+    """Within the block, fits of this context go through ``acc``; restored on exit."""
+    token = _current.set(acc)
+    try:
+        yield acc
+    finally:
+        _current.reset(token)
+
+
+def use_accountant(acc: Accountant | None) -> Accountant | None:
+    """Install ``acc`` (None: the session accountant) in the current context until changed
+    again; returns what was installed before (None: the session accountant). Prefer the block
+    form, :func:`charging_to` or ``with ledger.charging(dataset):``."""
+    previous = _current.get()
+    _current.set(acc)
     return previous
 
 
-def use_ledger(ledger: Ledger, dataset: str, *, fingerprint: str | None = None) -> Any:
-    """Charge every following fit to ``dataset`` in ``ledger``; returns the previous
-    accountant. For one block, prefer ``with ledger.charging(dataset): ...``."""
+def use_ledger(ledger: Ledger, dataset: str, *, fingerprint: str | None = None
+               ) -> Accountant | None:
+    """Charge every following fit of this context to ``dataset`` in ``ledger``; returns the
+    previous accountant. For one block, prefer ``with ledger.charging(dataset): ...``."""
     return use_accountant(LedgerAccountant(ledger, dataset, fingerprint))
 
 
 def reset() -> None:
-    """Forget this session's releases (a fresh :class:`SessionAccountant`)."""
-    use_accountant(SessionAccountant())
+    """Forget this process's session releases (a fresh :class:`SessionAccountant`)."""
+    global _session
+    _session = SessionAccountant()

@@ -41,6 +41,7 @@ from conf.models import ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import PartitionPlan, combine, fold_rule, release_key
+from dpcausal.session import Charged
 from flows import progress
 from tasks.partitioned import (
     PartitionedATE,
@@ -51,7 +52,7 @@ from tasks.partitioned import (
     partition_score_sums,
 )
 from tasks.preflight import Checked, check_footers, check_ledger
-from tasks.release import Published, charged_release
+from tasks.release import charged_release
 from tasks.runners import dask_security
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
@@ -111,13 +112,13 @@ def partitioned_release(
     return _charged(parts, checked, dataset=dataset_id or "", fold_key=fold_key,
                     release_id=f"{flow_run.id}/partitioned-ate", evaluation=evaluation,
                     detail={"mechanism_class": "PrivateATE", "path": "partitioned",
-                            "n_folds": plan.n_folds}).release
+                            "n_folds": plan.n_folds}).release.to_dict()
 
 
 @flow(name="dp_partitioned_config_release", task_runner=DEFAULT_RUNNER, persist_result=False,
       retries=0)
 def partitioned_config_release(config: ReleaseConfig, release_id: str,
-                               run_url: str | None = None) -> Published:
+                               run_url: str | None = None) -> Charged:
     """The partitioned path of ``dp_release`` (:mod:`flows.release`), its subflow on the
     config's Dask runner (:func:`dask_runner`): the public checks again on the footers the
     workers read, then the charged release under ``release_id``, recording ``run_url`` (the
@@ -148,7 +149,7 @@ def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, out
 
 def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: str,
              fold_key: str, evaluation: bool, detail: dict[str, Any], cap: str = "--zeta Z",
-             run_url: str | None = None) -> Published:
+             run_url: str | None = None) -> Charged:
     """Steps 2-5: the fold key, then the one charged task, which runs both phases after the
     reservation."""
     plan: PartitionPlan = checked.prepared.data

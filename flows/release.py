@@ -125,12 +125,14 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
     spent = None if evaluation else ledger_ops.spent(dataset)
 
     progress.phase("log to MLflow")
-    tables = (kind.published(published.result)
-              if kind.published is not None and published.result is not None else None)
-    log_release(run, published.release, evaluation, spent, tables)
-    artifact = publish_release(dataset, published.release, release_id, spent, run.url)
+    release = published.release
+    # a reused release is rebuilt from its committed JSON, which holds no published tables
+    tables = (kind.published(release)
+              if kind.published is not None and not published.reused else None)
+    log_release(run, release, evaluation, spent, tables)
+    artifact = publish_release(dataset, release, release_id, spent, run.url)
     progress.phase("done")
-    return {"kind": config.kind, "release": published.release, "text": published.text,
+    return {"kind": config.kind, "release": release.to_dict(), "text": str(release),
             "release_id": release_id, "reused": published.reused, "spent": spent,
             "mlflow": {"run_id": run.run_id, "experiment_id": run.experiment_id,
                        "tracking_uri": run.tracking_uri, "url": run.url},

@@ -11,6 +11,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from dpcausal import Release
+
 
 def artifact_key(prefix: str, dataset: str) -> str:
     """``<prefix>-<dataset>`` in the characters Prefect allows in a key (a-z, 0-9, -)."""
@@ -39,14 +41,14 @@ def release_table(release: dict[str, Any], release_id: str,
 
 @task(name="publish_release", cache_policy=NO_CACHE, persist_result=False, retries=2,
       retry_delay_seconds=1)
-def publish_release(dataset: str, release: dict[str, Any], release_id: str,
+def publish_release(dataset: str, release: Release, release_id: str,
                     spent: dict[str, Any] | None, mlflow_url: str) -> str:
     """The release's table artifact and the link to its MLflow run; returns the table's key."""
     from prefect.artifacts import create_link_artifact, create_table_artifact
 
     key = artifact_key("release", dataset)
-    what = "EVALUATION (not private)" if release.get("evaluation") else "private"
-    create_table_artifact(release_table(release, release_id, spent), key=key,
+    what = "EVALUATION (not private)" if release.evaluation else "private"
+    create_table_artifact(release_table(release.to_dict(), release_id, spent), key=key,
                           description=f"{what} release {release_id} of dataset {dataset}")
     create_link_artifact(mlflow_url, link_text="MLflow run of this release",
                          key=artifact_key("mlflow", dataset),

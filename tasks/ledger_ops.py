@@ -81,7 +81,8 @@ def spent(dataset: str) -> dict[str, Any]:
 
 def bounds_checked(dataset: str, bounds: tuple[float, float]) -> bool:
     """Whether the ledger's history of ``dataset`` holds a committed private bounds check
-    (``dpcausal plan --check-bounds``) of exactly these outcome bounds."""
+    (:class:`dpcausal.bounds_check.BoundsCheck`, charged through the library) of exactly these
+    outcome bounds."""
     if not Ledger.exists():
         return False
     with Ledger() as led:

@@ -25,6 +25,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from conf.settings import PROJECT_ROOT
+from dpcausal import Release
 
 
 @dataclass(frozen=True)
@@ -150,24 +151,27 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
 
 @task(name="log_release", cache_policy=NO_CACHE, persist_result=False, retries=2,
       retry_delay_seconds=1)
-def log_release(run: TrackedRun, release: dict[str, Any], evaluation: bool,
+def log_release(run: TrackedRun, release: Release, evaluation: bool,
                 spent: dict[str, Any] | None, tables: dict[str, Any] | None = None) -> None:
-    """The released values into ``run`` (metrics, ``release.json``, ``release.png`` and the
-    kind's published ``tables``, as CSV or Parquet by their names); ends it FINISHED.
-    Idempotent: a retry logs the same values again."""
+    """The released values into ``run`` (metrics, ``release.json`` = ``release.to_dict()``,
+    ``release.png`` = ``release.plot()`` and the kind's published ``tables``, as CSV or Parquet
+    by their names); ends it FINISHED. Idempotent: a retry logs the same values again."""
     from mlflow.entities import Metric
 
-    from plots.release import plot_release
+    from plots.figures import pyplot, save
 
-    if not evaluation and (release.get("nonprivate") is not None or release.get("evaluation")):
+    if not evaluation and release.evaluation:
         raise AssertionError("bug: a release-mode result carries non-private values")
+    as_dict = release.to_dict()
     client = _client(run.tracking_uri)
     now = int(time.time() * 1000)
     client.log_batch(run.run_id, metrics=[Metric(k, v, now, 0)
-                                          for k, v in release_metrics(release, spent).items()])
-    client.log_dict(run.run_id, release, "release.json")
+                                          for k, v in release_metrics(as_dict, spent).items()])
+    client.log_dict(run.run_id, as_dict, "release.json")
     with tempfile.TemporaryDirectory() as tmp:
-        client.log_artifact(run.run_id, str(plot_release(release, Path(tmp) / "release.png")))
+        pyplot()  # the headless backend, before the release draws its figure
+        client.log_artifact(run.run_id, save(release.plot().figure, Path(tmp) / "release.png",
+                                             dpi=100))
         for name, table in (tables or {}).items():
             if name.endswith(".csv"):  # small tables: MLflow's UI shows CSV
                 table.to_csv(Path(tmp) / name, index=False)

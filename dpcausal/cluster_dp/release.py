@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 import pandas as pd
@@ -136,7 +136,9 @@ class ClusterDPResult(Release):
 
     Attributes
     ----------
-    published : ClusterDPRelease
+    published : ClusterDPRelease, or None in a release rebuilt by :meth:`Release.from_dict`
+        (its JSON holds the priors, not the unit-level data, which are published as a table).
+    priors : the published priors (``published.priors``).
     lam, gamma, sigma : the public calibration used (sigma = inf: uniform prior, no data access).
     space : the public response space Y.
     strata : "clusters" or "none", the estimator's stratification.
@@ -144,7 +146,8 @@ class ClusterDPResult(Release):
 
     kind: ClassVar[str] = "cluster_dp"
 
-    published: ClusterDPRelease = field(repr=False, compare=False)
+    published: ClusterDPRelease | None = field(repr=False, compare=False)
+    priors: pd.DataFrame = field(repr=False, compare=False)
     lam: float
     gamma: float
     sigma: float
@@ -162,8 +165,15 @@ class ClusterDPResult(Release):
         unit-level data stay in ``published.data``)."""
         out = super().to_dict()
         out["space"] = self.space.values.tolist()
-        out["priors"] = to_jsonable(self.published.priors.to_dict(orient="list"))
+        out["priors"] = to_jsonable(self.priors.to_dict(orient="list"))
         return out
+
+    @classmethod
+    def _decoded(cls, values: dict[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
+        values.update(published=None, priors=pd.DataFrame(d["priors"]),
+                      space=ResponseSpace(np.asarray(d["space"], float)),
+                      sigma=math.inf if values["sigma"] is None else values["sigma"])
+        return super()._decoded(values, d)
 
 
 @dataclass(frozen=True)
@@ -451,7 +461,7 @@ class ClusterDP(Mechanism):
         )
         return ClusterDPResult(
             ate=est.ate, ci=est.ci, se=est.se, level=est.level, privacy=privacy, n=est.n,
-            evaluation=evaluation, published=published, lam=published.lam,
+            evaluation=evaluation, published=published, priors=published.priors, lam=published.lam,
             gamma=published.gamma, sigma=published.sigma, space=self.space, strata=self.strata,
         )
 

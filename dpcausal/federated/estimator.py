@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence, cast
+from typing import Any, Callable, ClassVar, Mapping, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -84,6 +84,11 @@ class FederatedResult(Release):
         super().__post_init__()
         if self.variance_dp <= 0:
             raise AssertionError("bug: a PBM release has positive noise variance")
+
+    @classmethod
+    def _decoded(cls, values: dict[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
+        values["theta"] = {k: tuple(v) for k, v in values["theta"].items()}
+        return super()._decoded(values, d)
 
     def noise_share(self) -> float:
         return self.variance_dp / (self.variance_dp + self.sampling_variance)

@@ -331,16 +331,14 @@ class Ledger:
         ``with led.charging("trial-A"): est.fit(df, ...)``. Each fit reserves its charge (in the
         mechanism's unit) before drawing any noise and commits the release before returning it;
         past the cap it raises BudgetExceededError and draws nothing. Evaluation fits are
-        refused. The previous accountant (:mod:`dpcausal.session`) is restored on exit.
+        refused. Only fits of this thread (or context) are charged; the previous accountant
+        (:mod:`dpcausal.session`) is restored on exit.
         """
         from dpcausal import session
 
         _check_name(dataset)
-        previous = session.use_ledger(self, dataset, fingerprint=fingerprint)
-        try:
+        with session.charging_to(session.LedgerAccountant(self, dataset, fingerprint)):
             yield self
-        finally:
-            session.use_accountant(previous)
 
     def fit(self, dataset: str, mechanism: Any, data: Any, *args: Any,
             fingerprint: str | None = None, **roles: Any) -> Any:

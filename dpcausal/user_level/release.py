@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -154,6 +154,15 @@ class UserLevelOutput(Release):
                 and p.epsilon <= d["epsilon_parallel"] * (1 + 1e-12)
                 <= d["epsilon_naive"] * (1 + 1e-12)):
             raise AssertionError(f"bug: privacy figures out of order: {p}")
+
+    @classmethod
+    def _decoded(cls, values: dict[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
+        values["cells"] = pd.DataFrame(values["cells"])
+        if values.get("strata") is not None:
+            values["strata"] = pd.DataFrame(values["strata"])
+        values["caveats"] = tuple(values["caveats"])
+        values["notes"] = tuple(values.get("notes", ()))
+        return super()._decoded(values, d)
 
     def _stratum_keys(self) -> list[str]:
         cols = [] if self.strata is None else list(self.strata.columns)

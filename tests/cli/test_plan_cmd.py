@@ -61,24 +61,9 @@ def test_missing_file_is_a_clean_error(tmp_path, monkeypatch):
     assert out.exit_code != 0 and "does not exist" in out.output
 
 
-def test_check_bounds_is_charged_and_says_biased(tmp_path, monkeypatch):
-    from dpcausal.ledger import Ledger
-
-    rng = np.random.default_rng(1)
-    score = np.where(rng.uniform(size=3000) < 0.72, rng.uniform(50.5, 100, 3000),
-                     rng.uniform(0, 50, 3000))
-    path = tmp_path / "s.csv"
-    pd.DataFrame({"x": rng.normal(size=3000), "A": rng.integers(0, 2, 3000),
-                  "Y": score}).to_csv(path, index=False)
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    with Ledger(url, create=True) as led:
-        led.set_budget("scores", epsilon=1.0, delta=1e-5)
-    args = ["--set", f"data.path={path}", "--set", "columns.covariates=[x]",
-            "--set", "estimator.outcome_bounds=[0, 50]", "--set", "ledger.dataset_id=scores",
-            "--check-bounds"]
-    out = _run(args, tmp_path, monkeypatch)
-    assert out.exit_code == 0, out.output
-    # an epsilon cap: the check is Laplace, pure 0.1-DP
-    assert "Bounds check ((0.1, 0.0e+00)-DP per row (laplace), charged): BIASED" in out.output
-    with Ledger(url) as led:
-        assert led.spent("scores").n_charges == 1
+def test_plan_charges_nothing_and_has_no_charged_option(data_csv, tmp_path, monkeypatch):
+    """The private bounds check spends budget, so it is a charged library call, not a plan
+    option (issue 27 §3: plan spent budget outside any flow, with no MLflow run)."""
+    out = _run(["--set", f"data.path={data_csv}", "--check-bounds"], tmp_path, monkeypatch)
+    assert out.exit_code == 2 and "No such option '--check-bounds'" in out.output
+    assert not (tmp_path / "ledger.db").exists()

@@ -111,13 +111,6 @@ def test_plan_on_partitions_reads_the_footers_only(parts, tmp_path, monkeypatch)
     assert (doc["n"], doc["d"]) == (N, D)
 
 
-def test_plan_check_bounds_refuses_partitions_cleanly(parts, tmp_path, monkeypatch):
-    out = _plan(parts, tmp_path, monkeypatch, "--check-bounds")
-    assert out.exit_code == 1
-    assert "--check-bounds needs the outcome column in one process" in out.output
-    assert not (tmp_path / "ledger.db").exists()
-
-
 def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, monkeypatch):
     from conf.kinds import KINDS
     from dpcausal.ledger import Ledger

@@ -287,6 +287,8 @@ def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path,
 
 def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_config, tmp_path,
                                                                            invoke):
+    from dpcausal.bounds_check import BoundsCheck
+
     dataset = "cli-bounds-notice"
     give_cap(dataset, zeta=20.0)  # a zeta-GDP cap: the check is a Gaussian (GDP) charge
     data = write_exp_a(tmp_path / "notice.csv", 407)
@@ -299,16 +301,18 @@ def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_c
     first = notices(invoke("run", path, "--no-progress"))
     assert first == [f"Notice: the outcome bounds [-1, 1] have never been checked on dataset "
                      f"'{dataset}'; outcomes outside them are clipped and bias the release. A "
-                     f"private check costs a small stated budget: dpcausal plan {path} "
-                     "--check-bounds"]
-    check = invoke("plan", path, "--check-bounds")
-    assert check.exit_code == 0 and "= 0.1-GDP (gaussian), charged)" in check.stdout, \
-        check.output
+                     "private check costs a small stated budget (zeta=0.1 under a zeta or rho "
+                     "cap, epsilon=0.1 under an epsilon cap), charged to the ledger from Python: "
+                     f"`with dpcausal.Ledger().charging('{dataset}'): "
+                     "BoundsCheck(outcome_bounds=(-1, 1), zeta=0.1).fit(df, outcome='Y')` "
+                     "(dpcausal.bounds_check)"]
+    with Ledger() as led, led.charging(dataset):  # the notice's own call
+        BoundsCheck(outcome_bounds=(-1, 1), zeta=0.1).fit(pd.read_csv(data), outcome="Y")
     assert notices(invoke("run", path, "--no-progress")) == []
     wider = notices(invoke("run", path, "--no-progress",
                            "--set", "estimator.outcome_bounds=[-2, 2]"))
     assert len(wider) == 1 and "[-2, 2] have never been checked" in wider[0]
-    assert wider[0].endswith("--set 'estimator.outcome_bounds=[-2, 2]' --check-bounds")
+    assert "BoundsCheck(outcome_bounds=(-2, 2), zeta=0.1)" in wider[0]
     assert charges(dataset) == 4  # three releases and the check
 
 

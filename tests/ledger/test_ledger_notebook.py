@@ -4,6 +4,7 @@ every fit (reserve -> fit -> commit), refuse past the cap and then draw nothing 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from dpcausal import Ledger, Mechanism, Prepared, Privacy, Release, noise, sessi
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import columns
 from dpcausal.ledger import BudgetExceededError, IncompatibleChargeError
+from dpcausal.validation import ReleaseFailedError
 
 
 class _LaplaceMean(Mechanism):
@@ -109,3 +111,47 @@ def test_one_line_fit_and_refusals_before_any_draw(led, draws) -> None:
         with led.charging("trial-A"):
             _LaplaceMean().fit(df, evaluation=True)
     assert len(draws) == 2
+
+
+def test_a_fit_in_another_thread_is_not_charged_to_the_block(led, draws) -> None:
+    """The accountant is local to the context (issue 27 §3): while this thread is inside
+    ``led.charging("trial-A")``, a fit another thread runs on its own data goes to that thread's
+    accountant (the session's), not to trial-A. A process-global accountant charged it to
+    trial-A: 2 charges where 1 is right, and the other thread's data uncharged."""
+    mine, theirs = pd.DataFrame({"y": [0.2, 0.9]}), pd.DataFrame({"y": [0.5, 0.6, 0.7]})
+    seen: list[object] = []
+    with led.charging("trial-A"):
+        _LaplaceMean().fit(mine)
+        other = threading.Thread(target=lambda: seen.append(_LaplaceMean().fit(theirs)))
+        other.start()
+        other.join()
+    assert isinstance(seen[0], Release) and len(draws) == 2
+    assert len(led.history("trial-A")) == 1
+    assert [len(v) for v in session.accountant().charges.values()] == [1]  # the thread's fit
+
+
+def _charged(led: Ledger, mechanism: Mechanism, release_id: str, y: list[float]):  # noqa: ANN202
+    prepared = mechanism.check_input(pd.DataFrame({"y": y}))
+    return session.charged_release(led, "trial-A", release_id, mechanism, prepared,
+                                   mechanism.privacy_charge(**prepared.public))
+
+
+def test_a_retried_release_id_returns_the_committed_release_and_draws_nothing(led, draws):
+    first = _charged(led, _LaplaceMean(), "job/1", [0.2, 0.4])
+    again = _charged(led, _LaplaceMean(), "job/1", [0.2, 0.4])
+    assert not first.reused and again.reused and len(draws) == 1
+    assert type(again.release) is Release and again.release == first.release
+    assert len(led.history("trial-A")) == 1
+
+
+def test_a_failure_after_the_charge_is_generic_and_stays_charged(led, draws) -> None:
+    class _Broken(_LaplaceMean):
+        def private_release(self, prepared, *, evaluation=False):  # noqa: ANN001, ANN201
+            raise ZeroDivisionError(f"secret value {prepared.data[0]}")
+
+    with pytest.raises(ReleaseFailedError, match="failed after its charge") as info:
+        _charged(led, _Broken(), "job/2", [0.123])
+    assert "0.123" not in str(info.value) and info.value.__cause__ is None
+    assert list(led.history("trial-A")["status"]) == ["incomplete"]  # the charge stays
+    with led.charging("trial-A"), pytest.raises(ReleaseFailedError, match="budget is spent"):
+        _Broken().fit(pd.DataFrame({"y": [0.5]}))  # the notebook path fails the same way

@@ -71,9 +71,9 @@ def test_the_demo_sets_its_own_cap_explicitly_once(url: str, tmp_path: Path) -> 
     assert cap.describe() == "zeta=15 (GDP)"
     mechanism = _Mechanism()
     out = _charged("demo-a", PrivacyCharge("gaussian", zeta=9.0), mechanism)
-    assert out.release["ate"] == 1.0 and not out.reused and mechanism.draws == 1
+    assert out.release.ate == 1.0 and not out.reused and mechanism.draws == 1
     again = _charged("demo-a", PrivacyCharge("gaussian", zeta=9.0), mechanism)
-    assert again.reused and again.release["ate"] == 1.0 and mechanism.draws == 1  # no new draw
+    assert again.reused and again.release == out.release and mechanism.draws == 1  # no draw
     # calling it again (the next demo run) keeps the cap, its spend, and a curator's change
     with Ledger(url) as led:
         led.set_budget("demo-a", zeta=12.0)
@@ -98,3 +98,23 @@ def test_evaluation_check_knows_budgeted_ids_and_fingerprints(url: str, tmp_path
     assert ledger_ops.budgeted_as("scratch", fingerprint="fp-2") is None
     with pytest.raises(ValueError, match="give a dataset id, a fingerprint or both"):
         ledger_ops.budgeted_as()
+
+
+def test_a_bounds_check_charged_through_the_library_is_known_to_the_notice(url: str) -> None:
+    """The private bounds check is a library fit charged like any other (reserve, draw once,
+    commit); ``bounds_checked`` finds it by its bounds, so ``run`` stops its notice."""
+    import numpy as np
+    import pandas as pd
+
+    from dpcausal.bounds_check import BoundsCheck
+
+    with Ledger(url, create=True) as led:
+        led.set_budget("scores", epsilon=1.0, delta=1e-5)
+        assert not ledger_ops.bounds_checked("scores", (0.0, 50.0))
+        with led.charging("scores"):
+            out = BoundsCheck(outcome_bounds=(0, 50)).fit(
+                pd.DataFrame({"y": np.linspace(0, 100, 3000)}), outcome="y")
+        assert out.privacy.describe() == "(0.1, 0.0e+00)-DP per row (laplace)"
+        assert led.history("scores")["status"].tolist() == ["committed"]
+    assert ledger_ops.bounds_checked("scores", (0.0, 50.0))
+    assert not ledger_ops.bounds_checked("scores", (0.0, 60.0))

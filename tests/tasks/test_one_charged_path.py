@@ -1,18 +1,20 @@
-"""One charged-release path (issue 17): in the orchestration (every package above the library)
-exactly one function reserves and commits ledger charges, and no per-kind copy of the pipeline
-is left."""
+"""One charged-release path (issue 17; issue 27 §3): in the whole project (the library and every
+package above it) exactly one function reserves and commits ledger charges, the one notebooks
+and the Prefect task both call, and no per-kind copy of the pipeline is left."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("conf", "plots", "store", "demo", "reproduce", "tasks", "flows", "cli", "deploy")
+LEDGERS = ("led", "ledger")
 
 
-def _calls(attr: str, on: str) -> list[str]:
-    """``path:function`` of every call ``<on>.<attr>(...)`` in the orchestration."""
+def _calls(attr: str, *on: str) -> list[str]:
+    """``path:function`` of every call ``<name>.<attr>(...)``, name in ``on``, in the library and
+    the orchestration."""
     found = []
-    for package in PACKAGES:
+    for package in ("dpcausal", *PACKAGES):
         for path in sorted((ROOT / package).rglob("*.py")):
             for fn in ast.walk(ast.parse(path.read_text())):
                 if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -20,14 +22,14 @@ def _calls(attr: str, on: str) -> list[str]:
                 for node in ast.walk(fn):
                     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                             and node.func.attr == attr and isinstance(node.func.value, ast.Name)
-                            and node.func.value.id == on):
+                            and node.func.value.id in on):
                         found.append(f"{path.relative_to(ROOT)}:{fn.name}")
     return sorted(set(found))
 
 
 def test_one_function_reserves_and_commits():
-    assert _calls("release", "led") == ["tasks/release.py:charged_release"]
-    assert _calls("commit", "slot") == ["tasks/release.py:charged_release"]
+    assert _calls("release", *LEDGERS) == ["dpcausal/session.py:charged_release"]
+    assert _calls("commit", "slot") == ["dpcausal/session.py:charged_release"]
 
 
 def test_the_scanner_sees_a_second_reserving_place():
@@ -36,7 +38,7 @@ def test_the_scanner_sees_a_second_reserving_place():
     planted.write_text("def twin(led):\n    with led.release('d', 'r', None) as slot:\n"
                        "        slot.commit('x')\n")
     try:
-        assert "tasks/_planted_twin.py:twin" in _calls("release", "led")
+        assert "tasks/_planted_twin.py:twin" in _calls("release", *LEDGERS)
         assert "tasks/_planted_twin.py:twin" in _calls("commit", "slot")
     finally:
         planted.unlink()

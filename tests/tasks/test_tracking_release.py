@@ -4,7 +4,8 @@ non-private values; artifact keys."""
 import pytest
 from prefect.logging import disable_run_logger
 
-from plots.release import plot_release
+from dpcausal import Release
+from plots.figures import pyplot, save
 from tasks.artifacts import artifact_key, release_table
 from tasks.tracking import TrackedRun, log_release, release_metrics
 
@@ -37,17 +38,20 @@ def test_evaluation_metrics_carry_nonprivate_values():
     assert m["nonprivate_ate"] == 0.0987654321 and m["nonprivate_variance"] == 0.00123456
 
 
-@pytest.mark.parametrize("rel", [_release(evaluation=True), {**_release(), "evaluation": True}])
-def test_release_mode_refuses_a_result_with_nonprivate_values(rel):
+def test_release_mode_refuses_a_result_with_nonprivate_values():
     run = TrackedRun("r", "e", "sqlite:///nowhere.db", "runs:/r")
+    rel = Release.from_dict(_release(evaluation=True))
     with disable_run_logger(), pytest.raises(AssertionError, match="bug: a release-mode result"):
         log_release.fn(run, rel, False, None)
 
 
 @pytest.mark.parametrize("ci", [True, False])
-def test_plot_is_written_as_png(tmp_path, ci):
-    path = plot_release(_release(ci=ci), tmp_path / "r.png")
-    blob = path.read_bytes()
+def test_the_release_draws_its_own_png(tmp_path, ci):
+    """``log_release`` saves ``release.plot()``: the one renderer, from the released values."""
+    pyplot()
+    path = save(Release.from_dict(_release(ci=ci)).plot().figure, tmp_path / "r.png", dpi=100)
+    with open(path, "rb") as f:
+        blob = f.read()
     assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 5000
 
 
