@@ -45,7 +45,7 @@ def run(n: int, label: str) -> dict:
     folds = est.make_folds(n, evaluation=True, d=5)
     models = est.fit_folds(Xa, Aa, Ya, folds)
     t1 = time.perf_counter()
-    rel = est.release(Aa, Ya, est.aggregate(Xa, folds, models), evaluation=True, d=5)
+    rel = est._release(Aa, Ya, est.aggregate(Xa, folds, models), evaluation=True, d=5)
     t2 = time.perf_counter()
     cpu = time.process_time() - c0
     cal = est.calibration(n, 5)

@@ -34,7 +34,7 @@ def main() -> None:
                            random_state=args.seed)
     plan = rel.plan(records, unit="unit_id", cell=["stratum", "arm"], order="ts")
     t2 = time.perf_counter()
-    out = rel.release(records, value="y", plan=plan)
+    out = rel._release(records, value="y", plan=plan)
     t3 = time.perf_counter()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 

@@ -139,8 +139,8 @@ class BoundsCheck(Mechanism):
             return PrivacyCharge("gaussian", zeta=float(self.zeta), detail=detail)
         return PrivacyCharge("laplace", epsilon=float(self.epsilon), detail=detail)
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False,
-                        rng: np.random.Generator | None = None) -> BoundsCheckRelease:
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False,
+                         rng: np.random.Generator | None = None) -> BoundsCheckRelease:
         """Noisy shares below/above and the verdict; non-finite outcomes count as outside."""
         lo, hi = self._public()
         y, n = prepared.data, prepared.public["n"]

@@ -1,14 +1,18 @@
 """The one release contract every mechanism follows (issue 17).
 
 A mechanism is a scikit-learn style estimator whose constructor stores public parameters only.
-One call to :meth:`Mechanism.fit` is one privacy release, run in three phases that an orchestrator
-can also call one by one:
+One call to :meth:`Mechanism.fit` is one privacy release, run in three phases:
 
 1. :meth:`Mechanism.check_input` validates the input and raises every refusal that can be known
    before anything is charged; it returns a :class:`Prepared` input whose ``public`` facts are the
-   only thing the charge may depend on;
-2. :meth:`Mechanism.privacy_charge` computes the data-free charge from those public facts;
-3. :meth:`Mechanism.private_release` draws the noise once and returns a :class:`Release`.
+   only thing the charge may depend on (public: an orchestrator runs it before the charge);
+2. :meth:`Mechanism.privacy_charge` computes the data-free charge from those public facts
+   (public);
+3. ``Mechanism._private_release`` draws the noise once and returns a :class:`Release`. It is
+   private: every public way to draw noise goes through the accountant of the current context
+   (:mod:`dpcausal.session`), as OpenDP admits no measurement outside its privacy map, so no
+   public call draws noise without being charged. An orchestrator that has the checked input
+   calls :func:`dpcausal.session.charged_release`.
 
 Results share one frozen base, :class:`Release`: the same names everywhere (``ate``, ``ci``,
 ``se``, ``level``, ``privacy``, ``n``), the same printing, dict/JSON conversion, ``summary()``
@@ -22,6 +26,7 @@ import html
 import importlib
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
@@ -271,7 +276,7 @@ def _release_class(kind: Any) -> type[Release]:
 @dataclass(frozen=True)
 class Prepared:
     """A checked input: ``public`` holds the public facts the charge depends on (e.g. ``n``);
-    ``data`` holds the checked data, which only :meth:`Mechanism.private_release` may read."""
+    ``data`` holds the checked data, which only ``Mechanism._private_release`` may read."""
 
     public: dict[str, Any]
     data: Any = field(repr=False)
@@ -292,9 +297,16 @@ class Mechanism(BaseEstimator):
         """The data-free charge of one release, from public facts only."""
         raise NotImplementedError
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
-        """Compute the statistic and draw the noise once; return the :class:`Release`."""
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+        """Compute the statistic and draw the noise once; return the :class:`Release`. Private:
+        it runs only inside :meth:`_charged` or :func:`dpcausal.session.charged_release`."""
         raise NotImplementedError
+
+    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+        """Deprecated: the release of checked input, charged like :meth:`fit` (it drew uncharged
+        noise before); use :meth:`fit`, or :func:`dpcausal.session.charged_release`."""
+        deprecated(f"{type(self).__name__}.private_release", "fit(...)")
+        return self._charged(prepared, evaluation=evaluation)
 
     def planned_params(self, **public: Any) -> dict[str, Any]:
         """The public parameters left to the planner (``"auto"``) with the values it picks for
@@ -303,7 +315,7 @@ class Mechanism(BaseEstimator):
         return {}
 
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> Release:
-        """One release: :meth:`check_input`, :meth:`privacy_charge`, :meth:`private_release`.
+        """One release: :meth:`check_input`, :meth:`privacy_charge`, ``_private_release``.
 
         ``data`` is a DataFrame with column roles given by keyword (``treatment=``,
         ``outcome=``, ...), or the mechanism's arrays. Each call is a new release that spends
@@ -316,13 +328,20 @@ class Mechanism(BaseEstimator):
 
     def _charged(self, prepared: Prepared, *, evaluation: bool = False,
                  draw: Callable[[], Release] | None = None) -> Release:
-        """``draw`` (default: :meth:`private_release` on ``prepared``) run once through the
+        """``draw`` (default: ``_private_release`` of ``prepared``) run once through the
         current accountant, charged :meth:`privacy_charge` of ``prepared.public``: the only way
         the library draws a release's noise."""
         from dpcausal.session import accountant
 
         charge = self.privacy_charge(**prepared.public)
         return accountant().release(self, prepared, charge, evaluation=evaluation, draw=draw)
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn that ``old`` goes in the next release (it now charges like ``fit``); use ``new``."""
+    warnings.warn(f"{old} is deprecated and will be removed in the next release; it is charged "
+                  f"like fit() now (it drew uncharged noise before): use {new}",
+                  DeprecationWarning, stacklevel=3)
 
 
 def columns(frame: pd.DataFrame, **roles: str | Sequence[str] | None) -> dict[str, Any]:

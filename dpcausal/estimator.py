@@ -1,8 +1,9 @@
 """``PrivateATE``: the model-agnostic DP ATE estimator of Lebeda et al. (2025), scikit-learn style.
 
 Spec dp_ate_ensemble.md §2.7 (end-to-end pseudocode). ``fit`` is one privacy release; the phases
-(``make_folds`` -> ``fit_fold`` -> ``aggregate`` -> ``release``) are public so an orchestrator can
-run them as separate tasks and reserve the privacy charge before ``release`` draws noise.
+before the noise (``make_folds`` -> ``fit_folds`` -> ``aggregate``) are public so an orchestrator
+can run them as separate tasks; the noise is drawn only through the accountant (``fit``, or
+:func:`dpcausal.session.charged_release` after the reservation).
 
 References
 ----------
@@ -25,7 +26,7 @@ from threadpoolctl import threadpool_limits
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
 from dpcausal.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
-from dpcausal.contract import Mechanism, Prepared, columns
+from dpcausal.contract import Mechanism, Prepared, columns, deprecated
 from dpcausal.folds import make_folds
 from dpcausal.noise import secure_rng
 from dpcausal.nuisance import FoldModels, fit_folds
@@ -51,10 +52,11 @@ class PrivateATE(Mechanism):
     """Differentially private ATE by cross-fitted ensembles (G-formula, IPW or AIPW): spec §2.7.
 
     A :class:`dpcausal.Mechanism`: ``fit(df, treatment=..., outcome=..., covariates=...)`` or
-    ``fit(X, A, Y)`` is one privacy release returning an :class:`ATERelease`; the phases
-    (:meth:`check_input`, :meth:`privacy_charge`, :meth:`private_release`) and the finer steps
-    (:meth:`make_folds`, :meth:`fit_folds`, :meth:`aggregate`, :meth:`release`) are public so an
-    orchestrator can reserve the charge before the noise is drawn.
+    ``fit(X, A, Y)`` is one privacy release returning an :class:`ATERelease`; the public checks
+    (:meth:`check_input`, :meth:`privacy_charge`) and the steps before the noise
+    (:meth:`make_folds`, :meth:`fit_folds`, :meth:`aggregate`) are public so an orchestrator can
+    reserve the charge first; the steps that draw noise (``_private_release``, ``_release``,
+    ``_release_sums``) are private and run charged only.
 
     Parameters
     ----------
@@ -420,7 +422,17 @@ class PrivateATE(Mechanism):
             return full(X, fold_ids, fold_models)
         return aggregate_blocks(X, fold_ids, fold_models, kb, full)
 
-    def release(
+    def release(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances,
+                evaluation: bool = False, d: int | None = None) -> ATERelease:
+        """Deprecated: :meth:`_release` charged like :meth:`fit` (it drew uncharged noise
+        before); use :meth:`fit`."""
+        deprecated("PrivateATE.release", "fit(...)")
+        prepared = Prepared(public={"n": int(A.shape[0]), "d": d}, data=(A, Y, nuisances))
+        return cast(ATERelease, self._charged(
+            prepared, evaluation=evaluation,
+            draw=lambda: self._release(A, Y, nuisances, evaluation, d)))
+
+    def _release(
         self,
         A: np.ndarray,
         Y: np.ndarray,
@@ -429,7 +441,8 @@ class PrivateATE(Mechanism):
         d: int | None = None,
     ) -> ATERelease:
         """Scores (Y clipped here too: item 8), tau_hat, V_hat, then the noise, drawn once from
-        OS entropy (spec §2.2 steps 4-5, §3). Release mode: a failure is generic (item 3)."""
+        OS entropy (spec §2.2 steps 4-5, §3). Release mode: a failure is generic (item 3).
+        Uncharged: callers charge it first."""
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat, v_hat = self._estimate(A, Y, nuisances)
@@ -446,11 +459,24 @@ class PrivateATE(Mechanism):
     def release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
                      d: int | None = None, evaluation: bool = False,
                      params: dict[str, Any] | None = None) -> ATERelease:
+        """Deprecated: :meth:`_release_sums` charged like :meth:`fit` (it drew uncharged noise
+        before); an orchestrator runs it inside :func:`dpcausal.session.charged_release`."""
+        deprecated("PrivateATE.release_sums", "dpcausal.session.charged_release")
+        prepared = Prepared(public={"n": int(n), "d": d}, data=(n, total, total_sq))
+        return cast(ATERelease, self._charged(
+            prepared, evaluation=evaluation,
+            draw=lambda: self._release_sums(n, total, total_sq, n_folds=n_folds, d=d,
+                                            evaluation=evaluation, params=params)))
+
+    def _release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
+                      d: int | None = None, evaluation: bool = False,
+                      params: dict[str, Any] | None = None) -> ATERelease:
         """The release from ``sum_i Gamma_i`` and ``sum_i Gamma_i^2`` over all n rows (e.g.
         summed over partitions of :meth:`block_scores`): tau_hat = total / n, V_hat = (total_sq
-        - n tau_hat^2) / (n (n - 1)) (spec §2.1), then the noise as :meth:`release`, calibrated
+        - n tau_hat^2) / (n (n - 1)) (spec §2.1), then the noise as :meth:`_release`, calibrated
         for ``n_folds`` (checked against this estimator's K). ``params`` adds public facts of
-        how the sums were made (e.g. the partitioned fold rule) to the release's."""
+        how the sums were made (e.g. the partitioned fold rule) to the release's. Uncharged:
+        callers charge it first."""
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat = total / n
@@ -501,7 +527,7 @@ class PrivateATE(Mechanism):
         self._params(n, d)
         return Prepared(public={"n": int(n), "d": int(d)}, data=(Xa, Aa, Ya))
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ATERelease:
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ATERelease:
         """Value checks, folds, fold fits, aggregation, then the noise drawn once (spec §2.7).
 
         Runs after the charge: in release mode a data-dependent failure raises a generic

@@ -53,7 +53,7 @@ def _draw_of(mechanism: Mechanism, prepared: Prepared, evaluation: bool,
              draw: Draw | None) -> Draw:
     if draw is not None:
         return draw
-    return lambda: mechanism.private_release(prepared, evaluation=evaluation)
+    return lambda: mechanism._private_release(prepared, evaluation=evaluation)
 
 
 class SessionAccountant:

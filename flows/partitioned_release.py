@@ -12,7 +12,7 @@
    sum Gamma^2) given all K fold models, which Dask moves worker to worker (once per worker):
    only the partitions' sums reach the flow process.
 5. The flow combines the sums into (tau_hat, V_hat, n) and makes one noisy release
-   (:meth:`dpcausal.PrivateATE.release_sums`), committed before it is returned.
+   (``dpcausal.PrivateATE._release_sums``), committed before it is returned.
 
 Progress of both phases is logged (partitions done / total) and shown as Prefect progress
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
@@ -163,9 +163,9 @@ def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: st
         total = combine(sums)
         if total.n != plan.n:
             raise AssertionError("bug: the partitions' rows differ from their footers' counts")
-        return plan.estimator.release_sums(plan.n, total.s1, total.s2, n_folds=plan.n_folds,
-                                           d=plan.d, evaluation=evaluation,
-                                           params=fold_rule(plan.roles.id, len(parts)))
+        return plan.estimator._release_sums(plan.n, total.s1, total.s2, n_folds=plan.n_folds,
+                                            d=plan.d, evaluation=evaluation,
+                                            params=fold_rule(plan.roles.id, len(parts)))
 
     computing = replace(checked, prepared=Prepared(public=checked.prepared.public, data=compute))
     return charged_release(PartitionedATE(plan.estimator), computing, dataset=dataset,

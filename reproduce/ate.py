@@ -228,7 +228,7 @@ def run_group(experiment: str, rep: int, group: tuple, n: int | None = None,
         est = PrivateATE(estimator=m.estimator, propensity_model=fitter.propensity_model,
                          outcome_model=fitter.outcome_model, n_folds=K, folds="contiguous",
                          outcome_bounds=exp.outcome_bounds, propensity_clip=m.clip)
-        rel = est.release(Aa, Ya, est.aggregate(Xa, folds, fitted), evaluation=True)
+        rel = est._release(Aa, Ya, est.aggregate(Xa, folds, fitted), evaluation=True)
         rows.append({**base, "method": m.name, "estimator": m.estimator, "n_folds": K,
                      "clip": m.clip, "tau_hat": rel.nonprivate["ate"],
                      "v_hat": rel.nonprivate["variance"]})

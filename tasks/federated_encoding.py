@@ -43,11 +43,11 @@ class ChunkedFederatedATE(FederatedATE):
     encode_plan_: EncodePlan
     _executor: Executor | None = None
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Any:
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Any:
         with chunk_executor(self.encode_plan_.runner) as executor:
             self._executor = executor
             try:
-                return super().private_release(prepared, evaluation=evaluation)
+                return super()._private_release(prepared, evaluation=evaluation)
             finally:
                 self._executor = None
 

@@ -67,12 +67,12 @@ def partition_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, f
 class PartitionedATE(Mechanism):
     """The partitioned core release as a mechanism for :func:`tasks.release.charged_release`:
     its checked input is public (n, d) and the flow's computation (the fit and aggregation
-    phases on the workers, then :meth:`PrivateATE.release_sums`), which the charged task runs
+    phases on the workers, then ``PrivateATE._release_sums``), which the charged task runs
     once, after the reservation."""
 
     def __init__(self, estimator: PrivateATE | None = None) -> None:
         self.estimator = estimator
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
         release: Release = prepared.data()
         return release

@@ -71,8 +71,8 @@ def test_a_release_refuses_nuisances_of_another_k():
     folds = other.make_folds(600, evaluation=True)
     nuis = other.aggregate(Xa, folds, other.fit_folds(Xa, Aa, Ya, folds))
     with pytest.raises(ValueError, match="aggregated over 5 folds but the release is calibrated"):
-        est.release(Aa, Ya, nuis, evaluation=True)
-    assert other.release(Aa, Ya, nuis, evaluation=True).params["n_folds"] == 5
+        est._release(Aa, Ya, nuis, evaluation=True)
+    assert other._release(Aa, Ya, nuis, evaluation=True).params["n_folds"] == 5
 
 
 def test_block_scores_summed_over_partitions_give_the_in_memory_release():
@@ -90,10 +90,10 @@ def test_block_scores_summed_over_partitions_give_the_in_memory_release():
               for r in np.array_split(np.arange(1200), 3)]
     total = sum(float(g.sum()) for g in gammas)
     total_sq = sum(float((g * g).sum()) for g in gammas)
-    rel = est.release_sums(1200, total, total_sq, n_folds=12, evaluation=True)
+    rel = est._release_sums(1200, total, total_sq, n_folds=12, evaluation=True)
     assert abs(rel.nonprivate["ate"] - whole.nonprivate["ate"]) < 1e-12
     assert abs(rel.nonprivate["variance"] - whole.nonprivate["variance"]) < 1e-9 * max(
         1.0, whole.nonprivate["variance"])
     assert rel.ate == whole.ate                  # the same seeded noise on the same estimate
     with pytest.raises(ValueError, match="aggregated over 11 folds"):
-        est.release_sums(1200, total, total_sq, n_folds=11, evaluation=True)
+        est._release_sums(1200, total, total_sq, n_folds=11, evaluation=True)

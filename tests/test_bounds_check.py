@@ -19,7 +19,7 @@ def _noise(epsilon, draws=3000):
     check = BoundsCheck(outcome_bounds=(0, 1), epsilon=epsilon)
     prepared = check.check_input(y)
     rng = np.random.default_rng(11)
-    return np.array([check.private_release(prepared, rng=rng).share_below * 1000 - 50
+    return np.array([check._private_release(prepared, rng=rng).share_below * 1000 - 50
                      for _ in range(draws)])
 
 
@@ -50,14 +50,14 @@ def test_gaussian_check_has_sd_sqrt2_over_zeta_per_count_and_a_gdp_charge():
     y = np.r_[np.full(50, -1.0), np.full(950, 0.5)]            # 50 below, none above
     prepared = check.check_input(y)
     rng = np.random.default_rng(12)
-    noise = np.array([check.private_release(prepared, rng=rng).share_below * 1000 - 50
+    noise = np.array([check._private_release(prepared, rng=rng).share_below * 1000 - 50
                       for _ in range(3000)])
     # share_below is clipped at 0: 50 counts is 35 sd away, so no draw is clipped
     assert kstest(noise, norm(scale=np.sqrt(2.0)).cdf).pvalue > 1e-3
     assert kstest(noise, norm(scale=1.0).cdf).pvalue < 1e-6       # sensitivity 1 is caught
     charge = check.privacy_charge(n=1000)
     assert (charge.mechanism, charge.zeta) == ("gaussian", 1.0)
-    release = check.private_release(prepared, rng=rng)
+    release = check._private_release(prepared, rng=rng)
     assert release.privacy.zeta == 1.0 and release.privacy.mechanism == "gaussian"
     assert release.noise_sd == pytest.approx(2.0 / 1000, rel=1e-4)   # sqrt(2) * sqrt(2)/zeta / n
 

@@ -64,7 +64,7 @@ class _Mean(Mechanism):
     def privacy_charge(self, n):
         return PrivacyCharge("pure", epsilon=self.epsilon)
 
-    def private_release(self, prepared, *, evaluation=False):
+    def _private_release(self, prepared, *, evaluation=False):
         return _release(ate=float(np.mean(prepared.data)), ci=None, se=None, n=prepared.public["n"])
 
 

@@ -68,7 +68,7 @@ def test_privacy_charge_is_public_and_matches_the_release():
     assert charge.mechanism == "gaussian" and charge.zeta == pytest.approx(1.2)
     assert charge.detail == {"zeta1": pytest.approx(1.2 * 0.75**0.5),
                              "zeta2": pytest.approx(0.6)}
-    rel = est.private_release(prepared)
+    rel = est._private_release(prepared)
     assert rel.privacy.zeta == charge.zeta and rel.privacy.delta == charge.delta
     assert rel.privacy.epsilon == pytest.approx(gdp_epsilon(1.2, est.delta))
     assert rel.summary().loc["ATE", "epsilon"] == rel.privacy.epsilon

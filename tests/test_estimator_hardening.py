@@ -171,8 +171,8 @@ def test_release_phase_clips_the_outcome():
     wild[7] = 1000.0
     clipped = Ya.copy()
     clipped[7] = 1.0
-    one = est.release(Aa, wild, nuis, evaluation=True)
-    two = est.release(Aa, clipped, nuis, evaluation=True)
+    one = est._release(Aa, wild, nuis, evaluation=True)
+    two = est._release(Aa, clipped, nuis, evaluation=True)
     assert one.nonprivate["ate"] == two.nonprivate["ate"]
 
 

@@ -125,7 +125,7 @@ def test_partitioned_equals_in_memory_on_the_same_folds(partitions, estimator):
                      ).fit(whole[list(ROLES.covariates)].to_numpy(), whole["A"].to_numpy(),
                            whole["Y"].to_numpy(), evaluation=True)
     assert n == len(whole) == ref.n
-    rel = est.release_sums(n, total.s1, total.s2, n_folds=K, d=3, evaluation=True,
+    rel = est._release_sums(n, total.s1, total.s2, n_folds=K, d=3, evaluation=True,
                            params=fold_rule("id", 3))
     assert rel.nonprivate["ate"] == pytest.approx(ref.nonprivate["ate"], rel=1e-9, abs=1e-12)
     assert rel.nonprivate["variance"] == pytest.approx(ref.nonprivate["variance"], rel=1e-9)
@@ -183,7 +183,7 @@ def test_combine_is_mean_and_variance_of_the_scores():
     parts = np.split(gamma, [100, 650])
     total = combine([ScoreSums(len(g), float(g.sum()), float(g @ g)) for g in parts])
     assert total.n == 1000
-    rel = PrivateATE(n_folds=10, outcome_bounds=(-1, 1)).release_sums(
+    rel = PrivateATE(n_folds=10, outcome_bounds=(-1, 1))._release_sums(
         total.n, total.s1, total.s2, n_folds=10, d=1, evaluation=True)
     assert rel.nonprivate["ate"] == pytest.approx(gamma.mean(), rel=1e-12)
     assert rel.nonprivate["variance"] == pytest.approx(gamma.var(ddof=1) / 1000, rel=1e-10)
@@ -192,7 +192,7 @@ def test_combine_is_mean_and_variance_of_the_scores():
 def test_release_mode_draws_from_os_entropy_and_hides_estimates():
     est = PrivateATE(n_folds=10, outcome_bounds=(-1, 1))
     def release(e):
-        return e.release_sums(5000, 500.0, 50.5, n_folds=10, d=3, params=fold_rule("id", 2))
+        return e._release_sums(5000, 500.0, 50.5, n_folds=10, d=3, params=fold_rule("id", 2))
 
     a, b = release(est), release(est)
     assert a.nonprivate is None and not a.evaluation

@@ -2,7 +2,7 @@
 Pouget-Abadie, ICML 2025). Spec ``cluster_dp.md``, summarised in ``dpcausal/SPECS.md``.
 
 Public API: :class:`ResponseSpace`, :func:`bin_continuous`, :class:`ClusterDP` (``fit`` ->
-:class:`ClusterDPResult`; advanced layer: ``privatize`` -> :class:`ClusterDPRelease` ->
+:class:`ClusterDPResult`, whose ``published`` :class:`ClusterDPRelease` gives
 ``estimate``), the calibration functions :func:`eps_total`,
 :func:`lam_for`, :func:`uniform_eps`, :func:`uniform_lam` (spec §2.8) and the aggregate baselines
 :func:`noisy_ht`, :func:`noisy_histogram`.

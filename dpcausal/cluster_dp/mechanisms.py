@@ -171,7 +171,7 @@ def privatize_arrays(
     """Algorithm 2 on codes for ``reps`` repetitions: returns (y_tilde codes (R, n), q_t (R, G, K)).
 
     Cluster-DP: g = 2 * cluster + arm; Cluster-Free-DP: g = arm; Uniform-Prior-DP: sigma = inf.
-    Inputs are assumed validated (every group non-empty); see ClusterDP.privatize for checks.
+    Inputs are assumed validated (every group non-empty); see ClusterDP.check_input for checks.
     """
     g2 = np.broadcast_to(g, (reps, np.shape(y_idx)[-1]))
     counts = group_counts(y_idx, g2, G, K)

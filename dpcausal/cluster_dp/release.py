@@ -3,11 +3,11 @@
 
 ``ClusterDP(...).fit(df, treatment="z", outcome="y", cluster="c")`` is one label-DP release
 (issue 17 contract): :meth:`ClusterDP.check_input` refuses bad input before anything is charged,
-:meth:`ClusterDP.privacy_charge` is data-free and :meth:`ClusterDP.private_release` draws the noise
+:meth:`ClusterDP.privacy_charge` is data-free and ``ClusterDP._private_release`` draws the noise
 once and returns a :class:`ClusterDPResult`: the debiased ATE with its CI and total standard error,
 and the published artefact, a :class:`ClusterDPRelease` (the privatized unit-level data, the public
-debiasing priors q_tilde and lambda). The advanced layer ``privatize`` returns that artefact alone;
-``ClusterDPRelease.estimate()`` is post-processing.
+debiasing priors q_tilde and lambda), as ``fit(...).published``; ``ClusterDPRelease.estimate()``
+is post-processing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, cast
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,7 @@ from dpcausal.cluster_dp.estimation import (
 )
 from dpcausal.cluster_dp.mechanisms import group_counts, release_priors, resample
 from dpcausal.cluster_dp.spaces import ResponseSpace
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns, deprecated
 from dpcausal.noise import secure_rng
 
 MECHANISMS = ("cluster", "cluster_free", "uniform")
@@ -445,10 +445,13 @@ class ClusterDP(Mechanism):
                 stacklevel=4,
             )
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ClusterDPResult:
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False,
+                         rng: np.random.Generator | None = None) -> ClusterDPResult:
         """Draw the release once and estimate from it: Algorithm 2 (spec §2.1), then the
-        debiased ATE (Theorem 3.2, §3.1) with V_hat and its CI (§3.6) as post-processing."""
-        rng = _noise_rng(self.noise_seed if evaluation else None)  # OS entropy in a release
+        debiased ATE (Theorem 3.2, §3.1) with V_hat and its CI (§3.6) as post-processing.
+        ``rng`` (evaluation only; default ``noise_seed`` there, OS entropy in a release)."""
+        if rng is None:
+            rng = _noise_rng(self.noise_seed if evaluation else None)
         published = self._draw(prepared.data, rng)
         est = published.estimate(self.strata, self.level)
         p = published.privacy
@@ -495,7 +498,22 @@ class ClusterDP(Mechanism):
             sigma=sigma,
         )
 
-    def privatize(
+    def privatize(self, df: pd.DataFrame, cluster: str, treatment: str, outcome: str,
+                  random_state: int | np.random.Generator | None = None,
+                  evaluation: bool = False) -> ClusterDPRelease:
+        """Deprecated: the published artefact of a release charged like :meth:`fit` (it drew
+        uncharged noise before); use ``fit(...).published``."""
+        deprecated("ClusterDP.privatize", "fit(...).published")
+        rng = self._seeded(random_state, evaluation)
+        prepared = self.check_input(df, cluster, treatment, outcome)
+        result = self._charged(prepared, evaluation=evaluation,
+                               draw=lambda: self._private_release(prepared, evaluation=evaluation,
+                                                                  rng=rng))
+        published = cast(ClusterDPResult, result).published
+        assert published is not None, "bug: a fresh release holds its published data"
+        return published
+
+    def _privatize(
         self,
         df: pd.DataFrame,
         cluster: str,
@@ -504,8 +522,8 @@ class ClusterDP(Mechanism):
         random_state: int | np.random.Generator | None = None,
         evaluation: bool = False,
     ) -> ClusterDPRelease:
-        """The published artefact alone (advanced layer, not charged: the caller accounts for
-        it); all checks of :meth:`check_input` run before any noise is drawn.
+        """The published artefact alone, uncharged (the caller accounts for it); all checks of
+        :meth:`check_input` run before any noise is drawn.
 
         Parameters
         ----------
@@ -517,13 +535,20 @@ class ClusterDP(Mechanism):
         evaluation : bool
             True for a non-private study that may be reproduced from ``random_state``.
         """
+        rng = self._seeded(random_state, evaluation)
+        prepared = self.check_input(df, cluster, treatment, outcome)
+        return self._draw(prepared.data, _noise_rng(None) if rng is None else rng)
+
+    @staticmethod
+    def _seeded(random_state: int | np.random.Generator | None, evaluation: bool
+                ) -> np.random.Generator | None:
+        """The generator ``random_state`` seeds (evaluation only), else None (OS entropy)."""
         if random_state is not None and not evaluation:
             raise ValueError(
                 "random_state seeds the noise: evaluation mode only (evaluation=True); a release "
                 "draws its noise from OS entropy"
             )
-        prepared = self.check_input(df, cluster, treatment, outcome)
-        return self._draw(prepared.data, _noise_rng(random_state))
+        return None if random_state is None else _noise_rng(random_state)
 
 
 def _noise_rng(seed: int | np.random.Generator | None) -> np.random.Generator:

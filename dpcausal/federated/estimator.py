@@ -161,7 +161,7 @@ class FederatedATE(Mechanism):
     Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024), spec federated_secagg.md
     §3.1, as a :class:`dpcausal.contract.Mechanism`: :meth:`check_input` (every refusal),
     the data-free :meth:`privacy_charge` of the public group sizes, then
-    :meth:`private_release`; :meth:`fit` runs the three. The unit of privacy is one client.
+    ``_private_release``; :meth:`fit` runs the three. The unit of privacy is one client.
 
     Parameters
     ----------
@@ -256,8 +256,8 @@ class FederatedATE(Mechanism):
         self.plan(**public)  # calibration and every data-free refusal, before any draw
         return Prepared(public=public, data=(x, t))
 
-    def private_release(self, prepared: Prepared, *,
-                        evaluation: bool = False) -> FederatedResult:
+    def _private_release(self, prepared: Prepared, *,
+                         evaluation: bool = False) -> FederatedResult:
         """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
 
         The PBM reports and simulated dropouts draw from :func:`dpcausal.noise.secure_rng` (OS

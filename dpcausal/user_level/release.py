@@ -7,10 +7,10 @@ Spec ``user_level_clip.md`` §3.7 (release), §7.1-§7.2 (mapping and preconditi
 ``fit(records, treatment=, outcome=, unit=, stratum=)`` runs
 :meth:`~UserLevelRelease.check_input` (every refusal, and the Clip-User plan from the public
 occupancy), the data-free :meth:`~UserLevelRelease.privacy_charge` (``K * eps`` per user) and
-:meth:`~UserLevelRelease.private_release` (noise drawn once, from OS entropy), and returns a
+``UserLevelRelease._private_release`` (noise drawn once, from OS entropy), and returns a
 :class:`UserLevelOutput`. The advanced layer underneath: :meth:`UserLevelRelease.plan` reads only
-the occupancy and costs nothing; :meth:`UserLevelRelease.release` releases any disjoint cells
-following a plan (the caller charges ``plan.privacy_charge()`` first).
+the occupancy and costs nothing; ``UserLevelRelease._release`` releases any disjoint cells
+following a plan, uncharged (its caller charges ``plan.privacy_charge()`` first).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns, deprecated
 from dpcausal.noise import effective_scale, laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
 from dpcausal.user_level.clip_user import clip_user
@@ -363,7 +363,7 @@ class UserLevelRelease(Mechanism):
         ``n`` (the users' count) does not change it."""
         return _charge(self._config(), K, G1, n_cells, occupancy_hash)
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False
                         ) -> UserLevelOutput:
         """Release noisy cell means/variances once and derive the ATEs (spec §3.7, §7.1).
 
@@ -574,19 +574,32 @@ class UserLevelRelease(Mechanism):
     # ------------------------------------------------------------------ release
     def release(self, records: pd.DataFrame, value: str = "y", plan: UserLevelPlan | None = None,
                 arm: str | None = None, *, evaluation: bool = False) -> UserLevelOutput:
+        """Deprecated: :meth:`_release` charged like :meth:`fit` (it drew uncharged noise
+        before); use :meth:`fit`."""
+        deprecated("UserLevelRelease.release", "fit(...)")
+        prepared = self._planned(records, value, plan, arm)
+        return cast(UserLevelOutput, self._charged(prepared, evaluation=evaluation))
+
+    def _release(self, records: pd.DataFrame, value: str = "y",
+                 plan: UserLevelPlan | None = None, arm: str | None = None, *,
+                 evaluation: bool = False) -> UserLevelOutput:
         """Release noisy per-cell means and variances following ``plan`` (draws noise once).
 
-        The advanced layer under :meth:`fit`: the caller charges ``plan.privacy_charge()``
-        first. Every check (configuration, plan match, values within bounds, arms, occupancy
-        unchanged) runs before the first draw. ``arm`` names the binary cell column for the ATE
-        derivation (default: a cell column called ``"arm"``; no ATE when there is none).
+        Uncharged: the caller charges ``plan.privacy_charge()`` first. Every check
+        (configuration, plan match, values within bounds, arms, occupancy unchanged) runs before
+        the first draw. ``arm`` names the binary cell column for the ATE derivation (default: a
+        cell column called ``"arm"``; no ATE when there is none).
         """
+        return self._private_release(self._planned(records, value, plan, arm),
+                                     evaluation=evaluation)
+
+    def _planned(self, records: pd.DataFrame, value: str, plan: UserLevelPlan | None,
+                 arm: str | None) -> Prepared:
         if not isinstance(plan, UserLevelPlan):
             raise TypeError("plan must be the UserLevelPlan from .plan(), "
                             f"got {type(plan).__name__}")
         arm_column = arm if arm is not None else ("arm" if "arm" in plan.cell else None)
-        return self.private_release(self._prepare(records, value, plan, arm_column),
-                                    evaluation=evaluation)
+        return self._prepare(records, value, plan, arm_column)
 
 
 _SAMPLER = ("exact discrete Laplace (Canonne-Kamath-Steinke 2020) on a 2^-k lattice, "

@@ -113,7 +113,7 @@ def test_call_forms_agree_in_evaluation_mode(df):
     assert isinstance(prepared, Prepared) and prepared.public == {"n": len(df), "clusters": 3}
     charge = m.privacy_charge(**prepared.public)
     assert isinstance(charge, PrivacyCharge) and charge.epsilon == pytest.approx(3.0)
-    c = m.private_release(prepared, evaluation=True)
+    c = m._private_release(prepared, evaluation=True)
     assert a.evaluation and a.ate == b.ate == c.ate and a.se == b.se == c.se
     assert "EVALUATION" in str(a)
 
@@ -137,7 +137,7 @@ def test_refusal_in_check_input_charges_nothing(df, monkeypatch):
         raise AssertionError("charged or drew after a refusal")
 
     monkeypatch.setattr(m, "privacy_charge", boom)
-    monkeypatch.setattr(m, "private_release", boom)
+    monkeypatch.setattr(m, "_private_release", boom)
     with pytest.raises(ValueError, match="outside the response space"):
         m.fit(df.assign(y=df["y"] + 0.5), treatment="z", outcome="y", cluster="c")
     assert not hasattr(m, "release_")

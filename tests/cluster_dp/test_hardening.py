@@ -125,7 +125,7 @@ def _refused_before_charge(m, frame, match, monkeypatch):
         raise AssertionError("charged or drew after a refusal")
 
     monkeypatch.setattr(m, "privacy_charge", boom)
-    monkeypatch.setattr(m, "private_release", boom)
+    monkeypatch.setattr(m, "_private_release", boom)
     with pytest.raises(ValueError, match=match):
         m.fit(frame, treatment="z", outcome="y", cluster="c")
 
@@ -248,7 +248,7 @@ def test_release_draws_exact_prior_noise_from_os_entropy(df, monkeypatch):
 def test_privatize_takes_a_noise_seed_in_evaluation_only(df):
     m = ClusterDP(space=SPACE, epsilon=3.0, gamma=0.02, sigma=10.0)
     with pytest.raises(ValueError, match="random_state seeds the noise: evaluation mode only"):
-        m.privatize(df, "c", "z", "y", random_state=0)
-    a = m.privatize(df, "c", "z", "y", random_state=0, evaluation=True)
-    b = m.privatize(df, "c", "z", "y", random_state=0, evaluation=True)
+        m._privatize(df, "c", "z", "y", random_state=0)
+    a = m._privatize(df, "c", "z", "y", random_state=0, evaluation=True)
+    b = m._privatize(df, "c", "z", "y", random_state=0, evaluation=True)
     pd.testing.assert_frame_equal(a.priors, b.priors)

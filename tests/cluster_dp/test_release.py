@@ -42,7 +42,7 @@ def mech(**kw):
 
 
 def test_release_contents(gmm_df):
-    rel = mech().privatize(gmm_df, cluster="c", treatment="z", outcome="y", random_state=0,
+    rel = mech()._privatize(gmm_df, cluster="c", treatment="z", outcome="y", random_state=0,
                            evaluation=True)
     assert list(rel.data.columns) == ["cluster", "treatment", "outcome"]
     pd.testing.assert_index_equal(rel.data.index, pd.RangeIndex(len(gmm_df)))  # no source index
@@ -60,7 +60,7 @@ def test_release_contents(gmm_df):
     assert rel.privacy["epsilon_paper"] == pytest.approx(2.9)
     # same seed, same release (seeds: evaluation mode only, issue 18 item 4); a Generator is
     # accepted
-    again = mech().privatize(gmm_df, "c", "z", "y", random_state=np.random.default_rng(0),
+    again = mech()._privatize(gmm_df, "c", "z", "y", random_state=np.random.default_rng(0),
                              evaluation=True)
     pd.testing.assert_frame_equal(rel.data, again.data)
     # resampling moved some mass of each group's histogram, at most the resampled share lambda
@@ -71,7 +71,7 @@ def test_release_contents(gmm_df):
 
 
 def test_estimate_is_post_processing_with_loop_reference(gmm_df):
-    rel = mech().privatize(gmm_df, "c", "z", "y", random_state=3, evaluation=True)
+    rel = mech()._privatize(gmm_df, "c", "z", "y", random_state=3, evaluation=True)
     est = rel.estimate(strata="clusters")
     m = {(r.cluster, r.arm): 0.0 for r in rel.priors.itertuples()}
     for r in rel.priors.itertuples():
@@ -93,7 +93,7 @@ def test_estimate_is_post_processing_with_loop_reference(gmm_df):
 
 @pytest.mark.parametrize("mechanism", ["cluster_free", "uniform"])
 def test_pooled_mechanisms_publish_one_prior_per_arm(gmm_df, mechanism):
-    rel = mech(mechanism=mechanism).privatize(gmm_df, "c", "z", "y", random_state=0,
+    rel = mech(mechanism=mechanism)._privatize(gmm_df, "c", "z", "y", random_state=0,
                                               evaluation=True)
     wide = rel.priors.pivot_table(index=["arm", "value"], columns="cluster", values="q_tilde")
     assert np.allclose(wide.to_numpy(), wide.to_numpy()[:, :1])  # identical across clusters
@@ -169,15 +169,15 @@ class _TrapRng(np.random.Generator):
 def test_bad_input_refused_before_noise(gmm_df, kw, df_change, match):
     df = gmm_df if df_change is None else df_change(gmm_df)
     with pytest.raises(ValueError, match=match):
-        mech(**kw).privatize(df, "c", "z", "y", random_state=_TrapRng(np.random.PCG64(0)),
+        mech(**kw)._privatize(df, "c", "z", "y", random_state=_TrapRng(np.random.PCG64(0)),
                              evaluation=True)
 
 
 def test_bad_columns_and_types(gmm_df):
     with pytest.raises(ValueError, match=r"outcome='out' is not a column of the data"):
-        mech().privatize(gmm_df, "c", "z", "out")
+        mech()._privatize(gmm_df, "c", "z", "out")
     with pytest.raises(TypeError, match="df must be a pandas DataFrame"):
-        mech().privatize(gmm_df.to_numpy(), "c", "z", "y")
+        mech()._privatize(gmm_df.to_numpy(), "c", "z", "y")
     with pytest.raises(TypeError, match="space must be a ResponseSpace"):
         ClusterDP(space=[1, 2, 3], epsilon=1.0).calibrate()
 
@@ -192,11 +192,11 @@ def test_high_lambda_opt_in(gmm_df):
 def test_small_groups_warn():
     df = pd.DataFrame({"c": [0] * 6, "z": [0, 1] * 3, "y": [0, 1, 2, 3, 4, 5]})
     with pytest.warns(SmallGroupWarning, match="only 3 < 20 units"):
-        mech().privatize(df, "c", "z", "y", random_state=0, evaluation=True)
+        mech()._privatize(df, "c", "z", "y", random_state=0, evaluation=True)
 
 
 def test_estimate_invariant_to_row_order(gmm_df):
-    rel = mech().privatize(gmm_df, "c", "z", "y", random_state=5, evaluation=True)
+    rel = mech()._privatize(gmm_df, "c", "z", "y", random_state=5, evaluation=True)
     shuffled = dataclasses.replace(rel, data=rel.data.sample(frac=1.0, random_state=2))
     a, b = rel.estimate(), shuffled.estimate()
     assert a.ate == pytest.approx(b.ate, rel=1e-12) and a.variance == pytest.approx(

@@ -85,13 +85,13 @@ def draws(monkeypatch):
     """Counts the mechanisms' private releases (the only place noise is drawn)."""
     calls = []
     for cls in CLASS.values():
-        real = cls.private_release
+        real = cls._private_release
 
         def counted(self, *a, _real=real, **k):
             calls.append(type(self).__name__)
             return _real(self, *a, **k)
 
-        monkeypatch.setattr(cls, "private_release", counted)
+        monkeypatch.setattr(cls, "_private_release", counted)
     return calls
 
 

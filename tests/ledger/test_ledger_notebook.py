@@ -33,7 +33,7 @@ class _LaplaceMean(Mechanism):
     def privacy_charge(self, n: int) -> PrivacyCharge:
         return PrivacyCharge("laplace", epsilon=self.epsilon)
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+    def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
         n = prepared.public["n"]
         value = noise.laplace_mechanism(float(np.clip(prepared.data, 0, 1).mean()), 1 / n,
                                         self.epsilon, noise.secure_rng())
@@ -146,7 +146,7 @@ def test_a_retried_release_id_returns_the_committed_release_and_draws_nothing(le
 
 def test_a_failure_after_the_charge_is_generic_and_stays_charged(led, draws) -> None:
     class _Broken(_LaplaceMean):
-        def private_release(self, prepared, *, evaluation=False):  # noqa: ANN001, ANN201
+        def _private_release(self, prepared, *, evaluation=False):  # noqa: ANN001, ANN201
             raise ZeroDivisionError(f"secret value {prepared.data[0]}")
 
     with pytest.raises(ReleaseFailedError, match="failed after its charge") as info:

@@ -27,7 +27,7 @@ class _Mechanism:
     def __init__(self) -> None:
         self.draws = 0
 
-    def private_release(self, prepared, *, evaluation=False):
+    def _private_release(self, prepared, *, evaluation=False):
         from dpcausal import Privacy, Release
 
         self.draws += 1

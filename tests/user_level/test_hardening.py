@@ -31,7 +31,7 @@ def test_17_se_is_sampling_plus_laplace_noise_per_stratum_and_pooled(records):
     """Hand-written from the published cells: a Laplace(b) has sd sqrt(2) b, so
     se_s^2 = V1/c1 + V0/c0 + 2 b1^2 + 2 b0^2, CI = ate +- z se; pooled with public weights."""
     plan = _rel().plan(records, order="ts")
-    out = _rel().release(records, "y", plan)
+    out = _rel()._release(records, "y", plan)
     cells = out.cells.set_index(["stratum", "arm"])
     num = var = den = 0.0
     for row in out.strata.itertuples():
@@ -56,10 +56,10 @@ def test_17_se_noise_is_the_sd_of_the_released_ate(records):
     rejected (negative control)."""
     rel = _rel(split=(1.0, 0.0), weights=(1.0, 0.0))
     prepared = rel.check_input(records, **ROLES)
-    ates = [rel.set_params(random_state=i).private_release(prepared, evaluation=True).strata
+    ates = [rel.set_params(random_state=i)._private_release(prepared, evaluation=True).strata
             ["ate"].to_numpy() for i in range(300)]
     sd = np.std(ates, axis=0, ddof=1)
-    se_noise = rel.private_release(prepared, evaluation=True).strata["se_noise"].to_numpy()
+    se_noise = rel._private_release(prepared, evaluation=True).strata["se_noise"].to_numpy()
     assert np.all(np.abs(sd / se_noise - 1) < 0.2)
     assert np.all(np.abs(sd / (se_noise / np.sqrt(2)) - 1) > 0.2)
 
@@ -93,7 +93,7 @@ def test_18_labelled_arms_are_refused_without_treated_level(records, noise_sourc
     labelled = records.assign(arm=np.where(records["arm"] == 1, "drug", "placebo"))
     rel = _rel(random_state=noise_source)
     with pytest.raises(ValueError, match=r"treated_level=.*'drug'/'placebo' would flip"):
-        rel.release(labelled, "y", rel.plan(labelled, order="ts"))
+        rel._release(labelled, "y", rel.plan(labelled, order="ts"))
     assert noise_source.draws == 0
 
 
@@ -132,8 +132,8 @@ def test_18_other_codings_refused(records, noise_source, coding, treated_level, 
 # ------------------------------------------------------------------ 19: seeds
 def test_19_random_state_never_seeds_release_noise(records):
     plan = _rel().plan(records, order="ts")
-    a = _rel(random_state=0).release(records, "y", plan)
-    b = _rel(random_state=0).release(records, "y", plan)
+    a = _rel(random_state=0)._release(records, "y", plan)
+    b = _rel(random_state=0)._release(records, "y", plan)
     assert not np.array_equal(a.cells["mean"], b.cells["mean"]) and a.ate != b.ate
     c = _rel(random_state=0).fit(records, **ROLES)
     d = _rel(random_state=0).fit(records, **ROLES)
@@ -166,7 +166,7 @@ def test_20_public_refusals_before_the_first_draw(records, noise_source, kw, mut
     df = records if mutate is None else mutate(records)
     rel = _rel(random_state=noise_source, **kw)
     with pytest.raises(ValueError, match=match):
-        rel.release(df, "y", rel.plan(df, order="ts"), arm=arm)
+        rel._release(df, "y", rel.plan(df, order="ts"), arm=arm)
     assert noise_source.draws == 0
 
 
@@ -174,7 +174,7 @@ def test_20_settings_changed_after_check_input_refused_before_any_draw(records, 
     rel = _rel()
     prepared = rel.check_input(records, **ROLES)
     with pytest.raises(ValueError, match="settings changed"):
-        rel.set_params(epsilon=2.0).private_release(prepared)
+        rel.set_params(epsilon=2.0)._private_release(prepared)
     assert noise_source.draws == 0
 
 

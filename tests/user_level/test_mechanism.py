@@ -73,7 +73,7 @@ def test_fit_is_check_input_charge_and_private_release(records):
     assert _mech(epsilon=0.5).privacy_charge(**public).epsilon == prepared.public["K"] * 0.5
     with pytest.raises(ValueError, match="1 <= K <= G1 <= n_cells"):
         rel.privacy_charge(K=3, G1=2, n_cells=6)
-    a = rel.private_release(prepared, evaluation=True)
+    a = rel._private_release(prepared, evaluation=True)
     b = rel.fit(records, evaluation=True, **ROLES)
     assert a.ate == b.ate and a.cells["mean"].equals(b.cells["mean"])
     assert b.evaluation and "EVALUATION" in str(b)
@@ -84,7 +84,7 @@ def test_fit_matches_the_advanced_plan_release_layer(records):
     plan = rel.plan(records, unit="user", cell=["s", "arm"])
     assert plan.public_facts() == rel.check_input(records, **ROLES).public
     assert plan.privacy_charge() == rel.privacy_charge(**plan.public_facts())
-    old = rel.release(records, "y", plan, evaluation=True)
+    old = rel._release(records, "y", plan, evaluation=True)
     new = rel.fit(records, evaluation=True, **ROLES)
     assert old.ate == new.ate and old.strata.equals(new.strata)
 

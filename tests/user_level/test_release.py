@@ -32,7 +32,7 @@ def test_issue_example_api(records):
     charge = plan.privacy_charge()
     assert isinstance(charge, PrivacyCharge) and charge.mechanism == "laplace"
     assert charge.epsilon == plan.K * 1.0
-    out = rel.release(records, value="y", plan=plan)
+    out = rel._release(records, value="y", plan=plan)
     for col in ("stratum", "arm", "n", "c", "m_g", "mean", "variance", "scale_mean", "scale_var",
                 "bias_mean_bound", "bias_var_bound"):
         assert col in out.cells.columns
@@ -77,7 +77,7 @@ def test_G1_equal_1_skips_suppression_and_says_why():
     plan = _rel().plan(df, order="ts")
     assert plan.G1 == plan.K == 1 and plan.epsilon_total == 1.0
     assert any("G_1 = 1" in n and "parallel composition" in n for n in plan.notes)
-    out = _rel().release(df, "y", plan)
+    out = _rel()._release(df, "y", plan)
     assert out.notes == plan.notes and out.privacy.epsilon == 1.0
 
 
@@ -99,8 +99,8 @@ def test_release_statistics_follow_retention_by_order():
                            protect_min_grid=False, weights=(1.0, 0.0))
     plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
     assert plan.n_retained < plan.n_records                     # caps bind somewhere
-    out = rel.release(df, value="y", plan=plan, evaluation=True).cells
-    noise = rel.release(df.assign(y=0.0), value="y", plan=plan, evaluation=True).cells
+    out = rel._release(df, value="y", plan=plan, evaluation=True).cells
+    noise = rel._release(df.assign(y=0.0), value="y", plan=plan, evaluation=True).cells
     A = pd.crosstab(df["unit_id"], df["site"])
     kw = dict(weights=(1.0, 0.0))
     r = clip_user(A.to_numpy(), 10.0, 0.2, protect_min_grid=False, rollback_partial_stage=True,
@@ -124,7 +124,7 @@ def test_same_seed_same_evaluation_release_and_injected_generator(records):
     plan = _rel().plan(records, order="ts")
 
     def means(rel):
-        return rel.release(records, "y", plan, evaluation=True).cells["mean"].to_numpy()
+        return rel._release(records, "y", plan, evaluation=True).cells["mean"].to_numpy()
 
     a, b = means(_rel(random_state=7)), means(_rel(random_state=7))
     g = np.random.default_rng(7)
@@ -141,16 +141,16 @@ def test_same_seed_same_evaluation_release_and_injected_generator(records):
 def test_bad_values_refused_before_noise(records, noise_source, mutate, match):
     plan = _rel().plan(records, order="ts")
     with pytest.raises((ValueError, TypeError), match=match):
-        _rel(random_state=noise_source).release(mutate(records), "y", plan)
+        _rel(random_state=noise_source)._release(mutate(records), "y", plan)
     assert noise_source.draws == 0
 
 
 def test_changed_occupancy_refused(records, noise_source):
     plan = _rel().plan(records, order="ts")
     with pytest.raises(ValueError, match="occupancy differs"):
-        _rel(random_state=noise_source).release(records.iloc[1:], "y", plan)
+        _rel(random_state=noise_source)._release(records.iloc[1:], "y", plan)
     with pytest.raises(ValueError, match="different settings"):
-        _rel(random_state=noise_source, epsilon=2.0).release(records, "y", plan)
+        _rel(random_state=noise_source, epsilon=2.0)._release(records, "y", plan)
     assert noise_source.draws == 0
 
 
@@ -188,7 +188,7 @@ def test_expected_occupancy_hash_checked(records):
 def test_mean_only_release_has_no_variance(records):
     rel = _rel(split=(1.0, 0.0), weights=(1.0, 0.0))
     plan = rel.plan(records, order="ts")
-    out = rel.release(records, "y", plan)
+    out = rel._release(records, "y", plan)
     assert out.cells["variance"].isna().all() and out.strata["ate"].notna().all()
     # no released variance: the sampling SE uses the public bound U^2/4 = 65^2/4 per record
     s = out.strata
@@ -214,7 +214,7 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
     r = clip_user(A.to_numpy(), 10.0, 0.3, rollback_partial_stage=True, **kw)
     caps = pseudo_user(r.n, r.Gamma, 10.0, 0.3, **kw).Gbar
     assert plan.epsilon_total == pytest.approx(0.3 * (caps > 0).sum(1).max())
-    base = rel.release(df, "y", plan, evaluation=True).cells
+    base = rel._release(df, "y", plan, evaluation=True).cells
     d_mu = plan.cells["delta_mu"].to_numpy()
     d_var = plan.cells["delta_var"].to_numpy()
     step = 2.0**-19
@@ -222,7 +222,7 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
         u = int(rng.integers(30))
         mask = df["unit_id"] == u
         other = df.assign(y=df["y"].where(~mask, rng.choice([0.0, 10.0], size=len(df))))
-        out = rel.release(other, "y", plan, evaluation=True).cells
+        out = rel._release(other, "y", plan, evaluation=True).cells
         assert np.all(np.abs(out["mean"] - base["mean"]) <= d_mu * (1 + step))
         assert np.all(np.abs(out["variance"] - base["variance"]) <= d_var * (1 + step))
     # witness for the mean (§2.1): the capped unit's retained records at U vs 0, others at 0
@@ -233,8 +233,8 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
     sel = (df["unit_id"] == unit) & (df["site"] == site)
     d1 = df.assign(y=np.where(sel, 10.0, 0.0))
     d2 = df.assign(y=0.0)
-    gap = abs(rel.release(d1, "y", plan, evaluation=True).cells["mean"].iat[j]
-              - rel.release(d2, "y", plan, evaluation=True).cells["mean"].iat[j])
+    gap = abs(rel._release(d1, "y", plan, evaluation=True).cells["mean"].iat[j]
+              - rel._release(d2, "y", plan, evaluation=True).cells["mean"].iat[j])
     assert gap == pytest.approx(d_mu[j], rel=step)
     assert gap > (d_mu[j] / 2) * (1 + step)           # negative control: Delta/2 is caught
 
@@ -244,6 +244,6 @@ def test_release_invariant_to_row_order(records):
     p1 = _rel().plan(records, order="ts")
     p2 = _rel().plan(shuffled, order="ts")
     assert p1.occupancy_hash == p2.occupancy_hash and p1.K == p2.K
-    a = _rel(random_state=3).release(records, "y", p1, evaluation=True).cells
-    b = _rel(random_state=3).release(shuffled, "y", p1, evaluation=True).cells
+    a = _rel(random_state=3)._release(records, "y", p1, evaluation=True).cells
+    b = _rel(random_state=3)._release(shuffled, "y", p1, evaluation=True).cells
     assert np.array_equal(a["mean"], b["mean"]) and np.array_equal(a["variance"], b["variance"])
