@@ -41,7 +41,7 @@ def _median_ms(df: pd.DataFrame, mech: ClusterDP, reps: int) -> float:
     times = []
     for seed in range(reps):
         t = time.perf_counter()
-        mech.privatize(df, "c", "z", "y", random_state=seed, evaluation=True).estimate()
+        mech._privatize(df, "c", "z", "y", random_state=seed, evaluation=True).estimate()
         times.append(time.perf_counter() - t)
     return 1e3 * statistics.median(times)
 
