@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 import dpcausal.release as release_mod
 from dpcausal import PrivateATE
 from dpcausal.folds import make_folds
-from dpcausal.noise import gaussian_lattice_step, gaussian_sigma_for
+from dpcausal.noise import gaussian_lattice_step
 from dpcausal.validation import private_log
 
 MARK = 99.0          # covariate value of the record the adversarial models react to
@@ -140,11 +140,11 @@ def test_release_noise_is_the_exact_lattice_gaussian_from_os_entropy(monkeypatch
     calls = []
     real = release_mod.gaussian_mechanism
     monkeypatch.setattr(release_mod, "gaussian_mechanism",
-                        lambda v, s, rng: calls.append(s) or real(v, s, rng))
+                        lambda v, s, d, rng: calls.append((s, d)) or real(v, s, d, rng))
     rel = _est().fit(*_data(marked=False))
-    sigma = gaussian_sigma_for(rel.noise["sigma_ate"], rel.noise["sensitivity"])
-    assert calls[0] == sigma and len(calls) == 2
-    assert (rel.ate / gaussian_lattice_step(sigma)).is_integer()       # a lattice point
+    assert calls[0] == (rel.noise["sigma_ate"], rel.noise["sensitivity"]) and len(calls) == 2
+    # a point of the lattice of the calibrated scale (one step: noise.gaussian_mechanism)
+    assert (rel.ate / gaussian_lattice_step(rel.noise["sigma_ate"])).is_integer()
 
 
 # ---------------------------------------------------------------- item 7: seeds

@@ -143,7 +143,7 @@ def test_fits_charge_a_ledger_k_eps_per_user(records, tmp_path):
     from dpcausal.ledger import Ledger
 
     with Ledger(f"sqlite:///{tmp_path / 'l.db'}", create=True) as led:
-        led.set_budget("panel", epsilon=100.0, delta=1e-5)
+        led.set_budget("panel", epsilon=100.0, delta=1e-5, unit="user")  # occupancy public
         previous = session.use_ledger(led, "panel")
         try:
             out = _mech(epsilon=0.5).fit(records, **ROLES)
