@@ -23,6 +23,7 @@ from dpcausal.ledger.composition import compose
 if TYPE_CHECKING:
     from dpcausal.contract import Mechanism, Prepared, Release
     from dpcausal.ledger import Ledger
+    from dpcausal.ledger.store import Fingerprint
 
 
 class RepeatedReleaseWarning(UserWarning):
@@ -71,7 +72,7 @@ class LedgerAccountant:
     of privacy, binding ``fingerprint`` if given) before the noise, commit after; a refused
     reservation raises before :meth:`Mechanism.private_release` runs, so nothing is drawn."""
 
-    def __init__(self, ledger: Ledger, dataset: str, fingerprint: str | None = None) -> None:
+    def __init__(self, ledger: Ledger, dataset: str, fingerprint: Fingerprint = None) -> None:
         self.ledger = ledger
         self.dataset = dataset
         self.fingerprint = fingerprint
@@ -107,7 +108,7 @@ def use_accountant(acc: Any) -> Any:
     return previous
 
 
-def use_ledger(ledger: Ledger, dataset: str, *, fingerprint: str | None = None) -> Any:
+def use_ledger(ledger: Ledger, dataset: str, *, fingerprint: Fingerprint = None) -> Any:
     """Charge every following fit to ``dataset`` in ``ledger``; returns the previous
     accountant. For one block, prefer ``with ledger.charging(dataset): ...``."""
     return use_accountant(LedgerAccountant(ledger, dataset, fingerprint))

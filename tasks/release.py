@@ -54,7 +54,7 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
                     run_url: str | None = None) -> Published:
     """Step 2: the only place in the project that reserves and commits ledger charges.
 
-    Release mode: reserve ``checked.charge`` per ``mechanism.unit`` (binding the fingerprint),
+    Release mode: reserve ``checked.charge`` per ``mechanism.unit`` (binding its identity),
     ``private_release`` once, commit; a release id committed before returns its stored release
     without drawing. Evaluation mode: no ledger; the release is marked not private.
     """
@@ -64,7 +64,7 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
     log_private_errors()
     with ledger_ops.open_ledger(dataset, cap) as led:
         with led.release(dataset, release_id, checked.charge, run_url=run_url,
-                         unit=mechanism.unit, fingerprint=checked.fingerprint,
+                         unit=mechanism.unit, fingerprint=checked.identity,
                          detail=detail) as slot:
             if slot.result is not None:
                 stored = json.loads(slot.result)

@@ -20,7 +20,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -52,6 +52,8 @@ from dpcausal.ledger.errors import (
 _T = schema.charges
 _D = schema.datasets
 _F = schema.fingerprints
+#: A keyed identity the ledger binds to one dataset id, several of them, or none.
+Fingerprint = str | Sequence[str] | None
 
 
 @dataclass
@@ -107,19 +109,19 @@ class Ledger:
     # ------------------------------------------------------------------ budgets
     def set_budget(self, dataset: str, *, zeta: float | None = None, rho: float | None = None,
                    epsilon: float | None = None, delta: float | None = None, unit: str = "row",
-                   fingerprint: str | None = None) -> Cap:
+                   fingerprint: Fingerprint = None) -> Cap:
         """Set (or change) a dataset's cap: exactly one of ``zeta``, ``rho``, ``epsilon``+``delta``.
 
         For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
         reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client);
-        ``fingerprint`` (the data's keyed fingerprint) binds the data to this dataset id. A cap
+        ``fingerprint`` (the data's keyed fingerprint, or several keyed identities: the data's
+        and their source's) binds the data to this dataset id. A cap
         below what is already spent, or one a recorded charge cannot count against, is refused;
         so is a fingerprint already bound to another dataset id.
         """
         _check_name(dataset)
         check_unit(unit)
-        if fingerprint is not None:
-            _check_fingerprint_value(fingerprint)
+        fingerprints = _fingerprints(fingerprint)
         given = {k: v for k, v in {"zeta": zeta, "rho": rho, "epsilon": epsilon}.items()
                  if v is not None}
         if len(given) != 1:
@@ -133,8 +135,7 @@ class Ledger:
         now = datetime.now(UTC)
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
-            if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint, lock=True)
+            _check_fingerprints(conn, dataset, fingerprints, lock=True)
             recorded = _charges_of(conn, dataset)
             units = conn.execute(sa.select(_T.c.unit).where(_T.c.dataset == dataset)).scalars()
             reasons = [r for r in (unit_admissible(u, unit) for u in set(units)) if r is not None]
@@ -154,21 +155,23 @@ class Ledger:
                 conn.execute(_D.insert().values(name=dataset, created_at=now, **values))
             else:
                 conn.execute(_D.update().where(_D.c.name == dataset).values(**values))
-            if fingerprint is not None:
-                _bind_fingerprint(conn, dataset, fingerprint)
+            _bind_fingerprints(conn, dataset, fingerprints)
         return cap
 
-    def known(self, dataset: str | None = None, *, fingerprint: str | None = None) -> str | None:
-        """The dataset id under which ``dataset`` has a cap or ``fingerprint`` is bound, else None.
+    def known(self, dataset: str | None = None, *, fingerprint: Fingerprint = None) -> str | None:
+        """The dataset id under which ``dataset`` has a cap or ``fingerprint`` (any of them, if
+        several) is bound, else None.
 
         For refusing a non-private evaluation read of budgeted data (issue 18 item 6): a caller
         refuses evaluation mode whenever this is not None.
         """
-        if dataset is None and fingerprint is None:
+        fingerprints = _fingerprints(fingerprint)
+        if dataset is None and not fingerprints:
             raise ValueError("give a dataset id, a fingerprint or both")
         with self.engine.connect() as conn:
-            if fingerprint is not None and (owner := _owner_of(conn, fingerprint)) is not None:
-                return owner
+            for fp in fingerprints:
+                if (owner := _owner_of(conn, fp)) is not None:
+                    return owner
             if dataset is not None and _read_dataset(conn, dataset) is not None:
                 return dataset
         return None
@@ -261,7 +264,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ notebooks
     @contextmanager
-    def charging(self, dataset: str, *, fingerprint: str | None = None) -> Iterator[Ledger]:
+    def charging(self, dataset: str, *, fingerprint: Fingerprint = None) -> Iterator[Ledger]:
         """Charge every library fit inside the block to ``dataset``: reserve -> fit -> commit.
 
         ``with led.charging("trial-A"): est.fit(df, ...)``. Each fit reserves its charge (in the
@@ -279,7 +282,7 @@ class Ledger:
             session.use_accountant(previous)
 
     def fit(self, dataset: str, mechanism: Any, data: Any, *args: Any,
-            fingerprint: str | None = None, **roles: Any) -> Any:
+            fingerprint: Fingerprint = None, **roles: Any) -> Any:
         """One charged release in one line: ``led.fit("trial-A", PrivateATE(...), df,
         treatment="A", outcome="Y")`` is ``mechanism.fit(...)`` inside :meth:`charging`."""
         with self.charging(dataset, fingerprint=fingerprint):
@@ -287,7 +290,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ releases
     def check(self, dataset: str, charge: PrivacyCharge, *, unit: str,
-              fingerprint: str | None = None) -> None:
+              fingerprint: Fingerprint = None) -> None:
         """Raise now what :meth:`release` would raise for ``charge`` per ``unit`` today
         (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError).
 
@@ -296,8 +299,7 @@ class Ledger:
         """
         with self.engine.connect() as conn:
             row = _require(conn, dataset, _read_dataset(conn, dataset))
-            if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint)
+            _check_fingerprints(conn, dataset, _fingerprints(fingerprint))
             recorded = _charges_of(conn, dataset)
             refusal, _ = _admit(dataset, charge, unit, recorded, row)
         if refusal is not None:
@@ -305,12 +307,13 @@ class Ledger:
 
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                run_url: str | None = None, *, unit: str, fingerprint: str | None = None,
+                run_url: str | None = None, *, unit: str, fingerprint: Fingerprint = None,
                 detail: dict | None = None) -> Iterator[ReleaseSlot]:
         """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
 
         ``unit`` is the charge's unit of privacy (row, user, label, client); ``fingerprint`` the
-        released data's keyed fingerprint (bound to ``dataset`` on first use); ``detail`` what
+        released data's keyed fingerprint, or several keyed identities (the data's and their
+        source's), each bound to ``dataset`` on first use; ``detail`` what
         the release was (mechanism, estimator, K, bounds ...), stored with ``charge.detail``.
 
         Raises
@@ -320,7 +323,7 @@ class Ledger:
         IncompatibleChargeError
             The cap can never admit this charge: its mechanism or its unit (nothing recorded).
         DatasetIdentityError
-            ``fingerprint`` is already bound to another dataset id (nothing recorded).
+            A ``fingerprint`` is already bound to another dataset id (nothing recorded).
         ReleaseInProgressError
             The release id was reserved before and never committed (its charge stays recorded).
         """
@@ -342,11 +345,10 @@ class Ledger:
                 "stays recorded (status incomplete) and nothing may be published under it.")
 
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
-                 run_url: str | None, unit: str, fingerprint: str | None) -> ReleaseSlot:
+                 run_url: str | None, unit: str, fingerprint: Fingerprint) -> ReleaseSlot:
         _check_name(dataset)
         check_unit(unit)
-        if fingerprint is not None:
-            _check_fingerprint_value(fingerprint)
+        fingerprints = _fingerprints(fingerprint)
         if not isinstance(release_id, str) or not release_id.strip():
             raise ValueError(f"release_id must be a non-empty string, got {release_id!r}; "
                              "use '<prefect flow-run id>/<release name>'")
@@ -361,12 +363,11 @@ class Ledger:
             old = conn.execute(same_id).mappings().first()
             if old is not None:
                 outcome = _retry(conn, old, dataset, charge, unit, recorded, _cap_of(row))
-            elif fingerprint is not None and (owner := _owner_of(conn, fingerprint, lock=True)
-                                              ) not in (None, dataset):
+            elif (owner := _other_owner(conn, dataset, fingerprints)) is not None:
                 outcome = DatasetIdentityError(dataset, owner)
             else:
                 outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, row,
-                                       unit, fingerprint)
+                                       unit, fingerprints)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
             raise _with_most(outcome, recorded, _cap_of(row))
@@ -374,17 +375,17 @@ class Ledger:
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None, recorded: list[PrivacyCharge], row: sa.RowMapping,
-                unit: str, fingerprint: str | None) -> ReleaseSlot | Exception:
+                unit: str, fingerprints: tuple[str, ...]) -> ReleaseSlot | Exception:
         refusal, spend = _admit(dataset, charge, unit, recorded, row)
         if refusal is not None:
             return refusal
-        if fingerprint is not None:
-            _bind_fingerprint(conn, dataset, fingerprint)
+        _bind_fingerprints(conn, dataset, fingerprints)
         token = uuid.uuid4().hex
         conn.execute(_T.insert().values(
             release_id=release_id, dataset=dataset, status="reserved", token=token,
             owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=unit,
-            fingerprint=fingerprint, reserved_at=datetime.now(UTC), **_charge_row(charge)))
+            fingerprint=",".join(fingerprints) or None, reserved_at=datetime.now(UTC),
+            **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
     def _finish(self, release_id: str, token: str, status: str, result: str | None) -> None:
@@ -475,25 +476,39 @@ def _owner_of(conn: Connection, fingerprint: str, lock: bool = False) -> str | N
     return conn.execute(sa.select(_F.c.dataset).where(_F.c.fingerprint == fingerprint)).scalar()
 
 
-def _check_fingerprint_value(fingerprint: object) -> None:
-    if not isinstance(fingerprint, str) or not fingerprint.strip():
-        raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}")
+def _fingerprints(fingerprint: Fingerprint) -> tuple[str, ...]:
+    """The keyed identities given (None, one string or several), each a non-empty string."""
+    given = () if fingerprint is None else (
+        (fingerprint,) if isinstance(fingerprint, str) else tuple(fingerprint))
+    for fp in given:
+        if not isinstance(fp, str) or not fp.strip() or "," in fp:
+            raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}; "
+                             "give one keyed fingerprint or a sequence of them (no commas)")
+    return given
 
 
-def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str,
-                       lock: bool = False) -> None:
-    _check_fingerprint_value(fingerprint)
-    owner = _owner_of(conn, fingerprint, lock)
-    if owner not in (None, dataset):
+def _other_owner(conn: Connection, dataset: str, fingerprints: tuple[str, ...],
+                 lock: bool = False) -> str | None:
+    """The first dataset id other than ``dataset`` that one of ``fingerprints`` is bound to."""
+    for fp in fingerprints:
+        if (owner := _owner_of(conn, fp, lock)) not in (None, dataset):
+            return owner
+    return None
+
+
+def _check_fingerprints(conn: Connection, dataset: str, fingerprints: tuple[str, ...],
+                        lock: bool = False) -> None:
+    if (owner := _other_owner(conn, dataset, fingerprints, lock)) is not None:
         raise DatasetIdentityError(dataset, owner)
 
 
-def _bind_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
-    """Bind ``fingerprint`` to ``dataset`` (a no-op if it already is; callers checked it is not
-    bound elsewhere, under the dataset's lock)."""
-    if _owner_of(conn, fingerprint) is None:
-        conn.execute(_F.insert().values(fingerprint=fingerprint, dataset=dataset,
-                                        created_at=datetime.now(UTC)))
+def _bind_fingerprints(conn: Connection, dataset: str, fingerprints: tuple[str, ...]) -> None:
+    """Bind each of ``fingerprints`` to ``dataset`` (a no-op for one already bound; callers
+    checked none is bound elsewhere, under the dataset's lock)."""
+    for fp in fingerprints:
+        if _owner_of(conn, fp) is None:
+            conn.execute(_F.insert().values(fingerprint=fp, dataset=dataset,
+                                            created_at=datetime.now(UTC)))
 
 
 def _check_name(dataset: object) -> None:
