@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -84,6 +84,10 @@ class Release(ResultMixin):
     ``ate`` is the released estimate (``None`` where a mechanism releases no ATE), ``ci`` its
     ``level`` confidence interval and ``se`` its *total* standard error, sampling and privacy
     noise together. ``privacy`` is the public privacy position, ``n`` the public size.
+    ``dataset`` names the data released without telling anything about them: the ledger's
+    dataset id the release was charged to, or the session accountant's random id of its input
+    (:mod:`dpcausal.session`); releases of the same data share it, which
+    :func:`dpcausal.meta.combine` needs (issue 26 §6).
     """
 
     kind: ClassVar[str] = "release"
@@ -95,6 +99,7 @@ class Release(ResultMixin):
     privacy: Privacy
     n: int
     evaluation: bool = False
+    dataset: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.privacy, Mapping):
@@ -188,6 +193,11 @@ class Release(ResultMixin):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **to_jsonable(self), "noise_share": self.noise_share()}
 
+    def of_dataset(self, dataset: str) -> Release:
+        """This release labelled with the identity of its data (``dataset``), as the
+        accountant that charged it names them."""
+        return replace(self, dataset=dataset)
+
     # ------------------------------------------------------------------ plot
     def noise_share(self) -> float | None:
         """Share of the total variance that is privacy noise (``None`` where unknown)."""
@@ -264,8 +274,7 @@ class Mechanism(BaseEstimator):
         prepared = self.check_input(data, *args, **roles)
         charge = self.privacy_charge(**prepared.public)
         with accountant().charging(self, prepared, charge, evaluation=evaluation) as slot:
-            release = self.private_release(prepared, evaluation=evaluation)
-            slot.record(release)
+            release = slot.record(self.private_release(prepared, evaluation=evaluation))
         self.release_ = release
         return release
 

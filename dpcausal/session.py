@@ -6,10 +6,16 @@ remembers every release of the process by a digest of its input kept in memory o
 with the composed spend when the same data are released again: repeated fits compose, so keeping
 the draw one likes spends the budget of every draw. :class:`LedgerAccountant` makes fits charge a
 persistent :class:`dpcausal.ledger.Ledger` instead (reserve before the noise, commit after).
+
+Each accountant labels the releases it records with the identity of their data
+(:attr:`dpcausal.Release.dataset`), which is no function of the values: the ledger's dataset
+id, or for the session a random id drawn when an input is first seen (its digest never leaves
+memory). :func:`dpcausal.meta.combine` pools releases of one identity as one study.
 """
 
 from __future__ import annotations
 
+import secrets
 import uuid
 import warnings
 from contextlib import contextmanager
@@ -31,15 +37,19 @@ class RepeatedReleaseWarning(UserWarning):
 
 
 class Slot(Protocol):
-    def record(self, release: Release) -> None: ...
+    def record(self, release: Release) -> Release: ...
 
 
 class _Recorder:
-    def __init__(self) -> None:
+    """Records the release of one fit, labelled with the identity of its data."""
+
+    def __init__(self, dataset: str) -> None:
+        self.dataset = dataset
         self.release: Release | None = None
 
-    def record(self, release: Release) -> None:
-        self.release = release
+    def record(self, release: Release) -> Release:
+        self.release = release.of_dataset(self.dataset)
+        return self.release
 
 
 class SessionAccountant:
@@ -47,15 +57,18 @@ class SessionAccountant:
 
     def __init__(self) -> None:
         self.charges: dict[str, list[PrivacyCharge]] = {}
+        self.ids: dict[str, str] = {}  # input digest -> its random public id
 
     @contextmanager
     def charging(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
                  evaluation: bool = False) -> Iterator[Slot]:
-        slot = _Recorder()
+        key = joblib.hash(prepared.data)
+        if key not in self.ids:
+            self.ids[key] = f"session-{secrets.token_hex(4)}"
+        slot = _Recorder(self.ids[key])
         yield slot
         if evaluation or slot.release is None:
             return
-        key = joblib.hash(prepared.data)
         spent = self.charges.setdefault(key, [])
         spent.append(charge)
         if len(spent) > 1:
@@ -83,7 +96,7 @@ class LedgerAccountant:
         if evaluation:
             raise ValueError("evaluation mode is refused while fits are charged to a ledger: "
                              "it is a non-private read of the data")
-        recorder = _Recorder()
+        recorder = _Recorder(self.dataset)
         release_id = f"notebook/{uuid.uuid4()}"
         with self.ledger.release(self.dataset, release_id, charge, unit=mechanism.unit,
                                  fingerprint=self.fingerprint,

@@ -1,9 +1,10 @@
 """The public checks of a release, before anything is charged (issue 18 item 3): read the
-source, fingerprint the table and its source (keyed), keep the release's columns, ``check_input`` (every refusal
-decided by public facts: schema, n, parameters), the data-free charge, then the budget
-(``Ledger.check``) in release mode, or in evaluation mode the refusal of any dataset the ledger
-knows, by id, by its data or by its source (issue 18 item 6, issue 26 §3). Nothing is charged and
-nothing is drawn here. A partitioned source is checked on its Parquet footers only.
+source, fingerprint the table and its source (keyed), keep the release's columns,
+``check_input`` (every refusal decided by public facts: schema, n, parameters), the data-free
+charge, then the budget (``Ledger.check``) in release mode, or in evaluation mode the refusal of
+any dataset the ledger knows, by id, by its data or by its source (issue 18 item 6, issue 26 §3).
+Nothing is charged and nothing is drawn here. A partitioned source is checked on its Parquet
+footers only.
 
 No Prefect import: the CLI runs these before it starts (or finds) a Prefect server;
 :mod:`tasks.release` runs them as the flow's first task.

@@ -59,7 +59,7 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
     without drawing. Evaluation mode: no ledger; the release is marked not private.
     """
     if evaluation:
-        release = mechanism.private_release(checked.prepared, evaluation=True)
+        release = mechanism.private_release(checked.prepared, evaluation=True).of_dataset(dataset)
         return Published(release.to_dict(), str(release), result=release)
     log_private_errors()
     with ledger_ops.open_ledger(dataset, cap) as led:
@@ -70,7 +70,8 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
                 stored = json.loads(slot.result)
                 return Published(stored, _stored_text(stored), reused=True)
             try:
-                release = mechanism.private_release(checked.prepared, evaluation=False)
+                release = mechanism.private_release(checked.prepared, evaluation=False
+                                                    ).of_dataset(dataset)
             except ReleaseFailedError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any data-dependent failure is generic
