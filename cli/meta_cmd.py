@@ -85,11 +85,9 @@ def print_meta(out: dict[str, Any]) -> None:
     if r["model"] == "random":
         console.print(f"heterogeneity: tau2={r['tau2']:.4g}, Q={r['q']:.4g}, I2={r['i2']:.1%}")
     p = r["privacy"]
-    line = "privacy: no additional cost (post-processing of released values)"
-    if p.get("composed_zeta") is not None:
-        line += (f"; studies declared to share people: composed exposure "
-                 f"zeta={p['composed_zeta']:.4g}")
-    console.print(line)
+    console.print(f"privacy: {p['statement']}")
+    if p.get("max_individual_zeta") is not None:
+        console.print(f"  worst exposure of any one person: zeta {p['max_individual_zeta']:.4g}")
     for note in out["notes"]:
         console.print(f"[dim]{note}[/dim]")
     console.print(f"MLflow: experiment {out['experiment']!r}, run {out['mlflow']['run_id']} "

@@ -27,7 +27,7 @@ import importlib
 import json
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -92,6 +92,10 @@ class Release(ResultMixin):
     ``ate`` is the released estimate (``None`` where a mechanism releases no ATE), ``ci`` its
     ``level`` confidence interval and ``se`` its *total* standard error, sampling and privacy
     noise together. ``privacy`` is the public privacy position, ``n`` the public size.
+    ``dataset`` names the data released without telling anything about them: the ledger's
+    dataset id the release was charged to, or the session accountant's random id of its input
+    (:mod:`dpcausal.session`); releases of the same data share it, which
+    :func:`dpcausal.meta.combine` needs (issue 26 §6).
     """
 
     kind: ClassVar[str] = "release"
@@ -103,6 +107,7 @@ class Release(ResultMixin):
     privacy: Privacy
     n: int
     evaluation: bool = False
+    dataset: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.privacy, Mapping):
@@ -227,6 +232,10 @@ class Release(ResultMixin):
             values["ci"] = tuple(values["ci"])
         values["privacy"] = Privacy.from_dict(values["privacy"])
         return values
+    def of_dataset(self, dataset: str) -> Release:
+        """This release labelled with the identity of its data (``dataset``), as the
+        accountant that charged it names them."""
+        return replace(self, dataset=dataset)
 
     # ------------------------------------------------------------------ plot
     def noise_share(self) -> float | None:

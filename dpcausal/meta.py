@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ from scipy.stats import norm
 
 from dpcausal._results import ResultMixin
 from dpcausal.accounting import DEFAULT_DELTA, compose_gdp, gdp_epsilon
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 WEIGHTINGS = ("inverse_variance", "paper_sqrt", "equal")
 MODELS = ("fixed", "random")
@@ -68,8 +71,9 @@ class MetaResult(ResultMixin):
         The privacy position: ``additional_charge`` (always 0: post-processing), per-study
         ``study_zeta`` / ``study_epsilon``, the declared ``shared_groups`` with their composed
         zeta, ``composed_zeta`` / ``composed_epsilon`` (largest over the declared groups, None if
-        none declared) and ``max_individual_zeta``, the worst exposure of any one person under
-        the declaration (None if some study's zeta is unknown).
+        none declared), ``same_data`` (each dataset whose several releases were pooled as one
+        study, with their composed zeta) and ``max_individual_zeta``, the worst exposure of any
+        one person under the declaration (None if some study's zeta is unknown).
     """
 
     ate: float
@@ -143,6 +147,14 @@ class MetaResult(ResultMixin):
             lines.append(f"  worst exposure of any one person: zeta "
                          f"{self.privacy['max_individual_zeta']:.4g}")
         return "\n".join(lines)
+
+    def plot(self, ax: Axes | None = None) -> Axes:
+        """The forest plot (studies, pooled diamond, zeta and weights, privacy notes) on ``ax``,
+        or on a new figure sized to the studies; returns the Axes. The CLI's ``forest.png`` is
+        this figure."""
+        from dpcausal._forest import forest
+
+        return forest(self, ax)
 
 
 def combine(
@@ -594,12 +606,20 @@ def _privacy_position(table: pd.DataFrame, groups: list[list[str]]) -> dict:
     max_zeta = None
     if len(known) == len(zeta_of) and len(gdp_groups) == len(shared):
         max_zeta = max(known + [g["composed_zeta"] for g in shared])
+    same_data = [{"dataset": row.dataset, "label": row.label, "releases": int(row.releases),
+                  "composed_zeta": None if _missing(row.zeta) else float(row.zeta)}
+                 for row in table.itertuples() if row.releases > 1]
+    same_notes = [f"the {s['releases']} releases of dataset {s['dataset']} compose"
+                  + ("" if s["composed_zeta"] is None else f" to zeta {s['composed_zeta']:.4g}")
+                  + " (pooled as one study)" for s in same_data]
     return {
         "additional_charge": 0.0,
         "statement": ("post-processing of released numbers: no additional privacy charge; "
                       "each person keeps their own study's zeta-GDP guarantee"
                       + (", composed over the studies declared to share people"
-                         if shared else "")),
+                         if shared else "")
+                      + "".join(f"; {note}" for note in same_notes)),
+        "same_data": same_data,
         "delta": DEFAULT_DELTA,
         "study_zeta": zeta_of,
         "study_epsilon": eps_of,

@@ -12,10 +12,16 @@ The current accountant is a :class:`contextvars.ContextVar`, as scikit-learn kee
 ``config_context`` local to a thread: ``with ledger.charging("trial-A"):`` charges the fits of
 this thread (and of tasks it starts with a copy of its context), never a fit another thread runs
 meanwhile on its own data.
+
+Each accountant labels the releases it records with the identity of their data
+(:attr:`dpcausal.Release.dataset`), which is no function of the values: the ledger's dataset
+id, or for the session a random id drawn when an input is first seen (its digest never leaves
+memory). :func:`dpcausal.meta.combine` pools releases of one identity as one study.
 """
 
 from __future__ import annotations
 
+import secrets
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -33,6 +39,7 @@ from dpcausal.validation import ReleaseFailedError, private_log
 if TYPE_CHECKING:
     from dpcausal.contract import Mechanism, Prepared, Release
     from dpcausal.ledger import Ledger
+    from dpcausal.ledger.store import Fingerprint
 
 #: A release's noise-drawing computation, run once after the charge is reserved.
 Draw = Callable[[], "Release"]
@@ -61,15 +68,18 @@ class SessionAccountant:
 
     def __init__(self) -> None:
         self.charges: dict[str, list[PrivacyCharge]] = {}
+        self.ids: dict[str, str] = {}  # input digest -> its random public id
 
     def release(self, mechanism: Mechanism, prepared: Prepared, charge: PrivacyCharge, *,
                 evaluation: bool = False, draw: Draw | None = None) -> Release:
-        """Draw once; outside evaluation, record ``charge`` and warn when the same data were
+        """Draw once, labelled with the random public id of its input (drawn when the input
+        is first seen); outside evaluation, record ``charge`` and warn when the same data were
         released before in this process (the spends compose)."""
-        release = _draw_of(mechanism, prepared, evaluation, draw)()
+        key = joblib.hash(prepared.data)
+        dataset = self.ids.setdefault(key, f"session-{secrets.token_hex(4)}")
+        release = _draw_of(mechanism, prepared, evaluation, draw)().of_dataset(dataset)
         if evaluation:
             return release
-        key = joblib.hash(prepared.data)
         spent = self.charges.setdefault(key, [])
         spent.append(charge)
         if len(spent) > 1:
@@ -87,7 +97,7 @@ class LedgerAccountant:
     (in the mechanism's unit of privacy, binding ``fingerprint`` if given); a refused
     reservation raises before anything is drawn."""
 
-    def __init__(self, ledger: Ledger, dataset: str, fingerprint: str | None = None) -> None:
+    def __init__(self, ledger: Ledger, dataset: str, fingerprint: Fingerprint = None) -> None:
         self.ledger = ledger
         self.dataset = dataset
         self.fingerprint = fingerprint
@@ -114,7 +124,7 @@ class Charged:
 
 def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Mechanism,
                     prepared: Prepared, charge: PrivacyCharge, *,
-                    fingerprint: str | None = None, run_url: str | None = None,
+                    fingerprint: Fingerprint = None, run_url: str | None = None,
                     detail: dict[str, Any] | None = None, draw: Draw | None = None) -> Charged:
     """One release charged to ``dataset``: reserve, draw once, commit, then return.
 
@@ -135,7 +145,7 @@ def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Me
         if slot.result is not None:
             return Charged(Release.from_json(slot.result), reused=True)
         try:
-            release = run()
+            release = run().of_dataset(dataset)
         except ReleaseFailedError:
             raise
         except Exception as exc:  # noqa: BLE001 - any data-dependent failure is generic

@@ -106,7 +106,7 @@ def partitioned_release(
     if dataset_id is None and not evaluation:
         raise ValueError("a release needs dataset_id (its budget in the ledger)")
     if dataset_id is not None:
-        check_ledger(dataset_id, checked.charge, unit="row", fingerprint=None,
+        check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
                      evaluation=evaluation, cap="--zeta Z")
     plan: PartitionPlan = checked.prepared.data
     return _charged(parts, checked, dataset=dataset_id or "", fold_key=fold_key,
@@ -143,8 +143,9 @@ def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, out
     :func:`tasks.preflight.check_footers` (every public refusal and the charge)."""
     parts = list_partitions(source)
     footers = [f.result() for f in describe_partition.map(parts)]
-    return parts, check_footers(footers, estimator, id_column=id_column, treatment=treatment,
-                                outcome=outcome, covariates=covariates, evaluation=evaluation)
+    return parts, check_footers(parts, footers, estimator, id_column=id_column,
+                                treatment=treatment, outcome=outcome, covariates=covariates,
+                                evaluation=evaluation)
 
 
 def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: str,

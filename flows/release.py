@@ -12,7 +12,6 @@ artifact) and ends the run Failed with the ledger's message; nothing is charged 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 from prefect import flow
@@ -35,7 +34,7 @@ from tasks.federated_encoding import EncodePlan, with_chunked_encoding
 from tasks.fold_fits import FitPlan, with_stored_fits
 from tasks.preflight import Checked
 from tasks.release import charged_release, check_release_task
-from tasks.tracking import TrackedRun, log_refusal, log_release, open_release_run
+from tasks.tracking import TrackedRun, lineage, log_refusal, log_release, open_release_run
 
 # Refusals by the budget: nothing is charged, nothing drawn (exit code 3 in the CLI).
 BUDGET_REFUSALS = (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError,
@@ -44,10 +43,11 @@ BUDGET_REFUSALS = (BudgetExceededError, IncompatibleChargeError, DatasetIdentity
 
 def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) -> Mechanism:
     """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
-    (release) or the keyed data fingerprint (evaluation): see :mod:`tasks.fold_fits`."""
+    (release) or the keyed hash of the data fitted, in row order (evaluation): see
+    :mod:`tasks.fold_fits`."""
     progress.phase("fit folds", total=mechanism.resolved_n_folds(**checked.prepared.public))
     return with_stored_fits(mechanism, FitPlan(
-        basis=checked.fingerprint if config.evaluation else release_id,
+        basis=checked.content if config.evaluation else release_id,
         models=digest(model_specs(config)), store=str(model_store_dir()),
         runner=config.runner, folds_per_task=config.folds_per_task,
         on_chunk=progress.advance))
@@ -95,12 +95,11 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         raise
 
     config = with_planned(config, checked.planned)
+    settings = config.model_dump(mode="json")
     run: TrackedRun = open_release_run(
-        config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags,
-        config.model_dump(mode="json"),
-        {"name": dataset, "digest": checked.fingerprint or checked.digest,
-         "source": source_description(config.data),
-         "schema": _schema_json(checked.schema)})
+        config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags, settings,
+        lineage(dataset, source_description(config.data), kind.roles(config), checked.schema,
+                settings))
     partitioned = config.data.partitions is not None
     steps = None if partitioned else EXTRA_STEPS.get(config.kind)
     if steps is not None:
@@ -137,10 +136,6 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
             "mlflow": {"run_id": run.run_id, "experiment_id": run.experiment_id,
                        "tracking_uri": run.tracking_uri, "url": run.url},
             "experiment": config.experiment_name, "artifact": artifact}
-
-
-def _schema_json(schema: dict[str, str]) -> str:
-    return json.dumps({"mlflow_colspec": [{"name": k, "type": v} for k, v in schema.items()]})
 
 
 def run_release(config: Any) -> dict[str, Any]:

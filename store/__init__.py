@@ -94,10 +94,40 @@ def fingerprint(*arrays: np.ndarray) -> str:
 
 
 def frame_fingerprint(frame: pd.DataFrame) -> str:
-    """Keyed fingerprint of a table: its column names and every value, in row order."""
+    """Keyed identity of a table, the ledger binds it to one dataset id (issue 26 §3): invariant
+    to the order of the rows and of the columns and to the numeric dtype, so a shuffled or
+    re-saved copy keeps it. The columns are taken in sorted name order, numbers as float64 (1 and
+    1.0 alike), everything else as text; each row is hashed and the row hashes are sorted (the
+    rows as a multiset) before the keyed hash."""
+    canonical = frame[sorted(frame.columns, key=str)]
+    canonical = pd.DataFrame({str(c): _canonical_column(canonical[c]) for c in canonical},
+                             index=pd.RangeIndex(len(canonical)))
+    names = np.array([json.dumps(list(canonical.columns))]).astype("U")
+    rows = np.sort(pd.util.hash_pandas_object(canonical, index=False).to_numpy())
+    return fingerprint(names, rows)
+
+
+def _canonical_column(column: pd.Series) -> pd.Series:
+    if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
+        return column.astype("float64").reset_index(drop=True)
+    return column.astype(str).reset_index(drop=True)
+
+
+def content_fingerprint(frame: pd.DataFrame) -> str:
+    """Keyed hash of a table exactly as given (column names, every value, in row order): the key
+    of fold models fitted on it in evaluation mode (:mod:`tasks.fold_fits`), where the row order
+    decides the folds."""
     names = np.array([json.dumps(list(map(str, frame.columns)))])
     rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
     return fingerprint(names.astype("U"), rows)
+
+
+def source_fingerprint(description: Any) -> str:
+    """Keyed identity of where the data come from (a resolved path, a query with its database,
+    or a partition list with its footers: :func:`tasks.data.source_identity`), which the ledger
+    binds to one dataset id beside the data's own (issue 26 §3)."""
+    payload = json.dumps(description, sort_keys=True, default=str)
+    return fingerprint(np.array([f"source:{payload}"]).astype("U"))
 
 
 def digest(obj: Any) -> str:

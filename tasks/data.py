@@ -159,6 +159,24 @@ def select(frame: pd.DataFrame, columns: list[str] | None) -> pd.DataFrame:
     return frame[columns]
 
 
+def source_identity(source: DataSource) -> dict[str, str]:
+    """Where the data of a file or SQL source come from, as the ledger binds it (keyed, through
+    :func:`store.source_fingerprint`; issue 26 §3): the file's resolved path, or the database
+    (password hidden) with its query. A partitioned source is bound by
+    :func:`partition_identity`."""
+    if source.path is not None:
+        return {"path": str(Path(source.path).resolve())}
+    return {"sql": source_description(source)}
+
+
+def partition_identity(parts: list[str], footers: list[tuple[int, dict[str, str]]]
+                       ) -> dict[str, Any]:
+    """A partitioned source as the ledger binds it: its partition list with each footer (rows
+    and schema: public facts, never stored in clear)."""
+    return {"partitions": [[part, rows, schema]
+                           for part, (rows, schema) in zip(parts, footers, strict=True)]}
+
+
 def source_description(source: DataSource) -> str:
     """Where the data come from, without secrets: the file path, or the SQL URL (password
     removed, ``${VAR}`` left unexpanded) with its query."""

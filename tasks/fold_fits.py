@@ -9,7 +9,8 @@ touches data only once the release is paid for. The key's basis (issue 18 item 1
 * release mode: the release id. Folds are a fresh secret draw per release, so fits are never
   shared between releases; a retry of the same release reuses them, and no cache state says
   whether the data changed;
-* evaluation mode: the keyed data fingerprint, so a rerun with the same seeded folds reuses them.
+* evaluation mode: the keyed hash of the data fitted, in row order
+  (:func:`store.content_fingerprint`), so a rerun with the same seeded folds reuses them.
 
 Fold models are fitted once for every estimator type: all three nuisances with a propensity clip
 below any valid eta_c (aggregation clips again with the real eta_c, and clip(clip(p, tiny), eta)

@@ -8,6 +8,7 @@ from typing import Any
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.ledger import Cap, Ledger, schema
+from dpcausal.ledger.store import Fingerprint
 
 
 def open_ledger(dataset: str | None = None, cap: str = "--zeta Z") -> Ledger:
@@ -36,7 +37,7 @@ def _no_cap(dataset: str, cap: str, ledger: str) -> str:
 
 def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | None = None,
                        epsilon: float | None = None, delta: float | None = None,
-                       unit: str = "row", fingerprint: str | None = None) -> Cap:
+                       unit: str = "row", fingerprint: Fingerprint = None) -> Cap:
     """Give ``dataset`` its cap (per ``unit``, binding ``fingerprint`` if given) if it has none
     yet, creating the ledger if needed; else keep the cap it has. For a project's own data only
     (the demo): every other dataset gets its cap from its curator through `dpcausal ledger
@@ -49,19 +50,20 @@ def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | 
 
 
 def check_budget(dataset: str, charge: PrivacyCharge, *, unit: str,
-                 fingerprint: str | None = None, cap: str = "--zeta Z") -> None:
+                 fingerprint: Fingerprint = None, cap: str = "--zeta Z") -> None:
     """Refuse now what the reservation would refuse (BudgetExceededError, IncompatibleChargeError,
     DatasetIdentityError, or no cap at all) before any model is fitted. ``unit`` is the charge's
-    unit of privacy, ``fingerprint`` the data's keyed fingerprint. The reservation at release time
-    stays authoritative."""
+    unit of privacy, ``fingerprint`` the keyed identities of the data and of their source. The
+    reservation at release time stays authoritative."""
     with open_ledger(dataset, cap) as led:
         led.check(dataset, charge, unit=unit, fingerprint=fingerprint)
 
 
-def budgeted_as(dataset: str | None = None, *, fingerprint: str | None = None) -> str | None:
-    """The dataset id under which ``dataset`` has a cap or its data's keyed ``fingerprint`` is
-    bound in the project ledger, else None (also when there is no ledger file yet). The flow
-    refuses evaluation mode (a non-private read) whenever this is not None."""
+def budgeted_as(dataset: str | None = None, *, fingerprint: Fingerprint = None) -> str | None:
+    """The dataset id under which ``dataset`` has a cap or one of the keyed identities
+    ``fingerprint`` (of the data or of their source) is bound in the project ledger, else None
+    (also when there is no ledger file yet). The flow refuses evaluation mode (a non-private
+    read) whenever this is not None."""
     if not Ledger.exists():
         return None
     with Ledger() as led:

@@ -2,9 +2,12 @@
 log the pooled result with a forest plot.
 
 Only released metrics are read from MLflow: a release's private ``ate`` and total ``se`` (any
-kind), its ``epsilon``/``zeta`` and public ``n``, and the tags that identify it. Evaluation-mode
-runs (whose non-private values exist in MLflow) are refused when named and skipped when a query
-selects them; so are refused releases and runs that released no ATE with its se.
+kind), its ``epsilon``/``zeta``, public ``n`` and ``noise_share`` (the public noise variance over
+the released variance), and the tags that identify it (``dataset_id``: releases of one dataset
+are pooled as one study by :func:`dpcausal.meta.combine`, the same rule as in Python).
+Evaluation-mode runs (whose non-private values exist in MLflow) are refused when named and
+skipped when a query selects them; so are refused releases and runs that released no ATE with
+its se.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from conf.meta import MetaConfig
 from dpcausal.meta import MetaResult, combine
 from tasks.tracking import ensure_experiment
 
-RELEASED = ("ate", "se", "epsilon", "zeta", "n")  # the only metrics a study contributes
+# the only metrics a study contributes
+RELEASED = ("ate", "se", "epsilon", "zeta", "n", "noise_share")
 
 
 def _client(config: MetaConfig) -> Any:
@@ -103,8 +107,8 @@ def pool_studies(config: MetaConfig, studies: pd.DataFrame) -> MetaResult:
     labels = studies["label"].astype(str).tolist() if "label" in studies else []
     by_run = dict(zip(studies["run_id"], labels, strict=True)) if "run_id" in studies else {}
     shared = labels if "*" in config.shared else [by_run.get(s, s) for s in config.shared]
-    columns = [c for c in ("label", "ate", "se", "variance", "zeta", "n", "dataset")
-               if c in studies]
+    columns = [c for c in ("label", "ate", "se", "variance", "zeta", "n", "dataset",
+                           "noise_share") if c in studies]
     return combine(studies[columns], weights=config.weights, model=config.model,
                    level=config.level, shared_people=shared or None)
 

@@ -1,9 +1,10 @@
 """The public checks of a release, before anything is charged (issue 18 item 3): read the
-source, keep the release's columns, fingerprint them (keyed), ``check_input`` (every refusal
-decided by public facts: schema, n, parameters), the data-free charge, then the budget
-(``Ledger.check``) in release mode, or in evaluation mode the refusal of any dataset the ledger
-knows (issue 18 item 6). Nothing is charged and nothing is drawn here. A partitioned source is
-checked on its Parquet footers only.
+source, fingerprint the table and its source (keyed), keep the release's columns,
+``check_input`` (every refusal decided by public facts: schema, n, parameters), the data-free
+charge, then the budget (``Ledger.check``) in release mode, or in evaluation mode the refusal of
+any dataset the ledger knows, by id, by its data or by its source (issue 18 item 6, issue 26 §3).
+Nothing is charged and nothing is drawn here. A partitioned source is checked on its Parquet
+footers only.
 
 No Prefect import: the CLI runs these before it starts (or finds) a Prefect server;
 :mod:`tasks.release` runs them as the flow's first task.
@@ -19,9 +20,16 @@ from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import plan_partitions
-from store import digest, frame_fingerprint
+from store import content_fingerprint, frame_fingerprint, source_fingerprint
 from tasks import ledger_ops
-from tasks.data import partition_footers, read_frame, select
+from tasks.data import (
+    parquet_footer,
+    partition_files,
+    partition_identity,
+    read_frame,
+    select,
+    source_identity,
+)
 
 
 class EvaluationRefusedError(ValueError):
@@ -30,18 +38,28 @@ class EvaluationRefusedError(ValueError):
 
 @dataclass(frozen=True)
 class Checked:
-    """A checked input: the mechanism's :class:`Prepared` input (data: never shown), its keyed
-    fingerprint (None where the data never sit in one process: the partitioned path), the column
-    schema (names and dtypes: public), the data-free charge and the public parameters the
-    planner fixed for it (``Mechanism.planned_params``: resolved once, here, before the charge,
-    then carried through the release and its records)."""
+    """A checked input: the mechanism's :class:`Prepared` input (data: never shown), the keyed
+    identities the ledger binds to the dataset id (:attr:`identity`: the table's order-invariant
+    ``fingerprint``, None where the data never sit in one process, the partitioned path; and the
+    ``source``'s), the keyed ``content`` hash of the columns fitted, in row order (the key of
+    evaluation-mode fold models), the column names of the release (``schema``: public, the
+    header or the footers; no dtype, which a CSV reader infers from the values), the data-free
+    charge and the public parameters the planner fixed for it (``Mechanism.planned_params``:
+    resolved once, here, before the charge, then carried through the release and its
+    records)."""
 
     prepared: Prepared = field(repr=False)
     fingerprint: str | None
-    schema: dict[str, str]
+    source: str
+    schema: tuple[str, ...]
     charge: PrivacyCharge
-    digest: str | None = None  # of public facts (footers): the MLflow digest without fingerprint
+    content: str | None = None
     planned: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """What the ledger binds to one dataset id: the data's fingerprint and the source's."""
+        return tuple(x for x in (self.fingerprint, self.source) if x is not None)
 
 
 def check_release(source: DataSource, columns: list[str] | None, mechanism: Mechanism,
@@ -53,58 +71,64 @@ def check_release(source: DataSource, columns: list[str] | None, mechanism: Mech
     if source.partitions is not None:
         return check_partitioned(source, mechanism, roles, dataset=dataset,
                                  evaluation=evaluation, cap=cap)
-    frame = select(read_frame(source), columns)
-    fingerprint = frame_fingerprint(frame)
+    table = read_frame(source)
+    # the whole table, so that a release of fewer or reordered columns keeps its identity
+    fingerprint, where = frame_fingerprint(table), source_fingerprint(source_identity(source))
+    frame = select(table, columns)
     prepared = mechanism.check_input(frame, **roles)
     charge = mechanism.privacy_charge(**prepared.public)
-    check_ledger(dataset, charge, unit=mechanism.unit, fingerprint=fingerprint,
+    check_ledger(dataset, charge, unit=mechanism.unit, identity=(fingerprint, where),
                  evaluation=evaluation, cap=cap)
-    schema = {str(c): str(t) for c, t in frame.dtypes.items()}
-    return Checked(prepared=prepared, fingerprint=fingerprint, schema=schema, charge=charge,
+    return Checked(prepared=prepared, fingerprint=fingerprint, source=where,
+                   schema=tuple(map(str, frame.columns)), charge=charge,
+                   content=content_fingerprint(frame),
                    planned=mechanism.planned_params(**prepared.public))
 
 
 def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str, Any], *,
                       dataset: str, evaluation: bool, cap: str) -> Checked:
     """Step 1 for a partitioned source (issue 19 §3), reading the Parquet footers only (rows and
-    schema: public, no value): :func:`check_footers`, then the ledger, which binds no
-    fingerprint (no process reads every value)."""
+    schema: public, no value): :func:`check_footers`, then the ledger, which binds the source
+    (the partition list and footers), not the data (no process reads every value)."""
     if not isinstance(mechanism, PrivateATE) or source.id_column is None:
         raise TypeError("data.partitions needs the core release (PrivateATE) and data.id_column")
-    checked = check_footers(partition_footers(str(source.partitions)), mechanism,
+    parts = partition_files(str(source.partitions))
+    checked = check_footers(parts, [parquet_footer(p) for p in parts], mechanism,
                             id_column=source.id_column, treatment=roles["treatment"],
                             outcome=roles["outcome"], covariates=roles.get("covariates"),
                             evaluation=evaluation)
-    check_ledger(dataset, checked.charge, unit=mechanism.unit, fingerprint=None,
+    check_ledger(dataset, checked.charge, unit=mechanism.unit, identity=checked.identity,
                  evaluation=evaluation, cap=cap)
     return checked
 
 
-def check_footers(footers: list[tuple[int, dict[str, str]]], estimator: PrivateATE, *,
-                  id_column: str, treatment: str, outcome: str, covariates: list[str] | None,
-                  evaluation: bool) -> Checked:
-    """The checked input of a partitioned source from its partitions' footers (wherever they
-    were read): every public refusal (:func:`dpcausal.partitioned.plan_partitions`) and the
-    charge; its data is the plan, its digest one of the footers' public facts."""
+def check_footers(parts: list[str], footers: list[tuple[int, dict[str, str]]],
+                  estimator: PrivateATE, *, id_column: str, treatment: str, outcome: str,
+                  covariates: list[str] | None, evaluation: bool) -> Checked:
+    """The checked input of a partitioned source from its partition list and their footers
+    (wherever they were read): every public refusal
+    (:func:`dpcausal.partitioned.plan_partitions`) and the charge; its data is the plan, its
+    identity the keyed partition list with footers."""
     plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,
                            outcome=outcome, covariates=covariates, evaluation=evaluation)
     return Checked(prepared=Prepared(public={"n": plan.n, "d": plan.d}, data=plan),
-                   fingerprint=None, schema=plan.schema,
-                   charge=plan.estimator.privacy_charge(plan.n, plan.d),
-                   digest=digest({"rows": plan.rows, "schema": plan.schema}),
+                   fingerprint=None,
+                   source=source_fingerprint(partition_identity(parts, footers)),
+                   schema=tuple(plan.schema), charge=plan.estimator.privacy_charge(plan.n, plan.d),
                    planned=estimator.planned_params(plan.n, plan.d))
 
 
-def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, fingerprint: str | None,
+def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, identity: tuple[str, ...],
                  evaluation: bool, cap: str) -> None:
-    """The budget check of a release (``Ledger.check``), or in evaluation mode the refusal of
-    any dataset the ledger knows (by id or by the data's keyed fingerprint)."""
+    """The budget check of a release (``Ledger.check``, also refusing an ``identity`` bound to
+    another dataset id), or in evaluation mode the refusal of any dataset the ledger knows: by
+    id (a cap), by the data's keyed fingerprint or by its source's, under any id."""
     if evaluation:
-        known = ledger_ops.budgeted_as(dataset, fingerprint=fingerprint)
+        known = ledger_ops.budgeted_as(dataset, fingerprint=identity)
         if known is not None:
             raise EvaluationRefusedError(
                 f"evaluation mode is refused for dataset {dataset!r}: the ledger knows these "
                 f"data (as {known!r}), and evaluation is a non-private read of them; release "
                 "them with mode: release, or evaluate on synthetic data")
     else:
-        ledger_ops.check_budget(dataset, charge, unit=unit, fingerprint=fingerprint, cap=cap)
+        ledger_ops.check_budget(dataset, charge, unit=unit, fingerprint=identity, cap=cap)

@@ -4,7 +4,9 @@ imported lazily).
 One MLflow run per release, opened before the charge (so the ledger records its URL) in the
 config's experiment (evaluation runs in ``<experiment>/evaluation``): system tags (user, source,
 git commit, dpcausal version), the Prefect flow-run link, the validated config as a dict and a
-dataset input (id, source without password, KEYED fingerprint as digest, column schema). After the
+dataset input of public facts only (issue 26 §4: :func:`lineage`): the dataset id, the source
+without password, the declared schema, the config's hash and a random digest per release, never a
+hash of the data or of anything counted in them. After the
 release: its released values as metrics, ``release.json`` and a plot. In release mode nothing
 non-private reaches MLflow: a result carrying ``nonprivate`` values is refused here.
 """
@@ -17,6 +19,8 @@ import math
 import subprocess
 import tempfile
 import time
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,14 +127,46 @@ def connect(tracking_uri: str | None) -> None:
     pyplot()
 
 
+#: The MLflow column type of a role whose dtype the config does not declare: a public convention
+#: of the role (spec dp_ate_ensemble.md §1: a 0/1 treatment, a bounded real outcome), never
+#: read from the values.
+ROLE_TYPES = {"treatment": "long", "outcome": "double", "covariates": "double"}
+
+
+def lineage(dataset: str, source: str, roles: Mapping[str, Any], columns: Sequence[str],
+            config: Mapping[str, Any], declared: Mapping[str, str] | None = None
+            ) -> dict[str, str]:
+    """The run's dataset input, public facts only (issue 26 §4): ``name`` the dataset id,
+    ``source`` where the data come from (no password), ``schema`` each column of the release
+    with its role and its declared type (``declared``: column -> dtype from the config; else the
+    role's convention :data:`ROLE_TYPES`, else ``"declared: none"``), ``profile`` the config's
+    hash, and ``digest`` a random id per release (MLflow needs one; a hash of the data would
+    tell every reader whether the data changed)."""
+    from store import digest
+
+    role_of = {}
+    for role, names in roles.items():
+        for name in [names] if isinstance(names, str) else (names or []):
+            role_of.setdefault(str(name), role)
+    declared = declared or {}
+    spec = []
+    for name in columns:
+        role = role_of.get(name, "covariates" if "covariates" in roles else "other")
+        spec.append({"name": name, "role": role,
+                     "type": declared.get(name) or ROLE_TYPES.get(role, "declared: none")})
+    return {"name": dataset, "source": source, "digest": uuid.uuid4().hex,
+            "schema": json.dumps({"mlflow_colspec": spec}),
+            "profile": json.dumps({"config_digest": digest(dict(config))})}
+
+
 @task(name="open_release_run", cache_policy=NO_CACHE, persist_result=False, retries=2,
       retry_delay_seconds=1)
 def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
                      tags: dict[str, str], config: dict[str, Any],
                      dataset: dict[str, str]) -> TrackedRun:
     """An MLflow run for one release (public values only): ``tags`` plus the system tags, the
-    config flattened as params and logged as ``config.json``, and ``dataset`` (name, source,
-    digest = the keyed fingerprint, schema as JSON) as the run's dataset input."""
+    config flattened as params and logged as ``config.json``, and ``dataset``
+    (:func:`lineage`) as the run's dataset input."""
     from mlflow.entities import Dataset, DatasetInput, InputTag, Param
 
     client = _client(tracking_uri)
@@ -144,7 +180,8 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
     client.log_dict(run_id, config, "config.json")
     client.log_inputs(run_id, datasets=[DatasetInput(
         Dataset(name=dataset["name"], digest=dataset["digest"], source_type="dpcausal",
-                source=dataset["source"], schema=dataset["schema"]),
+                source=dataset["source"], schema=dataset["schema"],
+                profile=dataset["profile"]),
         tags=[InputTag("mlflow.data.context", "release")])])
     return TrackedRun(run_id, exp_id, uri, run_url(uri, exp_id, run_id))
 

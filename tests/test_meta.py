@@ -235,7 +235,7 @@ def _core_release(seed, ci_share=0.1):
     from dpcausal.datasets import make_experiment_d
 
     X, A, Y, _ = make_experiment_d(3000, random_state=seed)
-    estimator = PrivateATE(estimator="g", outcome_model=LinearRegression(), n_folds=10,
+    estimator = PrivateATE(estimator="aipw", outcome_model=LinearRegression(), n_folds=10,
                            outcome_bounds=(-1, 1), zeta=1.5, ci_share=ci_share,
                            random_state=seed)
     return estimator.fit(X, A, Y)
@@ -249,8 +249,8 @@ def test_reads_core_ate_releases():
                                     rel=1e-12)
     assert res.studies["n"].tolist() == [3000, 3000]
     assert list(res.privacy["study_zeta"].values()) == [1.5, 1.5]  # zeta of each release
-    assert all(label.endswith(("#1", "#2")) and "K=10" in label
-               for label in res.privacy["study_zeta"])  # named by what identifies them
+    labels = [f"{r.dataset} ate aipw K=10 Y in [-1, 1]" for r in releases]  # two data identities
+    assert list(res.privacy["study_zeta"]) == labels and labels[0] != labels[1]
     with pytest.raises(ValueError, match=r"releases\[1\]\.variance is None"):
         combine([releases[0], _core_release(3, ci_share=0.0)])
 
@@ -420,7 +420,7 @@ def test_meta_of_five_private_experiment_d_studies_is_unbiased_and_covers():
             seed = 10_000 * (r + 1) + j
             X, A, Y, true_ate = make_experiment_d(20_000, random_state=seed)
             estimator = PrivateATE(
-                estimator="g", propensity_model=LogisticRegression(),
+                estimator="aipw", propensity_model=LogisticRegression(),
                 outcome_model=LinearRegression(), n_folds=100, outcome_bounds=(-1, 1),
                 zeta=1.5, ci_share=0.1, random_state=seed + 1,
             )
@@ -430,7 +430,7 @@ def test_meta_of_five_private_experiment_d_studies_is_unbiased_and_covers():
         assert res.privacy["additional_charge"] == 0
         # studies are labelled by what identifies them (mechanism, estimator, K, bounds)
         assert res.privacy["study_zeta"] == {
-            f"ate g K=100 Y in [-1, 1] #{j + 1}": 1.5 for j in range(n_studies)}
+            f"ate aipw K=100 Y in [-1, 1] #{j + 1}": 1.5 for j in range(n_studies)}
         # the studies share one population; if the generator returns a sample ATE, pool those
         target = float(np.mean(true_ates))
         errors.append(res.ate - target)
@@ -502,3 +502,74 @@ def test_shared_people_across_mechanisms_compose_by_basic_composition():
     assert group["composed_zeta"] is None
     assert group["composed_epsilon"] == pytest.approx(1.0 + 4.3772, abs=1e-3)  # dp_accounting
     assert "share people" in str(res)
+
+
+def _ten_releases_of_one_sample():
+    from sklearn.linear_model import LinearRegression
+
+    from dpcausal import PrivateATE
+    from dpcausal.datasets import make_experiment_d
+    from dpcausal.session import RepeatedReleaseWarning
+
+    X, A, Y, _ = make_experiment_d(3000, random_state=4)
+    est = PrivateATE(estimator="aipw", outcome_model=LinearRegression(), n_folds=10,
+                     outcome_bounds=(-1, 1), zeta=1.0, ci_share=0.1, random_state=4)
+    with pytest.warns(RepeatedReleaseWarning):
+        return [est.fit(X, A, Y) for _ in range(10)]
+
+
+def test_ten_releases_of_one_sample_are_one_study_of_composed_exposure():
+    """Issue 26 §6: pooled as 10 independent studies, they gave se 0.0076 where one study's se
+    is 0.0102, with a privacy note of zeta 1 per person (the exposure is sqrt(10))."""
+    releases = _ten_releases_of_one_sample()
+    assert len({r.dataset for r in releases}) == 1 and releases[0].dataset.startswith("session-")
+    res = combine(releases)
+    assert res.n_studies == 1
+    assert res.studies["label"].tolist() == [f"{releases[0].dataset} (10 releases)"]
+    # the shared sampling variance is counted once: never divided by the number of releases
+    sampling = max(r.se**2 * (1 - r.noise_share()) for r in releases)
+    assert res.variance >= sampling
+    assert res.privacy["max_individual_zeta"] == pytest.approx(10**0.5, rel=1e-12)
+    assert f"the 10 releases of dataset {releases[0].dataset} compose to zeta 3.162" in str(res)
+    # the same rule on the releases' dicts (what MLflow, a CSV or JSON hand over)
+    assert combine([r.to_dict() for r in releases]).variance == pytest.approx(res.variance,
+                                                                              rel=1e-12)
+
+
+def test_releases_charged_to_a_ledger_carry_its_dataset_id(tmp_path):
+    from sklearn.linear_model import LinearRegression
+
+    from dpcausal import PrivateATE
+    from dpcausal.datasets import make_experiment_d
+    from dpcausal.ledger import Ledger
+
+    X, A, Y, _ = make_experiment_d(3000, random_state=4)
+    est = PrivateATE(estimator="aipw", outcome_model=LinearRegression(), n_folds=10,
+                     outcome_bounds=(-1, 1), zeta=1.0, ci_share=0.1)
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True) as led:
+        led.set_budget("trial-A", zeta=5.0)
+        releases = [led.fit("trial-A", est, X, A, Y) for _ in range(3)]
+        statuses = set(led.history("trial-A")["status"])
+    assert statuses == {"committed"} and {r.dataset for r in releases} == {"trial-A"}
+    res = combine(releases)
+    assert res.studies["label"].tolist() == ["trial-A (3 releases)"]
+    assert res.privacy["same_data"] == [{"dataset": "trial-A", "label": "trial-A (3 releases)",
+                                         "releases": 3, "composed_zeta": pytest.approx(3**0.5)}]
+
+
+def test_meta_result_plot_is_the_forest_plot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = combine([_noisy(1.0, 0.2, 0.5, "A"), _noisy(1.4, 0.3, 0.5, "B"),
+                   _noisy(1.2, 0.3, 0.5, "B")])
+    ax = res.plot()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["A gaussian", "B (2 releases)",
+                                                            "pooled"]
+    notes = ax.figure.texts[-1].get_text()
+    assert "2 releases of dataset B pooled as one study" in notes
+    _, given = plt.subplots()
+    assert res.plot(ax=given) is given and "2 releases of dataset B" in given.get_title("left")
+    plt.close("all")

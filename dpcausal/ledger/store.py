@@ -21,7 +21,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -54,6 +54,8 @@ _T = schema.charges
 _D = schema.datasets
 _F = schema.fingerprints
 _C = schema.corrections
+#: A keyed identity the ledger binds to one dataset id, several of them, or none.
+Fingerprint = str | Sequence[str] | None
 
 
 @dataclass
@@ -119,21 +121,20 @@ class Ledger:
     # ------------------------------------------------------------------ budgets
     def set_budget(self, dataset: str, *, zeta: float | None = None, rho: float | None = None,
                    epsilon: float | None = None, delta: float | None = None, unit: str = "row",
-                   public: str | list[str] | None = None, fingerprint: str | None = None) -> Cap:
+                   public: str | list[str] | None = None, fingerprint: Fingerprint = None) -> Cap:
         """Set (or change) a dataset's cap: exactly one of ``zeta``, ``rho``, ``epsilon``+``delta``.
 
         For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
         reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client) and
         ``public`` what its neighbouring relation holds public besides n (default: the unit's
         mechanisms' relation, :class:`composition.Relation`); ``fingerprint`` (the data's keyed
-        fingerprint) binds the data to this dataset id. A cap below what is already spent, or one
-        a recorded charge cannot count against, is refused; so is a fingerprint already bound to
-        another dataset id.
+        fingerprint, or several keyed identities: the data's and their source's) binds the data
+        to this dataset id. A cap below what is already spent, or one a recorded charge cannot
+        count against, is refused; so is a fingerprint already bound to another dataset id.
         """
         _check_name(dataset)
         relation = Relation.of(unit, public)
-        if fingerprint is not None:
-            _check_fingerprint_value(fingerprint)
+        fingerprints = _fingerprints(fingerprint)
         given = {k: v for k, v in {"zeta": zeta, "rho": rho, "epsilon": epsilon}.items()
                  if v is not None}
         if len(given) != 1:
@@ -147,8 +148,7 @@ class Ledger:
         now = datetime.now(UTC)
         with self.engine.begin() as conn:
             row = _lock_dataset(conn, dataset)
-            if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint, lock=True, ledger=self.where)
+            _check_fingerprints(conn, dataset, fingerprints, lock=True, ledger=self.where)
             recorded = _charges_of(conn, dataset)
             reasons = [r for r in (relation_admissible(rel, relation)
                                    for rel in set(_relations_of(conn, dataset).values()))
@@ -170,21 +170,23 @@ class Ledger:
                 conn.execute(_D.insert().values(name=dataset, created_at=now, **values))
             else:
                 conn.execute(_D.update().where(_D.c.name == dataset).values(**values))
-            if fingerprint is not None:
-                _bind_fingerprint(conn, dataset, fingerprint)
+            _bind_fingerprints(conn, dataset, fingerprints)
         return cap
 
-    def known(self, dataset: str | None = None, *, fingerprint: str | None = None) -> str | None:
-        """The dataset id under which ``dataset`` has a cap or ``fingerprint`` is bound, else None.
+    def known(self, dataset: str | None = None, *, fingerprint: Fingerprint = None) -> str | None:
+        """The dataset id under which ``dataset`` has a cap or ``fingerprint`` (any of them, if
+        several) is bound, else None.
 
         For refusing a non-private evaluation read of budgeted data (issue 18 item 6): a caller
         refuses evaluation mode whenever this is not None.
         """
-        if dataset is None and fingerprint is None:
+        fingerprints = _fingerprints(fingerprint)
+        if dataset is None and not fingerprints:
             raise ValueError("give a dataset id, a fingerprint or both")
         with self.engine.connect() as conn:
-            if fingerprint is not None and (owner := _owner_of(conn, fingerprint)) is not None:
-                return owner
+            for fp in fingerprints:
+                if (owner := _owner_of(conn, fp)) is not None:
+                    return owner
             if dataset is not None and _read_dataset(conn, dataset) is not None:
                 return dataset
         return None
@@ -325,7 +327,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ notebooks
     @contextmanager
-    def charging(self, dataset: str, *, fingerprint: str | None = None) -> Iterator[Ledger]:
+    def charging(self, dataset: str, *, fingerprint: Fingerprint = None) -> Iterator[Ledger]:
         """Charge every library fit inside the block to ``dataset``: reserve -> fit -> commit.
 
         ``with led.charging("trial-A"): est.fit(df, ...)``. Each fit reserves its charge (in the
@@ -341,7 +343,7 @@ class Ledger:
             yield self
 
     def fit(self, dataset: str, mechanism: Any, data: Any, *args: Any,
-            fingerprint: str | None = None, **roles: Any) -> Any:
+            fingerprint: Fingerprint = None, **roles: Any) -> Any:
         """One charged release in one line: ``led.fit("trial-A", PrivateATE(...), df,
         treatment="A", outcome="Y")`` is ``mechanism.fit(...)`` inside :meth:`charging`."""
         with self.charging(dataset, fingerprint=fingerprint):
@@ -349,7 +351,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ releases
     def check(self, dataset: str, charge: PrivacyCharge, *, unit: str,
-              public: str | list[str] | None = None, fingerprint: str | None = None) -> None:
+              public: str | list[str] | None = None, fingerprint: Fingerprint = None) -> None:
         """Raise now what :meth:`release` would raise for ``charge`` per ``unit`` today
         (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError).
 
@@ -358,8 +360,7 @@ class Ledger:
         """
         with self.engine.connect() as conn:
             row = _require(conn, dataset, _read_dataset(conn, dataset))
-            if fingerprint is not None:
-                _check_fingerprint(conn, dataset, fingerprint, ledger=self.where)
+            _check_fingerprints(conn, dataset, _fingerprints(fingerprint), ledger=self.where)
             recorded = _charges_of(conn, dataset)
             refusal, _ = _admit(dataset, charge, Relation.of(unit, public, charge.detail),
                                 recorded, row, _relations_of(conn, dataset))
@@ -369,14 +370,15 @@ class Ledger:
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None = None, *, unit: str, public: str | list[str] | None = None,
-                fingerprint: str | None = None, detail: dict | None = None
+                fingerprint: Fingerprint = None, detail: dict | None = None
                 ) -> Iterator[ReleaseSlot]:
         """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
 
         ``unit`` is the charge's unit of privacy (row, user, label, client) and ``public`` what
         its neighbouring relation holds public besides n (default: the unit's mechanisms'
-        relation; :class:`composition.Relation`); ``fingerprint`` the
-        released data's keyed fingerprint (bound to ``dataset`` on first use); ``detail`` what
+        relation; :class:`composition.Relation`); ``fingerprint`` the released data's keyed
+        fingerprint, or several keyed identities (the data's and their source's), each bound to
+        ``dataset`` on first use; ``detail`` what
         the release was (mechanism, estimator, K, bounds ...), stored with ``charge.detail``.
 
         Raises
@@ -387,7 +389,7 @@ class Ledger:
             The cap can never admit this charge (its mechanism or its neighbouring relation), or
             a recorded charge's relation does not bound the cap's (nothing recorded).
         DatasetIdentityError
-            ``fingerprint`` is already bound to another dataset id (nothing recorded).
+            A ``fingerprint`` is already bound to another dataset id (nothing recorded).
         ReleaseInProgressError
             The release id was reserved before and never committed (its charge stays recorded).
         """
@@ -410,10 +412,9 @@ class Ledger:
 
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
                  run_url: str | None, unit: str, public: str | list[str] | None,
-                 fingerprint: str | None) -> ReleaseSlot:
+                 fingerprint: Fingerprint) -> ReleaseSlot:
         _check_name(dataset)
-        if fingerprint is not None:
-            _check_fingerprint_value(fingerprint)
+        fingerprints = _fingerprints(fingerprint)
         if not isinstance(release_id, str) or not release_id.strip():
             raise ValueError(f"release_id must be a non-empty string, got {release_id!r}; "
                              "use '<prefect flow-run id>/<release name>'")
@@ -429,12 +430,11 @@ class Ledger:
             old = conn.execute(same_id).mappings().first()
             if old is not None:
                 outcome = _retry(conn, old, dataset, charge, relation, recorded, _cap_of(row))
-            elif fingerprint is not None and (owner := _owner_of(conn, fingerprint, lock=True)
-                                              ) not in (None, dataset):
-                outcome = DatasetIdentityError(dataset, owner)
+            elif (owner := _other_owner(conn, dataset, fingerprints, lock=True)) is not None:
+                outcome = DatasetIdentityError(dataset, owner, self.where)
             else:
                 outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, row,
-                                       relation, fingerprint)
+                                       relation, fingerprints)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
             raise _with_most(outcome, recorded, _cap_of(row), self.where)
@@ -442,19 +442,18 @@ class Ledger:
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None, recorded: list[PrivacyCharge], row: sa.RowMapping,
-                relation: Relation, fingerprint: str | None) -> ReleaseSlot | Exception:
+                relation: Relation, fingerprints: tuple[str, ...]) -> ReleaseSlot | Exception:
         refusal, spend = _admit(dataset, charge, relation, recorded, row,
                                 _relations_of(conn, dataset))
         if refusal is not None:
             return refusal
-        if fingerprint is not None:
-            _bind_fingerprint(conn, dataset, fingerprint)
+        _bind_fingerprints(conn, dataset, fingerprints)
         token = uuid.uuid4().hex
         conn.execute(_T.insert().values(
             release_id=release_id, dataset=dataset, status="reserved", token=token,
             owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=relation.unit,
-            public=relation.text,
-            fingerprint=fingerprint, reserved_at=datetime.now(UTC), **_charge_row(charge)))
+            public=relation.text, fingerprint=",".join(fingerprints) or None,
+            reserved_at=datetime.now(UTC), **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
     def _finish(self, release_id: str, token: str, status: str, result: str | None) -> None:
@@ -554,25 +553,39 @@ def _owner_of(conn: Connection, fingerprint: str, lock: bool = False) -> str | N
     return conn.execute(sa.select(_F.c.dataset).where(_F.c.fingerprint == fingerprint)).scalar()
 
 
-def _check_fingerprint_value(fingerprint: object) -> None:
-    if not isinstance(fingerprint, str) or not fingerprint.strip():
-        raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}")
+def _fingerprints(fingerprint: Fingerprint) -> tuple[str, ...]:
+    """The keyed identities given (None, one string or several), each a non-empty string."""
+    given = () if fingerprint is None else (
+        (fingerprint,) if isinstance(fingerprint, str) else tuple(fingerprint))
+    for fp in given:
+        if not isinstance(fp, str) or not fp.strip() or "," in fp:
+            raise ValueError(f"fingerprint must be a non-empty string, got {fingerprint!r}; "
+                             "give one keyed fingerprint or a sequence of them (no commas)")
+    return given
 
 
-def _check_fingerprint(conn: Connection, dataset: str, fingerprint: str,
-                       lock: bool = False, ledger: str = "") -> None:
-    _check_fingerprint_value(fingerprint)
-    owner = _owner_of(conn, fingerprint, lock)
-    if owner not in (None, dataset):
+def _other_owner(conn: Connection, dataset: str, fingerprints: tuple[str, ...],
+                 lock: bool = False) -> str | None:
+    """The first dataset id other than ``dataset`` that one of ``fingerprints`` is bound to."""
+    for fp in fingerprints:
+        if (owner := _owner_of(conn, fp, lock)) not in (None, dataset):
+            return owner
+    return None
+
+
+def _check_fingerprints(conn: Connection, dataset: str, fingerprints: tuple[str, ...],
+                        lock: bool = False, ledger: str = "") -> None:
+    if (owner := _other_owner(conn, dataset, fingerprints, lock)) is not None:
         raise DatasetIdentityError(dataset, owner, ledger)
 
 
-def _bind_fingerprint(conn: Connection, dataset: str, fingerprint: str) -> None:
-    """Bind ``fingerprint`` to ``dataset`` (a no-op if it already is; callers checked it is not
-    bound elsewhere, under the dataset's lock)."""
-    if _owner_of(conn, fingerprint) is None:
-        conn.execute(_F.insert().values(fingerprint=fingerprint, dataset=dataset,
-                                        created_at=datetime.now(UTC)))
+def _bind_fingerprints(conn: Connection, dataset: str, fingerprints: tuple[str, ...]) -> None:
+    """Bind each of ``fingerprints`` to ``dataset`` (a no-op for one already bound; callers
+    checked none is bound elsewhere, under the dataset's lock)."""
+    for fp in fingerprints:
+        if _owner_of(conn, fp) is None:
+            conn.execute(_F.insert().values(fingerprint=fp, dataset=dataset,
+                                            created_at=datetime.now(UTC)))
 
 
 def _check_name(dataset: object) -> None:

@@ -113,10 +113,32 @@ def test_csv_and_cli(tmp_path, invoke):
     assert r["n_studies"] == 3 and r["tau2"] is not None and r["model"] == "random"
     table = invoke("meta", "--csv", str(path), "--shared", "site A", "--shared", "site B")
     assert table.exit_code == 0, table.output
-    assert "pooled" in table.stdout and "no additional cost" in table.stdout
-    assert "zeta=1.803" in table.stdout  # sqrt(1.0^2 + 1.5^2)
+    assert "pooled" in table.stdout and "no additional privacy charge" in table.stdout
+    assert "worst exposure of any one person: zeta 1.803" in table.stdout  # sqrt(1^2 + 1.5^2)
     for args, match in [(("--csv", str(tmp_path / "none.csv")), "does not exist"),
                         ((), "give exactly one source"),
                         (("--csv", str(path), "--runs", "abc"), "give exactly one source")]:
         bad = invoke("meta", *args)
         assert bad.exit_code == 2 and bad.stderr.startswith("Error: ") and match in bad.stderr
+
+
+def test_the_cli_pools_releases_of_one_dataset_by_the_python_rule(make_config):
+    """Issue 25 §6 / 26 §6: two releases of one dataset are one study of composed exposure, in
+    the flow (MLflow runs) as in Python (the releases themselves). Old: the flow read no noise
+    share and refused them, while Python pooled them as independent studies."""
+    from dpcausal.meta import combine
+
+    same = [run_release(make_config()) for _ in range(2)]
+    other = run_release(make_config(dataset="meta-flow-other"))
+    outs = [*same, other]
+    out = dp_meta_analysis(load_meta_config(
+        None, base={"runs": [o["mlflow"]["run_id"] for o in outs]}))
+    r = out["result"]
+    in_python = combine([o["release"] for o in outs])
+    assert r["n_studies"] == in_python.n_studies == 2
+    assert r["ate"] == pytest.approx(in_python.ate, rel=1e-9)
+    assert r["variance"] == pytest.approx(in_python.variance, rel=1e-9)
+    dataset = same[0]["release"]["dataset"]
+    assert dataset == make_config().ledger.dataset_id
+    assert [s["label"] for s in r["studies"]][0] == f"{dataset} (2 releases)"
+    assert r["privacy"]["same_data"][0]["composed_zeta"] == pytest.approx(1.5 * math.sqrt(2))

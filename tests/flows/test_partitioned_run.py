@@ -21,8 +21,10 @@ ESTIMATOR = {"estimator": "aipw", "n_folds": K, "outcome_bounds": [-1.0, 1.0], "
              "propensity_clip": 0.1, "ci_share": 0.1}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def parts(tmp_path_factory):
+    """Each test's own partitions: the ledger binds a released source to its dataset id (issue
+    26 §3), so another id, or evaluation mode, is refused on the same folder."""
     from dpcausal.partitioned import write_parquet_partitions
 
     path = tmp_path_factory.mktemp("run-partitions")

@@ -145,7 +145,7 @@ def test_mlflow_run_holds_public_params_released_metrics_lineage_and_links(make_
     with Ledger() as led:
         [charge] = led.history(config.ledger.dataset_id).to_dict("records")
         bound_to = led.known(None, fingerprint=inp.dataset.digest)
-    assert bound_to == config.ledger.dataset_id  # the digest is the keyed fingerprint
+    assert bound_to is None  # the digest is a random id, not the keyed fingerprint (issue 26 §4)
     assert charge["run_url"] == out["mlflow"]["url"] == f"runs:/{run.info.run_id}"
 
 

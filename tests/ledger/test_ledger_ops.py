@@ -40,8 +40,8 @@ def _charged(dataset: str, charge: PrivacyCharge, mechanism: _Mechanism, cap: st
     from tasks.preflight import Checked
     from tasks.release import charged_release
 
-    checked = Checked(prepared=Prepared(public={}, data=None), fingerprint="fp-x", schema={},
-                      charge=charge)
+    checked = Checked(prepared=Prepared(public={}, data=None), fingerprint="fp-x",
+                      source="src-x", schema=(), charge=charge)
     return charged_release.fn(mechanism, checked, dataset=dataset, release_id="r/1",
                               evaluation=False, detail={}, cap=cap)
 
