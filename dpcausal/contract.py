@@ -320,8 +320,15 @@ class Mechanism(BaseEstimator):
         ``data`` is a DataFrame with column roles given by keyword (``treatment=``,
         ``outcome=``, ...), or the mechanism's arrays. Each call is a new release that spends
         budget again: repeated fits on the same data compose, and the accountant of the current
-        context (:mod:`dpcausal.session`) records them. The release is kept as ``release_``.
+        context (:mod:`dpcausal.session`) records them. The release is kept as ``release_``. What
+        the release did with values goes to the curator's private log
+        (:func:`dpcausal.curator_log.private_log_path`: beside the ledger by default).
         """
+        from dpcausal.curator_log import attach, private_log_path
+        from dpcausal.session import accountant
+
+        ledger = getattr(accountant(), "ledger", None)
+        attach(private_log_path(getattr(ledger, "url", None)))
         release = self._charged(self.check_input(data, *args, **roles), evaluation=evaluation)
         self.release_ = release
         return release
