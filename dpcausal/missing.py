@@ -120,8 +120,9 @@ def apply_missing(X: Any, A: np.ndarray, Y: np.ndarray, policy: str = "impute",
     elif indicators == "in_folds":
         X = _impute(X, bad_x, np.nan, np.zeros(bad_x.shape[1], dtype=bool))
     else:
-        X = _impute(X, bad_x, float(fill),
-                    bad_x.any(axis=0) if indicators == "present" else np.ones(bad_x.shape[1], bool))
+        indicate = (np.asarray(bad_x.any(axis=0)) if indicators == "present"
+                    else np.ones(bad_x.shape[1], dtype=bool))
+        X = _impute(X, bad_x, float(fill), indicate)
     usable = ~bad_ay
     A_out = np.where(usable, np.asarray(A, dtype=float), 0.0)
     Y_out = np.where(usable, np.asarray(Y, dtype=float), 0.0)
@@ -167,7 +168,7 @@ class FoldImputed(BaseEstimator):
         return self.model.__sklearn_tags__()
 
     def fit(self, X: Any, y: np.ndarray) -> FoldImputed:
-        self.indicate_ = missing_covariates(X).any(axis=0)
+        self.indicate_ = np.asarray(missing_covariates(X).any(axis=0))
         self.model_ = copy.deepcopy(self.model).fit(self._transform(X), y)
         if hasattr(self.model_, "classes_"):
             self.classes_ = self.model_.classes_
