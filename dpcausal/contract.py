@@ -36,6 +36,7 @@ from scipy.stats import norm
 from sklearn.base import BaseEstimator
 
 from dpcausal._results import ResultMixin, to_jsonable
+from dpcausal.data_check import DataCheck, check_roles_data
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -313,6 +314,15 @@ class Mechanism(BaseEstimator):
         these public facts (data-free), so an orchestrator resolves them once before the charge
         and records them; empty when nothing is planned."""
         return {}
+
+    def check_data(self, data: pd.DataFrame, *, outcome_bounds: tuple[float, float] | None
+                   = None, **roles: Any) -> DataCheck:
+        """A NON-PRIVATE look at the values of the columns given by role (issue 25 §2): rows,
+        missing and non-finite values per column, a "treatment" not 0/1, an "outcome" outside
+        ``outcome_bounds``, the arm sizes. Charges nothing and publishes nothing (the curator
+        already holds the data); the result is for the curator's eyes only, never share it."""
+        columns(data, **roles)
+        return check_roles_data(data, roles, outcome_bounds)
 
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> Release:
         """One release: :meth:`check_input`, :meth:`privacy_charge`, ``_private_release``.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,7 +61,7 @@ def _fmt(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def describe(frame: pd.DataFrame, roles: dict[str, str | Sequence[str] | None], *,
+def describe(frame: pd.DataFrame, roles: Mapping[str, str | Sequence[str] | None], *,
              treatment: str | None = None, outcome: str | None = None,
              outcome_bounds: tuple[float, float] | None = None) -> pd.DataFrame:
     """The per-column table of :class:`DataCheck` for ``roles`` ({role: column or columns});
@@ -88,6 +88,25 @@ def describe(frame: pd.DataFrame, roles: dict[str, str | Sequence[str] | None], 
                          "non_finite": non_finite, "out_of_range": unusable,
                          "out_of_range_share": unusable / len(col) if len(col) else 0.0})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def check_roles_data(frame: pd.DataFrame, roles: dict[str, Any],
+                     outcome_bounds: tuple[float, float] | None = None) -> DataCheck:
+    """:class:`DataCheck` of any mechanism from its column roles ({role: column(s)}; a role
+    named "treatment" must be 0/1, one named "outcome" lie in ``outcome_bounds``): per-column
+    counts, rows, rows with a missing value in a role, and the arm sizes."""
+    used = {role: names for role, names in roles.items()
+            if isinstance(names, str) or (isinstance(names, (list, tuple)) and names)}
+    table = describe(frame, used, treatment="treatment", outcome="outcome",
+                     outcome_bounds=outcome_bounds)
+    names = [c for v in used.values() for c in ([v] if isinstance(v, str) else v)]
+    facts: dict[str, Any] = {"rows": len(frame),
+                             "rows with a missing value": int(frame[names].isna().any(axis=1)
+                                                              .sum())}
+    if isinstance(used.get("treatment"), str):
+        arm = frame[used["treatment"]]
+        facts["treated"], facts["control"] = int((arm == 1).sum()), int((arm == 0).sum())
+    return DataCheck(table=table, facts=facts)
 
 
 def check_ate_data(frame: pd.DataFrame, *, treatment: str, outcome: str,

@@ -538,8 +538,8 @@ class PrivateATE(Mechanism):
             evaluation=evaluation, diagnostics=diagnostics,
         )
 
-    def check_data(self, data: pd.DataFrame, *, treatment: str, outcome: str,
-                   covariates: Sequence[str] | None = None) -> DataCheck:
+    def check_data(self, data: pd.DataFrame, *, treatment: str,  # type: ignore[override]
+                   outcome: str, covariates: Sequence[str] | None = None) -> DataCheck:
         """A NON-PRIVATE look at the values that costs nothing (issue 25 §2): rows, missing and
         non-finite values per role, the share of outcomes outside the bounds, arm sizes, what
         the ``missing`` policy will do and rows per fold at the planned K.

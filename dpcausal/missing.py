@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
+from sklearn.utils.metaestimators import available_if
 
 from dpcausal.validation import private_log
 
@@ -177,8 +178,10 @@ class FoldImputed(BaseEstimator):
     def _transform(self, X: Any) -> Any:
         return _impute(X, missing_covariates(X), float(self.fill), self.indicate_)
 
+    @available_if(lambda self: hasattr(self.model, "predict"))
     def predict(self, X: Any) -> np.ndarray:
         return np.asarray(self.model_.predict(self._transform(X)))
 
+    @available_if(lambda self: hasattr(self.model, "predict_proba"))
     def predict_proba(self, X: Any) -> np.ndarray:
         return np.asarray(self.model_.predict_proba(self._transform(X)))
