@@ -15,18 +15,9 @@ import os
 import stat
 from pathlib import Path
 
-from dpcausal.validation import private_log
+from dpcausal.validation import PrivateFileHandler, private_log
 
 _pointed: Path | None = None
-
-
-class _PrivateFileHandler(logging.FileHandler):
-    """A file handler that creates its file 0600."""
-
-    def _open(self):  # noqa: ANN202 - the supertype returns a TextIOWrapper
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.fchmod(fd, 0o600)
-        return os.fdopen(fd, "a", encoding=self.encoding or "utf-8")
 
 
 def log_private_to(path: str | Path | None) -> Path | None:
@@ -62,12 +53,12 @@ def attach(path: str | Path) -> Path:
     if stat.S_IMODE(folder.stat().st_mode) != 0o700:
         folder.chmod(0o700)
     for handler in list(private_log.handlers):
-        if isinstance(handler, _PrivateFileHandler):
+        if isinstance(handler, PrivateFileHandler):
             if handler.baseFilename == str(target.resolve()):
                 return target
             private_log.removeHandler(handler)
             handler.close()
-    handler = _PrivateFileHandler(target, delay=True)
+    handler = PrivateFileHandler(target, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     private_log.addHandler(handler)
     return target

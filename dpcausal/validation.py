@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -38,10 +39,19 @@ private_log.setLevel(logging.INFO)
 private_log.addHandler(logging.NullHandler())
 
 
+class PrivateFileHandler(logging.FileHandler):
+    """The curator's private log file, created 0600 (:mod:`dpcausal.curator_log`)."""
+
+    def _open(self):  # noqa: ANN202 - the supertype returns a TextIOWrapper
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding or "utf-8")
+
+
 def private_log_file() -> str:
     """The file the private log writes to (:mod:`dpcausal.curator_log`), for messages."""
     for handler in private_log.handlers:
-        if isinstance(handler, logging.FileHandler):
+        if isinstance(handler, PrivateFileHandler):
             return handler.baseFilename
     return "(none attached: see dpcausal.curator_log.log_private_to)"
 
