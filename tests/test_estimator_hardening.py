@@ -13,7 +13,7 @@ import dpcausal.release as release_mod
 from dpcausal import PrivateATE
 from dpcausal.folds import make_folds
 from dpcausal.noise import gaussian_lattice_step
-from dpcausal.validation import private_log
+from dpcausal.validation import private_log, private_log_file
 
 MARK = 99.0          # covariate value of the record the adversarial models react to
 
@@ -153,6 +153,8 @@ def test_a_failure_after_the_charge_is_generic_in_release_mode(monkeypatch):
         logging.getLogger().removeHandler(root)
         private_log.removeHandler(private)
     message = str(info.value)
+    assert private_log_file() in message                    # it names the private log
+    message = message.replace(private_log_file(), "")
     assert "failed" in message and not any(ch.isdigit() for ch in message)
     assert info.value.__cause__ is None and info.value.__suppress_context__
     assert not any(r.name.startswith("dpcausal") for r in root.records)
