@@ -430,10 +430,12 @@ class PrivateATE(Mechanism):
                              propensity_clip=self.propensity_clip)
 
     def aggregate(
-        self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels]
+        self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels],
+        d: int | None = None,
     ) -> EnsembleNuisances:
         """Out-of-fold ensemble nuisances (spec §2.2 step 3), streamed in row chunks; inside
-        each block of ``block_folds`` folds when there are several (spec §2.5b)."""
+        each block of ``block_folds`` folds when there are several (spec §2.5b). ``d``: the
+        declared covariates when X also holds missing-value indicator columns."""
 
         def full(x: Covariates, ids: np.ndarray, models: Sequence[FoldModels]
                  ) -> EnsembleNuisances:
@@ -441,7 +443,7 @@ class PrivateATE(Mechanism):
                              outcome_bounds=self._bounds(), propensity_clip=self.propensity_clip,
                              chunk_size=self.chunk_size)
 
-        K, kb = self.resolved_folds(X.shape[0], X.shape[1])
+        K, kb = self.resolved_folds(X.shape[0], X.shape[1] if d is None else d)
         if kb == K:
             return full(X, fold_ids, fold_models)
         return aggregate_blocks(X, fold_ids, fold_models, kb, full)
@@ -602,8 +604,8 @@ class PrivateATE(Mechanism):
             train = slice(None) if done.usable.all() else done.usable
             models = self.fit_folds(take_rows(done.X, train), done.A[train], Ya[train],
                                     fold_ids[train], ks=range(self.resolved_n_folds(n, d)))
-            tau_hat, v_hat = self._estimate(done.A, Ya, self.aggregate(done.X, fold_ids, models),
-                                            done.usable)
+            tau_hat, v_hat = self._estimate(
+                done.A, Ya, self.aggregate(done.X, fold_ids, models, d), done.usable)
         diagnostics: dict[str, float] | None = None
         if evaluation:
             diagnostics = {"n_clipped": n_clipped,

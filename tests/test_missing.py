@@ -338,3 +338,16 @@ def test_the_private_log_goes_where_the_user_points_it(tmp_path, default_log, mo
         PrivateATE(outcome_bounds=(-1, 1), n_folds=4).fit(X, A, Y)
     assert "secret detail 42" in target.read_text()
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+
+
+def test_indicator_columns_do_not_change_the_planned_k():
+    """The planner's K (and block layout) follow the declared d, not the covariates plus their
+    missing-value indicators."""
+    n = 3000
+    X, A, Y = _data(n, seed=8, d=3)
+    X[:40, 0] = NAN
+    X[40:80, 1] = INF
+    est = PrivateATE(outcome_bounds=(-1, 1))
+    rel = est.fit(X, A, Y, evaluation=True)
+    assert rel.n_folds == est.resolved_n_folds(n, 3) != est.resolved_n_folds(n, 5)
+    assert np.isfinite(rel.nonprivate["ate"])
