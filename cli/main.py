@@ -13,6 +13,7 @@ from conf import settings
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "plan": "cli.plan_cmd:plan",
+    "check-data": "cli.check_data_cmd:check_data",
     "run": "cli.run_cmd:run",
     "demo": "cli.run_cmd:demo",
     "ledger": "cli.ledger_cmd:ledger",
@@ -24,6 +25,7 @@ COMMANDS: dict[str, str] = {
 
 HELP = {
     "plan": "Precision of a release before anything is spent (charges nothing).",
+    "check-data": "NON-PRIVATE counts of the data's values, for the curator only (free).",
     "run": "Run a release flow from a YAML config.",
     "demo": "Synthetic data, then a full private release with embedded defaults.",
     "ledger": "Inspect and set per-dataset privacy budgets.",

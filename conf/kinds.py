@@ -71,7 +71,8 @@ def _build_core(config: ReleaseConfig) -> PrivateATE:
         propensity_model=build_model(models.propensity.name, models.propensity.params,
                                      "propensity"),
         outcome_model=build_model(models.outcome.name, models.outcome.params, "outcome"),
-        noise_seed=config.noise_seed, **config.estimator.library_kwargs())
+        noise_seed=config.noise_seed, missing=config.data.missing,
+        missing_fill=config.data.missing_fill, **config.estimator.library_kwargs())
 
 
 def _core_roles(config: ReleaseConfig) -> dict[str, Any]:
@@ -83,7 +84,9 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
     e = config.estimator
     return {"mechanism": "PrivateATE", "estimator": e.estimator, "K": e.n_folds or "auto",
             "bounds": list(e.outcome_bounds) if e.outcome_bounds else None,
-            "models": f"{config.models.propensity.name}/{config.models.outcome.name}"}
+            "models": f"{config.models.propensity.name}/{config.models.outcome.name}",
+            "missing": config.data.missing,
+            "missing_fill": config.data.missing_fill if config.data.missing == "impute" else None}
 
 
 def with_planned(config: AnyConfig, planned: dict[str, Any]) -> AnyConfig:
@@ -103,7 +106,8 @@ def model_specs(config: ReleaseConfig) -> dict[str, Any]:
     return {"propensity": {"class": resolve(config.models.propensity.name, "propensity"),
                            **config.models.propensity.model_dump()},
             "outcome": {"class": resolve(config.models.outcome.name, "outcome"),
-                        **config.models.outcome.model_dump()}}
+                        **config.models.outcome.model_dump()},
+            "missing": {"policy": config.data.missing, "fill": config.data.missing_fill}}
 
 
 # ------------------------------------------------------------------ Cluster-DP

@@ -39,7 +39,10 @@ class DataSource(_Strict):
     named ``secret/<name>`` (its value is the URL) or ``sqlalchemy-connector/<name>``
     (prefect-sqlalchemy), or ``partitions``, a directory of Parquet files read by Dask workers
     (the core release only, issue 19 §3), whose folds hash the record identity ``id_column``;
-    ``fold_key: curator`` takes the curator's fold key instead of a fresh one per release."""
+    ``fold_key: curator`` takes the curator's fold key instead of a fresh one per release.
+    ``missing`` is the core release's declared missing-value policy (``impute``, the default:
+    covariates take ``missing_fill`` plus an indicator, a row without treatment or outcome scores
+    0; ``drop``: complete cases, whose count is published as n)."""
 
     path: str | None = None
     sql: str | None = None
@@ -48,6 +51,9 @@ class DataSource(_Strict):
     partitions: str | None = None
     id_column: str | None = None
     fold_key: Literal["release", "curator"] | None = None
+    # the declared missing-value policy of the core release (dpcausal.missing): public
+    missing: Literal["impute", "drop"] = "impute"
+    missing_fill: float = 0.0
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSource":
@@ -219,6 +225,10 @@ class ReleaseCommon(_Strict):
         if kind != "ate" and data is not None and data.partitions is not None:
             raise ValueError(f"data.partitions works with the core release (kind: ate) only, "
                              f"not with kind: {kind}")
+        if kind != "ate" and data is not None and (data.missing, data.missing_fill) != (
+                "impute", 0.0):
+            raise ValueError(f"data.missing and data.missing_fill configure the core release "
+                             f"(kind: ate) only, not kind: {kind}: leave them out")
         return self
 
     @model_validator(mode="after")
@@ -261,6 +271,10 @@ class ReleaseConfig(ReleaseCommon):
         if self.estimator.folds is not None:
             raise ValueError("estimator.folds does not apply to data.partitions, whose folds "
                              "are a keyed hash of data.id_column: leave it out")
+        if self.data.missing == "drop":
+            raise ValueError("data.missing: drop does not apply to data.partitions, whose n is "
+                             "fixed by the partitions' footers before any value is read: use "
+                             "data.missing: impute (the default)")
         c = self.columns
         if self.data.id_column in (c.treatment, c.outcome, *(c.covariates or [])):
             raise ValueError(f"data.id_column {self.data.id_column!r} is the record identity, "

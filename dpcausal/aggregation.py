@@ -41,7 +41,7 @@ from threadpoolctl import threadpool_limits
 
 from dpcausal.linear_collapse import collapsed_means
 from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
-from dpcausal.validation import private_log
+from dpcausal.validation import guarded, private_log
 
 # Predictions per block: 2**17 float64 = 1 MiB for stacked linear/logistic models (stays in cache
 # between the passes); 2**21 for other models, whose cost is the number of predict calls.
@@ -336,7 +336,9 @@ def _predict_or_default(model: Any, Xc: Any, default: float) -> np.ndarray:
         values = predict_nuisance(model, Xc, default)
         if values.shape == (rows,):
             return values
-    except Exception as exc:
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too (issue 26 §2)
+        if not guarded(exc):
+            raise
         private_log.error("a fold model's prediction raised; using the public constant",
                           exc_info=exc)
     return np.full(rows, default)

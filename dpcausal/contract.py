@@ -36,6 +36,7 @@ from scipy.stats import norm
 from sklearn.base import BaseEstimator
 
 from dpcausal._results import ResultMixin, to_jsonable
+from dpcausal.data_check import DataCheck, check_roles_data
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -323,14 +324,30 @@ class Mechanism(BaseEstimator):
         and records them; empty when nothing is planned."""
         return {}
 
+    def check_data(self, data: pd.DataFrame, *, outcome_bounds: tuple[float, float] | None
+                   = None, **roles: Any) -> DataCheck:
+        """A NON-PRIVATE look at the values of the columns given by role (issue 25 §2): rows,
+        missing and non-finite values per column, a "treatment" not 0/1, an "outcome" outside
+        ``outcome_bounds``, the arm sizes. Charges nothing and publishes nothing (the curator
+        already holds the data); the result is for the curator's eyes only, never share it."""
+        columns(data, **roles)
+        return check_roles_data(data, roles, outcome_bounds)
+
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> Release:
         """One release: :meth:`check_input`, :meth:`privacy_charge`, ``_private_release``.
 
         ``data`` is a DataFrame with column roles given by keyword (``treatment=``,
         ``outcome=``, ...), or the mechanism's arrays. Each call is a new release that spends
         budget again: repeated fits on the same data compose, and the accountant of the current
-        context (:mod:`dpcausal.session`) records them. The release is kept as ``release_``.
+        context (:mod:`dpcausal.session`) records them. The release is kept as ``release_``. What
+        the release did with values goes to the curator's private log
+        (:func:`dpcausal.curator_log.private_log_path`: beside the ledger by default).
         """
+        from dpcausal.curator_log import attach, private_log_path
+        from dpcausal.session import accountant
+
+        ledger = getattr(accountant(), "ledger", None)
+        attach(private_log_path(getattr(ledger, "url", None)))
         release = self._charged(self.check_input(data, *args, **roles), evaluation=evaluation)
         self.release_ = release
         return release

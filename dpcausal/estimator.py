@@ -27,9 +27,11 @@ from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
 from dpcausal.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
 from dpcausal.contract import Mechanism, Prepared, columns, deprecated
+from dpcausal.data_check import DataCheck, check_ate_data
 from dpcausal.folds import make_folds
+from dpcausal.missing import MISSING_SCORE, FoldImputed, apply_missing, check_policy
 from dpcausal.noise import secure_rng
-from dpcausal.nuisance import FoldModels, fit_folds
+from dpcausal.nuisance import FoldModels, fit_folds, take_rows
 from dpcausal.planner import auto_folds, layout_for, narrowest_noise_modes, plan
 from dpcausal.release import ATERelease, draw_release
 from dpcausal.scores import ate_and_variance, scores
@@ -39,7 +41,6 @@ from dpcausal.validation import (
     check_noise_scale,
     check_params,
     check_schema,
-    check_values,
     outcome_bounds,
     private_failures,
 )
@@ -106,6 +107,13 @@ class PrivateATE(Mechanism):
     chunk_size : rows per aggregation block (default: about 2M predictions per block).
     compute_budget : seconds of fit + aggregation the "auto" K may take on this machine class
         (the planner's compute model); public.
+    missing : {"impute", "drop"}
+        The declared missing-value policy (:mod:`dpcausal.missing`; SPECS.md "Missing and
+        non-finite values"), public. "impute" (default): a missing or non-finite covariate takes
+        ``missing_fill`` plus an indicator column; a row without a usable treatment or outcome
+        stays in n, trains no model and scores 0. "drop": complete cases, whose count is
+        published as n (choosing it declares that count public).
+    missing_fill : the public value of a missing covariate under "impute" (default 0).
     """
 
     def __init__(
@@ -130,6 +138,8 @@ class PrivateATE(Mechanism):
         noise_seed: int | None = None,
         chunk_size: int | None = None,
         compute_budget: float = 60.0,
+        missing: str = "impute",
+        missing_fill: float = 0.0,
     ) -> None:
         self.estimator = estimator
         self.propensity_model = propensity_model
@@ -151,6 +161,8 @@ class PrivateATE(Mechanism):
         self.noise_seed = noise_seed
         self.chunk_size = chunk_size
         self.compute_budget = compute_budget
+        self.missing = missing
+        self.missing_fill = missing_fill
 
     # ------------------------------------------------------------------ public parameters
     def resolved_n_folds(self, n: int, d: int | None = None) -> int:
@@ -250,6 +262,7 @@ class PrivateATE(Mechanism):
         p["ci_share"] = (0.0 if self.estimator == "g" else 0.1) if self.ci_share == "auto" \
             else self.ci_share
         check_params(p, n, d)
+        check_policy(self.missing, self.missing_fill)
         p["sigma2"], p["ci_share"] = self.resolved_noise_modes(n, d)
         check_noise_scale(self.calibration(n, d).sigma_ate, self._bounds())
         return p
@@ -265,6 +278,12 @@ class PrivateATE(Mechanism):
         if self.estimator in ("g", "aipw"):
             used.append(self._outcome_model())
         return all(type(m) in (LinearRegression, LogisticRegression) for m in used)
+
+    def _indicators(self, linear: str) -> str:
+        """Where the "impute" policy fills covariates (:func:`dpcausal.missing.apply_missing`):
+        ``linear`` ("present" in memory, "all" across partitions) for plain linear/logistic
+        models, else inside each fold's model (:class:`dpcausal.missing.FoldImputed`)."""
+        return linear if self._plain_linear() else "in_folds"
 
     def _propensity_model(self) -> Any:
         return LogisticRegression() if self.propensity_model is None else self.propensity_model
@@ -345,6 +364,8 @@ class PrivateATE(Mechanism):
             "delta": self.delta, "planned": ",".join(planned),
             "compute_budget": self.compute_budget if self.n_folds == "auto" else None,
             "noise_seeded": self.noise_seed is not None,  # never a seed: it reveals the noise
+            "missing": self.missing,
+            "missing_fill": self.missing_fill if self.missing == "impute" else None,
         }
 
     # ------------------------------------------------------------------ phases
@@ -398,6 +419,9 @@ class PrivateATE(Mechanism):
         if ks is None:
             ks = range(self.resolved_n_folds(X.shape[0], X.shape[1]))
         propensity, outcome = clone(self._propensity_model()), clone(self._outcome_model())
+        if self.missing == "impute" and not self._plain_linear():
+            propensity = FoldImputed(propensity, self.missing_fill)
+            outcome = FoldImputed(outcome, self.missing_fill)
         with threadpool_limits(limits=1, user_api="blas"), config_context(
             assume_finite=True, skip_parameter_validation=True
         ):
@@ -406,10 +430,12 @@ class PrivateATE(Mechanism):
                              propensity_clip=self.propensity_clip)
 
     def aggregate(
-        self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels]
+        self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels],
+        d: int | None = None,
     ) -> EnsembleNuisances:
         """Out-of-fold ensemble nuisances (spec §2.2 step 3), streamed in row chunks; inside
-        each block of ``block_folds`` folds when there are several (spec §2.5b)."""
+        each block of ``block_folds`` folds when there are several (spec §2.5b). ``d``: the
+        declared covariates when X also holds missing-value indicator columns."""
 
         def full(x: Covariates, ids: np.ndarray, models: Sequence[FoldModels]
                  ) -> EnsembleNuisances:
@@ -417,7 +443,7 @@ class PrivateATE(Mechanism):
                              outcome_bounds=self._bounds(), propensity_clip=self.propensity_clip,
                              chunk_size=self.chunk_size)
 
-        K, kb = self.resolved_folds(X.shape[0], X.shape[1])
+        K, kb = self.resolved_folds(X.shape[0], X.shape[1] if d is None else d)
         if kb == K:
             return full(X, fold_ids, fold_models)
         return aggregate_blocks(X, fold_ids, fold_models, kb, full)
@@ -450,11 +476,13 @@ class PrivateATE(Mechanism):
                           n_folds=nuisances.n_folds)
 
     def block_scores(self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
-                     fold_models: Sequence[FoldModels]) -> np.ndarray:
+                     fold_models: Sequence[FoldModels], usable: np.ndarray | None = None
+                     ) -> np.ndarray:
         """Scores Gamma_i of a block of rows (any subset of the data, e.g. one partition),
         given all K fold models in fold order: aggregation and scores (spec §2.2 steps 3-4), Y
-        clipped to the bounds. Non-private: for in-memory sums only (issue 19 §3)."""
-        return self._scores(A, Y, self.aggregate(X, fold_ids, fold_models))
+        clipped to the bounds, the public score 0 where ``usable`` is False (the missing-value
+        policy). Non-private: for in-memory sums only (issue 19 §3)."""
+        return self._scores(A, Y, self.aggregate(X, fold_ids, fold_models), usable)
 
     def release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
                      d: int | None = None, evaluation: bool = False,
@@ -484,14 +512,15 @@ class PrivateATE(Mechanism):
             _check_finite(tau_hat, v_hat)
         return self._draw(tau_hat, v_hat, n, d, evaluation, n_folds=n_folds, params=params)
 
-    def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
-                ) -> np.ndarray:
-        return scores(self.estimator, A, self._clip(Y), nuisances,
-                      outcome_scale(self.estimator, self._bounds())[1])
+    def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances,
+                usable: np.ndarray | None = None) -> np.ndarray:
+        gamma = scores(self.estimator, A, self._clip(Y), nuisances,
+                       outcome_scale(self.estimator, self._bounds())[1])
+        return gamma if usable is None else np.where(usable, gamma, MISSING_SCORE)
 
-    def _estimate(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances
-                  ) -> tuple[float, float]:
-        tau_hat, v_hat = ate_and_variance(self._scores(A, Y, nuisances))
+    def _estimate(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances,
+                  usable: np.ndarray | None = None) -> tuple[float, float]:
+        tau_hat, v_hat = ate_and_variance(self._scores(A, Y, nuisances, usable))
         _check_finite(tau_hat, v_hat)
         return tau_hat, v_hat
 
@@ -511,6 +540,25 @@ class PrivateATE(Mechanism):
             evaluation=evaluation, diagnostics=diagnostics,
         )
 
+    def check_data(self, data: pd.DataFrame, *, treatment: str,  # type: ignore[override]
+                   outcome: str, covariates: Sequence[str] | None = None) -> DataCheck:
+        """A NON-PRIVATE look at the values that costs nothing (issue 25 §2): rows, missing and
+        non-finite values per role, the share of outcomes outside the bounds, arm sizes, what
+        the ``missing`` policy will do and rows per fold at the planned K.
+
+        Charges nothing and publishes nothing (no accountant, ledger or log sees it): the
+        curator already holds the data. The result is for the curator's eyes only; never share
+        it. Returns a :class:`~dpcausal.data_check.DataCheck` (prints as text, shows as a table).
+        """
+        if covariates is None:
+            columns(data, treatment=treatment, outcome=outcome)
+            covariates = [c for c in data.columns if c not in (treatment, outcome)]
+        columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
+        check_policy(self.missing, self.missing_fill)
+        return check_ate_data(data, treatment=treatment, outcome=outcome,
+                              covariates=list(covariates), outcome_bounds=self._bounds(),
+                              missing=self.missing, n_folds=self.resolved_n_folds)
+
     # ------------------------------------------------------------------ contract
     def check_input(self, data: Any, *args: Any, treatment: str | None = None,
                     outcome: str | None = None,
@@ -523,28 +571,41 @@ class PrivateATE(Mechanism):
         """
         X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
         Xa, Aa, Ya = check_schema(X, A, Y, keep_frame=not self._plain_linear())
+        check_policy(self.missing, self.missing_fill)
+        if self.missing == "drop":  # n is the complete-case count, declared public by the policy
+            kept = apply_missing(Xa, Aa, Ya, "drop")
+            Xa, Aa, Ya = kept.X, kept.A, kept.Y
         n, d = Xa.shape
         self._params(n, d)
         return Prepared(public={"n": int(n), "d": int(d)}, data=(Xa, Aa, Ya))
 
     def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ATERelease:
-        """Value checks, folds, fold fits, aggregation, then the noise drawn once (spec §2.7).
+        """The missing-value policy, folds, fold fits, aggregation, then the noise drawn once
+        (spec §2.7).
 
-        Runs after the charge: in release mode a data-dependent failure raises a generic
-        :class:`~dpcausal.validation.ReleaseFailedError` (issue 18 item 3). Evaluation mode also
-        returns, in ``nonprivate``, the number of clipped outcomes and of fold fits that fell
-        back to constants (non-private counts: never in a release, item 11).
+        Runs after the charge and is total (issue 26 §2): missing and non-finite values follow
+        the declared policy (:func:`dpcausal.missing.apply_missing`), empty arms and failing
+        models the §2.7 fallbacks, so every data set gets a finite release; only a bug raises
+        (generic in release mode, issue 18 item 3). Rows without a usable treatment or outcome
+        train no model and score 0. Evaluation mode also returns, in ``nonprivate``, the number
+        of clipped outcomes and of fold fits that fell back to constants (non-private counts:
+        never in a release, item 11).
         """
         self.check_mode(evaluation)
         n, d = prepared.public["n"], prepared.public["d"]
         with private_failures(evaluation, "fitting"):
-            Xa, Aa, Ya = check_values(*prepared.data)
+            X, A, Y = prepared.data
+            done = apply_missing(X, A, Y, self.missing, self.missing_fill,
+                                 indicators=self._indicators("present"))
             lo, hi = self._bounds()
-            n_clipped = int(np.count_nonzero((Ya < lo) | (Ya > hi)))
-            Ya = self._clip(Ya)
+            n_clipped = int(np.count_nonzero(done.usable & ((done.Y < lo) | (done.Y > hi))))
+            Ya = self._clip(done.Y)
             fold_ids = self.make_folds(n, evaluation, d)
-            models = self.fit_folds(Xa, Aa, Ya, fold_ids)
-            tau_hat, v_hat = self._estimate(Aa, Ya, self.aggregate(Xa, fold_ids, models))
+            train = slice(None) if done.usable.all() else done.usable
+            models = self.fit_folds(take_rows(done.X, train), done.A[train], Ya[train],
+                                    fold_ids[train], ks=range(self.resolved_n_folds(n, d)))
+            tau_hat, v_hat = self._estimate(
+                done.A, Ya, self.aggregate(done.X, fold_ids, models, d), done.usable)
         diagnostics: dict[str, float] | None = None
         if evaluation:
             diagnostics = {"n_clipped": n_clipped,

@@ -22,10 +22,14 @@ from sklearn.base import is_classifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal.batched_fit import batchable, fit_many, group_bounds
-from dpcausal.validation import private_log
+from dpcausal.validation import guarded, private_log
 
 # A fitted nuisance is either a fitted estimator or a float constant (a §2.7 fallback).
 Nuisance = Any
+
+#: The public propensity of a fold with no training row (every row of it lacks a usable
+#: treatment or outcome, or a partition's hash gave it none): spec §2.7 fallbacks.
+_EMPTY_FOLD_PROPENSITY = 0.5
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ def fit_fold(
     failed = 0
     propensity = None
     if estimator in ("ipw", "aipw"):
-        pi_const = float(np.clip(Ak.mean(), propensity_clip, 1.0 - propensity_clip))
+        pi_const = (float(np.clip(Ak.mean(), propensity_clip, 1.0 - propensity_clip))
+                    if Ak.size else _EMPTY_FOLD_PROPENSITY)
         propensity, bad = _or_fallback(
             partial(_fit_propensity, propensity_model, Xk, Ak, pi_const), pi_const, k,
             "propensity")
@@ -117,7 +122,9 @@ def fit_folds(
     if estimator in ("ipw", "aipw"):
         Xs, As = X[order], A[order].astype(float)
         treated = _group_sums(As, starts[kk], sizes[kk])
-        share = np.clip(treated / np.maximum(sizes[kk], 1), propensity_clip, 1 - propensity_clip)
+        share = np.where(sizes[kk] > 0, np.clip(treated / np.maximum(sizes[kk], 1),
+                                                propensity_clip, 1 - propensity_clip),
+                         _EMPTY_FOLD_PROPENSITY)
         mixed = (treated > 0) & (treated < sizes[kk])
         models = fit_many(propensity_model, Xs, As, starts[kk[mixed]], sizes[kk[mixed]])
         it = iter(models)
@@ -142,11 +149,13 @@ def _fit_arms(model: Any, Xs: np.ndarray, Ys: np.ndarray, starts: np.ndarray, si
     fit = sizes >= 2
     sums = _group_sums(Ys, starts, sizes)       # exact for 0/1 outcomes
     if is_classifier(model):
-        if not np.isin(Ys, (0.0, 1.0)).all():
-            raise ValueError(
-                f"outcome_model {type(model).__name__} is a classifier, so Y must be binary "
-                "0/1; use a regressor for real-valued outcomes")
-        fit &= (sums > 0) & (sums < sizes)
+        # a classifier needs 0/1 outcomes: a fold-arm holding another value takes its mean,
+        # as the unbatched fit's fallback does (§2.7; issue 26 §2)
+        other = _group_sums((~np.isin(Ys, (0.0, 1.0))).astype(float), starts, sizes) > 0
+        if other.any():
+            private_log.error("a classifier outcome model met outcomes other than 0/1 in %d "
+                              "fold-arms; using their means", int(other.sum()))
+        fit &= (sums > 0) & (sums < sizes) & ~other
     it = iter(fit_many(model, Xs, Ys, starts[fit], sizes[fit]))
     out: list[Nuisance] = []
     for f, start, size, total in zip(fit, starts, sizes, sums, strict=True):
@@ -154,7 +163,7 @@ def _fit_arms(model: Any, Xs: np.ndarray, Ys: np.ndarray, starts: np.ndarray, si
             out.append(next(it))
         elif size == 1:
             out.append(float(Ys[start]))
-        else:                               # a one-class classifier arm: its mean, 0 or 1
+        else:                               # a one-class or non-0/1 classifier arm: its mean
             out.append(float(total / size) if size else None)
     return out
 
@@ -178,15 +187,18 @@ def _or_fallback(fit: Callable[[], Nuisance], constant: float | None, k: int, na
     output; the error goes to the private log."""
     try:
         return fit(), 0
-    except Exception as exc:
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too (issue 26 §2)
+        if not guarded(exc):
+            raise
         private_log.error("fold %d: fitting %s raised; using the fold-local constant", k, name,
                           exc_info=exc)
         return constant, 1
 
 
 def _fit_propensity(model: Any, Xk: np.ndarray, Ak: np.ndarray, constant: float) -> Nuisance:
-    """§2.7: if A is constant in the fold, ``constant`` = clip(mean A_k, eta_c, 1 - eta_c)."""
-    if Ak.min() == Ak.max():
+    """§2.7: if A is constant in the fold, ``constant`` = clip(mean A_k, eta_c, 1 - eta_c)
+    (1/2 for an empty fold)."""
+    if Ak.size == 0 or Ak.min() == Ak.max():
         return constant
     return copy.deepcopy(model).fit(Xk, Ak)
 

@@ -53,8 +53,9 @@ import pandas as pd
 from sklearn.base import clone
 
 from dpcausal.estimator import PrivateATE
-from dpcausal.nuisance import FoldModels
-from dpcausal.validation import check_schema, check_values, outcome_bounds, private_failures
+from dpcausal.missing import Completed, apply_missing
+from dpcausal.nuisance import FoldModels, take_rows
+from dpcausal.validation import check_schema, outcome_bounds, private_failures
 
 
 def release_key() -> bytes:
@@ -202,6 +203,10 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
         raise ValueError("a partitioned release uses the full ensemble: its folds are spread "
                          "over partitions by keyed hash, so blocks are not yet balanced; pass "
                          "block_folds=None (or 'auto')")
+    if estimator.missing == "drop":
+        raise ValueError(
+            "missing='drop' does not apply to data.partitions: n is the sum of the partitions' "
+            "footer counts, fixed before any value is read; use missing='impute' (the default)")
     est = clone(estimator).set_params(folds="secret", block_folds=None)
     est.set_params(n_folds=est.resolved_n_folds(n, d))
     est._params(n, d)
@@ -216,15 +221,17 @@ def read_partition(source: str | Path, roles: Roles) -> pd.DataFrame:
     return pd.read_parquet(source, columns=roles.columns())
 
 
-def _arrays(frame: pd.DataFrame, roles: Roles, est: PrivateATE, evaluation: bool
-            ) -> tuple[Any, np.ndarray, np.ndarray]:
-    """(X, A, Y) of a partition: schema, then value checks after the charge (generic failure in
-    a release: issue 18 item 3), Y clipped to the bounds (spec §1.2)."""
+def _arrays(frame: pd.DataFrame, roles: Roles, est: PrivateATE, evaluation: bool) -> Completed:
+    """(X, A, Y) of a partition after the declared missing-value policy (row by row, so the
+    same as on the whole data; issue 26 §2: no check of the arms here, a partition may hold one
+    arm only), Y clipped to the bounds (spec §1.2)."""
     X, A, Y = check_schema(frame[list(roles.covariates)], frame[roles.treatment],
                            frame[roles.outcome], keep_frame=not est._plain_linear())
     with private_failures(evaluation, "reading a partition"):
-        X, A, Y = check_values(X, A, Y)
-    return X, A, np.clip(Y, *outcome_bounds(est.outcome_bounds))
+        done = apply_missing(X, A, Y, est.missing, est.missing_fill,
+                             indicators=est._indicators("all"))
+    return Completed(X=done.X, A=done.A, Y=np.clip(done.Y, *outcome_bounds(est.outcome_bounds)),
+                     usable=done.usable)
 
 
 def fit_partition(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key: bytes,
@@ -232,11 +239,13 @@ def fit_partition(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key: bytes
     """The fold models of the folds ``folds`` that partition ``frame`` owns, each fitted on its
     own rows (spec §2.2 step 2); an empty fold gets the public constants of the module
     docstring."""
-    X, A, Y = _arrays(frame, roles, est, evaluation)
+    done = _arrays(frame, roles, est, evaluation)
     with private_failures(evaluation, "fitting"):
-        fold_ids = assign_folds(frame[roles.id].to_numpy(), key, folds)
+        use = done.usable
+        fold_ids = assign_folds(frame[roles.id].to_numpy(), key, folds)[use]
         present = set(np.unique(fold_ids).tolist())
-        fitted = {fm.k: fm for fm in est.fit_folds(X, A, Y, fold_ids,
+        fitted = {fm.k: fm for fm in est.fit_folds(take_rows(done.X, use), done.A[use],
+                                                    done.Y[use], fold_ids,
                                                     ks=[k for k in folds if k in present])}
         return [fitted.get(k) or _empty_fold(k, est.estimator) for k in folds]
 
@@ -260,10 +269,10 @@ def partition_sums(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key: byte
                    ) -> ScoreSums:
     """(n_p, sum Gamma, sum Gamma^2) of one partition: each row's nuisances aggregate the K-1
     fold models of every partition not trained on its own fold (spec §2.2 steps 3-4)."""
-    X, A, Y = _arrays(frame, roles, est, evaluation)
+    done = _arrays(frame, roles, est, evaluation)
     with private_failures(evaluation, "scoring"):
         fold_ids = assign_folds(frame[roles.id].to_numpy(), key, folds)
-        gamma = est.block_scores(X, A, Y, fold_ids, fold_models)
+        gamma = est.block_scores(done.X, done.A, done.Y, fold_ids, fold_models, done.usable)
         return ScoreSums(n=int(gamma.size), s1=float(gamma.sum()), s2=float(gamma @ gamma))
 
 

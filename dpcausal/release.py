@@ -71,6 +71,13 @@ class ATERelease(Release):
         ]
         if self.ci is None:
             rows.append(("CI", "not released (ci_share=0)"))
+        policy = self.params.get("missing")
+        if policy == "drop":
+            rows.append(("missing values", "dropped: n is the complete-case count, published "
+                                           "as the curator declared by choosing missing='drop'"))
+        elif policy == "impute":
+            rows.append(("missing values", f"imputed: covariates {self.params['missing_fill']:g}"
+                                           " + indicator; no treatment/outcome: score 0"))
         if self.evaluation and self.nonprivate is not None:
             rows.append(("non-private ATE", f"{self.nonprivate['ate']:.6g}"))
         return rows

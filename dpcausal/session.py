@@ -34,7 +34,7 @@ import joblib
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.ledger.composition import compose
-from dpcausal.validation import ReleaseFailedError, private_log
+from dpcausal.validation import ReleaseFailedError, guarded, private_log, private_log_file
 
 if TYPE_CHECKING:
     from dpcausal.contract import Mechanism, Prepared, Release
@@ -148,11 +148,14 @@ def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Me
             release = run().of_dataset(dataset)
         except ReleaseFailedError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any data-dependent failure is generic
+        except BaseException as exc:  # noqa: BLE001 - any failure is generic (SystemExit too)
+            if not guarded(exc):
+                raise
             private_log.error("release %s failed after its charge", release_id, exc_info=exc)
             raise ReleaseFailedError(
                 "the release failed after its charge for a reason that may depend on the data; "
-                "its budget is spent; the curator's private log holds the details") from None
+                f"its budget is spent; the curator's private log {private_log_file()} holds the "
+                "details") from None
         if release.evaluation:
             raise AssertionError("bug: a charged release must not be an evaluation release")
         slot.commit(release.to_json())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -34,7 +35,25 @@ G_NO_CI = (
 #: no output of its own: attach a handler writing to the private store (``data/private/``).
 private_log = logging.getLogger("dpcausal.private")
 private_log.propagate = False
+private_log.setLevel(logging.INFO)
 private_log.addHandler(logging.NullHandler())
+
+
+class PrivateFileHandler(logging.FileHandler):
+    """The curator's private log file, created 0600 (:mod:`dpcausal.curator_log`)."""
+
+    def _open(self):  # noqa: ANN202 - the supertype returns a TextIOWrapper
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding or "utf-8")
+
+
+def private_log_file() -> str:
+    """The file the private log writes to (:mod:`dpcausal.curator_log`), for messages."""
+    for handler in private_log.handlers:
+        if isinstance(handler, PrivateFileHandler):
+            return handler.baseFilename
+    return "(none attached: see dpcausal.curator_log.log_private_to)"
 
 
 class ReleaseFailedError(RuntimeError):
@@ -42,24 +61,35 @@ class ReleaseFailedError(RuntimeError):
     generic on purpose (details: :data:`private_log`)."""
 
 
+def guarded(exc: BaseException) -> bool:
+    """Whether a release turns ``exc``, raised by a user's model or by data-dependent work, into
+    a public fallback (issue 26 §2): any exception, ``SystemExit`` and other ``BaseException``s
+    included; only ``KeyboardInterrupt`` (an interrupt of the process) passes through."""
+    return not isinstance(exc, KeyboardInterrupt)
+
+
 @contextmanager
 def private_failures(evaluation: bool, step: str) -> Iterator[None]:
     """Release mode: any exception inside becomes a generic :class:`ReleaseFailedError` (no
     counts, values or model text; not chained), its details logged to :data:`private_log`.
-    Evaluation mode: exceptions pass through unchanged."""
+    Evaluation mode, and an interrupt (:func:`guarded`), pass exceptions through unchanged."""
     try:
         yield
-    except Exception as exc:
-        if evaluation:
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too (issue 26 §2)
+        if evaluation or not guarded(exc):
             raise
         private_log.error("release failed during %s", step, exc_info=exc)
         raise ReleaseFailedError(
             f"the release failed during {step} for a reason that depends on the data; its "
-            "budget is spent; the curator's private log holds the details") from None
+            f"budget is spent; the curator's private log {private_log_file()} holds the "
+            "details") from None
 
 
 def _numeric(name: str, values: Any) -> np.ndarray:
-    """A float array, refused by dtype (a schema fact) rather than by a value's text."""
+    """A float array, refused by dtype (a schema fact) rather than by a value's text; a
+    pandas nullable column's missing values become NaN (the missing-value policy's)."""
+    if isinstance(values, pd.Series) and pd.api.types.is_numeric_dtype(values):
+        return values.to_numpy(dtype=float, na_value=np.nan)
     arr = np.asarray(values)
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise TypeError(f"{name} must be numeric (or bool), got dtype {arr.dtype}")
@@ -81,7 +111,7 @@ def as_covariates(X: Any, keep_frame: bool = False) -> np.ndarray | pd.DataFrame
                 "ColumnTransformer with a OneHotEncoder) as propensity_model/outcome_model; it "
                 "is fitted within each fold and sees the columns by name"
             )
-        X = X.to_numpy(dtype=float)
+        X = X.to_numpy(dtype=float, na_value=np.nan)
     arr = _numeric("X", X)
     if arr.ndim == 1:
         arr = arr.reshape(-1, 1)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
 import os
 import pickle
 import secrets
@@ -29,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from dpcausal.curator_log import attach
 
 # Bump when the fold fitting changes meaning: it is part of every stored chunk's key.
 CODE_VERSION = "fold-fit-v2"
@@ -178,21 +179,8 @@ def load_chunk(store: str | Path, key: str) -> list[Any] | None:
         return pickle.load(fh)
 
 
-class _PrivateFileHandler(logging.FileHandler):
-    def _open(self):  # type: ignore[no-untyped-def]
-        return os.fdopen(os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                                 0o600), "a", encoding=self.encoding or "utf-8")
-
-
 def log_private_errors() -> Path:
-    """Send the library's ``dpcausal.private`` log (details of data-dependent failures) to the
-    curator's ``errors.log`` (0600), once per process; returns its path."""
-    path = error_log_path()
-    logger = logging.getLogger("dpcausal.private")
-    if not any(isinstance(h, _PrivateFileHandler) and h.baseFilename == str(path)
-               for h in logger.handlers):
-        handler = _PrivateFileHandler(path, delay=True)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-    return path
+    """Send the library's ``dpcausal.private`` log (what releases did with values, details of
+    failures) to the curator's ``errors.log`` (0600, :func:`dpcausal.curator_log.attach`);
+    returns its path."""
+    return attach(error_log_path())

@@ -61,9 +61,11 @@ class StoredFoldFits(PrivateATE):
     def fit_folds(self, X: Any, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
                   ks: Sequence[int] | None = None) -> list[FoldModels]:
         plan = self.fit_plan_
-        K = self.resolved_n_folds(X.shape[0], X.shape[1])
-        folds = list(range(K)) if ks is None else list(ks)
-        size = plan.folds_per_task or max(1, math.ceil(K / (4 * plan.runner.max_workers)))
+        # the release passes ks: its rows may exclude those without a usable treatment or
+        # outcome, and its covariates carry indicator columns (dpcausal.missing)
+        folds = (list(range(self.resolved_n_folds(X.shape[0], X.shape[1]))) if ks is None
+                 else list(ks))
+        size = plan.folds_per_task or max(1, math.ceil(len(folds) / (4 * plan.runner.max_workers)))
         chunks = [folds[s:s + size] for s in range(0, len(folds), size)]
         fold_plan = digest(np.ascontiguousarray(fold_ids))
         fitter = PrivateATE(**{**self.get_params(deep=False), "estimator": _FIT_ESTIMATOR,

@@ -1,0 +1,88 @@
+"""``dpcausal check-data``: non-private counts on the curator's terminal, charging and writing
+nothing, without Prefect or MLflow (issue 25 §2)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+
+
+@pytest.fixture()
+def survey_csv(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 400
+    frame = pd.DataFrame({"X1": rng.normal(size=n), "A": rng.integers(0, 2, n).astype(float),
+                          "Y": rng.uniform(-1, 1, n)})
+    frame.loc[:9, "X1"] = np.nan           # 10 missing covariates
+    frame.loc[10:14, "Y"] = np.nan         # 5 missing outcomes
+    frame.loc[15:16, "A"] = np.nan         # 2 missing treatments
+    frame.loc[17:19, "Y"] = 3.0            # 3 outcomes outside the bounds
+    path = tmp_path / "survey.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _run(args, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    return CliRunner().invoke(main, ["check-data", *args])
+
+
+def test_counts_missing_values_and_writes_nothing(survey_csv, tmp_path, monkeypatch):
+    out = _run(["conf/release/demo.yaml", "--set", f"data.path={survey_csv}",
+                "--set", "estimator.n_folds=10"], tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].startswith("NON-PRIVATE")
+    row = {line.split()[1]: line.split()[2:] for line in lines
+           if line.split()[:1] in (["treatment"], ["outcome"], ["covariate"])}
+    assert row["X1"][:2] == ["400", "10"] and row["A"][:2] == ["400", "2"]
+    assert row["Y"][:4] == ["400", "5", "0", "3"]
+    assert "rows without a usable treatment or outcome  7" in out.output
+    assert "n of the release" in out.output and "rows per fold" in out.output
+    assert not (tmp_path / "ledger.db").exists()
+    assert not any(p.is_file() for p in (tmp_path / "data").rglob("*"))
+
+
+def test_drop_reports_the_complete_case_count(survey_csv, tmp_path, monkeypatch):
+    out = _run(["conf/release/demo.yaml", "--set", f"data.path={survey_csv}",
+                "--set", "data.missing=drop", "--set", "estimator.n_folds=10"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    assert "rows dropped                                17" in out.output
+    assert "n of the release                            383" in out.output
+
+
+def test_other_kinds_get_the_per_role_counts(tmp_path, monkeypatch):
+    path = tmp_path / "fed.csv"
+    pd.DataFrame({"treatment": [0, 1, 1, 0], "outcome": [0.5, np.nan, 2.0, -0.1]}).to_csv(
+        path, index=False)
+    out = _run(["conf/release/federated_demo.yaml", "--set", f"data.path={path}"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    assert "outcome   outcome     4        1           0             1" in out.output
+    assert "treated" in out.output
+
+
+def test_a_missing_file_is_one_error_line(tmp_path, monkeypatch):
+    out = _run(["conf/release/demo.yaml", "--set", f"data.path={tmp_path / 'none.csv'}"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 2 and "does not exist" in out.output
+
+
+def test_imports_neither_prefect_nor_mlflow(survey_csv, tmp_path):
+    code = ("import sys; from click.testing import CliRunner; from cli.main import main; "
+            f"r = CliRunner().invoke(main, ['check-data', 'conf/release/demo.yaml', '--set', "
+            f"'data.path={survey_csv}', '--set', 'estimator.n_folds=10']); "
+            "assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('prefect', 'mlflow')))")
+    env = {**os.environ, "DPCAUSAL_DATA": str(tmp_path / "data")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True)
+    assert done.stdout.strip() == "[]"
