@@ -160,3 +160,26 @@ def test_default_experiment_is_per_dataset():
     cfg = ReleaseConfig.model_validate(_minimal())
     assert cfg.experiment_name == "dpcausal/ds"
     assert ReleaseConfig.model_validate(_minimal(mlflow={"experiment": "e"})).experiment_name == "e"
+
+
+def test_a_data_path_in_a_config_file_is_relative_to_the_file(tmp_path, monkeypatch):
+    """Issue 25 §6: ``data.path`` in a config resolves against the config file's folder, not the
+    working directory; a path given by ``--set`` is the user's, relative to the working
+    directory."""
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "release.yaml").write_text(yaml.safe_dump(_minimal(data={"path": "d.csv"})))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert load_any("../study/release.yaml").data.path == str(folder / "d.csv")
+    assert load_any(folder / "release.yaml", ["data.path=x.csv"]).data.path == \
+        str(elsewhere / "x.csv")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_shipped_configs_find_their_data_from_any_folder(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_any(path)
+    root = Path(conf.__file__).resolve().parents[1]
+    assert Path(config.data.path).resolve().is_relative_to(root / "data")
