@@ -198,7 +198,7 @@ class Release(ResultMixin):
         try:
             import matplotlib.pyplot as plt
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("plot() needs matplotlib: pip install 'dpcausal[plot]'") from exc
+            raise ImportError("plot() needs matplotlib: pip install matplotlib") from exc
         table = self.summary()
         if ax is None:
             _, ax = plt.subplots(figsize=(6, 0.6 + 0.5 * max(1, len(table))))
