@@ -147,7 +147,8 @@ def draw_release(
     if outcome_bounds is not None:
         ate, ci, clamped_to = clamp_to_feasible(ate, ci, outcome_bounds)
     return ATERelease(
-        ate=ate, ci=ci, se=se, clamped_to=clamped_to, level=1.0 - alpha, privacy=privacy, n=cal.n, evaluation=evaluation,
+        ate=ate, ci=ci, se=se, level=1.0 - alpha, privacy=privacy, n=cal.n, evaluation=evaluation,
+        clamped_to=clamped_to,
         variance=variance, noise=noise, n_folds=cal.n_folds, estimator=cal.estimator,
         params=dict(params or {}), nonprivate=nonprivate,
     )

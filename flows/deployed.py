@@ -18,9 +18,12 @@ from conf.settings import PROJECT_ROOT, data_dir
 from flows.release import dp_release, refusal_reason
 from tasks.artifacts import publish_refusal, publish_release
 
+# the Run form's defaults: the demo config, every other field empty (the config's values)
+DEFAULT_SETTINGS = ReleaseParameters()
+
 
 @flow(name="release_from_config", persist_result=False, retries=0)
-def release_from_config(settings: ReleaseParameters = ReleaseParameters(),
+def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
                         refresh_demo_data: bool = False) -> dict[str, Any]:
     """Load ``settings.config`` (relative to the project root) with ``settings`` and release.
 
