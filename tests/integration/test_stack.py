@@ -166,7 +166,10 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
 def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
     """Issue 25 §5: the Run form of ``release_from_config/demo``, filled in Chromium as a user
     fills it: an out-of-bounds zeta is refused by the form (no run), a valid one triggers a
-    release whose typed settings reach the config."""
+    release whose typed settings reach the config. The demo data are the released dataset's
+    (bound to it by fingerprint), so the release goes to that dataset under a raised cap."""
+    raised = stack.dpcausal("ledger", "set-budget", DATASET, "--zeta", "3")
+    assert raised.returncode == 0, raised.stderr
     dep = _deployment(stack, "demo")
 
     def runs() -> list[dict]:
@@ -183,7 +186,7 @@ def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
         page.goto(f"{stack.prefect}/deployments/deployment/{dep['id']}/run")
         page.wait_text(["Zeta (Optional)", "Gaussian-DP budget of this release", "Submit"], 60,
                        "the deployment's Run form")
-        for label, value in (("Zeta", "0"), ("Dataset Id", "it-form"), ("Name", "it-form"),
+        for label, value in (("Zeta", "0"), ("Dataset Id", DATASET), ("Name", "it-form"),
                              ("N Folds", "30")):
             page.fill(label, value)
         page.click("Submit")
@@ -198,14 +201,14 @@ def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
             time.sleep(1)
     (run,) = new
     assert run["parameters"]["settings"] == {"config": "conf/release/demo.yaml", "zeta": 0.8,
-                                             "dataset_id": "it-form", "name": "it-form",
+                                             "dataset_id": DATASET, "name": "it-form",
                                              "n_folds": 30}
     done = stack.wait_flow_run(run["id"], timeout=240)
     assert done["state_type"] == "COMPLETED", done["state"]["message"]
     (ml,) = _runs_of(stack, "it-form")
     params = {p["key"]: p["value"] for p in ml["data"]["params"]}
     assert (params["estimator.zeta"], params["estimator.n_folds"],
-            params["ledger.dataset_id"]) == ("0.8", "30", "it-form")
+            params["ledger.dataset_id"]) == ("0.8", "30", DATASET)
 
 
 @pytest.mark.parametrize("service", ["prefect", "mlflow"])
