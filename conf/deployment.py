@@ -65,8 +65,8 @@ class ReleaseParameters(BaseModel):
                           "config's data.missing.")
     overrides: dict[str, Any] = Field(
         default_factory=dict,
-        description='Advanced: further dotted config keys, e.g. {"runner.kind": "dask", '
-                    '"runner.address": "tcp://scheduler:8786"}.')
+        description='Advanced: further dotted config keys, e.g. {"runner.max_workers": 1, '
+                    '"folds_per_task": 10}.')
 
     @model_validator(mode="after")
     def _bounds_together(self) -> "ReleaseParameters":
