@@ -104,11 +104,14 @@ def public_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 
 def _bounds_notice(config: Any) -> None:
     """A core release whose outcome bounds the ledger has never seen privately checked says so,
-    once, before the charge (issue 19 §1), with the charged library call that checks them."""
+    once, before the charge (issue 19 §1), with the charged library call that checks them.
+    Bounds [0, 1] declare a binary outcome (the library's public rule,
+    :func:`dpcausal.sensitivity.calibrate`), which nothing clips: no notice."""
     from tasks.ledger_ops import bounds_checked
 
     bounds, dataset = config.estimator.outcome_bounds, config.ledger.dataset_id
-    if bounds is None or bounds_checked(dataset, tuple(bounds)):
+    if bounds is None or tuple(map(float, bounds)) == (0.0, 1.0) or \
+            bounds_checked(dataset, tuple(bounds)):
         return
     click.echo(f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been "
                f"checked on dataset {dataset!r}; outcomes outside them are clipped and bias the "

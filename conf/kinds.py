@@ -231,11 +231,14 @@ def kind_of(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
 
 def load_any(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
              base: dict[str, Any] | None = None) -> Any:
-    """The validated config of whichever kind the settings declare (``data.path`` or
-    ``data.partitions`` absolute)."""
+    """The validated config of whichever kind the settings declare, with ``data.path`` or
+    ``data.partitions`` absolute: a path written in the config file is relative to the file's
+    folder, one given by an override (``--set``) to the working directory."""
     kind = KINDS[kind_of(path, overrides, base)]
     config = load_typed(kind.model, path, overrides, base, example=kind.example)
-    return with_absolute_paths(config)
+    key = "data.path" if config.data.path is not None else "data.partitions"
+    in_file = path is not None and override_at(key, overrides) is None
+    return with_absolute_paths(config, Path(path).resolve().parent if in_file else None)
 
 
 def build_mechanism(config: Any) -> Mechanism:

@@ -111,7 +111,7 @@ class EstimatorConfig(_Strict):
     n_folds: int | Literal["auto"] | None = None
     block_folds: int | Literal["auto", "full"] | None = None  # "full": the paper's ensemble
     folds: Literal["shuffle", "contiguous"] | None = None
-    fold_seed: int = 0  # public; fixed so that fold fits can be cached across runs
+    fold_seed: int = 0  # evaluation only: seeds the folds (a release draws secret folds)
     outcome_bounds: tuple[float, float] | None = None
     propensity_clip: float | None = None
     zeta: float | None = None
@@ -182,7 +182,7 @@ class RunnerConfig(_Strict):
 
 class LedgerConfig(_Strict):
     dataset_id: str = Field(min_length=1)
-    budget: float | None = Field(None, gt=0)  # total zeta-GDP cap for the dataset, if set
+    budget: float | None = Field(None, gt=0)  # the cap a refusal suggests; never creates one
 
 
 class EpsilonLedgerConfig(_Strict):

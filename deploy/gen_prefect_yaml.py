@@ -2,6 +2,7 @@
 
     python deploy/gen_prefect_yaml.py > deploy/prefect.yaml
 """
+import os
 from pathlib import Path
 
 import yaml
@@ -10,7 +11,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def conf(path: str) -> dict:
-    return yaml.safe_load((ROOT / path).read_text())
+    """A config file as a dict, its data path (relative to the file's folder) made relative to
+    the project root, where a deployment runs."""
+    raw = yaml.safe_load((ROOT / path).read_text())
+    data = raw.get("data") or {}
+    if data.get("path") and not Path(data["path"]).is_absolute():
+        data["path"] = os.path.relpath((ROOT / path).parent / data["path"], ROOT)
+    return raw
+
+
+def settings(config: str) -> dict:
+    """The typed Run-form parameters of a release deployment (conf/deployment.py): the config
+    file, every other field empty (the config's value)."""
+    return {"config": config}
 
 
 def render() -> str:
@@ -18,23 +31,24 @@ def render() -> str:
     pool = {"name": "dpcausal-pool", "work_queue_name": "default"}
     deps = [
       {"name": "demo", "entrypoint": "flows/deployed.py:release_from_config",
-       "description": "Core DP ATE release of conf/release/demo.yaml; edit `overrides` "
-                      "(dotted keys, e.g. {\"estimator.zeta\": 1.0}) in the UI's Run > Custom run.",
-       "parameters": {"config_path": "conf/release/demo.yaml", "overrides": {},
+       "description": "Core DP ATE release of conf/release/demo.yaml; the UI's Run > Custom run "
+                      "form sets zeta, the outcome bounds, K, the missing-value policy, the "
+                      "mode and the dataset (empty fields keep the config's values).",
+       "parameters": {"settings": settings("conf/release/demo.yaml"),
                       "refresh_demo_data": True},
        "tags": ["release", "ate"]},
       {"name": "nightly", "entrypoint": "flows/deployed.py:release_from_config",
        "description": "Nightly: refresh the demo dataset (data/demo/experiment_a.csv), then "
                       "release its ATE. Refused (Failed, recorded in MLflow) once the "
                       "dataset's budget is spent.",
-       "parameters": {"config_path": "conf/release/demo.yaml", "overrides": {},
+       "parameters": {"settings": settings("conf/release/demo.yaml"),
                       "refresh_demo_data": True},
        "schedules": [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}],
        "tags": ["release", "ate", "nightly"]},
       {"name": "from-config", "entrypoint": "flows/deployed.py:release_from_config",
        "description": "Any release kind from a config file (ate, cluster_dp, federated, "
-                      "user_level) plus dotted overrides.",
-       "parameters": {"config_path": "conf/release/cluster_dp_demo.yaml", "overrides": {},
+                      "user_level), with the Run form's settings.",
+       "parameters": {"settings": settings("conf/release/cluster_dp_demo.yaml"),
                       "refresh_demo_data": False},
        "tags": ["release"]},
       *[{"name": kind, "entrypoint": "flows/release.py:dp_release",
@@ -74,8 +88,8 @@ def render() -> str:
             "--prefect-file deploy/prefect.yaml\n"
             "# Parameters are JSON: `dp_release/<kind>` carries conf/release/*.yaml as a dict "
             "(Prefect validates it\n"
-            "# into the pydantic config of its kind); `release_from_config/*` take a config path "
-            "+ dotted overrides.\n"
+            "# into the pydantic config of its kind); `release_from_config/*` take typed "
+            "`settings` (conf/deployment.py).\n"
             "# Regenerate the config dicts after editing conf/:  python deploy/gen_prefect_yaml.py "
             "> deploy/prefect.yaml\n"
             "# Work pool: `dpcausal-pool` (type process):  prefect work-pool create dpcausal-pool "

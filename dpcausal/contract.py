@@ -248,7 +248,7 @@ class Release(ResultMixin):
         try:
             import matplotlib.pyplot as plt
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("plot() needs matplotlib: pip install 'dpcausal[plot]'") from exc
+            raise ImportError("plot() needs matplotlib: pip install matplotlib") from exc
         table = self.summary()
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 1.6 + 0.4 * max(1, len(table))))

@@ -537,7 +537,7 @@ class PrivateATE(Mechanism):
             tau_hat, v_hat, cal, self._noise_rng(evaluation), alpha=self.alpha,
             p1=self.p1, ci_mode=self.ci, delta=self.delta,
             params={**self.public_params(n, d), **(params or {})},
-            evaluation=evaluation, diagnostics=diagnostics,
+            evaluation=evaluation, diagnostics=diagnostics, outcome_bounds=self._bounds(),
         )
 
     def check_data(self, data: pd.DataFrame, *, treatment: str,  # type: ignore[override]

@@ -28,7 +28,9 @@ class ATERelease(Release):
     error sqrt(V_DP) (sampling and noise; ``ci``/``variance``/``se`` are ``None`` for a
     point-estimate-only release), ``level = 1 - alpha``. ``privacy``, ``noise`` and ``params``
     are public by construction. ``nonprivate`` holds the pre-noise estimate and variance only in
-    evaluation mode.
+    evaluation mode. ``clamped_to`` is the feasible range ``[-(hi - lo), hi - lo]`` of the outcome
+    bounds when the noisy ATE or a CI end fell outside it and was clamped into it
+    (:func:`clamp_to_feasible`), else ``None``.
     """
 
     kind: ClassVar[str] = "ate"
@@ -39,6 +41,7 @@ class ATERelease(Release):
     estimator: str
     params: dict[str, Any] = field(default_factory=dict)
     nonprivate: dict[str, float] | None = None
+    clamped_to: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -78,6 +81,10 @@ class ATERelease(Release):
         elif policy == "impute":
             rows.append(("missing values", f"imputed: covariates {self.params['missing_fill']:g}"
                                            " + indicator; no treatment/outcome: score 0"))
+        if self.clamped_to is not None:
+            lo, hi = self.clamped_to
+            rows.append(("clamped", f"to the feasible range [{lo:.4g}, {hi:.4g}] of the outcome "
+                                    "bounds (post-processing, no privacy cost)"))
         if self.evaluation and self.nonprivate is not None:
             rows.append(("non-private ATE", f"{self.nonprivate['ate']:.6g}"))
         return rows
@@ -96,6 +103,7 @@ def draw_release(
     params: dict[str, Any] | None = None,
     evaluation: bool = False,
     diagnostics: dict[str, float] | None = None,
+    outcome_bounds: tuple[float, float] | None = None,
 ) -> ATERelease:
     """tau_DP = tau_hat + N_Z(0, sigma1^2); with zeta2 > 0 also V_DP and the eq. 12 CI: spec §2.2,
     §3.
@@ -110,7 +118,8 @@ def draw_release(
     is charged as ``zeta = sqrt(zeta1^2 + zeta2^2)``-GDP (= ``zeta^2/2``-zCDP), which the ledger
     composes with other Gaussian releases by GDP composition (spec §2.6). ``rng`` is
     :func:`dpcausal.noise.secure_rng` in a release; a seeded generator only in evaluation.
-    ``diagnostics`` (evaluation only) joins ``nonprivate``.
+    ``diagnostics`` (evaluation only) joins ``nonprivate``. With ``outcome_bounds`` the released
+    ATE and CI are clamped to their feasible range (:func:`clamp_to_feasible`).
     """
     cal = calibration
     if not (math.isfinite(tau_hat) and math.isfinite(v_hat) and v_hat >= 0):
@@ -141,8 +150,31 @@ def draw_release(
     nonprivate = None
     if evaluation:
         nonprivate = {"ate": float(tau_hat), "variance": float(v_hat), **(diagnostics or {})}
+    clamped_to = None
+    if outcome_bounds is not None:
+        ate, ci, clamped_to = clamp_to_feasible(ate, ci, outcome_bounds)
     return ATERelease(
         ate=ate, ci=ci, se=se, level=1.0 - alpha, privacy=privacy, n=cal.n, evaluation=evaluation,
+        clamped_to=clamped_to,
         variance=variance, noise=noise, n_folds=cal.n_folds, estimator=cal.estimator,
         params=dict(params or {}), nonprivate=nonprivate,
     )
+
+
+def clamp_to_feasible(ate: float, ci: tuple[float, float] | None,
+                      outcome_bounds: tuple[float, float]
+                      ) -> tuple[float, tuple[float, float] | None, tuple[float, float] | None]:
+    """The noisy ATE and CI clamped to ``[-(hi - lo), hi - lo]``, the range every ATE of an
+    outcome in ``[lo, hi]`` lies in; returns ``(ate, ci, range or None if nothing moved)``.
+
+    Post-processing of released values with a public range, so it costs no privacy (spec §2.6);
+    clamping the estimate and both CI ends by the same monotone map keeps the estimate inside
+    its CI. A CI clamped this way still covers every feasible true ATE it covered before.
+    """
+    lo, hi = float(outcome_bounds[0]), float(outcome_bounds[1])
+    width = hi - lo
+    new_ate = min(max(ate, -width), width)
+    new_ci = None if ci is None else (min(max(ci[0], -width), width),
+                                      min(max(ci[1], -width), width))
+    moved = new_ate != ate or new_ci != ci
+    return new_ate, new_ci, ((-width, width) if moved else None)

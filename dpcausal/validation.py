@@ -183,7 +183,8 @@ def check_noise_scale(sigma_ate: float, bounds: tuple[float, float], level: floa
             f"the privacy noise alone is wider than the outcome bounds: the released ATE's "
             f"noise has a {level:.0%} half-width of {half:.3g}, more than the whole range of "
             f"ATEs the bounds [{lo:g}, {hi:g}] allow (+/-{hi - lo:g}), so the release will say "
-            "almost nothing. Raise zeta, use more rows, or choose n_folds with `dpcausal plan`",
+            "almost nothing. Raise zeta, use more rows, or choose n_folds with "
+            "`PrivateATE(...).plan(n, d)`",
             NoiseWiderThanBoundsWarning, stacklevel=4)
 
 

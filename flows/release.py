@@ -41,6 +41,16 @@ BUDGET_REFUSALS = (BudgetExceededError, IncompatibleChargeError, DatasetIdentity
                    ledger_ops.NoCapError)
 
 
+def refusal_reason(exc: BaseException) -> str | None:
+    """Why a release was refused before anything was charged or drawn ("budget", or "bad input
+    or configuration" for a config or public check that failed); None for any other error."""
+    if isinstance(exc, BUDGET_REFUSALS):
+        return "budget"
+    if isinstance(exc, (ValueError, TypeError)):
+        return "bad input or configuration"
+    return None
+
+
 def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) -> Mechanism:
     """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
     (release) or the keyed hash of the data fitted, in row order (evaluation): see
@@ -86,12 +96,12 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         checked = check_release_task(config.data, kind.columns(config), mechanism,
                                      kind.roles(config), dataset=dataset, evaluation=evaluation,
                                      cap=kind.cap(config))
-    except BUDGET_REFUSALS as exc:
-        log_refusal(None, str(exc), **where)
-        publish_refusal(dataset, "budget", str(exc))
-        raise
-    except (ValueError, TypeError) as exc:
-        publish_refusal(dataset, "bad input or configuration", str(exc))
+    except Exception as exc:
+        reason = refusal_reason(exc)
+        if reason == "budget":
+            log_refusal(None, str(exc), **where)
+        if reason is not None:
+            publish_refusal(dataset, reason, str(exc))
         raise
 
     config = with_planned(config, checked.planned)

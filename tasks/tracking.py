@@ -70,9 +70,16 @@ def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> di
             if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
+# MLflow 3's experiment kind (the tag its UI reads): a model-development experiment opens in the
+# model-training runs view, not the GenAI view whose "Evaluation runs" would read as the
+# project's non-private evaluation mode (issue 25 §5).
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
 def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
-    """Experiment id. Tracking to a server, artifacts go through it (``mlflow-artifacts:``);
-    to a local store, under <data>/mlartifacts/<name> (recipe §6)."""
+    """Experiment id, of a model-development experiment (:data:`EXPERIMENT_KIND`, also set on an
+    existing experiment that has no kind). Tracking to a server, artifacts go through it
+    (``mlflow-artifacts:``); to a local store, under <data>/mlartifacts/<name> (recipe §6)."""
     import mlflow
 
     from conf.settings import data_dir
@@ -80,11 +87,15 @@ def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
+        for key, value in EXPERIMENT_KIND.items():
+            if key not in exp.tags:
+                client.set_experiment_tag(exp.experiment_id, key, value)
         return str(exp.experiment_id)
     remote = str(client.tracking_uri).startswith(("http://", "https://"))
     location = None if remote else (data_dir() / "mlartifacts" / name.replace("/", "_")).as_uri()
     try:
-        return str(client.create_experiment(name, artifact_location=location))
+        return str(client.create_experiment(name, artifact_location=location,
+                                            tags=EXPERIMENT_KIND))
     except mlflow.exceptions.MlflowException:  # created concurrently
         return str(client.get_experiment_by_name(name).experiment_id)
 

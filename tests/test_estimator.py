@@ -13,6 +13,7 @@ from sklearn.pipeline import make_pipeline
 
 from dpcausal import ATERelease, PrivateATE
 from dpcausal.datasets import make_experiment_a
+from dpcausal.release import clamp_to_feasible
 
 
 @pytest.fixture(scope="module")
@@ -235,3 +236,26 @@ def test_small_folds_warn():
 
 def test_repr_shows_non_defaults():
     assert repr(PrivateATE(estimator="g", zeta=0.5)) == "PrivateATE(estimator='g', zeta=0.5)"
+
+
+def test_clamp_to_feasible_by_hand():
+    """Issue 25 §6: a binary outcome's ATE lies in [-1, 1]; 1.03 [0.53, 1.54] is clamped."""
+    assert clamp_to_feasible(1.03, (0.53, 1.54), (0, 1)) == (1.0, (0.53, 1.0), (-1.0, 1.0))
+    assert clamp_to_feasible(-7.0, None, (2, 4)) == (-2.0, None, (-2.0, 2.0))
+    assert clamp_to_feasible(0.2, (-0.1, 0.5), (0, 1)) == (0.2, (-0.1, 0.5), None)
+
+
+def test_binary_release_stays_in_the_feasible_range_and_says_it_was_clamped():
+    rng = np.random.default_rng(4)
+    n = 1000
+    X = rng.standard_normal((n, 2))
+    A = rng.binomial(1, 0.5, n)
+    Y = rng.binomial(1, 0.3 + 0.2 * A)
+    with pytest.warns(UserWarning, match="noise alone is wider"):
+        rel = PrivateATE(outcome_bounds=(0, 1), n_folds=10, zeta=0.3,
+                         random_state=0).fit(X, A, Y, evaluation=True)
+    assert rel.noise["sigma_ate"] > 4  # unclamped, the ATE would leave [-1, 1] most of the time
+    assert -1.0 <= rel.ci[0] <= rel.ate <= rel.ci[1] <= 1.0
+    assert rel.clamped_to == (-1.0, 1.0)
+    assert rel.to_dict()["clamped_to"] == [-1.0, 1.0]
+    assert "to the feasible range [-1, 1] of the outcome bounds" in str(rel)

@@ -245,11 +245,11 @@ def admissible(charge: PrivacyCharge, cap: Cap) -> str | None:
         return (f"a zeta-GDP cap admits Gaussian charges only, got a {charge.mechanism} charge "
                 "(GDP is a promise about the whole tradeoff curve, which an epsilon at one delta "
                 "does not keep); give the dataset a rho-zCDP cap (zeta-GDP = zeta^2/2-zCDP) or an "
-                "(epsilon, delta) cap with `dpcausal ledger set-budget`")
+                "(epsilon, delta) cap with `Ledger.set_budget(dataset, epsilon=..., delta=...)`")
     if cap.kind == "rho" and zcdp_rho(charge) is None:
         return (f"a rho-zCDP cap admits gaussian, laplace and pure charges only, got a "
                 f"{charge.mechanism} charge (it has no zCDP bound); give the dataset an "
-                "(epsilon, delta) cap with `dpcausal ledger set-budget`")
+                "(epsilon, delta) cap with `Ledger.set_budget(dataset, epsilon=..., delta=...)`")
     return None
 
 

@@ -18,7 +18,7 @@ class BudgetExceededError(ValueError):
         super().__init__(
             f"budget exhausted for dataset {dataset}: spent {spent}, requested {requested}, "
             f"cap {cap} (together: {total}). No noise was drawn and nothing was charged.{left} "
-            f"Raise the cap with `dpcausal ledger set-budget {dataset} ...` or request a smaller "
+            f"Raise the cap with `Ledger.set_budget({dataset!r}, ...)` or request a smaller "
             f"release.{_at(ledger)}"
         )
 

@@ -156,7 +156,7 @@ def open_engine(url: str, create: bool) -> Engine:
             if not create:
                 raise LedgerError(
                     f"no ledger at {path}: the file does not exist. Check DPCAUSAL_LEDGER_URL or "
-                    f"--url, or create one by setting a budget (`dpcausal ledger set-budget`).")
+                    f"the url argument, or create one with `Ledger(url, create=True)`.")
             path.parent.mkdir(parents=True, exist_ok=True)
             fresh = True
         engine = sa.create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
@@ -198,14 +198,15 @@ def _check_schema(engine: Engine, url: str, may_create: bool, fresh: bool) -> No
         migrate(engine)
         return
     if not names & _CORE:
-        hint = ("create the tables with Ledger(url, create=True) or `dpcausal ledger set-budget`"
+        hint = ("create the tables with `Ledger(url, create=True)`"
                 if server else "an empty or truncated file? Restore it from a backup, or point "
                 "DPCAUSAL_LEDGER_URL at a new path to start a new ledger")
         raise LedgerError(f"no ledger at {location}: the database holds no ledger tables "
                           f"({hint}).")
     if not _CORE <= names:
         raise LedgerError(f"{location} is not a dpcausal ledger (missing tables "
-                          f"{sorted(_CORE - names)}); check DPCAUSAL_LEDGER_URL or --url.")
+                          f"{sorted(_CORE - names)}); check DPCAUSAL_LEDGER_URL or the url "
+                          "argument.")
     with engine.begin() as conn:
         if server:  # wait out a migration in progress; its statements then read one state
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(_PG_MIGRATION_LOCK)))

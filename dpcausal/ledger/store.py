@@ -609,8 +609,8 @@ def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.Ro
         close = difflib.get_close_matches(dataset, known, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(f"unknown dataset {dataset!r} (known: {', '.join(known) or 'none'}); "
-                         f"{hint}set its budget first: `dpcausal ledger set-budget {dataset} "
-                         f"--zeta ...` (ledger: {schema.where(conn.engine)})")
+                         f"{hint}set its budget first: `Ledger.set_budget({dataset!r}, zeta=...)` "
+                         f"(ledger: {schema.where(conn.engine)})")
     return row
 
 

@@ -45,5 +45,18 @@ def test_every_deployment_parameter_validates_against_its_flow(deployment):
     if "config" in params:  # the pydantic type Prefect validates the JSON dict into
         config = pydantic.TypeAdapter(hints["config"]).validate_python(params["config"])
         assert getattr(config, "kind", None) == params["config"].get("kind")
-    if "config_path" in params:
-        assert (ROOT / params["config_path"]).is_file()
+    if "settings" in params:  # the typed Run form of a release deployment
+        settings = pydantic.TypeAdapter(hints["settings"]).validate_python(params["settings"])
+        assert (ROOT / settings.config).is_file()
+
+
+def test_deploy_readme_lists_every_deployment_in_one_table():
+    """Issue 25 §6: a paragraph in the middle split the table in two when rendered."""
+    lines = (ROOT / "deploy" / "README.md").read_text().splitlines()
+    start = lines.index("| deployment | what it runs |")
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    table = "\n".join(lines[start:end])
+    for name in ("release_from_config/demo", "release_from_config/nightly",
+                 "release_from_config/from-config", "dp_release/ate", "dp_meta_analysis/demo",
+                 "reproduce_experiments/default"):
+        assert f"`{name}`" in table, f"{name} is not in the one deployments table"

@@ -86,6 +86,33 @@ class Page:
         res = self.send("Runtime.evaluate", expression=js, returnByValue=True)
         return bool(res.get("result", {}).get("value"))
 
+    def fill(self, label: str, value: str) -> None:
+        """Type ``value`` into the form field labelled ``label`` (a Prefect form label reads
+        "<label> (Optional)" or "<label>"), as a user's typing does: the control's own value
+        setter, then input and change events."""
+        js = ("(() => { const l = [...document.querySelectorAll('.p-label__label')].find(e => "
+              f"[{label!r}, {label + ' (Optional)'!r}].includes(e.textContent.trim())); "
+              "if (!l) return 'no field'; let box = l, c = null; "
+              "while (box && !(c = box.querySelector('input,textarea,select'))) "
+              "box = box.parentElement; "
+              "const cls = {TEXTAREA: HTMLTextAreaElement, SELECT: HTMLSelectElement}[c.tagName] "
+              "|| HTMLInputElement; "
+              "Object.getOwnPropertyDescriptor(cls.prototype, 'value').set.call(c, "
+              f"{value!r}); "
+              "c.dispatchEvent(new Event('input', {bubbles: true})); "
+              "c.dispatchEvent(new Event('change', {bubbles: true})); return 'ok'; })()")
+        res = self.send("Runtime.evaluate", expression=js, returnByValue=True)
+        if res.get("result", {}).get("value") != "ok":
+            raise AssertionError(f"no form field labelled {label!r} on the page")
+
+    def click(self, button: str) -> None:
+        """Click the button (or tab) whose text is ``button``."""
+        js = ("(() => { const b = [...document.querySelectorAll('button, .p-tab')].find(e => "
+              f"e.innerText.trim() === {button!r}); if (b) b.click(); return !!b; }})()")
+        if not self.send("Runtime.evaluate", expression=js, returnByValue=True
+                         ).get("result", {}).get("value"):
+            raise AssertionError(f"no button {button!r} on the page")
+
     def screenshot(self, path: Path) -> None:
         data = self.send("Page.captureScreenshot", format="png")["data"]
         path.parent.mkdir(parents=True, exist_ok=True)

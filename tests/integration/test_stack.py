@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 DATASET = "it-demo"
 # zeta 1.0 per release against a cap of 1.2 (GDP composes as sqrt(sum zeta^2)): the first release
 # fits, a second one (sqrt 2 = 1.41) is over the budget. The curator sets the cap explicitly.
-RELEASE = {"name": "it-release", "estimator.zeta": 1.0, "ledger.dataset_id": DATASET}
+RELEASE = {"name": "it-release", "zeta": 1.0, "dataset_id": DATASET}  # the typed Run form
 state: dict[str, object] = {}
 
 
@@ -53,7 +53,7 @@ def test_run_button_release_completes_and_is_in_mlflow(stack: Stack) -> None:
     t0 = time.monotonic()
     # the REST call the Prefect UI's Run > Custom run makes
     run = stack.api("POST", f"/deployments/{dep['id']}/create_flow_run",
-                    {"parameters": {"overrides": RELEASE}})
+                    {"parameters": {"settings": RELEASE}})
     done = stack.wait_flow_run(run["id"], timeout=180)
     print(f"\n[integration] trigger to {done['state_name']}: {time.monotonic() - t0:.1f} s")
     assert done["state_type"] == "COMPLETED", done["state"]["message"]
@@ -65,6 +65,13 @@ def test_run_button_release_completes_and_is_in_mlflow(stack: Stack) -> None:
     assert metrics["zeta"] == pytest.approx(1.0)
     assert {"ate", "epsilon"} <= set(metrics)
     assert _spent(stack) == (1, pytest.approx(1.0))
+    # the launched run (not only its dp_release subflow) holds the table and the MLflow link
+    launched = {a["key"] for a in stack.api("POST", "/artifacts/filter", {
+        "artifacts": {"flow_run_id": {"any_": [run["id"]]}}})}
+    assert {f"release-{DATASET}", f"mlflow-{DATASET}"} <= launched
+    exp = stack.ml("GET", f"/experiments/get?experiment_id={runs[0]['info']['experiment_id']}")
+    kind = {t["key"]: t["value"] for t in exp["experiment"]["tags"]}["mlflow.experimentKind"]
+    assert kind == "custom_model_development"  # MLflow's model-training view, not GenAI
     state.update(flow_run=done, mlflow_run=runs[0], exp_id=runs[0]["info"]["experiment_id"])
 
 
@@ -75,7 +82,7 @@ def test_cron_schedule_fires_and_exhausted_budget_is_refused(stack: Stack) -> No
     created = datetime.now(timezone.utc)
     sched = stack.api("POST", f"/deployments/{dep['id']}/schedules", [{
         "schedule": {"cron": "* * * * *", "timezone": "UTC"}, "active": True,
-        "parameters": {"overrides": {**RELEASE, "name": "it-scheduled"}}}])
+        "parameters": {"settings": {**RELEASE, "name": "it-scheduled"}}}])
     try:
         deadline = time.monotonic() + 150
         run = None
@@ -122,6 +129,12 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
         page.goto(f"{stack.prefect}/runs/flow-run/{fr['id']}")
         page.wait_text([fr["name"], "Completed"], 60, "Prefect flow-run page")
         page.screenshot(ARTIFACTS / "prefect_flow_run.png")
+        # the run the Run button opened lists the release's artifacts itself (issue 25 §5)
+        page.click("Artifacts")
+        shown = page.wait_text([f"release-{DATASET}", f"mlflow-{DATASET}"], 60,
+                               "Artifacts tab of the launched flow run")
+        assert "did not produce any artifacts" not in shown
+        page.screenshot(ARTIFACTS / "prefect_flow_run_artifacts.png")
         # the release's table artifact: the released ATE, and the link to the MLflow run
         keys = [f"release-{DATASET}", f"mlflow-{DATASET}"]
         arts = {}
@@ -148,6 +161,56 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
     for key in ("ate", "epsilon"):
         shown = [f"{metrics[key]:.{d}g}" for d in range(3, 17)]
         assert any(s in text for s in shown), f"MLflow page does not show {key}={metrics[key]}"
+
+
+def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
+    """Issue 25 §5: the Run form of ``release_from_config/demo``, filled in Chromium as a user
+    fills it: an out-of-bounds zeta is refused by the form (no run), a valid one triggers a
+    release whose typed settings reach the config. The demo data are the released dataset's
+    (bound to it by fingerprint), so the release goes to that dataset under a raised cap."""
+    raised = stack.dpcausal("ledger", "set-budget", DATASET, "--zeta", "3")
+    assert raised.returncode == 0, raised.stderr
+    dep = _deployment(stack, "demo")
+
+    def runs() -> list[dict]:
+        return stack.api("POST", "/flow_runs/filter", {
+            "deployments": {"id": {"any_": [dep["id"]]}}, "sort": "EXPECTED_START_TIME_DESC",
+            "limit": 100})
+
+    before = {r["id"] for r in runs()}
+    with browser({"Authorization": stack.headers["Authorization"]}) as page:
+        page.goto(stack.prefect + "/")
+        time.sleep(1)
+        page.send("Runtime.evaluate", expression=f"localStorage.setItem('prefect-password', "
+                                                 f"btoa({AUTH!r}))")
+        page.goto(f"{stack.prefect}/deployments/deployment/{dep['id']}/run")
+        page.wait_text(["Zeta (Optional)", "Gaussian-DP budget of this release", "Submit"], 60,
+                       "the deployment's Run form")
+        for label, value in (("Zeta", "0"), ("Dataset Id", DATASET), ("Name", "it-form"),
+                             ("N Folds", "30")):
+            page.fill(label, value)
+        page.click("Submit")
+        page.wait_text(["Validation failed for field 'settings.zeta'"], 30, "the form's refusal")
+        page.screenshot(ARTIFACTS / "prefect_run_form_refused.png")
+        assert {r["id"] for r in runs()} == before  # nothing was created
+        page.fill("Zeta", "0.8")
+        page.click("Submit")
+        deadline = time.monotonic() + 90  # the server's SQLite is slow under load
+        while not (new := [r for r in runs() if r["id"] not in before]):
+            if time.monotonic() > deadline:
+                page.screenshot(ARTIFACTS / "prefect_run_form_submitted.png")
+                raise AssertionError("the form's Submit created no flow run within 90 s")
+            time.sleep(1)
+    (run,) = new
+    assert run["parameters"]["settings"] == {"config": "conf/release/demo.yaml", "zeta": 0.8,
+                                             "dataset_id": DATASET, "name": "it-form",
+                                             "n_folds": 30}
+    done = stack.wait_flow_run(run["id"], timeout=240)
+    assert done["state_type"] == "COMPLETED", done["state"]["message"]
+    (ml,) = _runs_of(stack, "it-form")
+    params = {p["key"]: p["value"] for p in ml["data"]["params"]}
+    assert (params["estimator.zeta"], params["estimator.n_folds"],
+            params["ledger.dataset_id"]) == ("0.8", "30", DATASET)
 
 
 @pytest.mark.parametrize("service", ["prefect", "mlflow"])
@@ -179,8 +242,7 @@ def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
     dep = _deployment(stack, "demo")
     # evaluation is refused for data the ledger knows: other data than the released demo's
     data = write_core_demo(stack.data / "it-dask.csv", 3000)
-    base = {"mode": "evaluation", "noise_seed": 7, "ledger.dataset_id": "it-dask",
-            "data.path": str(data)}
+    base = {"noise_seed": 7, "data.path": str(data)}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster:
         ids = {}
@@ -189,7 +251,8 @@ def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
                 # the same models under another cache key: the Dask workers fit every fold
                 "models.outcome.params.fit_intercept": True})):
             ids[name] = stack.api("POST", f"/deployments/{dep['id']}/create_flow_run", {
-                "parameters": {"overrides": {**base, **extra, "name": name}}})["id"]
+                "parameters": {"settings": {"mode": "evaluation", "dataset_id": "it-dask",
+                                            "name": name, "overrides": {**base, **extra}}}})["id"]
         done = {name: stack.wait_flow_run(i, timeout=180) for name, i in ids.items()}
     for name, run in done.items():
         assert run["state_type"] == "COMPLETED", f"{name}: {run['state']['message']}"

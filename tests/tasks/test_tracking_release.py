@@ -61,3 +61,21 @@ def test_artifact_key_and_table():
                                                  "next_zeta": 1.0, "next_epsilon": 5.0})
     assert row["estimate"] == "0.123457" and row["zeta"] == "1.5" and row["releases"] == 2
     assert row["remaining_next_zeta"] == "1" and row["release_id"] == "fr/x"
+
+
+def test_experiments_are_model_development_experiments(tmp_path, monkeypatch):
+    """Issue 25 §5: MLflow 3 opens an experiment without a kind in its GenAI view ("Evaluation
+    runs"); the tag makes it open in the model-training runs view, also for an old experiment."""
+    import mlflow
+
+    from tasks.tracking import ensure_experiment
+
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    old = client.create_experiment("made-before", artifact_location=(tmp_path / "a").as_uri())
+    new = ensure_experiment("dpcausal-new", uri)
+    assert ensure_experiment("made-before", uri) == old
+    for exp_id in (new, old):
+        assert client.get_experiment(exp_id).tags["mlflow.experimentKind"] == \
+            "custom_model_development"

@@ -1,0 +1,69 @@
+"""The release deployments' entry flow ``release_from_config`` (issue 25 §5): the flow run a
+deployment run or the UI's Run button opens shows the release table, the MLflow link and a
+refusal note itself (not only its ``dp_release`` subflow), and its typed settings reach the
+release; a config's relative data path is found from the config's folder."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from _flowtools import charges, give_cap, write_exp_a
+
+from conf.deployment import ReleaseParameters
+from flows.deployed import release_from_config
+
+
+def _artifacts(flow_run_id) -> dict[str, object]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+    return {a.key: a for a in found}
+
+
+def _config(folder, dataset: str) -> str:
+    """A config in its own folder whose data path is relative to that folder."""
+    folder.mkdir()
+    write_exp_a(folder / "a.csv", 71 + len(dataset))
+    (folder / "release.yaml").write_text(yaml.safe_dump({
+        "name": "deployed", "data": {"path": "a.csv"},
+        "columns": {"treatment": "A", "outcome": "Y"},
+        "estimator": {"outcome_bounds": [-1, 1], "n_folds": 10, "zeta": 2.0},
+        "ledger": {"dataset_id": "from-the-file"},
+        "mlflow": {"experiment": f"test-{dataset}"}}))
+    return str(folder / "release.yaml")
+
+
+def test_the_launched_run_shows_the_release_and_its_settings_apply(tmp_path):
+    from mlflow import MlflowClient
+
+    dataset = "deployed-typed"
+    give_cap(dataset, zeta=10.0)
+    state = release_from_config(settings=ReleaseParameters(
+        config=_config(tmp_path / "study", dataset), dataset_id=dataset, zeta=1.0, n_folds=20,
+        outcome_lower=-2, outcome_upper=2), return_state=True)
+    assert state.is_completed(), state.message
+    out = state.result()
+    arts = _artifacts(state.state_details.flow_run_id)
+    assert {f"release-{dataset}", f"mlflow-{dataset}"} <= set(arts)
+    assert out["mlflow"]["url"] in arts[f"mlflow-{dataset}"].data
+    assert str(out["release_id"]) in str(arts[f"release-{dataset}"].data)
+    params = MlflowClient().get_run(out["mlflow"]["run_id"]).data.params
+    assert (params["estimator.zeta"], params["estimator.n_folds"]) == ("1.0", "20")
+    assert params["estimator.outcome_bounds"] == "[-2.0, 2.0]"
+    assert charges(dataset) == 1
+
+
+def test_a_refusal_is_noted_on_the_launched_run(tmp_path):
+    dataset = "deployed-no-cap"
+    state = release_from_config(settings=ReleaseParameters(
+        config=_config(tmp_path / "study", dataset), dataset_id=dataset), return_state=True)
+    assert state.is_failed()
+    arts = _artifacts(state.state_details.flow_run_id)
+    assert f"refused-{dataset}" in arts
+    assert "Nothing was charged" in arts[f"refused-{dataset}"].data
+    assert charges(dataset) == 0
+    with pytest.raises(Exception, match=dataset):
+        state.result()
