@@ -73,9 +73,9 @@ def test_dry_run_exits_3_when_the_budget_has_no_headroom(env):
 
 
 @pytest.mark.parametrize("setting, message", [
-    ("columns.treatment=arm", "column 'arm' named in the config's columns is not in the data"),  # schema
-    ("estimator.zeta=-1", "zeta must be a finite number > 0"),  # config
-    ("estimator.n_folds=5000", "n_folds=5000 is too large"),  # source shape
+    ("columns.treatment=arm", "column 'arm' named in the config's columns is not in the data"),
+    ("estimator.zeta=-1", "zeta must be a finite number > 0"),
+    ("estimator.n_folds=5000", "n_folds=5000 is too large"),  # against the source's n
 ])
 def test_dry_run_exits_2_on_bad_input(env, setting, message):
     _cap(env, "rehearsed", 5.0)

@@ -196,12 +196,11 @@ def test_serve_prints_a_trigger_command_that_works_as_printed(project, deploymen
     """Issue 25 §6: the command `dpcausal serve` prints, run by a shell as printed (against the
     test server), creates a run of the demo deployment whose parameters the flow accepts."""
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
     from prefect.settings import PREFECT_API_URL
 
     from cli.serve_cmd import trigger_command
     from flows.deployed import release_from_config
-
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
 
     demo = DeploymentFilter(name=DeploymentFilterName(any_=["demo"]))
     with get_client(sync_client=True) as client:
