@@ -127,11 +127,12 @@ def test_run_prints_the_release_and_json(cli_config, invoke):
     assert isinstance(out["release"]["ate"], float)
 
 
-def test_dry_run_exits_as_run_would_and_charges_nothing(cli_config, invoke):
+def test_dry_run_exits_as_run_would_and_charges_nothing(cli_config, invoke, tmp_path):
     """Issue 25 §3: a rehearsal of every check before the charge (exit 3 before a cap exists, 0
     after), with no flow run and no charge; the release itself then exits the same."""
     dataset = "cli-dry-run"
-    path = cli_config(ledger={"dataset_id": dataset})
+    data = write_exp_a(tmp_path / "dry.csv", 412)  # its own data: bound to no other dataset
+    path = cli_config(data, ledger={"dataset_id": dataset})
     before = _flow_runs()
     dry = invoke("run", "--dry-run", path)
     _assert_error(dry, 3, r"no privacy budget in the ledger")
