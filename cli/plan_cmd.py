@@ -28,6 +28,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
 
     A private check of the outcome bounds spends budget, so it is a charged library call
     (:class:`dpcausal.bounds_check.BoundsCheck` under ``ledger.charging``), not part of plan."""
+    from cli.run_cmd import _fail
     from conf.models import ConfigError, load_config
     from tasks.planning import (
         TABLE_COLUMNS,
@@ -41,8 +42,8 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
         config = load_config(config_path, overrides)
         summary = plan_summary(config, outcome_sd=outcome_sd, compute_budget=compute_budget,
                                target_halfwidth=target_halfwidth)
-    except (ConfigError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except (ConfigError, ValueError) as exc:  # exit 2, as `run` reports the same input
+        _fail(exc)
     if as_json:
         click.echo(json.dumps(summary))
         return

@@ -23,7 +23,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from cli.serve_cmd import answers, services_dir
 from conf.settings import PROJECT_ROOT, default_tracking_uri
@@ -127,3 +127,31 @@ def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
     server.wait(float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")))
     with _settings(server.api):
         yield
+
+
+DEPLOYMENT = "release_from_config/from-config"
+
+
+def submit_release(config_path: str, overrides: dict[str, Any]) -> str:
+    """Start the release of ``config_path`` (with dotted ``overrides``) through the
+    :data:`DEPLOYMENT` of the Prefect API this process would use, without waiting; the flow
+    run's URL in the Prefect UI. ``LookupError`` when there is no such API or deployment."""
+    if not (os.environ.get("PREFECT_API_URL") or use_served_stack()):
+        raise LookupError("--submit needs a running stack: start one with `dpcausal serve` (or "
+                          "set PREFECT_API_URL to a Prefect API with the dpcausal deployments)")
+    api = os.environ["PREFECT_API_URL"]
+    if not answers(f"{api}/health", timeout=3.0):
+        raise LookupError(f"--submit: the Prefect API {api} does not answer; start the stack "
+                          "with `dpcausal serve` or fix PREFECT_API_URL")
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+    from prefect.utilities.urls import url_for
+
+    with _settings(api):
+        try:
+            flow_run = run_deployment(DEPLOYMENT, timeout=0, parameters={
+                "config_path": config_path, "overrides": overrides})
+        except ObjectNotFound:
+            raise LookupError(f"--submit: no deployment {DEPLOYMENT!r} on {api}; `dpcausal "
+                              "serve` deploys it (not with --no-deploy)") from None
+        return str(url_for(flow_run) or f"{api.removesuffix('/api')}/runs/flow-run/{flow_run.id}")

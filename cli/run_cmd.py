@@ -11,6 +11,7 @@ private log).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -35,28 +36,22 @@ def quiet_console(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def exit_now() -> NoReturn:
-    """End a command whose release was printed, exit code 0: send Prefect's queued logs and
-    events to its API, run the exit hooks (the temporary server's stop among them), flush the
-    streams, then skip the interpreter's teardown of the libraries a release loads (1.3 s,
-    measured; nothing is left to write)."""
-    import atexit
-
-    if "prefect" in sys.modules:
-        from prefect.events.worker import EventsWorker
-        from prefect.logging.handlers import APILogWorker
-
-        APILogWorker.drain_all()
-        EventsWorker.drain_all()
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+ERROR_KINDS = {EXIT_FAILED: "failed", EXIT_BAD_INPUT: "bad_input", EXIT_REFUSED: "refused"}
 
 
 def _fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    message = " ".join(str(exc).split()) or type(exc).__name__
+    report_error(" ".join(str(exc).split()) or type(exc).__name__, code, type(exc).__name__)
+
+
+def report_error(message: str, code: int, error: str) -> NoReturn:
+    """End the command with exit ``code`` and one ``Error:`` paragraph on stderr; under the
+    command's ``--json`` also a JSON object on stdout: ``{"error": kind, "type": error,
+    "message": message, "exit_code": code}`` (kind: failed, bad_input or refused)."""
     click.echo(f"Error: {message}", err=True)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.params.get("as_json"):
+        click.echo(json.dumps({"error": ERROR_KINDS.get(code, "failed"), "type": error,
+                               "message": message, "exit_code": code}))
     sys.exit(code)
 
 
@@ -88,9 +83,9 @@ def _unexpected(exc: BaseException, evaluation: bool) -> NoReturn:
     what = type(exc).__name__
     if evaluation or exc.__class__.__name__ == "ReleaseFailedError":
         what += f": {' '.join(str(exc).split())}"
-    click.echo(f"Error: the release run failed ({what}). The temporary services of the run "
-               f"were stopped; the full log is in the curator's private log {path}.", err=True)
-    sys.exit(EXIT_FAILED)
+    report_error(f"the release run failed ({what}). The temporary services of the run were "
+                 f"stopped; the full log is in the curator's private log {path}.", EXIT_FAILED,
+                 type(exc).__name__)
 
 
 def public_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -122,12 +117,13 @@ def _bounds_notice(config: Any) -> None:
                f".fit(df, outcome={config.columns.outcome!r})` (dpcausal.bounds_check)", err=True)
 
 
-def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
-            strict: bool = False, bounds_notice: bool = False) -> dict[str, Any]:
-    """Public checks (no Prefect), their warnings, then the release flow with a progress bar;
-    prints it. With ``bounds_notice``, a core release whose bounds were never privately checked
-    says so first."""
-    quiet_console(verbose)
+def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
+              ) -> tuple[Any, list[str]]:
+    """Every check of a release before its charge, with no Prefect import: config, schema,
+    source shape, the budget's existence and headroom (``tasks.preflight.check_release``), its
+    warnings printed once in plain words (``strict``: a warning refuses, exit 2) and, with
+    ``bounds_notice``, a notice when a core release's bounds were never privately checked.
+    Returns the checked input and the warnings shown; a failure ends the command (exit 1, 2, 3)."""
     from conf.kinds import KINDS
     from tasks.preflight import check_release
 
@@ -136,9 +132,9 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:  # the flow's first step, here before any Prefect server starts
-            check_release(config.data, kind.columns(config), kind.build(config),
-                          kind.roles(config), dataset=config.ledger.dataset_id,
-                          evaluation=config.evaluation, cap=kind.cap(config))
+            checked = check_release(config.data, kind.columns(config), kind.build(config),
+                                    kind.roles(config), dataset=config.ledger.dataset_id,
+                                    evaluation=config.evaluation, cap=kind.cap(config))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
             failure = exc
     shown = public_warnings(caught)
@@ -153,6 +149,14 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
                          "charged"))
     if config.kind == "ate" and not config.evaluation and bounds_notice:
         _bounds_notice(config)
+    return checked, shown
+
+
+def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
+            strict: bool = False, bounds_notice: bool = False) -> dict[str, Any]:
+    """:func:`preflight`, then the release flow with a progress bar; prints it."""
+    quiet_console(verbose)
+    _, shown = preflight(config, strict=strict, bounds_notice=bounds_notice)
 
     import signal
 
@@ -175,10 +179,10 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
                 warnings.filterwarnings("ignore", message=re.escape(text))
             result = run_release(config)
     except KeyboardInterrupt:
-        click.echo("Error: the release run was interrupted (SIGTERM or Ctrl-C); the temporary "
-                   "services of the run were stopped; a charge it had reserved stays spent "
-                   f"(dpcausal ledger history {config.ledger.dataset_id}).", err=True)
-        sys.exit(EXIT_FAILED)
+        report_error("the release run was interrupted (SIGTERM or Ctrl-C); the temporary "
+                     "services of the run were stopped; a charge it had reserved stays spent "
+                     f"(dpcausal ledger history {config.ledger.dataset_id}).", EXIT_FAILED,
+                     "KeyboardInterrupt")
     except Exception as exc:  # noqa: BLE001
         code = exit_code(exc)
         if code == EXIT_FAILED:
@@ -186,6 +190,44 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
         _fail(exc, code)
     print_result(result, as_json=as_json)
     return result
+
+
+def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool,
+             as_json: bool) -> None:
+    """``run --dry-run``: :func:`preflight` (which exits as ``run`` would on a failure), then
+    what the release would charge; nothing is charged and no server starts."""
+    checked, shown = preflight(config, strict=strict, bounds_notice=bounds_notice)
+    charge = {k: v for k in ("mechanism", "zeta", "epsilon", "delta")
+              if (v := getattr(checked.charge, k)) is not None}
+    dataset = config.ledger.dataset_id
+    if as_json:
+        click.echo(json.dumps({"dry_run": True, "config": config_path, "dataset": dataset,
+                               "evaluation": config.evaluation, "charge": charge,
+                               "warnings": shown}))
+        return
+    cost = "nothing (evaluation mode)" if config.evaluation else ", ".join(
+        f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items())
+    click.echo(f"Dry run of {config_path}: every check before the charge passed; the release "
+               f"would charge {cost} to dataset {dataset!r}. Nothing was charged.")
+
+
+def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> None:
+    """``run --submit``: the config's release through the served stack's deployment; prints
+    the flow run's URL at once (no wait)."""
+    import yaml
+
+    from cli.prefect_api import submit_release
+
+    items = {key: yaml.safe_load(value) for key, _, value in
+             (item.partition("=") for item in overrides)}
+    for key in ("path", "partitions"):  # resolved here, against the caller's folder
+        if getattr(config.data, key) is not None:
+            items[f"data.{key}"] = getattr(config.data, key)
+    try:
+        url = submit_release(str(Path(config_path).resolve()), items)
+    except LookupError as exc:
+        _fail(exc)
+    click.echo(url)
 
 
 def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | None = None) -> Any:
@@ -207,29 +249,36 @@ def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | N
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a config value by dotted key, e.g. --set estimator.zeta=1.0")
 @click.option("--dry-run", is_flag=True,
-              help="Print what `dpcausal plan` prints for CONFIG and stop (charges nothing).")
+              help="Every check the release makes before its charge, then stop with the exit "
+                   "code the release would have (charges nothing, starts no server).")
+@click.option("--submit", is_flag=True,
+              help="Run the release through the deployment of the `dpcausal serve` stack and "
+                   "print its flow run's URL at once.")
 @click.option("--strict", is_flag=True,
               help="Refuse the release (exit 2, nothing charged) if its public checks warn.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result, or the error, as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
-@click.pass_context
-def run(ctx: click.Context, config_path: str, overrides: tuple[str, ...], dry_run: bool,
-        strict: bool, as_json: bool, no_progress: bool, verbose: bool) -> None:
+def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: bool, strict: bool,
+        as_json: bool, no_progress: bool, verbose: bool) -> None:
     """Run the release of CONFIG (a conf/release/*.yaml file) through the dp_release flow; its
     top-level `kind:` (ate when absent, cluster_dp, federated, user_level) picks the mechanism.
 
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
-    if dry_run:
-        from cli.plan_cmd import plan
-
-        ctx.invoke(plan, config_path=config_path, overrides=overrides, as_json=as_json)
-        return
+    if submit and dry_run:
+        _fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
     config = _load(config_path, overrides)
+    if submit:
+        submit_run(config, config_path, overrides)
+        return
     partitioned = config.data.partitions is not None  # the check reads the outcome in memory
+    if dry_run:
+        rehearse(config, config_path, strict=strict, bounds_notice=not partitioned,
+                 as_json=as_json)
+        return
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
             strict=strict, bounds_notice=not partitioned)
-    exit_now()
 
 
 @click.command()
@@ -270,4 +319,3 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
                    f"  {mlflow_bin} ui --backend-store-uri {uri} --workers 1\n"
                    f"then open http://127.0.0.1:5000 (experiment {config.experiment_name!r}).\n"
                    "Privacy spend per dataset: ./dev ledger budgets")
-    exit_now()

@@ -1,7 +1,6 @@
 """``dpcausal serve`` / ``dpcausal stop``: a Prefect server, an MLflow tracking server (with its
-artifact store), the ``dpcausal-pool`` process work pool, the deployments of deploy/prefect.yaml,
-one worker, and the warm runner that starts CLI releases from imported libraries
-(``cli/warm_runner.py``), all on 127.0.0.1 (recipe §3, §5, §6). Each service runs in its own
+artifact store), the ``dpcausal-pool`` process work pool, the deployments of deploy/prefect.yaml
+and one worker, all on 127.0.0.1 (recipe §3, §5, §6). Each service runs in its own
 process group; its pid, pgid, URL and log file are recorded in ``<data>/services/<name>.json`` and
 ``stop`` ends exactly those groups (worker first: it needs two signals), then checks that none is
 left."""
@@ -11,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,7 +23,6 @@ from typing import Any
 import click
 import psutil
 
-from cli.warm_client import WARM_COMMANDS, runner_supported, socket_path
 from conf.settings import PROJECT_ROOT, data_dir, default_tracking_uri
 
 POOL = "dpcausal-pool"
@@ -199,10 +198,6 @@ def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, a
     _start("prefect", [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port",
                        str(prefect_port)], server_env, prefect_api.removesuffix("/api"), {})
     _start("mlflow", mlflow_cmd, mlflow_env, mlflow_url, {"auth": bool(auth)})
-    warm = not auth and runner_supported()
-    if warm:  # with auth a client's environment holds credentials the runner's lacks
-        _start("runner", [sys.executable, "-P", "-m", "cli.warm_runner"], dict(os.environ),
-               str(socket_path()), {})
     _wait_healthy({"prefect": (f"{prefect_api}/health", headers),
                    "mlflow": (f"{mlflow_url}/health", headers)}, timeout)
     t_servers = time.monotonic() - t0
@@ -213,7 +208,6 @@ def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, a
               str(PREFECT_FILE)], env, "prefect deploy --all", timeout)
         _start("worker", [_bin("prefect"), "worker", "start", "--pool", POOL, "--limit", "2",
                           "--type", "process"], env, prefect_api, {})
-    runner = _wait_runner(timeout) if warm else "off (needs Linux, no --auth, a short data path)"
     elapsed = time.monotonic() - t0
     (services_dir() / "stack.info").write_text(json.dumps(
         {"prefect_ui": prefect_api.removesuffix("/api"), "prefect_api": prefect_api,
@@ -221,29 +215,20 @@ def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, a
          "startup_s": round(elapsed, 1)}, indent=2))
     click.echo(f"Prefect UI : {prefect_api.removesuffix('/api')}\nMLflow UI  : {mlflow_url}\n"
                f"(servers healthy after {t_servers:.1f} s, stack ready after {elapsed:.1f} s; "
-               f"logs in {services_dir() / 'logs'})\nWarm runner: {runner}")
+               f"logs in {services_dir() / 'logs'})")
     if not no_deploy:
         click.echo("Trigger a release: Prefect UI > Deployments > release_from_config/demo > "
-                   "Run, or\n"
-                   f"  PREFECT_API_URL={prefect_api} prefect deployment run "
-                   "release_from_config/demo -p overrides='{\"estimator.zeta\": 1.0}'")
+                   f"Run, or\n  {trigger_command(prefect_api)}\nor, for a config of yours: "
+                   "dpcausal run --submit CONFIG")
     click.echo("Stop everything: dpcausal stop")
 
 
-def _wait_runner(timeout: float) -> str:
-    """How the warm runner (``cli/warm_runner.py``) came up: it listens once it has imported
-    what a release uses. A runner that failed leaves ``dpcausal run`` working, only slower."""
-    rec = _record("runner")
-    commands = "/".join(sorted(WARM_COMMANDS))
-    deadline = time.monotonic() + timeout
-    while not socket_path().exists():
-        if rec is None or not _pgid_alive(rec["pgid"]):
-            return f"exited during start-up (see {services_dir() / 'logs' / 'runner.log'}); " \
-                   f"dpcausal {commands} import their libraries themselves"
-        if time.monotonic() > deadline:
-            return f"not listening after {timeout:.0f} s"
-        time.sleep(0.2)
-    return f"dpcausal {commands} start from already imported libraries"
+def trigger_command(prefect_api: str) -> str:
+    """A shell command that runs the demo deployment on the stack at ``prefect_api`` as printed
+    (the ``prefect`` of this environment, which need not be on PATH)."""
+    return f"PREFECT_API_URL={shlex.quote(prefect_api)} " + shlex.join(
+        [_bin("prefect"), "deployment", "run", "release_from_config/demo", "-p",
+         "overrides=" + json.dumps({"estimator.zeta": 1.0})])
 
 
 def _signal_group(pgid: int, sig: int) -> None:

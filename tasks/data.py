@@ -12,13 +12,19 @@ import pandas as pd
 from conf.models import DataSource
 
 
+def data_file(path: str) -> Path:
+    """``data.path`` as a file that exists; else the one ``ValueError`` that ``plan`` and ``run``
+    both report."""
+    if not Path(path).is_file():
+        raise ValueError(f"data file {path!r} does not exist; check data.path in the config "
+                         "(relative paths are resolved against the working directory)")
+    return Path(path)
+
+
 def read_frame(source: DataSource) -> pd.DataFrame:
     """The raw table from a CSV/Parquet file or a SQL query (:func:`database_engine`)."""
     if source.path is not None:
-        path = Path(source.path)
-        if not path.is_file():
-            raise ValueError(f"data file {str(path)!r} does not exist; check data.path in the "
-                             "config (relative paths are resolved against the working directory)")
+        path = data_file(source.path)
         if path.suffix.lower() == ".csv":
             return pd.read_csv(path)
         return pd.read_parquet(path)
@@ -120,9 +126,7 @@ def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
         n, names = sum(rows for rows, _ in footers), list(footers[0][1])
         roles += (source.id_column,)
     elif source.path is not None:
-        path = Path(source.path)
-        if not path.is_file():
-            raise ValueError(f"data file {str(path)!r} does not exist (data.path)")
+        path = data_file(source.path)
         if path.suffix.lower() == ".csv":
             with path.open("rb") as fh:
                 names = fh.readline().decode().strip().split(",")

@@ -127,15 +127,94 @@ def test_run_prints_the_release_and_json(cli_config, invoke):
     assert isinstance(out["release"]["ate"], float)
 
 
-def test_dry_run_prints_the_plan_and_charges_nothing(cli_config, invoke):
+def test_dry_run_exits_as_run_would_and_charges_nothing(cli_config, invoke, tmp_path):
+    """Issue 25 §3: a rehearsal of every check before the charge (exit 3 before a cap exists, 0
+    after), with no flow run and no charge; the release itself then exits the same."""
     dataset = "cli-dry-run"
-    give_cap(dataset)
-    path = cli_config(ledger={"dataset_id": dataset})
+    data = write_exp_a(tmp_path / "dry.csv", 412)  # its own data: bound to no other dataset
+    path = cli_config(data, ledger={"dataset_id": dataset})
+    before = _flow_runs()
     dry = invoke("run", "--dry-run", path)
-    plan = invoke("plan", path)
-    assert dry.exit_code == plan.exit_code == 0, dry.output
-    assert dry.stdout == plan.stdout and "Recommended: K=" in dry.stdout
-    assert charges(dataset) == 0
+    _assert_error(dry, 3, r"no privacy budget in the ledger")
+    assert invoke("run", path, "--no-progress").exit_code == 3
+    give_cap(dataset)
+    dry = invoke("run", "--dry-run", path)
+    assert dry.exit_code == 0 and "Nothing was charged" in dry.stdout, dry.output
+    assert charges(dataset) == 0 and _flow_runs() == before
+    assert invoke("run", path, "--no-progress").exit_code == 0
+    assert charges(dataset) == 1
+
+
+@pytest.fixture
+def deployments(project):
+    """The release_from_config deployments `dpcausal serve` creates, on the test server."""
+    from prefect.client.orchestration import get_client
+
+    from flows.deployed import release_from_config
+
+    ids = [release_from_config.to_deployment(name=name).apply() for name in ("demo", "from-config")]
+    yield
+    with get_client(sync_client=True) as client:
+        for deployment_id in ids:
+            client.delete_deployment(deployment_id)
+
+
+def _flow_run(url: str):
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(url.rstrip("/").rsplit("/", 1)[-1])
+
+
+def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke, tmp_path):
+    """Issue 27 §1: `run --submit` hands the config to the stack's deployment, waits for
+    nothing, prints the flow run's URL; no deployment (or no stack) is one error, exit 2."""
+    path = cli_config(ledger={"dataset_id": "cli-submit"})
+    _assert_error(invoke("run", "--submit", path), 2,
+                  r"no deployment 'release_from_config/from-config' on http")
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["DPCAUSAL_DATA"] = str(tmp_path / "no-stack")
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "run", "--submit", path],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and "needs a running stack" in proc.stderr, proc.stderr
+
+
+def test_submit_with_the_deployment(cli_config, invoke, deployments):
+    path = cli_config(ledger={"dataset_id": "cli-submit"})
+    out = invoke("run", "--submit", path, "--set", "estimator.zeta=1.0")
+    assert out.exit_code == 0, out.output
+    url = out.stdout.strip()
+    assert "/runs/flow-run/" in url and url.startswith("http"), out.stdout
+    run = _flow_run(url)
+    assert run.parameters["config_path"] == path
+    assert run.parameters["overrides"]["estimator.zeta"] == 1.0
+    assert run.parameters["overrides"]["data.path"] == yaml.safe_load(
+        Path(path).read_text())["data"]["path"]
+    assert charges("cli-submit") == 0  # nothing ran here: the worker runs it
+
+
+def test_serve_prints_a_trigger_command_that_works_as_printed(project, deployments):
+    """Issue 25 §6: the command `dpcausal serve` prints, run by a shell as printed (against the
+    test server), creates a run of the demo deployment whose parameters the flow accepts."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+    from prefect.settings import PREFECT_API_URL
+
+    from cli.serve_cmd import trigger_command
+    from flows.deployed import release_from_config
+
+    demo = DeploymentFilter(name=DeploymentFilterName(any_=["demo"]))
+    with get_client(sync_client=True) as client:
+        before = {r.id for r in client.read_flow_runs(deployment_filter=demo)}
+    command = trigger_command(PREFECT_API_URL.value())
+    proc = subprocess.run(command, shell=True, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"},
+                          timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with get_client(sync_client=True) as client:
+        new = [r for r in client.read_flow_runs(deployment_filter=demo) if r.id not in before]
+    assert len(new) == 1 and new[0].parameters["overrides"] == {"estimator.zeta": 1.0}
+    release_from_config.validate_parameters(new[0].parameters)
 
 
 def test_help_documents_exit_codes_without_importing_heavy_libraries():
