@@ -150,7 +150,7 @@ def submit_release(config_path: str, overrides: dict[str, Any]) -> str:
     with _settings(api):
         try:
             flow_run = run_deployment(DEPLOYMENT, timeout=0, parameters={
-                "config_path": config_path, "overrides": overrides})
+                "settings": {"config": config_path, "overrides": overrides}})
         except ObjectNotFound:
             raise LookupError(f"--submit: no deployment {DEPLOYMENT!r} on {api}; `dpcausal "
                               "serve` deploys it (not with --no-deploy)") from None

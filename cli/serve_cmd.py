@@ -228,7 +228,7 @@ def trigger_command(prefect_api: str) -> str:
     (the ``prefect`` of this environment, which need not be on PATH)."""
     return f"PREFECT_API_URL={shlex.quote(prefect_api)} " + shlex.join(
         [_bin("prefect"), "deployment", "run", "release_from_config/demo", "-p",
-         "overrides=" + json.dumps({"estimator.zeta": 1.0})])
+         "settings=" + json.dumps({"zeta": 1.0})])
 
 
 def _signal_group(pgid: int, sig: int) -> None:

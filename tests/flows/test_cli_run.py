@@ -186,9 +186,10 @@ def test_submit_with_the_deployment(cli_config, invoke, deployments):
     url = out.stdout.strip()
     assert "/runs/flow-run/" in url and url.startswith("http"), out.stdout
     run = _flow_run(url)
-    assert run.parameters["config_path"] == path
-    assert run.parameters["overrides"]["estimator.zeta"] == 1.0
-    assert run.parameters["overrides"]["data.path"] == yaml.safe_load(
+    settings = run.parameters["settings"]
+    assert settings["config"] == path
+    assert settings["overrides"]["estimator.zeta"] == 1.0
+    assert settings["overrides"]["data.path"] == yaml.safe_load(
         Path(path).read_text())["data"]["path"]
     assert charges("cli-submit") == 0  # nothing ran here: the worker runs it
 
@@ -213,7 +214,7 @@ def test_serve_prints_a_trigger_command_that_works_as_printed(project, deploymen
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with get_client(sync_client=True) as client:
         new = [r for r in client.read_flow_runs(deployment_filter=demo) if r.id not in before]
-    assert len(new) == 1 and new[0].parameters["overrides"] == {"estimator.zeta": 1.0}
+    assert len(new) == 1 and new[0].parameters["settings"] == {"zeta": 1.0}
     release_from_config.validate_parameters(new[0].parameters)
 
 
