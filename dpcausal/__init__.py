@@ -4,19 +4,42 @@ Every mechanism is a scikit-learn style estimator whose ``fit`` is one privacy r
 :class:`Release`: the central estimator :class:`PrivateATE` (Lebeda et al. 2025), and the
 mechanisms of the subpackages ``cluster_dp``, ``user_level`` and ``federated``. ``meta`` pools
 releases; :class:`Ledger` keeps a persistent privacy budget per dataset.
+
+The names below are loaded on first use, so a light module (``dpcausal.location``, which the
+CLI reads before anything else) does not pull in scikit-learn and SciPy.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release
-from dpcausal.estimator import PrivateATE
-from dpcausal.ledger import Ledger
-from dpcausal.release import ATERelease
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpcausal.contract import Mechanism, Prepared, Privacy, Release
+    from dpcausal.estimator import PrivateATE
+    from dpcausal.ledger import Ledger
+    from dpcausal.release import ATERelease
+
+_HOME = {"Mechanism": "dpcausal.contract", "Prepared": "dpcausal.contract",
+         "Privacy": "dpcausal.contract", "Release": "dpcausal.contract",
+         "PrivateATE": "dpcausal.estimator", "Ledger": "dpcausal.ledger",
+         "ATERelease": "dpcausal.release"}
 
 try:
     __version__ = version("dpcausal")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
     __version__ = "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    """``dpcausal.PrivateATE`` and the other public names, imported on first use (PEP 562)."""
+    if name not in _HOME:
+        raise AttributeError(f"module 'dpcausal' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["ATERelease", "Ledger", "Mechanism", "Prepared", "PrivateATE", "Privacy", "Release",
            "__version__"]

@@ -15,6 +15,7 @@ from prefect import flow
 from conf.deployment import ReleaseParameters
 from conf.kinds import load_any
 from conf.settings import PROJECT_ROOT, data_dir
+from dpcausal import Release
 from flows.release import dp_release, refusal_reason
 from tasks.artifacts import publish_refusal, publish_release
 
@@ -53,5 +54,6 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
         if reason is not None:
             publish_refusal(dataset, reason, str(exc))
         raise
-    publish_release(dataset, out["release"], out["release_id"], out["spent"], out["mlflow"]["url"])
+    publish_release(dataset, Release.from_dict(out["release"]), out["release_id"], out["spent"],
+                    out["mlflow"]["url"])
     return out

@@ -25,10 +25,10 @@ def test_version_comes_from_the_package_metadata() -> None:
     assert out.strip() == f"dpcausal, version {version('dpcausal')}"
 
 
-def test_run_resolves_paths_from_the_callers_folder(tmp_path: Path) -> None:
+def test_run_resolves_paths_from_the_config_files_folder(tmp_path: Path) -> None:
     demo = (DEV.parent / "conf" / "release" / "demo.yaml").read_text()
-    assert "  path: data/demo/experiment_a.csv\n" in demo
-    (tmp_path / "my.yaml").write_text(demo.replace("data/demo/experiment_a.csv", "d.csv"))
+    assert "  path: ../../data/demo/experiment_a.csv" in demo
+    (tmp_path / "my.yaml").write_text(demo.replace("../../data/demo/experiment_a.csv", "d.csv"))
     env = {**os.environ, "DPCAUSAL_DATA": str(tmp_path / "data")}  # the checkout's data/ untouched
     proc = subprocess.run([str(DEV), "run", "my.yaml"], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
