@@ -84,6 +84,8 @@ def run_bounds_check(config: Any, epsilon: float, zeta: float) -> Any:
     zeta or rho cap, Laplace (``epsilon``-DP) under an epsilon cap."""
     import uuid
 
+    from conf.kinds import KINDS
+    from conf.models import Schema
     from dpcausal.bounds_check import BoundsCheck
     from tasks import ledger_ops
     from tasks.planning import public_params
@@ -100,7 +102,8 @@ def run_bounds_check(config: Any, epsilon: float, zeta: float) -> Any:
             gaussian = led.cap(dataset).zeta is not None
         check = BoundsCheck(outcome_bounds=public_params(config)["outcome_bounds"],
                             epsilon=epsilon, zeta=zeta if gaussian else None)
-        checked = check_release(config.data, [outcome], check, {"outcome": outcome},
+        schema = Schema({outcome: KINDS["ate"].schema(config).columns[outcome]})
+        checked = check_release(config.data, schema, check, {"outcome": outcome},
                                 dataset=dataset, evaluation=False, cap="--zeta Z")
     except ValueError as exc:
         raise click.ClickException(f"bounds check refused: {exc}") from None

@@ -131,7 +131,7 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:  # the flow's first step, here before any Prefect server starts
-            check_release(config.data, kind.columns(config), kind.build(config),
+            check_release(config.data, kind.schema(config), kind.build(config),
                           kind.roles(config), dataset=config.ledger.dataset_id,
                           evaluation=config.evaluation, cap=kind.cap(config))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph

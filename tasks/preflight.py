@@ -1,9 +1,10 @@
-"""The public checks of a release, before anything is charged (issue 18 item 3): read the
-source, keep the release's columns, fingerprint them (keyed), ``check_input`` (every refusal
-decided by public facts: schema, n, parameters), the data-free charge, then the budget
-(``Ledger.check``) in release mode, or in evaluation mode the refusal of any dataset the ledger
-knows (issue 18 item 6). Nothing is charged and nothing is drawn here. A partitioned source is
-checked on its Parquet footers only.
+"""The public checks of a release, before anything is charged (issue 18 item 3): in release mode
+the dataset's cap first, before any value is read (issue 26 §1: no cap is one refusal whatever
+the data hold); then read the source's columns as their declared types, fingerprint them (keyed),
+``check_input`` (every refusal decided by public facts: schema, n, parameters), the data-free
+charge, then the budget (``Ledger.check``) in release mode, or in evaluation mode the refusal of
+any dataset the ledger knows (issue 18 item 6). Nothing is charged and nothing is drawn here. A
+partitioned source is checked on its Parquet footers only.
 
 No Prefect import: the CLI runs these before it starts (or finds) a Prefect server;
 :mod:`tasks.release` runs them as the flow's first task.
@@ -14,14 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from conf.models import DataSource
+from conf.models import DataSource, Schema
 from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import plan_partitions
 from store import digest, frame_fingerprint
 from tasks import ledger_ops
-from tasks.data import partition_footers, read_frame, select
+from tasks.data import partition_footers, read_frame
 
 
 class EvaluationRefusedError(ValueError):
@@ -44,16 +45,20 @@ class Checked:
     planned: dict[str, Any] = field(default_factory=dict)
 
 
-def check_release(source: DataSource, columns: list[str] | None, mechanism: Mechanism,
+def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
                   roles: dict[str, Any], *, dataset: str, evaluation: bool,
                   cap: str) -> Checked:
     """Step 1 (see the module doc); raises ``ValueError``/``TypeError`` for bad input and the
-    ledger's errors (``BudgetExceededError`` ...) for a refusal, before anything is charged. A
-    partitioned source goes to :func:`check_partitioned` (footers only)."""
+    ledger's errors (``NoCapError``, ``BudgetExceededError`` ...) for a refusal, before anything
+    is charged. ``schema`` is the declared types of the columns read
+    (:meth:`conf.kinds.Kind.schema`). A partitioned source goes to :func:`check_partitioned`
+    (footers only)."""
+    if not evaluation:
+        ledger_ops.require_cap(dataset, cap)
     if source.partitions is not None:
         return check_partitioned(source, mechanism, roles, dataset=dataset,
                                  evaluation=evaluation, cap=cap)
-    frame = select(read_frame(source), columns)
+    frame = read_frame(source, schema)
     fingerprint = frame_fingerprint(frame)
     prepared = mechanism.check_input(frame, **roles)
     charge = mechanism.privacy_charge(**prepared.public)
