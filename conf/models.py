@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
 import yaml

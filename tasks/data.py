@@ -183,8 +183,9 @@ def partition_footers(source: str) -> list[tuple[int, dict[str, str]]]:
 
 def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
     """(n, d) of a source from its metadata or a count, never a value: the CSV header and the
-    count of rows the release's reader parses (:func:`read_csv_table`), the Parquet footer (the sum of the partitions' footers, the id column not counted),
-    or ``COUNT(*)`` and the result's column names for SQL."""
+    count of rows the release's reader parses (:func:`read_csv_table`), the Parquet footer (the
+    sum of the partitions' footers, the id column not counted), or ``COUNT(*)`` and the result's
+    column names for SQL."""
     roles = (columns.treatment, columns.outcome)
     if source.partitions is not None:
         footers = partition_footers(source.partitions)

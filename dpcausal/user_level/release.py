@@ -568,8 +568,9 @@ class UserLevelRelease(Mechanism):
 
         The advanced layer under :meth:`fit`: the caller charges ``plan.privacy_charge()``
         first. Every check (configuration, plan match, arms, occupancy unchanged) runs before
-        the first draw; values are clamped to the bounds (:func:`clamp_values`). ``arm`` names the binary cell column for the ATE
-        derivation (default: a cell column called ``"arm"``; no ATE when there is none).
+        the first draw; values are clamped to the bounds (:func:`clamp_values`). ``arm`` names
+        the binary cell column for the ATE derivation (default: a cell column called ``"arm"``;
+        no ATE when there is none).
         """
         if not isinstance(plan, UserLevelPlan):
             raise TypeError("plan must be the UserLevelPlan from .plan(), "
