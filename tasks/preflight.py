@@ -64,8 +64,8 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
     charge = mechanism.privacy_charge(**prepared.public)
     check_ledger(dataset, charge, unit=mechanism.unit, fingerprint=fingerprint,
                  evaluation=evaluation, cap=cap)
-    schema = {str(c): str(t) for c, t in frame.dtypes.items()}
-    return Checked(prepared=prepared, fingerprint=fingerprint, schema=schema, charge=charge,
+    dtypes = {str(c): str(t) for c, t in frame.dtypes.items()}
+    return Checked(prepared=prepared, fingerprint=fingerprint, schema=dtypes, charge=charge,
                    planned=mechanism.planned_params(**prepared.public))
 
 
