@@ -283,3 +283,33 @@ def test_after_the_charge_the_neighbour_releases(project, tmp_path, kind, neighb
     assert np.isfinite(out["release"]["ate"]) and out["release"]["privacy"]["unit"] == UNIT[kind]
     assert _ledger(dataset) == (["committed"], 1)
     json.dumps(out["release"])  # a plain, published result
+
+
+def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(project, tmp_path,
+                                                                            monkeypatch):
+    """The audit's attack: under a dataset id with no cap, `--set mechanism.bounds=[0, b]` gave
+    exit 2 ("values outside the bounds") for b below one person's maximum and exit 3 above it;
+    26 probes recovered that maximum (45.623). Every probe now gets the same answer, through the
+    CLI and through a deployment run with overrides (``release_from_config``)."""
+    import flows.release
+    from flows.deployed import release_from_config
+
+    monkeypatch.setenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    monkeypatch.setenv("MLFLOW_LOGGING_LEVEL", "WARNING")
+    data = tmp_path / "data.csv"
+    data.write_text(NEIGHBOURS["user_level"]["above_bounds"](
+        _frame("user_level").to_csv(index=False)).replace("45.623e3", "45.623"))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(_base("user_level", str(data), "replay-bounds-probe")))
+    answers = set()
+    for b in (40.0, 45.0, 46.0, 65.0):
+        bounds = f"mechanism.bounds=[0, {b}]"
+        with monkeypatch.context() as m:
+            m.setattr(flows.release, "run_release", None)  # the CLI must refuse before the flow
+            code, message = _cli("run", str(config), "--set", bounds, "--no-progress")
+        state = release_from_config(str(config), overrides={"mechanism.bounds": [0, b]},
+                                    return_state=True)
+        answers.add((code, message, state.name, state.message))
+    [(code, message, name, _)] = answers
+    assert code == 3 and "has no privacy budget" in message and name == "Failed"
+    assert _ledger("replay-bounds-probe") is None
