@@ -31,7 +31,7 @@ def check_data(config_path: str, overrides: tuple[str, ...]) -> None:
     try:
         config = load_any(config_path, overrides)
         kind = KINDS[config.kind]
-        frame = _read(config.data, kind.columns(config))
+        frame = _read(config.data, kind.schema(config))
         mechanism = kind.build(config)
         roles = {k: v for k, v in kind.roles(config).items() if v is not None}
         if config.kind == "ate":
@@ -46,13 +46,16 @@ def check_data(config_path: str, overrides: tuple[str, ...]) -> None:
     click.echo(str(check))
 
 
-def _read(source: Any, columns: list[str] | None) -> pd.DataFrame:
-    """The config's columns from its file, query or partitions (all rows, in memory)."""
-    from tasks.data import partition_files, read_frame, select
+def _read(source: Any, schema: Any) -> pd.DataFrame:
+    """The config's columns from its file, query or partitions (all rows, in memory), read as the
+    release reads them: each column coerced to its declared type, so an unparseable cell shows
+    as missing here as it will in the release."""
+    from tasks.data import partition_files, read_frame
 
     if source.partitions is not None:
+        columns = None if schema.rest is not None else list(schema.columns)
         parts = [pd.read_parquet(p, columns=columns) for p in
                  partition_files(str(source.partitions))]
         frame = pd.concat(parts, ignore_index=True)
         return frame if columns is not None else frame.drop(columns=[source.id_column])
-    return select(read_frame(source), columns)
+    return read_frame(source, schema)

@@ -132,7 +132,7 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:  # the flow's first step, here before any Prefect server starts
-            checked = check_release(config.data, kind.columns(config), kind.build(config),
+            checked = check_release(config.data, kind.schema(config), kind.build(config),
                                     kind.roles(config), dataset=config.ledger.dataset_id,
                                     evaluation=config.evaluation, cap=kind.cap(config))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph

@@ -38,6 +38,8 @@ class MechanismConfig(_Strict):
     mechanism: Literal["cluster", "cluster_free", "uniform"] = "cluster"
     accounting: Literal["strict", "paper"] = "strict"
     allow_high_lambda: bool = False
+    # an outcome outside `values` (or missing): the nearest value, or this declared value of Y
+    out_of_space: Literal["nearest"] | float = "nearest"
 
     def library_kwargs(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True, exclude={"values"})

@@ -21,6 +21,7 @@ from conf.federated import FederatedConfig
 from conf.models import (
     ConfigError,
     ReleaseConfig,
+    Schema,
     load_typed,
     override_at,
     read_raw,
@@ -50,18 +51,29 @@ class Kind:
     cap: Callable[[Any], str]
     published: Callable[[Any], dict[str, pd.DataFrame]] | None = None
 
-    def columns(self, config: Any) -> list[str] | None:
-        """The columns the release reads (every other column is dropped at load); None: all of
-        them (the core's covariates default to every other column)."""
+    def schema(self, config: Any) -> Schema:
+        """The columns the release reads with their declared types (every other column is
+        dropped at load, except the core's default covariates: every other column, as floats).
+        A role's type is ``data.dtypes`` of its column, else :data:`ROLE_DTYPES` of its role; a
+        ``data.dtypes`` entry for a column the release does not read is refused (a typo)."""
         roles = self.roles(config)
-        if "covariates" in roles and roles["covariates"] is None:
-            return None
-        out: list[str] = []
-        for value in roles.values():
+        declared: dict[str, str] = dict(config.data.dtypes)
+        out: dict[str, str] = {}
+        for role, value in roles.items():
             for name in [value] if isinstance(value, str) else (value or []):
-                if name not in out:
-                    out.append(name)
-        return out
+                out.setdefault(name, declared.get(name, ROLE_DTYPES[role]))
+        if "covariates" in roles and roles["covariates"] is None:  # every other column
+            return Schema({**declared, **out}, ROLE_DTYPES["covariates"])
+        unread = sorted(set(declared) - set(out))
+        if unread:
+            raise ValueError(f"data.dtypes names {unread[0]!r}, which is not a column this "
+                             f"release reads ({', '.join(out)}); remove it or fix its name")
+        return Schema(out)
+
+
+#: The type of a column by its role when ``data.dtypes`` does not declare it (issue 26 §1).
+ROLE_DTYPES = {"treatment": "int", "outcome": "float", "covariates": "float", "cluster": "str",
+               "unit": "str", "stratum": "str", "order": "float", "record": "str"}
 
 
 # ------------------------------------------------------------------ core (PrivateATE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
@@ -32,6 +33,21 @@ class _Strict(BaseModel):
 
 URL_BLOCK_TYPES = ("secret", "sqlalchemy-connector")
 
+#: The column types a config can declare (``data.dtypes``); see :class:`Schema`.
+DType = Literal["float", "int", "bool", "str"]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The declared types of the columns a release reads (issue 26 §1): ``columns`` maps each
+    column to a :data:`DType`, in reading order; ``rest`` is the type of every other column of
+    the source (the core's default covariates), or None to drop them. The reader
+    (:func:`tasks.data.read_frame`) coerces each column to its type by public rules, so no type
+    is ever inferred from the values."""
+
+    columns: dict[str, str]
+    rest: str | None = None
+
 
 class DataSource(_Strict):
     """Either a CSV/Parquet ``path``, a ``sql`` query against a database given by a SQLAlchemy
@@ -42,7 +58,11 @@ class DataSource(_Strict):
     ``fold_key: curator`` takes the curator's fold key instead of a fresh one per release.
     ``missing`` is the core release's declared missing-value policy (``impute``, the default:
     covariates take ``missing_fill`` plus an indicator, a row without treatment or outcome scores
-    0; ``drop``: complete cases, whose count is published as n)."""
+    0; ``drop``: complete cases, whose count is published as n).
+
+    ``dtypes`` declares a column's type (float, int, bool or str) where its role's default does
+    not fit (defaults: float for outcomes, covariates and orders, int for a treatment or arm, str
+    for ids, clusters and strata): the reader never infers a type from the values."""
 
     path: str | None = None
     sql: str | None = None
@@ -54,6 +74,7 @@ class DataSource(_Strict):
     # the declared missing-value policy of the core release (dpcausal.missing): public
     missing: Literal["impute", "drop"] = "impute"
     missing_fill: float = 0.0
+    dtypes: dict[str, DType] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSource":
@@ -72,6 +93,9 @@ class DataSource(_Strict):
                              "ids whose keyed hash assigns each row its fold")
         if self.partitions is None and (self.id_column is not None or self.fold_key is not None):
             raise ValueError("data.id_column and data.fold_key go with data.partitions only")
+        if self.partitions is not None and self.dtypes:
+            raise ValueError("data.dtypes does not apply to data.partitions: a partitioned "
+                             "source's types are the Parquet schema in its footers")
         if self.url_block is not None:
             kind, _, name = self.url_block.partition("/")
             if kind not in URL_BLOCK_TYPES or not name:

@@ -93,7 +93,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
 
     progress.phase("load and check")
     try:
-        checked = check_release_task(config.data, kind.columns(config), mechanism,
+        checked = check_release_task(config.data, kind.schema(config), mechanism,
                                      kind.roles(config), dataset=dataset, evaluation=evaluation,
                                      cap=kind.cap(config))
     except Exception as exc:

@@ -3,13 +3,16 @@ it stays in memory and is never persisted, cached or logged."""
 
 from __future__ import annotations
 
+import csv
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from conf.models import DataSource
+from conf.models import DataSource, Schema
 
 
 def data_file(path: str) -> Path:
@@ -21,13 +24,81 @@ def data_file(path: str) -> Path:
     return Path(path)
 
 
-def read_frame(source: DataSource) -> pd.DataFrame:
-    """The raw table from a CSV/Parquet file or a SQL query (:func:`database_engine`)."""
+def read_frame(source: DataSource, schema: Schema) -> pd.DataFrame:
+    """The release's columns of a CSV/Parquet file or a SQL query (:func:`database_engine`),
+    each coerced to its declared type (:func:`coerce`): no type is inferred from the values. A
+    CSV file is read by :func:`read_csv_table`; a column the schema names but the source lacks
+    is a ValueError naming it (the header only: public)."""
     if source.path is not None:
         path = data_file(source.path)
-        if path.suffix.lower() == ".csv":
-            return pd.read_csv(path)
-        return pd.read_parquet(path)
+        raw = read_csv_table(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
+    else:
+        raw = _read_sql(source)
+    return coerce(select(raw, None if schema.rest is not None else list(schema.columns)), schema)
+
+
+def read_csv_table(path: Path) -> pd.DataFrame:
+    """Every row of a CSV file as text, by public rules only (issue 26 §1).
+
+    RFC 4180 fields (a quoted field may hold commas, quotes and line breaks), the first record
+    is the header; a blank line is no row; a record with more or fewer fields than the header
+    becomes a row of missing values (never a parser error naming a line); bytes that are not
+    UTF-8 are replaced. An empty field is missing. The row count is the ``n`` of the release and
+    of ``dpcausal plan``."""
+    limit = csv.field_size_limit(sys.maxsize)  # a long quoted field is a value, not an error
+    try:
+        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh, strict=False)
+            header = next(reader, None)
+            if not header:
+                raise ValueError(f"data file {str(path)!r} has no header line (the column "
+                                 "names); a CSV source starts with one")
+            missing = [""] * len(header)
+            rows = [rec if len(rec) == len(header) else missing for rec in reader if rec]
+    finally:
+        csv.field_size_limit(limit)
+    return pd.DataFrame(rows, columns=header, dtype=object)
+
+
+def coerce(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Each column as its declared type (``schema.columns``, else ``schema.rest``), by public
+    rules (issue 26 §1): ``float`` parses numbers (text that is no number, and an empty field,
+    becomes NaN); ``int`` also makes a number that is not a whole one NaN; ``bool`` reads
+    true/false (any case) or 1/0 as 1.0/0.0, anything else NaN; ``str`` keeps the text (an empty
+    field is missing). Numbers are float64 whatever the source held, so no dtype depends on the
+    values; the missing-value policy decides what a NaN becomes."""
+    return pd.DataFrame({name: _COERCE[schema.columns.get(str(name), schema.rest or "float")](
+        frame[name]) for name in frame.columns}, index=pd.RangeIndex(len(frame)))
+
+
+def _as_float(col: pd.Series) -> pd.Series:
+    if pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col):
+        return pd.Series(col.to_numpy(dtype=float, na_value=np.nan))
+    text = col.map(lambda v: v.strip() if isinstance(v, str) else v, na_action="ignore")
+    return pd.Series(pd.to_numeric(text.to_numpy(), errors="coerce"), dtype=float)
+
+
+def _as_int(col: pd.Series) -> pd.Series:
+    x = _as_float(col)
+    return x.where(np.isfinite(x) & (x == np.round(x)))
+
+
+def _as_bool(col: pd.Series) -> pd.Series:
+    x = _as_float(col)
+    words = col.map(lambda v: str(v).strip().lower(), na_action="ignore").to_numpy()
+    x = x.where(x.isin((0.0, 1.0)))
+    return x.mask(words == "true", 1.0).mask(words == "false", 0.0)
+
+
+def _as_str(col: pd.Series) -> pd.Series:
+    text = col.map(lambda v: v if isinstance(v, str) else str(v), na_action="ignore")
+    return pd.Series(text.to_numpy(dtype=object)).where(lambda t: t.notna() & (t != ""))
+
+
+_COERCE = {"float": _as_float, "int": _as_int, "bool": _as_bool, "str": _as_str}
+
+
+def _read_sql(source: DataSource) -> pd.DataFrame:
     import sqlalchemy
 
     engine = database_engine(source)
@@ -117,9 +188,10 @@ def partition_footers(source: str) -> list[tuple[int, dict[str, str]]]:
 
 
 def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
-    """(n, d) of a source from its metadata or a count, never a value: the CSV header and line
-    count, the Parquet footer (the sum of the partitions' footers, the id column not counted),
-    or ``COUNT(*)`` and the result's column names for SQL."""
+    """(n, d) of a source from its metadata or a count, never a value: the CSV header and the
+    count of rows the release's reader parses (:func:`read_csv_table`), the Parquet footer (the
+    sum of the partitions' footers, the id column not counted), or ``COUNT(*)`` and the result's
+    column names for SQL."""
     roles = (columns.treatment, columns.outcome)
     if source.partitions is not None:
         footers = partition_footers(source.partitions)
@@ -127,10 +199,9 @@ def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
         roles += (source.id_column,)
     elif source.path is not None:
         path = data_file(source.path)
-        if path.suffix.lower() == ".csv":
-            with path.open("rb") as fh:
-                names = fh.readline().decode().strip().split(",")
-                n = sum(1 for line in fh if line.strip())
+        if path.suffix.lower() == ".csv":  # the release's own reader: its n is the release's
+            table = read_csv_table(path)
+            n, names = len(table), list(table.columns)
         else:
             n, schema = parquet_footer(str(path))
             names = list(schema)

@@ -25,6 +25,12 @@ def open_ledger(dataset: str | None = None, cap: str = "--zeta Z") -> Ledger:
     return led
 
 
+def require_cap(dataset: str, cap: str = "--zeta Z") -> None:
+    """Refuse a dataset without a cap (:class:`NoCapError`) before any of its values is read, so
+    that the refusal cannot depend on them (issue 26 §1)."""
+    open_ledger(dataset, cap).close()
+
+
 class NoCapError(ValueError):
     """The dataset has no cap in the ledger (a refusal by the budget)."""
 

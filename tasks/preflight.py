@@ -1,10 +1,11 @@
-"""The public checks of a release, before anything is charged (issue 18 item 3): read the
-source, fingerprint the table and its source (keyed), keep the release's columns,
-``check_input`` (every refusal decided by public facts: schema, n, parameters), the data-free
-charge, then the budget (``Ledger.check``) in release mode, or in evaluation mode the refusal of
-any dataset the ledger knows, by id, by its data or by its source (issue 18 item 6, issue 26 §3).
-Nothing is charged and nothing is drawn here. A partitioned source is checked on its Parquet
-footers only.
+"""The public checks of a release, before anything is charged (issue 18 item 3): in release mode
+the dataset's cap first, before any value is read (issue 26 §1: no cap is one refusal whatever
+the data hold); then read the source as its declared types, fingerprint the table and its
+source (keyed), keep the release's columns, ``check_input`` (every refusal decided by public
+facts: schema, n, parameters), the data-free charge, then the budget (``Ledger.check``) in
+release mode, or in evaluation mode the refusal of any dataset the ledger knows, by id, by its
+data or by its source (issue 18 item 6, issue 26 §3). Nothing is charged and nothing is drawn
+here. A partitioned source is checked on its Parquet footers only.
 
 No Prefect import: the CLI runs these before it starts (or finds) a Prefect server;
 :mod:`tasks.release` runs them as the flow's first task.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from conf.models import DataSource
+from conf.models import DataSource, Schema
 from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.estimator import PrivateATE
@@ -62,19 +63,24 @@ class Checked:
         return tuple(x for x in (self.fingerprint, self.source) if x is not None)
 
 
-def check_release(source: DataSource, columns: list[str] | None, mechanism: Mechanism,
+def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
                   roles: dict[str, Any], *, dataset: str, evaluation: bool,
                   cap: str) -> Checked:
     """Step 1 (see the module doc); raises ``ValueError``/``TypeError`` for bad input and the
-    ledger's errors (``BudgetExceededError`` ...) for a refusal, before anything is charged. A
-    partitioned source goes to :func:`check_partitioned` (footers only)."""
+    ledger's errors (``NoCapError``, ``BudgetExceededError`` ...) for a refusal, before anything
+    is charged. ``schema`` is the declared types of the columns read
+    (:meth:`conf.kinds.Kind.schema`). A partitioned source goes to :func:`check_partitioned`
+    (footers only)."""
+    if not evaluation:
+        ledger_ops.require_cap(dataset, cap)
     if source.partitions is not None:
         return check_partitioned(source, mechanism, roles, dataset=dataset,
                                  evaluation=evaluation, cap=cap)
-    table = read_frame(source)
-    # the whole table, so that a release of fewer or reordered columns keeps its identity
+    # every column, as its declared type (others as numbers), so that a release of fewer or
+    # reordered columns keeps the table's identity
+    table = read_frame(source, Schema(schema.columns, rest=schema.rest or "float"))
     fingerprint, where = frame_fingerprint(table), source_fingerprint(source_identity(source))
-    frame = select(table, columns)
+    frame = select(table, None if schema.rest is not None else list(schema.columns))
     prepared = mechanism.check_input(frame, **roles)
     charge = mechanism.privacy_charge(**prepared.public)
     check_ledger(dataset, charge, unit=mechanism.unit, identity=(fingerprint, where),

@@ -212,6 +212,12 @@ class ClusterDP(Mechanism):
     strata : "clusters" (default) or "none": stratification of the released ATE (spec §3.1).
     level : float
         Coverage of the released CI (spec §3.6), default 0.95.
+    out_of_space : "nearest" or a value of Y
+        The public rule for an outcome outside Y (issue 26 §1: never refused, so no refusal
+        tells whether a label takes a value): ``"nearest"`` (default) maps it to the nearest
+        value of Y and a missing outcome to the value nearest the middle of Y's range; a value
+        of Y maps every such outcome, missing ones included, to it
+        (:meth:`ResponseSpace.nearest`).
     noise_seed : int or numpy Generator, optional
         Seed of the noise in evaluation mode only (``fit(..., evaluation=True)``), for
         reproducible studies; a release (``evaluation=False``) ignores it and draws from OS
@@ -232,6 +238,7 @@ class ClusterDP(Mechanism):
         allow_high_lambda: bool = False,
         strata: str = "clusters",
         level: float = 0.95,
+        out_of_space: str | float = "nearest",
         noise_seed: int | np.random.Generator | None = None,
     ) -> None:
         self.space = space
@@ -244,6 +251,7 @@ class ClusterDP(Mechanism):
         self.allow_high_lambda = allow_high_lambda
         self.strata = strata
         self.level = level
+        self.out_of_space = out_of_space
         self.noise_seed = noise_seed
 
     # ---- data-free calibration -------------------------------------------------------------
@@ -265,6 +273,8 @@ class ClusterDP(Mechanism):
             raise ValueError(f"strata must be one of {STRATA}, got {self.strata!r}")
         if not isinstance(self.level, float) or not 0 < self.level < 1:
             raise ValueError(f"level must be a float in (0, 1), got {self.level!r}")
+        if self.out_of_space != "nearest":
+            self.space.nearest(np.empty(0), self._default_label())  # a value of Y, or refused
         if (
             not isinstance(self.epsilon, (int, float))
             or not self.epsilon > 0
@@ -366,8 +376,9 @@ class ClusterDP(Mechanism):
 
         The parameters (:meth:`calibrate`, which also refuses an epsilon so large that lambda
         underflows), the columns, a response space too wide for a finite variance, a non-numeric
-        outcome dtype (numeric strings are not parsed), the outcomes' membership of Y, 0/1 arms
-        and the (cluster, arm) group sizes (public: clusters and arms are not private, spec §1.2).
+        outcome dtype (numeric strings are not parsed), 0/1 arms and the (cluster, arm) group
+        sizes (public: clusters and arms are not private, spec §1.2). No outcome value is ever
+        refused: one outside Y takes a value of Y by the public rule ``out_of_space``.
 
         Parameters
         ----------
@@ -395,12 +406,22 @@ class ClusterDP(Mechanism):
                 f"outcome column {outcome!r} must be numeric (dtype {y.dtype}); numeric strings "
                 "are not parsed: convert the column (e.g. pandas.to_numeric) before releasing"
             )
-        y_idx = self.space.index(y.to_numpy(), name=f"outcome column {outcome!r}")
+        y_idx = self.space.nearest(y.to_numpy(dtype=float, na_value=np.nan),
+                                   self._default_label())
         z = treatment_codes(cols["treatment"], name=str(treatment))
         cidx, labels = cluster_codes(cols["cluster"], name=f"cluster column {cluster!r}")
         self._check_groups(z, cidx, labels)
         units = _Units(y_idx=y_idx, z=z, cidx=cidx, labels=labels)
         return Prepared(public={"n": int(z.size), "clusters": int(labels.size)}, data=units)
+
+    def _default_label(self) -> float | None:
+        """The value of Y every out-of-space outcome takes (None: the nearest rule)."""
+        if self.out_of_space == "nearest":
+            return None
+        if isinstance(self.out_of_space, bool) or not isinstance(self.out_of_space, (int, float)):
+            raise ValueError(f"out_of_space must be 'nearest' or a value of the response space, "
+                             f"got {self.out_of_space!r}")
+        return float(self.out_of_space)
 
     def _check_finite_variance(self, lam: float, n: int) -> None:
         """Refuse a response space whose debiased outcomes have no finite variance in floating

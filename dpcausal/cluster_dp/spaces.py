@@ -73,6 +73,25 @@ class ResponseSpace:
             )
         return idx
 
+    def nearest(self, y: np.ndarray, default: float | None = None) -> np.ndarray:
+        """Indices 0..K-1 of ``y`` in Y, an outcome outside Y mapped by a public rule (issue 26
+        §1) instead of refused: to ``default`` if given (a value of Y), else to the nearest
+        value of Y (ties: the lower one; -inf/+inf: the extremes), a missing outcome (NaN) to the
+        value of Y nearest the middle of Y's range. Each outcome is mapped on its own, so
+        replacing one unit's outcome changes one index only: the label-DP guarantee holds."""
+        y = np.asarray(y, dtype=float)
+        v = self.values
+        if default is None:
+            mid = (v[0] + v[-1]) / 2
+            x = np.clip(np.where(np.isnan(y), mid, y), v[0], v[-1])
+            hi = np.clip(np.searchsorted(v, x), 1, self.K - 1)
+            return np.where(x - v[hi - 1] <= v[hi] - x, hi - 1, hi)
+        if not np.any(v == default):
+            raise ValueError(f"the out-of-space value {default!r} must be a value of the response "
+                             f"space Y = {v.tolist()}")
+        idx = np.clip(np.searchsorted(v, y), 0, self.K - 1)
+        return np.where(v[idx] == y, idx, int(np.flatnonzero(v == default)[0]))
+
     def __repr__(self) -> str:
         return f"ResponseSpace(values={self.values.tolist()})"
 

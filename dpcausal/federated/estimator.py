@@ -123,8 +123,9 @@ _ROLES_HINT = "fit(df, treatment='<0/1 label column>', outcome='<outcome column>
 
 def _split_input(data: Any, treated: Any, treatment: str | None,
                  outcome: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Outcomes (float) and boolean group labels from a DataFrame with column roles, or from
-    two arrays; every refusal here depends on the schema, sizes and label coding only."""
+    """Outcomes (float, possibly non-finite: :func:`finite_outcomes` maps them) and boolean group
+    labels from a DataFrame with column roles, or from two arrays; every refusal here depends on
+    the schema, sizes and the public label coding only."""
     if isinstance(data, pd.DataFrame):
         if treated is not None or not isinstance(treatment, str) or not isinstance(outcome, str):
             raise TypeError(f"with a DataFrame, pass the column roles by name: {_ROLES_HINT}")
@@ -149,10 +150,15 @@ def _split_input(data: Any, treated: Any, treatment: str | None,
     xs = xs.astype(float)
     if not np.isin(t, (0, 1)).all():
         raise ValueError("treated must hold group labels 0 (control) / 1 (treated) or booleans")
-    if not np.all(np.isfinite(xs)):
-        raise ValueError("outcomes must be finite numbers; drop or impute NaN/inf before the "
-                         "release")
     return xs, t.astype(bool)
+
+
+def finite_outcomes(x: np.ndarray, R: float) -> np.ndarray:
+    """The public rule for non-finite outcomes (issue 26 §1: never refused before the charge): a
+    missing outcome (NaN) is the centre 0 of the public range [-R, R], and -inf/+inf are -R/+R,
+    the values the clients' clipping to [-R, R] gives them (spec §2.1). One client's report stays
+    in [-R, R], so the guarantee is unchanged."""
+    return np.nan_to_num(x, nan=0.0, neginf=-R, posinf=R)
 
 
 class FederatedATE(Mechanism):
@@ -166,7 +172,8 @@ class FederatedATE(Mechanism):
     Parameters
     ----------
     R : float
-        Public outcome bound; outcomes are clipped to [-R, R] on the client.
+        Public outcome bound; outcomes are clipped to [-R, R] on the client, a missing one
+        counts as 0 (:func:`finite_outcomes`).
     epsilon, delta : float
         Target (epsilon, delta) of everything released (both moments, both groups).
     m1, m2 : int
@@ -253,8 +260,8 @@ class FederatedATE(Mechanism):
         self._check_options()
         x, t = _split_input(data, treated, treatment, outcome)
         public = {"n_treated": int(t.sum()), "n_control": int((~t).sum())}
-        self.plan(**public)  # calibration and every data-free refusal, before any draw
-        return Prepared(public=public, data=(x, t))
+        plan = self.plan(**public)  # calibration and every data-free refusal, before any draw
+        return Prepared(public=public, data=(finite_outcomes(x, plan.R), t))
 
     def _private_release(self, prepared: Prepared, *,
                          evaluation: bool = False) -> FederatedResult:

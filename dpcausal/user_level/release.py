@@ -216,8 +216,9 @@ class UserLevelRelease(Mechanism):
     Parameters
     ----------
     bounds : (float, float)
-        Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values outside are
-        refused.
+        Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values are clamped
+        to it and a missing value (NaN) counts as the midpoint ``(a + b) / 2``
+        (:func:`clamp_values`), as the core clips Y: no value is ever refused (issue 26 §1).
     epsilon : float
         Per-cell epsilon (split between mean and variance); the total is ``K * epsilon``.
     clip : {"clip_user", "none"}
@@ -335,7 +336,8 @@ class UserLevelRelease(Mechanism):
             treatment: str | None = None, stratum: str | Sequence[str] | None = None,
             order: str | None = None, record: str | None = None,
             expected_occupancy_hash: str | None = None) -> Prepared:
-        """Every refusal (parameters, columns, values, arms, occupancy) and the Clip-User plan.
+        """Every refusal (parameters, columns, arms, occupancy: public facts) and the Clip-User
+        plan; the values are clamped, never refused (:func:`clamp_values`).
 
         The cells are the combinations of the ``stratum`` columns and the ``treatment`` (arm)
         column; ``order``, ``record`` and ``expected_occupancy_hash`` are those of :meth:`plan`.
@@ -500,7 +502,8 @@ class UserLevelRelease(Mechanism):
 
     def _prepare(self, records: pd.DataFrame, value: str, plan: UserLevelPlan,
                  arm: str | None) -> Prepared:
-        """Check the values and arms against ``plan`` and keep the retained values (no draw)."""
+        """Check the arms against ``plan`` and keep the retained values, clamped to the bounds
+        (:func:`clamp_values`; no value is refused, no draw)."""
         cfg = self._config()
         if not isinstance(plan, UserLevelPlan):
             raise TypeError("plan must be the UserLevelPlan from .plan(), "
@@ -514,12 +517,8 @@ class UserLevelRelease(Mechanism):
         y = records[value]
         if not pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y):
             raise TypeError(f"value column {value!r} must be numeric, got dtype {y.dtype}")
-        yv = y.to_numpy(np.float64)
         a, b = cfg["bounds"]
-        if (~np.isfinite(yv) | (yv < a) | (yv > b)).any():
-            raise ValueError(
-                f"value column {value!r} has values outside bounds {cfg['bounds']} or missing; "
-                "clamp to the public bounds before release or declare wider bounds")
+        yv = clamp_values(y.to_numpy(np.float64), a, b)
         A, units, keys, perm = _occupancy_from_records(records, plan.unit, list(plan.cell),
                                                        plan.order, None)
         if _fingerprint(A, units, keys) != plan.occupancy_hash:
@@ -586,9 +585,10 @@ class UserLevelRelease(Mechanism):
         """Release noisy per-cell means and variances following ``plan`` (draws noise once).
 
         Uncharged: the caller charges ``plan.privacy_charge()`` first. Every check
-        (configuration, plan match, values within bounds, arms, occupancy unchanged) runs before
-        the first draw. ``arm`` names the binary cell column for the ATE derivation (default: a
-        cell column called ``"arm"``; no ATE when there is none).
+        (configuration, plan match, arms, occupancy unchanged) runs before the first draw; values
+        are clamped to the bounds (:func:`clamp_values`). ``arm`` names the binary cell column
+        for the ATE derivation (default: a cell column called ``"arm"``; no ATE when there is
+        none).
         """
         return self._private_release(self._planned(records, value, plan, arm),
                                      evaluation=evaluation)
@@ -607,6 +607,14 @@ _SAMPLER = ("exact discrete Laplace (Canonne-Kamath-Steinke 2020) on a 2^-k latt
 
 
 # ---------------------------------------------------------------------- helpers
+def clamp_values(y: np.ndarray, a: float, b: float) -> np.ndarray:
+    """The public rule for values (issue 26 §1): clamped to the public bounds ``[a, b]`` (the
+    sensitivities of spec §3.7 assume values in them), a missing value (NaN) replaced by the
+    midpoint ``(a + b) / 2``. Replacing one user's values keeps every value in ``[a, b]``, so
+    the release's guarantee is unchanged and no value is ever refused."""
+    return np.clip(np.where(np.isnan(y), (a + b) / 2, y), a, b)
+
+
 def _scales(sensitivity: np.ndarray, epsilon: float) -> np.ndarray:
     """Effective Laplace scale of each cell's statistic (NaN when the statistic is not
     released)."""

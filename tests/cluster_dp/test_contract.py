@@ -138,8 +138,8 @@ def test_refusal_in_check_input_charges_nothing(df, monkeypatch):
 
     monkeypatch.setattr(m, "privacy_charge", boom)
     monkeypatch.setattr(m, "_private_release", boom)
-    with pytest.raises(ValueError, match="outside the response space"):
-        m.fit(df.assign(y=df["y"] + 0.5), treatment="z", outcome="y", cluster="c")
+    with pytest.raises(ValueError, match="must hold only 0/1"):
+        m.fit(df.assign(z=df["z"] * 2), treatment="z", outcome="y", cluster="c")
     assert not hasattr(m, "release_")
 
 

@@ -139,16 +139,8 @@ class _TrapRng(np.random.Generator):
 @pytest.mark.parametrize(
     "kw, df_change, match",
     [
-        (
-            {},
-            lambda d: d.assign(y=d["y"] + 0.5),
-            r"outcome column 'y' has values outside the response space",
-        ),
-        (
-            {},
-            lambda d: d.assign(y=d["y"].where(d["y"] < 6, 7)),
-            r"outside the response space Y = \[-5.0",
-        ),
+        ({"out_of_space": 7.0}, None, r"out-of-space value 7.0 must be a value of the response"),
+        ({"out_of_space": "drop"}, None, "out_of_space must be 'nearest' or a value"),
         (
             {},
             lambda d: d[~((d["c"] == "b") & (d["z"] == 1))],

@@ -17,6 +17,18 @@ def test_space_sorts_and_indexes():
     assert "1.25" not in str(err.value) and "5.5" not in str(err.value)
 
 
+def test_nearest_maps_every_outcome_by_a_public_rule():
+    """Issue 26 §1: an out-of-space outcome is mapped, never refused: to the nearest value (ties
+    to the lower one, infinities to the ends), NaN to the value nearest the middle of Y's range
+    (here (-1 + 3) / 2 = 1: nearest 0); or, declared, everything outside Y to one value."""
+    s = ResponseSpace([3, -1, 0])
+    y = np.array([3, -1, 0, 1.5, 1.6, -7, np.inf, -np.inf, np.nan, 2.0])
+    np.testing.assert_array_equal(s.nearest(y), [2, 0, 1, 1, 2, 0, 2, 0, 1, 2])
+    np.testing.assert_array_equal(s.nearest(y, 3.0), [2, 0, 1, 2, 2, 2, 2, 2, 2, 2])
+    with pytest.raises(ValueError, match="must be a value of the response space"):
+        s.nearest(y, 2.0)
+
+
 @pytest.mark.parametrize(
     "bad, match", [([1], "at least 2 distinct"), ([0, np.nan], "must be finite")]
 )

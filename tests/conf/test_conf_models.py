@@ -85,6 +85,7 @@ def test_library_kwargs_pass_only_set_values_and_the_fold_seed():
     ("estimator.sensitivity=released_code", r"not a valid privacy bound"),
     ("name=has space", r"name: String should match pattern"),
     ("novalue", r"--set expects key=value"),
+    ("data.dtypes.Y=complex", r"data\.dtypes\.Y: Input should be 'float', 'int', 'bool' or 'str'"),
 ])
 def test_bad_values_raise_one_paragraph_config_errors(override, match):
     with pytest.raises(ConfigError, match=match) as err:
@@ -143,6 +144,8 @@ def test_missing_file_and_invalid_yaml(tmp_path):
     ({"path": "a.csv", "sql": "select 1", "url": "sqlite://"}, r"give exactly one of data\.path"),
     ({"sql": "select 1"}, r"data\.sql needs exactly one of data\.url"),
     ({"path": "a.xlsx"}, r"data\.path must end in \.csv or \.parquet"),
+    ({"partitions": "parts/", "id_column": "id", "dtypes": {"Y": "float"}},
+     r"data\.dtypes does not apply to data\.partitions"),
 ])
 def test_data_source_rules(data, match):
     with pytest.raises(ConfigError, match=match):

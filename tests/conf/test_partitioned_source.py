@@ -125,7 +125,7 @@ def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, mo
 
     def check(*overrides):
         config = load_config(None, list(overrides), base=_base(parts))
-        return check_release(config.data, kind.columns(config), kind.build(config),
+        return check_release(config.data, kind.schema(config), kind.build(config),
                              kind.roles(config), dataset="parts", evaluation=False,
                              cap=kind.cap(config))
 

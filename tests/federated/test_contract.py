@@ -131,3 +131,14 @@ def test_refused_fit_is_not_recorded_by_the_session_accountant():
     _fed().fit(df, treatment="t", outcome="y")
     assert [len(v) for v in session.accountant().charges.values()] == [1]
     session.reset()
+
+
+def test_non_finite_outcomes_take_the_public_rule_not_a_refusal():
+    """Issue 26 §1: a NaN outcome was refused before the charge (one bit about one client). A
+    missing outcome is the centre 0 of [-R, R], an infinite one the bound of its sign; finite
+    ones are left to the clients' clipping."""
+    x = np.array([0.5, np.nan, np.inf, -np.inf, 2.0, -0.25])
+    t = np.array([0, 1, 0, 1, 1, 0])
+    prepared = FederatedATE(R=1.5, epsilon=1.0, delta=1e-5).check_input(x, t)
+    np.testing.assert_array_equal(prepared.data[0], [0.5, 0.0, 1.5, -1.5, 2.0, -0.25])
+    assert prepared.public == {"n_treated": 3, "n_control": 3}

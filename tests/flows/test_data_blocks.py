@@ -38,7 +38,7 @@ def _checked(data: dict):
         "estimator": {"n_folds": 4, "outcome_bounds": [-1, 1]},
         "ledger": {"dataset_id": "blocks"}, "mode": "evaluation"})
     kind = KINDS[cfg.kind]
-    return cfg, check_release(cfg.data, kind.columns(cfg), kind.build(cfg), kind.roles(cfg),
+    return cfg, check_release(cfg.data, kind.schema(cfg), kind.build(cfg), kind.roles(cfg),
                               dataset="blocks", evaluation=True, cap=kind.cap(cfg))
 
 

@@ -44,7 +44,7 @@ def _config(data, *, dataset, mode="release", covariates=("X1", "X2")):
 
 def _check(cfg):
     kind = KINDS[cfg.kind]
-    return check_release(cfg.data, kind.columns(cfg), kind.build(cfg), kind.roles(cfg),
+    return check_release(cfg.data, kind.schema(cfg), kind.build(cfg), kind.roles(cfg),
                          dataset=cfg.ledger.dataset_id, evaluation=cfg.evaluation,
                          cap=kind.cap(cfg))
 

@@ -134,8 +134,6 @@ def test_same_seed_same_evaluation_release_and_injected_generator(records):
 
 # ------------------------------------------------------------------ refusals, nothing drawn
 @pytest.mark.parametrize("mutate,match", [
-    (lambda df: df.assign(y=df["y"].where(df.index != 5, 70.0)), "outside bounds"),
-    (lambda df: df.assign(y=df["y"].where(df.index != 5, np.nan)), "or missing"),
     (lambda df: df.assign(y=df["y"].astype(str)), "numeric"),
 ])
 def test_bad_values_refused_before_noise(records, noise_source, mutate, match):
@@ -143,6 +141,22 @@ def test_bad_values_refused_before_noise(records, noise_source, mutate, match):
     with pytest.raises((ValueError, TypeError), match=match):
         _rel(random_state=noise_source)._release(mutate(records), "y", plan)
     assert noise_source.draws == 0
+
+
+@pytest.mark.parametrize("bad,public", [(70.0, 65.0), (-1e300, 0.0), (np.inf, 65.0),
+                                        (np.nan, 32.5)])
+def test_values_are_clamped_never_refused(records, bad, public):
+    """Issue 26 §1: a value outside the bounds [0, 65] (or missing) is not refused; it counts as
+    the bound (or the midpoint), so the release equals the release of the clamped records."""
+    plan = _rel().plan(records, order="ts")
+    rows = records.index.isin(records.index[:3])
+
+    def cells(y):
+        return _rel(random_state=5).release(records.assign(y=y), "y", plan,
+                                            evaluation=True).cells
+
+    pd.testing.assert_frame_equal(cells(records["y"].mask(rows, bad)),
+                                  cells(records["y"].mask(rows, public)))
 
 
 def test_changed_occupancy_refused(records, noise_source):
