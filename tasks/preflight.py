@@ -24,6 +24,7 @@ from dpcausal.partitioned import plan_partitions
 from store import content_fingerprint, frame_fingerprint, source_fingerprint
 from tasks import ledger_ops
 from tasks.data import (
+    data_file,
     parquet_footer,
     partition_files,
     partition_identity,
@@ -70,7 +71,10 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
     ledger's errors (``NoCapError``, ``BudgetExceededError`` ...) for a refusal, before anything
     is charged. ``schema`` is the declared types of the columns read
     (:meth:`conf.kinds.Kind.schema`). A partitioned source goes to :func:`check_partitioned`
-    (footers only)."""
+    (footers only). Whether the data file exists is a public fact, not a value: a missing file
+    is reported (exit 2, as ``plan`` does) before the cap."""
+    if source.path is not None:
+        data_file(source.path)
     if not evaluation:
         ledger_ops.require_cap(dataset, cap)
     if source.partitions is not None:
