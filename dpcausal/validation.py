@@ -61,11 +61,25 @@ class ReleaseFailedError(RuntimeError):
     generic on purpose (details: :data:`private_log`)."""
 
 
+# Exceptions that stand for an interrupt of the process (a signal), never for a value: they pass
+# through every fallback. An orchestrator adds the one its signal handlers raise
+# (:func:`treat_as_interrupt`; the Prefect tasks add Prefect's ``TerminationSignal``).
+_INTERRUPTS: list[type[BaseException]] = [KeyboardInterrupt]
+
+
+def treat_as_interrupt(cls: type[BaseException]) -> None:
+    """Let ``cls`` (an orchestrator's signal exception, e.g. raised on SIGTERM) stop a release
+    like ``KeyboardInterrupt`` does, instead of becoming a fallback (the charge stays)."""
+    if cls not in _INTERRUPTS:
+        _INTERRUPTS.append(cls)
+
+
 def guarded(exc: BaseException) -> bool:
     """Whether a release turns ``exc``, raised by a user's model or by data-dependent work, into
     a public fallback (issue 26 §2): any exception, ``SystemExit`` and other ``BaseException``s
-    included; only ``KeyboardInterrupt`` (an interrupt of the process) passes through."""
-    return not isinstance(exc, KeyboardInterrupt)
+    included; only an interrupt of the process (``KeyboardInterrupt``, or a class given to
+    :func:`treat_as_interrupt`) passes through."""
+    return not isinstance(exc, tuple(_INTERRUPTS))
 
 
 @contextmanager

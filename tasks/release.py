@@ -22,13 +22,18 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import TerminationSignal
 
 from dpcausal import Mechanism
 from dpcausal.session import Charged, evaluation_release
 from dpcausal.session import charged_release as charge_to_ledger
+from dpcausal.validation import treat_as_interrupt
 from store import log_private_errors
 from tasks import ledger_ops
 from tasks.preflight import Checked, check_release
+
+# SIGTERM reaches a flow as Prefect's TerminationSignal: an interrupt, never a model's failure
+treat_as_interrupt(TerminationSignal)
 
 _PRIVATE_TASK: dict[str, Any] = dict(persist_result=False, cache_policy=NO_CACHE, retries=0)
 

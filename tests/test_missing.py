@@ -351,3 +351,19 @@ def test_indicator_columns_do_not_change_the_planned_k():
     rel = est.fit(X, A, Y, evaluation=True)
     assert rel.n_folds == est.resolved_n_folds(n, 3) != est.resolved_n_folds(n, 5)
     assert np.isfinite(rel.nonprivate["ate"])
+
+
+def test_an_orchestrators_interrupt_passes_through_the_fallbacks():
+    """A class given to treat_as_interrupt (the Prefect tasks give SIGTERM's TerminationSignal)
+    stops the release like KeyboardInterrupt; any other BaseException still falls back."""
+    from dpcausal.validation import _INTERRUPTS, guarded, treat_as_interrupt
+
+    class Signal(BaseException):
+        pass
+
+    assert guarded(Signal()) and guarded(SystemExit()) and not guarded(KeyboardInterrupt())
+    treat_as_interrupt(Signal)
+    try:
+        assert not guarded(Signal()) and guarded(SystemExit())
+    finally:
+        _INTERRUPTS.remove(Signal)
