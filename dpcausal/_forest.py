@@ -32,7 +32,7 @@ def forest(result: MetaResult, ax: Axes | None = None) -> Axes:
     try:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("plot() needs matplotlib: pip install 'dpcausal[plot]'") from exc
+        raise ImportError("plot() needs matplotlib: pip install matplotlib") from exc
     from matplotlib.patches import Polygon
     from matplotlib.transforms import blended_transform_factory
 

@@ -233,6 +233,7 @@ class Release(ResultMixin):
             values["ci"] = tuple(values["ci"])
         values["privacy"] = Privacy.from_dict(values["privacy"])
         return values
+
     def of_dataset(self, dataset: str) -> Release:
         """This release labelled with the identity of its data (``dataset``), as the
         accountant that charged it names them."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
@@ -42,6 +42,12 @@ class ATERelease(Release):
     params: dict[str, Any] = field(default_factory=dict)
     nonprivate: dict[str, float] | None = None
     clamped_to: tuple[float, float] | None = None
+
+    @classmethod
+    def _decoded(cls, values: dict[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
+        if values.get("clamped_to") is not None:  # JSON has no tuples
+            values["clamped_to"] = tuple(values["clamped_to"])
+        return super()._decoded(values, d)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -298,6 +298,7 @@ def test_check_data_counts_by_hand_and_charges_nothing(tmp_path):
     assert "NON-PRIVATE" in str(check) and "<table" in check._repr_html_()
     assert led.history("d").empty
     assert led.spent("d").zeta == 0
+    led.close()
 
 
 # ---------------------------------------------------------------- the private log
@@ -323,6 +324,7 @@ def test_the_private_log_lies_beside_the_ledger_0600(tmp_path, default_log):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
     assert "1 rows with a missing covariate" in path.read_text()
+    led.close()
 
 
 def test_the_private_log_goes_where_the_user_points_it(tmp_path, default_log, monkeypatch):
