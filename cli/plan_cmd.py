@@ -29,7 +29,8 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     A private check of the outcome bounds spends budget, so it is a charged library call
     (:class:`dpcausal.bounds_check.BoundsCheck` under ``ledger.charging``), not part of plan."""
     from cli.run_cmd import _fail
-    from conf.models import ConfigError, load_config
+    from conf.kinds import load_any
+    from conf.models import ConfigError, ReleaseConfig
     from tasks.planning import (
         TABLE_COLUMNS,
         best_per_k,
@@ -39,7 +40,10 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     )
 
     try:
-        config = load_config(config_path, overrides)
+        config = load_any(config_path, overrides)  # paths relative to the config file
+        if not isinstance(config, ReleaseConfig):
+            raise ConfigError(f"plan is for the core release (kind ate); {config_path} is kind "
+                              f"{config.kind!r}, whose noise does not depend on K")
         summary = plan_summary(config, outcome_sd=outcome_sd, compute_budget=compute_budget,
                                target_halfwidth=target_halfwidth)
     except (ConfigError, ValueError) as exc:  # exit 2, as `run` reports the same input

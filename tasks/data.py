@@ -20,7 +20,8 @@ def data_file(path: str) -> Path:
     both report."""
     if not Path(path).is_file():
         raise ValueError(f"data file {path!r} does not exist; check data.path in the config "
-                         "(relative paths are resolved against the working directory)")
+                         "(a path written in the config is relative to the config file's folder, "
+                         "one given by --set to the working directory)")
     return Path(path)
 
 

@@ -67,3 +67,27 @@ def test_plan_charges_nothing_and_has_no_charged_option(data_csv, tmp_path, monk
     out = _run(["--set", f"data.path={data_csv}", "--check-bounds"], tmp_path, monkeypatch)
     assert out.exit_code == 2 and "No such option '--check-bounds'" in out.output
     assert not (tmp_path / "ledger.db").exists()
+
+
+def test_plan_reads_a_data_path_relative_to_the_config_from_another_folder(tmp_path):
+    """Issue 25 §6: `plan` resolves data.path against the config file's folder, as `run` does."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    import pandas as pd
+    import yaml
+
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    proj.mkdir()
+    elsewhere.mkdir()
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"x": rng.normal(size=500), "a": rng.integers(0, 2, 500),
+                  "y": rng.normal(size=500)}).to_csv(proj / "d.csv", index=False)
+    (proj / "c.yaml").write_text(yaml.safe_dump({
+        "name": "rel", "data": {"path": "d.csv"}, "columns": {"treatment": "a", "outcome": "y"},
+        "estimator": {"outcome_bounds": [-3, 3]}, "ledger": {"dataset_id": "rel"}}))
+    out = subprocess.run([sys.executable, "-m", "cli.main", "plan", "../proj/c.yaml", "--json"],
+                         cwd=elsewhere, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert '"n": 500' in out.stdout
