@@ -25,6 +25,7 @@ import yaml
 from _flowtools import give_cap
 from click.testing import CliRunner
 
+from conf.deployment import ReleaseParameters
 from conf.kinds import load_any
 
 CAPS = {"ate": {"zeta": 1.0}, "cluster_dp": {"epsilon": 1.0, "delta": 1e-5},
@@ -217,20 +218,6 @@ def test_every_refusal_is_the_same_on_a_neighbour(seen, tmp_path, kind, path_):
     assert out["flow"][2] and all("Nothing was charged" in a for a in out["flow"][2])
 
 
-@pytest.mark.parametrize("path_", ["no cap", "budget exhausted"])
-def test_the_bounds_check_refuses_a_neighbour_alike(seen, tmp_path, path_):
-    """`dpcausal plan --check-bounds` (the private bounds check), before its charge."""
-    dataset = f"replay-bounds-{path_.replace(' ', '-')}"
-    data = tmp_path / "data.csv"
-    d = _core_frame().to_csv(index=False)
-    base = _base("ate", str(data), dataset)
-    if path_ == "budget exhausted":
-        give_cap(dataset, zeta=0.05)  # the check costs zeta 0.1
-    out = _replay(seen, base, data, d, [change(d) for change in NEIGHBOURS["ate"].values()],
-                  "plan", str(tmp_path / "config.yaml"), "--check-bounds", flow=False)
-    assert out["exit"] == 1 and "bounds check refused" in out["message"]
-
-
 @pytest.mark.parametrize("path_", ["no cap", "budget exhausted", "bad input"])
 def test_a_partitioned_source_refuses_a_neighbour_alike(seen, tmp_path, path_):
     """The partitioned path reads footers only before the charge: a record whose value differs
@@ -307,8 +294,10 @@ def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(pr
         with monkeypatch.context() as m:
             m.setattr(flows.release, "run_release", None)  # the CLI must refuse before the flow
             code, message = _cli("run", str(config), "--set", bounds, "--no-progress")
-        state = release_from_config(str(config), overrides={"mechanism.bounds": [0, b]},
-                                    return_state=True)
+        state = release_from_config(
+            settings=ReleaseParameters(config=str(config),
+                                       overrides={"mechanism.bounds": [0, b]}),
+            return_state=True)
         answers.add((code, message, state.name, state.message))
     [(code, message, name, _)] = answers
     assert code == 3 and "has no privacy budget" in message and name == "Failed"

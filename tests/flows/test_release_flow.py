@@ -55,7 +55,7 @@ def test_evaluation_fold_fits_are_reused_when_only_estimator_zeta_bounds_or_ci_c
     second, rec = _recorded(make_config(
         *ev, "estimator.estimator=g", "estimator.zeta=0.7", "estimator.outcome_bounds=[-2, 2]",
         "estimator.propensity_clip=0.1", "estimator.ci=conservative", "estimator.sigma2=tight",
-        "estimator.ci_share=0.3", "estimator.alpha=0.1"))
+        "estimator.ci_share=0", "estimator.alpha=0.1"))  # G releases no CI (issue 26 §6)
     assert _fits(rec) == (20, 20)  # every fold fit came from the store
     assert second["release"]["estimator"] == "g" and second["release"]["privacy"]["zeta"] == 0.7
     assert _chunks() - before == chunks
