@@ -32,23 +32,24 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
-def write_core_demo(path: str | Path, n: int = 5000) -> Path:
+def write_core_demo(path: str | Path, n: int = 5000, seed: int = CORE_SEED) -> Path:
     """Experiment A (spec dp_ate_ensemble.md §6.2) with a fixed seed: columns X1, A, Y."""
     from dpcausal.datasets import make_experiment_a
 
-    X, A, Y, _ = make_experiment_a(n, random_state=CORE_SEED)
+    X, A, Y, _ = make_experiment_a(n, random_state=seed)
     return write_csv(pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y}), path)
 
 
-def write_demo(kind: str, folder: str | Path, n: int = 5000) -> Path:
-    """The demo data of ``kind`` in ``folder`` (``n`` rows for the core demo)."""
+def write_demo(kind: str, folder: str | Path, n: int = 5000, seed: int | None = None) -> Path:
+    """The demo data of ``kind`` in ``folder`` (``n`` rows for the core demo); ``seed`` draws
+    other data of the same schema (the demo's own data otherwise)."""
     path = Path(folder) / DEMO[kind][0]
     if kind == "ate":
-        return write_core_demo(path, n)
+        return write_core_demo(path, n, seed=CORE_SEED if seed is None else seed)
     if kind == "cluster_dp":
         from demo.cluster_dp import write_demo_csv
     elif kind == "federated":
         from demo.federated import write_demo_csv
     else:
         from demo.user_level import write_demo_csv
-    return write_demo_csv(path)
+    return write_demo_csv(path) if seed is None else write_demo_csv(path, seed=seed)
