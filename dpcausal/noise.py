@@ -117,7 +117,7 @@ def sample_discrete_laplace(scale: Fraction, rng: np.random.Generator,
     failure; ``y = (u + t v) // s``; a uniform sign, rejecting ``-0``; rejected attempts are
     redrawn. One draw runs it in Python integers (numpy's per-call cost would dominate); an
     array needs ``t, s < 2**62`` (:func:`discrete_laplace_scale` gives ``t < 2**42``). The two
-    are equal in law (``tests/test_noise_vectorised.py``).
+    are equal in law (``tests/library/test_noise_vectorised.py``).
     """
     scale = Fraction(scale)
     if scale <= 0:

@@ -28,7 +28,7 @@ cost no longer caps K, would reach that bias, which does not shrink with n while
 d = 20, 3 data sets, pre-noise estimates, true ATE 0.15): AIPW and G stay within 0.0005 of the
 truth up to K = 476 (105 rows per fold), while IPW's bias grows about linearly in K: 0.0006 at
 K = 10, 0.0041 at 50, 0.0090 at 100, 0.0145 at 158 and 0.0557 at 476 (about 0.25 d / rows per
-fold), hence its 50(d+1) floor (bias about 0.005 at d = 20). ``tests/test_planner_sweep.py``
+fold), hence its 50(d+1) floor (bias about 0.005 at d = 20). ``tests/library/test_planner_sweep.py``
 (slow) reruns the sweep at the recommended K.
 
 Compute (this machine class, 2 cores; refitted to bench/ate_core.py with the fused aggregation

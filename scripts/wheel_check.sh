@@ -62,15 +62,12 @@ assert not loaded, f"a release and a meta-analysis loaded {loaded}"
 print(f"[wheel] release ate={releases[0].ate:.3f}, pooled ate={pooled.ate:.3f}: ok")
 EOF
 
-# the library's unit tests (those that need neither the orchestration nor Prefect/MLflow; the
-# ledger-location tests compare the library with conf.settings, so they run in the main suite);
-# PYTHONPATH holds only the copied tests (their shared references), not the checkout
+# the library tier, tests/library (it needs neither the orchestration nor Prefect/MLflow: this
+# venv has neither, so the run also proves it); PYTHONPATH holds only the copied tests (their shared
+# references), not the checkout
 cp -r "$here/tests" "$here/pyproject.toml" "$work/"
 # test tools, the extras some library tests exercise (plot, postgres, parquet) and OpenDP (the
-# reference samplers of tests/test_noise_vectorised.py)
+# reference samplers of tests/library/test_noise_vectorised.py)
 VIRTUAL_ENV="$work/venv" $uv pip install -q --compile-bytecode pytest pytest-timeout hypothesis \
   statsmodels matplotlib "psycopg[binary]" pyarrow opendp==0.16.0
-PYTHONPATH="$work" "$vpy" -P -m pytest -q -p no:cacheprovider tests/test_*.py tests/ledger tests/cluster_dp \
-  tests/user_level tests/federated --ignore tests/ledger/test_ledger_cli.py \
-  --ignore tests/ledger/test_ledger_ops.py --ignore tests/ledger/test_ledger_location.py \
-  --ignore tests/cluster_dp/test_montecarlo.py
+PYTHONPATH="$work" "$vpy" -P -m pytest -q -p no:cacheprovider tests/library

@@ -230,7 +230,7 @@ def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
         stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """The documented scale-out route through a deployment: ``runner.kind=dask`` at a running
     scheduler's address gives the threads release (evaluation mode, same noise seed; the flow-level
-    equality test is tests/flows/test_release_flow.py)."""
+    equality test is tests/service/flows/test_release_flow.py)."""
     from distributed import LocalCluster
 
     # the Dask workers run Prefect tasks: they report to the served API and share the data dir

@@ -1,7 +1,7 @@
 """reproduce.ate: settings of spec §6, the §6.8(a) sigma table, summaries by hand,
 seeded noise per sensitivity mode, and (slow) the §6.8(b) comparison.
 
-Slow part: ``.venv/bin/python -m pytest -q -m slow tests/reproduce/test_ate.py``.
+Slow part: ``.venv/bin/python -m pytest -q -m slow tests/service/reproduce/test_ate.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A partitioned source (``data.partitions`` + ``data.id_column``, issue 19 §3) in a release
 config: its validation, its shape for the planner and the CLI's preflight, all from the Parquet
-footers, never a value. The release through ``dpcausal run`` is tests/flows/
+footers, never a value. The release through ``dpcausal run`` is tests/service/flows/
 test_partitioned_run.py."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from _flowtools import charges, give_cap
 
 from demo import DEMO, write_demo
 
-SHIPPED = sorted((Path(__file__).parents[2] / "conf" / "release").glob("*.yaml"))
+SHIPPED = sorted((Path(__file__).parents[3] / "conf" / "release").glob("*.yaml"))
 KIND_OF = {"demo.yaml": "ate", "cluster_dp_demo.yaml": "cluster_dp",
            "federated_demo.yaml": "federated", "user_level_demo.yaml": "user_level"}
 

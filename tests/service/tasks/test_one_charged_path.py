@@ -5,7 +5,7 @@ and the Prefect task both call, and no per-kind copy of the pipeline is left."""
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("conf", "plots", "store", "demo", "reproduce", "tasks", "flows", "cli", "deploy")
 LEDGERS = ("led", "ledger")
 

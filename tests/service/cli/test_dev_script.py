@@ -8,7 +8,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-DEV = Path(__file__).resolve().parents[2] / "dev"
+DEV = Path(__file__).resolve().parents[3] / "dev"
 
 
 def test_help_lists_the_dev_jobs_and_every_command() -> None:

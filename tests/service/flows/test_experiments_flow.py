@@ -1,6 +1,6 @@
 """Experiment flows A-D (spec §6) on a tiny scale: structure, finite summaries near the truth,
 progress events, the MLflow run with its plots, the cache per (experiment, rep, group, K) and
-the parent flow's report. The full comparison is ``tests/reproduce/test_ate.py -m slow``."""
+the parent flow's report. The full comparison is ``tests/service/reproduce/test_ate.py -m slow``."""
 
 from __future__ import annotations
 

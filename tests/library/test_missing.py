@@ -26,7 +26,7 @@ from dpcausal.sensitivity import (
     sqrt_variance_sensitivity,
 )
 from dpcausal.validation import private_log
-from tests.test_privacy_properties import HashClassifier, HashRegressor
+from tests.library.test_privacy_properties import HashClassifier, HashRegressor
 
 NAN, INF = np.nan, np.inf
 

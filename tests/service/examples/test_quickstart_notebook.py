@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "quickstart.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[3] / "examples" / "quickstart.ipynb"
 
 
 def _outputs(cells: list) -> list[dict]:

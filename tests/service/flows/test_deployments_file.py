@@ -11,7 +11,7 @@ import pydantic
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PREFECT_FILE = ROOT / "deploy" / "prefect.yaml"
 DEPLOYMENTS = yaml.safe_load(PREFECT_FILE.read_text())["deployments"]
 

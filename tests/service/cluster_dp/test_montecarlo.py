@@ -1,7 +1,7 @@
 """Monte Carlo checks of unbiasedness and the variance formulas (spec cluster_dp.md §3.8 items 5-8,
 10-12).
 
-Marked slow: run with ``pytest -m slow tests/cluster_dp``.
+Marked slow: run with ``pytest -m slow tests/service/cluster_dp``.
 """
 
 import numpy as np

@@ -22,7 +22,7 @@ from dpcausal.ledger import (
     schema,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STORES = ("PREFECT_HOME", "PREFECT_RESULTS_LOCAL_STORAGE_PATH", "MLFLOW_TRACKING_URI",
           "DPCAUSAL_LEDGER_URL")
 
