@@ -122,8 +122,8 @@ def test_evaluation_equals_the_in_memory_estimator_on_the_same_folds(parts, proj
 def test_partitioned_release_mode_leaks_no_nonprivate_value(parts, project, tmp_path,
                                                             monkeypatch):
     """The leak scan of tests/service/flows/test_leak_scan.py on the partitioned path: tau_hat,
-    V_hat and every partition's sum of scores appear in no MLflow record, Prefect result, artifact or
-    log (dp_release's and its subflow's), ledger or result."""
+    V_hat and every partition's sum of scores appear in no MLflow record, Prefect result,
+    artifact or log (dp_release's and its subflow's), ledger or result."""
     from _flowtools import Scanner, flow_logs
     from prefect.client.orchestration import get_client
 
