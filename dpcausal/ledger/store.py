@@ -109,6 +109,10 @@ class Ledger:
         refusal names it; so does the CLI after every release)."""
         return schema.where(self.engine)
 
+    def __repr__(self) -> str:
+        """``Ledger('<where>')``: a notebook shows which ledger its releases are charged to."""
+        return f"Ledger({self.where!r})"
+
     def close(self) -> None:
         self.engine.dispose()
 

@@ -401,3 +401,8 @@ def test_postgres_database_without_ledger_needs_create(postgres_url: str) -> Non
     with engine.connect() as conn:
         assert conn.exec_driver_sql("select count(*) from ledger_datasets").scalar() == 1
     engine.dispose()
+
+
+def test_a_ledger_shows_where_it_is(tmp_path):
+    with Ledger(f"sqlite:///{tmp_path / 'l.db'}", create=True) as led:
+        assert repr(led) == f"Ledger({str(tmp_path / 'l.db')!r})"

@@ -91,3 +91,16 @@ def test_plan_reads_a_data_path_relative_to_the_config_from_another_folder(tmp_p
                          cwd=elsewhere, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert '"n": 500' in out.stdout
+
+
+def test_under_the_drop_policy_plan_says_n_becomes_the_complete_case_count(data_csv, tmp_path,
+                                                                            monkeypatch):
+    """plan reads the shape only, so under ``data.missing: drop`` its n is every row; it says
+    that the release's n (and its K) will be the complete-case count, and where to see it."""
+    common = ["--set", f"data.path={data_csv}", "--set", "columns.covariates=null"]
+    dropped = _run([*common, "--set", "data.missing=drop"], tmp_path, monkeypatch)
+    assert dropped.exit_code == 0, dropped.output
+    assert "the release's n is the complete-case count" in dropped.output
+    assert "check-data conf/release/demo.yaml" in dropped.output
+    imputed = _run(common, tmp_path, monkeypatch)
+    assert "complete-case" not in imputed.output
