@@ -41,24 +41,35 @@ def read_frame(source: DataSource, schema: Schema) -> pd.DataFrame:
 def read_csv_table(path: Path) -> pd.DataFrame:
     """Every row of a CSV file as text, by public rules only (issue 26 §1).
 
-    RFC 4180 fields (a quoted field may hold commas, quotes and line breaks), the first record
-    is the header; a blank line is no row; a record with more or fewer fields than the header
-    becomes a row of missing values (never a parser error naming a line); bytes that are not
-    UTF-8 are replaced. An empty field is missing. The row count is the ``n`` of the release and
-    of ``dpcausal plan``."""
+    One record per line: a line break always ends a record, even inside quotes, so no record
+    can swallow the ones after it (an unterminated quote once turned the rest of the file into
+    one field, and one record changed n). Within a line, fields follow RFC 4180 (a quoted field
+    may hold commas and doubled quotes). The first line is the header; every later line is a
+    row, and a line that does not split into as many fields as the header (a blank line, or one
+    half of a quoted field that held a line break) becomes a row of missing values, never a
+    parser error. Bytes that are not UTF-8 are replaced; an empty field is missing. The number
+    of lines after the header is the ``n`` of the release and of ``dpcausal plan``."""
     limit = csv.field_size_limit(sys.maxsize)  # a long quoted field is a value, not an error
     try:
         with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-            reader = csv.reader(fh, strict=False)
-            header = next(reader, None)
-            if not header:
+            header = _record(next(fh, ""))
+            if not any(header):
                 raise ValueError(f"data file {str(path)!r} has no header line (the column "
                                  "names); a CSV source starts with one")
             missing = [""] * len(header)
-            rows = [rec if len(rec) == len(header) else missing for rec in reader if rec]
+            rows = [rec if len(rec) == len(header) else missing
+                    for rec in map(_record, fh)]
     finally:
         csv.field_size_limit(limit)
     return pd.DataFrame(rows, columns=header, dtype=object)
+
+
+def _record(line: str) -> list[str]:
+    """The fields of one line on its own (a quote left open ends with the line)."""
+    fields = next(csv.reader((line,), strict=False), [])
+    if fields:  # only a field whose quote is left open keeps the line break
+        fields[-1] = fields[-1].rstrip("\r\n")
+    return fields
 
 
 def coerce(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:

@@ -186,16 +186,39 @@ def test_a_malformed_row_is_a_row_of_missing_values(tmp_path):
 
 
 def test_plan_counts_the_rows_the_reader_parses(tmp_path):
-    """A quoted line break in an unused text column made `plan` publish n = 401 for 400 rows
-    (it counted lines); n is the release's own reader's row count."""
+    """`plan`'s n is the release's own reader's row count: one row per line, so a quoted line
+    break in an unused text column makes two rows (n = 401 for both): the first keeps its values
+    (its open quote ends with the line), the second has too few fields and is missing."""
     from tasks.data import source_shape
 
     df = _frame().assign(note="plain")
     df.loc[3, "note"] = "two\nlines"
     cfg = _config({"path": _cells(tmp_path, df.to_csv(index=False))},
                   covariates=["x1", "x2"])
+    assert source_shape(cfg.data, cfg.columns) == (401, 2)
+    out = _check(cfg)
+    assert out.prepared.public == {"n": 401, "d": 2}
+    X, A, Y = out.prepared.data
+    assert np.isnan(Y[4]) and np.isfinite(np.delete(Y, 4)).all()
+
+
+@pytest.mark.parametrize("line, y", [('0.1,0.2,1,"0.5', 0.5), ('0.1,"0.2,1,0.5', None),
+                                     ("", None), ('"', None)])
+def test_one_changed_line_never_changes_n(tmp_path, line, y):
+    """Neighbours that differ in one line: an unterminated quote swallowed every later record
+    into one field (n fell from 400 to 12) and a blank line was no row (n = 399); now n is the
+    number of lines after the header; a quote left open ends with its line, and a line without
+    the header's number of fields is a row of missing values."""
+    from tasks.data import source_shape
+
+    lines = _csv_lines(_frame())
+    lines[12] = line
+    cfg = _config({"path": _cells(tmp_path, "\n".join(lines) + "\n")})
     assert source_shape(cfg.data, cfg.columns) == (400, 2)
-    assert _check(cfg).prepared.public == {"n": 400, "d": 2}
+    out = _check(cfg)
+    assert out.prepared.public["n"] == 400
+    X, A, Y = out.prepared.data
+    assert (np.isnan(Y[11]) if y is None else Y[11] == y) and np.isfinite(np.delete(Y, 11)).all()
 
 
 def test_declared_types(tmp_path):
