@@ -121,9 +121,31 @@ def _read_sql(source: DataSource) -> pd.DataFrame:
         cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
         cause = getattr(cause, "orig", None) or cause
         raise ValueError(f"data.sql failed against {_database_name(source)}: "
-                         f"{type(cause).__name__}: {str(cause).splitlines()[0]}") from None
+                         f"{type(cause).__name__}{_query_error_text(cause)}") from None
     finally:
         engine.dispose()
+
+
+# a database's message is shown only when it is about the query and the schema, never about the
+# rows: SQLSTATE class 42 (syntax error or access rule) and 3F (no such schema) on PostgreSQL;
+# SQLite has no SQLSTATE, so its schema messages are recognised by their start
+_SCHEMA_SQLSTATE = ("42", "3F")
+_SQLITE_SCHEMA = ("no such table", "no such column", "near ", "ambiguous column name",
+                  "incomplete input", "no such function", "wrong number of arguments")
+
+
+def _query_error_text(cause: BaseException) -> str:
+    """``: <message>`` for an error in the query or the schema; otherwise only the SQLSTATE, as
+    a data error's message (``invalid input syntax for type integer: "abc"``, ``integer
+    overflow``) may quote a value (issue 26 §1)."""
+    message = str(cause).splitlines()[0] if str(cause) else ""
+    state = getattr(cause, "sqlstate", None)
+    if (state and str(state).startswith(_SCHEMA_SQLSTATE)) or (
+            state is None and message.startswith(_SQLITE_SCHEMA)):
+        return f": {message}"
+    code = f" (SQLSTATE {state})" if state else ""
+    return (f"{code}; the database's message is withheld, as it may quote a value of the "
+            "data: run the query yourself to read it")
 
 
 def database_engine(source: DataSource) -> Any:

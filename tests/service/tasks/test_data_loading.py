@@ -143,6 +143,21 @@ def test_missing_file_and_bad_sql(tmp_path):
         _check(_config({"sql": "SELECT 1", "url": "nodialect://x"}))
 
 
+def test_a_data_error_of_the_query_does_not_quote_the_value(tmp_path):
+    """SQLite's "integer overflow" (and PostgreSQL's data errors, which quote the value) comes
+    from a row's value: its message is withheld; an error about the query names its cause."""
+    with sqlite3.connect(tmp_path / "d.db") as conn:
+        _frame().assign(big=-9223372036854775808).to_sql("trial", conn, index=False)
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    with pytest.raises(ValueError, match="OperationalError; the database's message is withheld"
+                       ) as refused:
+        _check(_config({"sql": "SELECT x1, x2, treated, y + abs(big) AS y FROM trial",
+                        "url": url}))
+    assert "overflow" not in str(refused.value)
+    with pytest.raises(ValueError, match=r"OperationalError: no such column: z"):
+        _check(_config({"sql": "SELECT z FROM trial", "url": url}))
+
+
 # ------------------------------------------------------------------ declared schema (issue 26 §1)
 def _cells(tmp_path, text: str) -> str:
     path = tmp_path / "d.csv"
