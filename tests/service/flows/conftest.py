@@ -54,7 +54,8 @@ def make_config(project, request):
         ds = dataset or request.node.name.replace("[", "-").replace("]", "")
         path = project.root / f"{zlib.crc32(ds.encode()):08x}.csv"
         if not path.exists():
-            write_exp_a(path, zlib.crc32(ds.encode()) % 10_000)
+            # a seed per dataset (the full crc: equal data under two ids are refused)
+            write_exp_a(path, zlib.crc32(ds.encode()))
         base = {"name": "t", "data": {"path": str(path)},
                 "columns": {"treatment": "A", "outcome": "Y"},
                 "estimator": {"estimator": "aipw", "n_folds": 20, "fold_seed": 3,
