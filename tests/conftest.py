@@ -22,6 +22,19 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
+def _environment_restored():
+    """An in-process CLI call sets environment defaults for its process (``cli.main`` and
+    ``quiet_console`` use ``os.environ.setdefault``): each test's environment is restored after
+    it, so no test runs under another's (a quietened Prefect console hid the log line an
+    interrupt test waits for)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_session_accountant():
     """Each test starts with an empty in-memory accountant (releases of earlier tests forgotten)."""
     from dpcausal import session
@@ -30,3 +43,9 @@ def _fresh_session_accountant():
     session.reset()
     log_private_to(os.path.join(_private, "errors.log"))
     yield
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """A ledger URL in the test's own folder (the library's and the CLI's ledger tests)."""
+    return f"sqlite:///{tmp_path / 'ledger.db'}"

@@ -118,11 +118,6 @@ def postgres_url(postgres_server: str) -> str:
     return postgres_server.rsplit("/", 1)[0] + f"/{name}"
 
 
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'ledger.db'}"
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def ledger_url(request: pytest.FixtureRequest) -> str:
     """A fresh ledger URL on each back end (the PostgreSQL one on the session's real server)."""
