@@ -60,6 +60,9 @@ def upgrade() -> None:
                   sa.Column("public", sa.String(256), nullable=False, server_default=""))
     op.add_column("ledger_charges",
                   sa.Column("public", sa.String(256), nullable=False, server_default=""))
+    # the table as revision 0003 created it, written out here on purpose: a migration is frozen
+    # history, so it must not follow later edits of schema.corrections (the same holds for the
+    # snapshots under tests/library/ledger/fixtures/, which are ledgers written by old code)
     corrections = op.create_table(
         "ledger_corrections",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
