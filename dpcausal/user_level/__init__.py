@@ -16,8 +16,10 @@ from dpcausal.user_level.generators import (
     make_user_level_synthetic,
 )
 from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
+from dpcausal.user_level.output import UserLevelOutput
+from dpcausal.user_level.plan import UserLevelPlan
 from dpcausal.user_level.pseudo_user import PseudoUserResult, pseudo_user
-from dpcausal.user_level.release import UserLevelOutput, UserLevelPlan, UserLevelRelease
+from dpcausal.user_level.release import UserLevelRelease
 
 __all__ = [
     "T", "delta_mu", "delta_var", "bias_mu", "bias_var", "grid_error",
