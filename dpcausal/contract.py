@@ -1,4 +1,5 @@
-"""The one release contract every mechanism follows (issue 17).
+"""The one release contract every mechanism follows, so charging, printing and pooling are
+written once for all of them.
 
 A mechanism is a scikit-learn style estimator whose constructor stores public parameters only.
 One call to :meth:`Mechanism.fit` is one privacy release, run in three phases:
@@ -96,7 +97,8 @@ class Release(ResultMixin):
     ``dataset`` names the data released without telling anything about them: the ledger's
     dataset id the release was charged to, or the session accountant's random id of its input
     (:mod:`dpcausal.session`); releases of the same data share it, which
-    :func:`dpcausal.meta.combine` needs (issue 26 §6).
+    :func:`dpcausal.meta.combine` needs: their sampling error is one, so it pools them as one
+    study.
     """
 
     kind: ClassVar[str] = "release"
@@ -327,7 +329,7 @@ class Mechanism(BaseEstimator):
 
     def check_data(self, data: pd.DataFrame, *, outcome_bounds: tuple[float, float] | None
                    = None, **roles: Any) -> DataCheck:
-        """A NON-PRIVATE look at the values of the columns given by role (issue 25 §2): rows,
+        """A NON-PRIVATE look at the values of the columns given by role : rows,
         missing and non-finite values per column, a "treatment" not 0/1, an "outcome" outside
         ``outcome_bounds``, the arm sizes. Charges nothing and publishes nothing (the curator
         already holds the data); the result is for the curator's eyes only, never share it."""

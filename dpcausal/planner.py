@@ -2,7 +2,7 @@
 
 Everything that sets the noise of :class:`dpcausal.PrivateATE` is public (n, d, K, bounds, the
 propensity clip, zeta, the CI share), so the expected width of the private CI can be computed
-before the release, under a stated public assumption about the outcome's spread (issue 19).
+before the release, under a stated public assumption about the outcome's spread.
 
 Assumption (public, overridable): the outcome has standard deviation ``outcome_sd`` in both
 arms (default: half the width of the outcome bounds, the largest any distribution on the bounds
@@ -17,7 +17,7 @@ sigma1^2`` with ``z = Phi^-1(1 - p1)``; the half-width is ``c sqrt(V_DP)`` with
 privacy. sigma1 and sigma2 come from :func:`dpcausal.sensitivity.calibrate` (Theorem 1, §2.5).
 
 Rows-per-fold floors (our decision, spec §7 is silent past its 5(d+1)/50 warning): the folds of a
-recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (5(d+1) before issue 28),
+recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (5(d+1) before block ensembles),
 ``max(25, 10(d+1))`` for G and ``max(50, 50(d+1))`` for IPW with parametric nuisance models, and
 ``max(100, 10(d+1))`` for any other model kind. The evidence: the paper's Exp. A runs all three
 at 25 rows per fold (d = 1). AIPW at n = 10^6, d = 5 (``make_large``, block ensembles, pre-noise
@@ -32,7 +32,7 @@ fold), hence its 50(d+1) floor (bias about 0.005 at d = 20). ``tests/library/tes
 (slow) reruns the sweep at the recommended K.
 
 Compute (this machine class, 2 cores; refitted to bench/ate_core.py with the fused aggregation
-kernels and batched fits of issue 19 §2): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
+kernels and batched fits): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
 P = 1 if the estimator uses the propensity and M the number of outcome arms (G 2, IPW 0, AIPW 2):
 a logistic propensity costs an exp and a reciprocal per prediction (about 3 CPU ns), a linear
 outcome a clip (about 0.75 CPU ns, nothing where the linear collapse applies, which this model
@@ -95,8 +95,8 @@ def predicted_seconds(n: int, n_folds: int, estimator: str, block_folds: int | N
 
 def block_split(n_folds: int, block_folds: int | str | None = "auto") -> tuple[int, int]:
     """``(K, K')`` for a target K: ``None`` keeps the full ensemble (K' = K); an int K' takes
-    ``B = max(1, K // K')`` blocks (K = B K'; K' = K when K < K'); ``"auto"`` is the rule of
-    issue 28: ``B = ceil(K / 256)`` blocks of ``K' = K // B`` folds, so K' <= 256, K loses
+    ``B = max(1, K // K')`` blocks (K = B K'; K' = K when K < K'); ``"auto"``:
+    ``B = ceil(K / 256)`` blocks of ``K' = K // B`` folds, so K' <= 256, K loses
     fewer than B folds, and the ATE noise exceeds the full ensemble's at the same K by the
     factor about ``(K-1)/(K-B)``, at most 1/128 when B > 1 (spec §2.5b: ``kappa/(K-B)``),
     while each row meets at most 256 models. B = 1 (the paper's estimator) up to K = 256."""
@@ -305,7 +305,7 @@ def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "
 def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "parametric",
                compute_budget: float = 60.0, block_folds: int | str | None = "auto"
                ) -> tuple[int, int]:
-    """``(K, K')`` for ``n_folds="auto"`` (issue 28): with blocks (``block_folds`` "auto" or an
+    """``(K, K')`` for ``n_folds="auto"``: with blocks (``block_folds`` "auto" or an
     int), the largest K whose folds keep the floor's rows and whose predicted compute, linear in
     n at K' <= 256 models per row (:func:`predicted_seconds`), fits the budget, split by
     :func:`block_split`; with ``None``, the full ensemble's :func:`auto_n_folds` (K' = K)."""

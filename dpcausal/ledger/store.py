@@ -1,7 +1,7 @@
 """The privacy-budget ledger: datasets, caps and every charge, with reserve -> release -> commit.
 
-Protocol (spec privacy_testing.md "Budgets"; issue 5)
-------------------------------------------------------
+Protocol (spec privacy_testing.md "Budgets")
+--------------------------------------------
 1. ``reserve``: one serialisable transaction locks the dataset, composes every recorded charge (in
    any status) with the new one, refuses with :class:`BudgetExceededError` if the cap would be
    exceeded, else records the charge as ``reserved``. Only then may noise be drawn.
@@ -177,7 +177,8 @@ class Ledger:
         """The dataset id under which ``dataset`` has a cap or ``fingerprint`` (any of them, if
         several) is bound, else None.
 
-        For refusing a non-private evaluation read of budgeted data (issue 18 item 6): a caller
+        For refusing a non-private evaluation read of budgeted data (it would leak what the budget
+        protects): a caller
         refuses evaluation mode whenever this is not None.
         """
         fingerprints = _fingerprints(fingerprint)

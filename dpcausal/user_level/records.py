@@ -16,7 +16,7 @@ from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
 
 
 def clamp_values(y: np.ndarray, a: float, b: float) -> np.ndarray:
-    """The public rule for values (issue 26 §1): clamped to the public bounds ``[a, b]`` (the
+    """The public rule for values: clamped to the public bounds ``[a, b]`` (the
     sensitivities of spec §3.7 assume values in them), a missing value (NaN) replaced by the
     midpoint ``(a + b) / 2``. Replacing one user's values keeps every value in ``[a, b]``, so
     the release's guarantee is unchanged and no value is ever refused."""

@@ -44,7 +44,7 @@ from dpcausal.user_level.records import (
 CLIPS = ("clip_user", "none")
 # Largest public magnitude (outcome range U, noise scale) accepted: the squares of the released
 # figures (variances, 2 b^2 of the noise, heavy Laplace tails) then stay far below float64's
-# 2^1024, so a release that passed its checks always publishes finite numbers (issue 18, item 20).
+# 2^1024, so a release that passed its checks always publishes finite numbers.
 MAX_MAGNITUDE = 2.0**400
 
 
@@ -67,7 +67,8 @@ class UserLevelRelease(Mechanism):
     bounds : (float, float)
         Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values are clamped
         to it and a missing value (NaN) counts as the midpoint ``(a + b) / 2``
-        (:func:`clamp_values`), as the core clips Y: no value is ever refused (issue 26 §1).
+        (:func:`clamp_values`), as the core clips Y: no value is ever refused, since a
+        refusal would depend on the data.
     epsilon : float
         Per-cell epsilon (split between mean and variance); the total is ``K * epsilon``.
     clip : {"clip_user", "none"}
