@@ -235,7 +235,26 @@ class PrivateATE(Mechanism):
         the expected CI half-width under the stated outcome-spread assumption (``outcome_sd``,
         default the worst case of the bounds), its ratio to the non-private CI, predicted
         predictions and seconds, and the recommended row, which is what ``n_folds="auto"`` and
-        the "auto" noise modes choose. Data-free: nothing is read or charged."""
+        the "auto" noise modes choose. Data-free: nothing is read or charged.
+
+        Parameters
+        ----------
+        n, d : int
+            Rows and covariates (public).
+        outcome_sd : float, optional
+            The assumed outcome standard deviation; default the worst case of the bounds.
+        treated_share : float
+            The assumed share of treated rows.
+        n_folds, estimators, propensity_clips : sequences, optional
+            Candidates to compare instead of the planner's K grid and this estimator's own
+            ``estimator`` and ``propensity_clip``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            :func:`dpcausal.planner.plan`'s table; ``planner.recommended(table)`` is its
+            recommended row.
+        """
         return plan(
             n, d, outcome_bounds=self._bounds(), estimator=self.estimator,
             propensity_clip=self.propensity_clip, zeta=self.zeta,
@@ -571,7 +590,21 @@ class PrivateATE(Mechanism):
 
         ``check_input(df, treatment="a", outcome="y", covariates=["x1", "x2"])`` (covariates
         default: every other column) or ``check_input(X, A, Y)``. Raises every refusal before
-        anything is charged; ``public`` holds ``n`` and ``d``.
+        anything is charged.
+
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            The DataFrame, or X with ``A`` and ``Y`` in ``*args``.
+        treatment, outcome : str, optional
+            The column roles of a DataFrame.
+        covariates : sequence of str, optional
+            The covariate columns (default: every other column).
+
+        Returns
+        -------
+        Prepared
+            ``public`` holds ``n`` and ``d``; ``data`` the checked (X, A, Y).
         """
         X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
         Xa, Aa, Ya = check_schema(X, A, Y, keep_frame=not self._plain_linear())
@@ -619,9 +652,31 @@ class PrivateATE(Mechanism):
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> ATERelease:
         """One private release on a DataFrame with roles or on (X, A, Y); kept as ``release_``.
 
-        ``evaluation=True`` additionally exposes the pre-noise estimate and variance in
-        ``release.nonprivate``: for simulations only, never for publication. Repeated fits on the
-        same data compose (each draws new noise and spends again).
+        Repeated fits on the same data compose (each draws new noise and spends again).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            A DataFrame with the roles ``treatment=``, ``outcome=`` and optionally
+            ``covariates=`` (default: every other column), or the covariates X followed by
+            ``A`` and ``Y`` as positional arguments.
+        evaluation : bool
+            ``True`` additionally exposes the pre-noise estimate and variance in
+            ``release.nonprivate`` and allows seeds: for simulations only, never for
+            publication.
+        **roles : str or list of str
+            The column roles.
+
+        Returns
+        -------
+        ATERelease
+            tau_DP with its private CI (spec §2.2 step 5, §3), the total se and the privacy
+            position; also kept as ``release_``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            A refusal of the public checks, before anything is charged or drawn.
         """
         self.check_mode(evaluation)
         release = cast(ATERelease, super().fit(data, *args, evaluation=evaluation, **roles))

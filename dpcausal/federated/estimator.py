@@ -236,7 +236,19 @@ class FederatedATE(Mechanism):
         _check_random_state(self.random_state)
 
     def plan(self, n_treated: int, n_control: int) -> ReleasePlan:
-        """Calibrated, data-free release plan for the public group sizes (spec §2.4)."""
+        """Calibrated, data-free release plan for the public group sizes (spec §2.4).
+
+        Parameters
+        ----------
+        n_treated, n_control : int
+            The public group sizes.
+
+        Returns
+        -------
+        ReleasePlan
+            What the clients and server agree on: R, the group sizes, the message counts, the
+            joint calibration and the moduli; its ``privacy_charge()`` is the release's charge.
+        """
         self._check_options()
         return plan_release(n_treated, n_control, R=self.R, epsilon=self.epsilon,
                             delta=self.delta, m1=self.m1, m2=self.m2,
@@ -254,9 +266,21 @@ class FederatedATE(Mechanism):
         """Validate the options and the input; every refusal happens here, before anything is
         drawn or charged (the release contract; spec §7.5 ``assign``/``calibrate``).
 
-        ``data`` is a DataFrame with the column roles ``treatment`` (labels 0/1 or bool) and
-        ``outcome``, or an array of outcomes with the labels ``treated`` as second argument.
-        ``public`` holds the group sizes, which are public in this protocol (spec §1).
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            A DataFrame with the column roles ``treatment`` (labels 0/1 or bool) and
+            ``outcome``, or an array of outcomes.
+        treated : array-like, optional
+            With an array ``data``: the treatment labels.
+        treatment, outcome : str, optional
+            The column roles of a DataFrame.
+
+        Returns
+        -------
+        Prepared
+            ``public`` holds the group sizes, which are public in this protocol (spec §1);
+            ``data`` the outcomes (non-finite ones by :func:`finite_outcomes`) and the labels.
         """
         self._check_options()
         x, t = _split_input(data, treated, treatment, outcome)

@@ -191,8 +191,26 @@ class UserLevelRelease(Mechanism):
 
         The cells are the combinations of the ``stratum`` columns and the ``treatment`` (arm)
         column; ``order``, ``record`` and ``expected_occupancy_hash`` are those of :meth:`plan`.
-        Nothing is drawn or charged here. The returned ``public`` facts are the plan's
-        (:meth:`UserLevelPlan.public_facts`); ``data`` holds the retained values.
+        Nothing is drawn or charged here.
+
+        Parameters
+        ----------
+        records : pandas.DataFrame
+            One row per record.
+        outcome, unit : str
+            The value column and the privacy-unit column.
+        treatment : str, optional
+            The arm column (coded 0/1 unless ``treated_level`` is set).
+        stratum : str or list of str, optional
+            The stratum columns.
+        order, record, expected_occupancy_hash
+            As in :meth:`plan`.
+
+        Returns
+        -------
+        Prepared
+            ``public`` holds the plan's facts (:meth:`UserLevelPlan.public_facts`); ``data``
+            the retained values.
         """
         self._config()
         columns(records, outcome=outcome, unit=unit, treatment=treatment, stratum=stratum,
@@ -288,6 +306,12 @@ class UserLevelRelease(Mechanism):
             Record-id column; a record id in two cells means overlapping cells and is refused.
         expected_occupancy_hash : str, optional
             Hash of the registered public occupancy (spec §7.3); a mismatch is refused.
+
+        Returns
+        -------
+        UserLevelPlan
+            K, G_1, the per-cell sensitivities and noise scales, the planned error and the
+            charge ``K * eps`` per user (:meth:`UserLevelPlan.privacy_charge`).
         """
         return make_plan(self._config(), records, unit, cell, order, record,
                          expected_occupancy_hash)
