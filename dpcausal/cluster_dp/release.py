@@ -311,10 +311,16 @@ class ClusterDP(Mechanism):
     def calibrate(self) -> tuple[float, dict[str, Any]]:
         """(lambda, privacy dict) from the public parameters only: spec §2.8; no data access.
 
-        The dict has epsilon, delta, accounting, epsilon_paper and epsilon_strict, plus the gamma
-        and sigma actually used. ``epsilon`` is always the strict figure, the guarantee the
-        release has (spec §6 E1/E7): ``accounting="paper"`` only calibrates lambda as Theorem 3.1
-        is printed (figure reproduction), and its figure stays in ``epsilon_paper``.
+        Returns
+        -------
+        lam : float
+            The resampling probability lambda.
+        privacy : dict
+            epsilon, delta, accounting, epsilon_paper and epsilon_strict, plus the gamma and
+            sigma actually used. ``epsilon`` is always the strict figure, the guarantee the
+            release has (spec §6 E1/E7): ``accounting="paper"`` only calibrates lambda as
+            Theorem 3.1 is printed (figure reproduction), and its figure stays in
+            ``epsilon_paper``.
         """
         gamma, sigma = self._params()
         K, eps, delta = self.space.K, float(self.epsilon), float(self.delta)
