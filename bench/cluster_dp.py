@@ -15,7 +15,7 @@ import pandas as pd
 
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
 from dpcausal.cluster_dp.data import draw_subpopulation, make_gmm
-from reproduce.cluster_dp_simulate import simulate
+from reproduce.cluster_dp.simulate import simulate
 
 
 def _peak_mb() -> float:

@@ -7,14 +7,14 @@ arithmetic mean for mu_1, mu_0. Predictions are clipped first (Assumption 4, §1
 every non-finite prediction, and every prediction call that raises or returns a wrong shape, is
 replaced by a public constant (the centre of the outcome bounds; 1/2 for a propensity): clipping
 lets NaN through, and a model that returns NaN only when trained on one record would otherwise
-publish NaN for one neighbour and a number for the other (issue 18 item 1).
+publish NaN for one neighbour and a number for the other.
 
 Memory is O(n + block): rows are streamed in cache-sized blocks of (rows x K) predictions, and
 inside a block each row's own-fold entry is set to exactly 0.0 before the row sum, so a change
 to model k leaves the aggregates of fold k's rows bit-for-bit unchanged (locality, spec §5 item 2).
 Blocks are spread over threads (numpy releases the GIL in its kernels).
 
-Fast large-K paths (issue 19 §2), used when every fold model of a nuisance is a plain
+Fast large-K paths, used when every fold model of a nuisance is a plain
 ``LinearRegression`` (outcomes) or binary ``LogisticRegression`` (propensity), fallback constants
 included, and X is a float array; they equal the blocked path up to floating-point rounding:
 
@@ -241,7 +241,8 @@ def _clipped(lo: float, hi: float) -> Callable:
 
 
 def _replace_nonfinite(block: np.ndarray, constant: float) -> None:
-    """Set every NaN/inf entry of ``block`` to the public ``constant``, in place (item 1)."""
+    """Set every NaN/inf entry of ``block`` to the public ``constant``, in place, so a
+    non-finite prediction never reaches the release."""
     bad = ~np.isfinite(block)
     if bad.any():
         block[bad] = constant
@@ -330,13 +331,13 @@ class _PredictionPlan:
 
 def _predict_or_default(model: Any, Xc: Any, default: float) -> np.ndarray:
     """One fold model's predictions, or ``default`` for every row if the call raises or returns
-    the wrong shape (a model may fail on inputs depending on what it was trained on: item 1)."""
+    the wrong shape (a model may fail on inputs depending on what it was trained on)."""
     rows = Xc.shape[0]
     try:
         values = predict_nuisance(model, Xc, default)
         if values.shape == (rows,):
             return values
-    except BaseException as exc:  # noqa: BLE001 - SystemExit too (issue 26 §2)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: never fail after the charge
         if not guarded(exc):
             raise
         private_log.error("a fold model's prediction raised; using the public constant",

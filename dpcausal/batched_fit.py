@@ -1,5 +1,5 @@
-"""Batched exact fits of many small ``LinearRegression`` / ``LogisticRegression`` models (issue 19
-§2): the per-fold nuisances of spec dp_ate_ensemble.md §2.2 step 2 at thousands of folds.
+"""Batched exact fits of many small ``LinearRegression`` / ``LogisticRegression`` models: the
+per-fold nuisances of spec dp_ate_ensemble.md §2.2 step 2 at thousands of folds.
 
 Each problem is one fold (or one arm of a fold) and sees only its own rows: problems are padded
 to a common row count with zero-weight rows, which changes no fitted value, so model k is still

@@ -122,7 +122,20 @@ class BoundsCheck(Mechanism):
 
     def check_input(self, data: Any, *args: Any, outcome: str | None = None,
                     **roles: Any) -> Prepared:
-        """Public checks only (bounds, the budget, that the outcome is numeric)."""
+        """Public checks only (bounds, the budget, that the outcome is numeric).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            A DataFrame with the ``outcome`` column, or the outcomes as a 1-d array.
+        outcome : str, optional
+            The outcome column of a DataFrame.
+
+        Returns
+        -------
+        Prepared
+            ``public`` holds ``n``; ``data`` the outcomes as floats.
+        """
         self._public()
         y = columns(data, outcome=outcome)["outcome"] if outcome is not None else data
         y = np.asarray(y)

@@ -22,11 +22,33 @@ def critical_values(alpha: float = 0.05, p1: float = 0.01) -> tuple[float, float
 def private_variance(
     noisy_sqrt_v: float, sigma_ate: float, sigma_var: float, p1: float = 0.01, mode: str = "paper"
 ) -> float:
-    """V_hat_DP from r = sqrt(V_hat) + N(0, sigma2^2): spec §3.
+    r"""The private variance V_hat_DP from the noisy ``r = sqrt(V_hat) + N(0, sigma2^2)``: spec §3.
 
-    paper (eq. 11):        r^2 + sigma1^2 + z_{1-p1} sigma2^2
-    conservative (§3):     (max(0, r) + z_{1-p1} sigma2)^2 + sigma1^2
-                           (coverage step 1 holds exactly)
+    Parameters
+    ----------
+    noisy_sqrt_v : float
+        r, the released noisy square root of V_hat.
+    sigma_ate, sigma_var : float
+        sigma1 and sigma2 of the calibration (public).
+    p1 : float
+        The share of the miscoverage given to the variance noise (eq. 11).
+    mode : {"paper", "conservative"}
+        ``"paper"``: eq. 11. ``"conservative"``: the spec §3 decision, for which coverage step 1
+        holds exactly.
+
+    Returns
+    -------
+    float
+        V_hat_DP.
+
+    Notes
+    -----
+    With :math:`z = \Phi^{-1}(1 - p_1)`:
+
+    .. math::
+
+        \hat V_{DP}^{paper} &= r^2 + \sigma_1^2 + z \sigma_2^2, \\
+        \hat V_{DP}^{conservative} &= (\max(0, r) + z \sigma_2)^2 + \sigma_1^2.
     """
     z = float(ndtri(1.0 - p1))
     if mode == "paper":
@@ -39,7 +61,27 @@ def private_variance(
 def confidence_interval(
     ate_dp: float, variance_dp: float, alpha: float = 0.05, p1: float = 0.01
 ) -> tuple[float, float]:
-    """[tau_DP -/+ Phi^-1(1 - alpha/2 + p1/2) sqrt(V_DP)]: eq. 12 (eq. 8 at the defaults)."""
+    r"""The private CI of eq. 12 (eq. 8 at the defaults): spec §3.
+
+    Parameters
+    ----------
+    ate_dp : float
+        The released tau_DP.
+    variance_dp : float
+        V_hat_DP from :func:`private_variance`.
+    alpha, p1 : float
+        Miscoverage p of the CI and the share p1 of it given to the variance noise.
+
+    Returns
+    -------
+    (float, float)
+        The interval's lower and upper ends.
+
+    Notes
+    -----
+    .. math:: CI_p = \left[\hat\tau_{DP} \mp \Phi^{-1}\left(1 - \frac{p}{2} + \frac{p_1}{2}\right)
+              \sqrt{\hat V_{DP}}\right]
+    """
     c, _ = critical_values(alpha, p1)
     half = c * math.sqrt(variance_dp)
     return ate_dp - half, ate_dp + half

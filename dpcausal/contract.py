@@ -1,4 +1,5 @@
-"""The one release contract every mechanism follows (issue 17).
+"""The one release contract every mechanism follows, so charging, printing and pooling are
+written once for all of them.
 
 A mechanism is a scikit-learn style estimator whose constructor stores public parameters only.
 One call to :meth:`Mechanism.fit` is one privacy release, run in three phases:
@@ -90,13 +91,28 @@ class Privacy:
 class Release(ResultMixin):
     """One differentially private release: the base every mechanism's result extends.
 
-    ``ate`` is the released estimate (``None`` where a mechanism releases no ATE), ``ci`` its
-    ``level`` confidence interval and ``se`` its *total* standard error, sampling and privacy
-    noise together. ``privacy`` is the public privacy position, ``n`` the public size.
-    ``dataset`` names the data released without telling anything about them: the ledger's
-    dataset id the release was charged to, or the session accountant's random id of its input
-    (:mod:`dpcausal.session`); releases of the same data share it, which
-    :func:`dpcausal.meta.combine` needs (issue 26 §6).
+    Attributes
+    ----------
+    ate : float or None
+        The released estimate (``None`` where a mechanism releases no ATE).
+    ci : (float, float) or None
+        Its ``level`` confidence interval.
+    se : float or None
+        Its *total* standard error, sampling and privacy noise together.
+    level : float
+        Coverage of ``ci``.
+    privacy : Privacy
+        The public privacy position (epsilon, delta, unit, mechanism, detail).
+    n : int
+        The public size.
+    evaluation : bool
+        True for an evaluation-mode result, which is NOT private.
+    dataset : str or None
+        Names the data released without telling anything about them: the ledger's dataset id
+        the release was charged to, or the session accountant's random id of its input
+        (:mod:`dpcausal.session`). Releases of the same data share it, which
+        :func:`dpcausal.meta.combine` needs: their sampling error is one, so it pools them as
+        one study.
     """
 
     kind: ClassVar[str] = "release"
@@ -137,7 +153,14 @@ class Release(ResultMixin):
                  "ci_lower": lo, "ci_upper": hi}]
 
     def summary(self) -> pd.DataFrame:
-        """One row per estimate: estimate, se, CI bounds, epsilon, delta (DoubleML's layout)."""
+        """The released estimates as a table (DoubleML's layout).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per estimate (:meth:`estimate_rows`), columns ``estimate``, ``se``,
+            ``ci_lower``, ``ci_upper``, ``epsilon``, ``delta``.
+        """
         rows = self.estimate_rows()
         frame = pd.DataFrame(rows, columns=["name", "estimate", "se", "ci_lower", "ci_upper"])
         frame = frame.set_index("name").astype(float)
@@ -149,9 +172,18 @@ class Release(ResultMixin):
     def confint(self, level: float | None = None) -> pd.DataFrame:
         """Confidence intervals, one row per estimate, columns named like statsmodels/DoubleML.
 
-        ``level=None`` (or the release's own level) gives the published intervals. Another level
-        gives the normal interval ``estimate ± z·se`` from the released values: post-processing,
-        no further privacy cost, but it ignores any mechanism-specific CI construction.
+        Parameters
+        ----------
+        level : float, optional
+            ``None`` (or the release's own level) gives the published intervals. Another level
+            in (0, 1) gives the normal interval ``estimate ± z·se`` from the released values:
+            post-processing, no further privacy cost, but it ignores any mechanism-specific CI
+            construction.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``"<lower> %"`` and ``"<upper> %"`` (``"2.5 %"``, ``"97.5 %"`` at 0.95).
         """
         level = self.level if level is None else float(level)
         if not 0 < level < 1:
@@ -200,6 +232,13 @@ class Release(ResultMixin):
                 f"<p>{html.escape(self.reading())}</p></div>")
 
     def to_dict(self) -> dict[str, Any]:
+        """The release as JSON-ready values, with its ``kind`` and ``noise_share``; the inverse
+        of :meth:`from_dict`.
+
+        Returns
+        -------
+        dict
+        """
         return {"kind": self.kind, **to_jsonable(self), "noise_share": self.noise_share()}
 
     # ------------------------------------------------------------------ rebuilding
@@ -210,9 +249,24 @@ class Release(ResultMixin):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Release:
-        """The release that :meth:`to_dict` gave ``d``, of the class its ``kind`` names:
-        ``Release.from_dict(r.to_dict())`` has the type of ``r`` and the same dict, text and
-        summary (values not in the dict, such as Cluster-DP's unit-level data, are absent)."""
+        """The release that :meth:`to_dict` gave ``d``, of the class its ``kind`` names.
+
+        Parameters
+        ----------
+        d : mapping
+            A release's :meth:`to_dict`; its ``"kind"`` selects the class.
+
+        Returns
+        -------
+        Release
+            ``Release.from_dict(r.to_dict())`` has the type of ``r`` and the same dict, text and
+            summary (values not in the dict, such as Cluster-DP's unit-level data, are absent).
+
+        Raises
+        ------
+        ValueError
+            When ``kind`` names a class that is not ``cls`` or one of its subclasses.
+        """
         kind = d.get("kind")
         target = _release_class(kind)
         if not issubclass(target, cls):
@@ -222,7 +276,17 @@ class Release(ResultMixin):
 
     @classmethod
     def from_json(cls, text: str) -> Release:
-        """:meth:`from_dict` of :meth:`to_json`'s text: ``Release.from_json(r.to_json())``."""
+        """:meth:`from_dict` of :meth:`to_json`'s text: ``Release.from_json(r.to_json())``.
+
+        Parameters
+        ----------
+        text : str
+            A release's JSON.
+
+        Returns
+        -------
+        Release
+        """
         return cls.from_dict(json.loads(text))
 
     @classmethod
@@ -245,7 +309,17 @@ class Release(ResultMixin):
         return None
 
     def plot(self, ax: Axes | None = None) -> Axes:
-        """Estimates with their CIs (and the noise share in the title); returns the Axes."""
+        """Estimates with their CIs (and the noise share in the title).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; default a new figure sized to the estimates.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
         try:
             import matplotlib.pyplot as plt
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -327,7 +401,7 @@ class Mechanism(BaseEstimator):
 
     def check_data(self, data: pd.DataFrame, *, outcome_bounds: tuple[float, float] | None
                    = None, **roles: Any) -> DataCheck:
-        """A NON-PRIVATE look at the values of the columns given by role (issue 25 §2): rows,
+        """A NON-PRIVATE look at the values of the columns given by role : rows,
         missing and non-finite values per column, a "treatment" not 0/1, an "outcome" outside
         ``outcome_bounds``, the arm sizes. Charges nothing and publishes nothing (the curator
         already holds the data); the result is for the curator's eyes only, never share it."""
@@ -337,12 +411,34 @@ class Mechanism(BaseEstimator):
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> Release:
         """One release: :meth:`check_input`, :meth:`privacy_charge`, ``_private_release``.
 
-        ``data`` is a DataFrame with column roles given by keyword (``treatment=``,
-        ``outcome=``, ...), or the mechanism's arrays. Each call is a new release that spends
-        budget again: repeated fits on the same data compose, and the accountant of the current
-        context (:mod:`dpcausal.session`) records them. The release is kept as ``release_``. What
-        the release did with values goes to the curator's private log
+        Each call is a new release that spends budget again: repeated fits on the same data
+        compose, and the accountant of the current context (:mod:`dpcausal.session`) records
+        them; every refusal happens before the charge, and nothing is drawn before it. What the
+        release did with values goes to the curator's private log
         (:func:`dpcausal.curator_log.private_log_path`: beside the ledger by default).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            A DataFrame with the column roles given by keyword, or the mechanism's arrays
+            (positional ``*args``).
+        evaluation : bool
+            Evaluation mode: seeds and row-position folds are allowed and the result is NOT
+            private (it says so).
+        **roles : str or list of str
+            The column roles (``treatment=``, ``outcome=``, ``covariates=``, ``unit=``, ...).
+
+        Returns
+        -------
+        Release
+            The mechanism's release, also kept as ``release_``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            A refusal of the public checks, before anything is charged or drawn.
+        dpcausal.ledger.BudgetExceededError
+            When the accountant's cap would be exceeded (nothing is drawn).
         """
         from dpcausal.curator_log import attach, private_log_path
         from dpcausal.session import accountant

@@ -1,4 +1,4 @@
-"""The curator's private log file (issue 25 §2): where :data:`dpcausal.validation.private_log`
+"""The curator's private log file: where :data:`dpcausal.validation.private_log`
 writes what a release did with values (imputations, fallbacks, model errors, failures).
 
 Every release attaches it, from Python as from the CLI: the file the user pointed at with

@@ -1,4 +1,4 @@
-"""A look at the values before a release that costs nothing (issue 25 §2): ``check_data``.
+"""A look at the values before a release that costs nothing: ``check_data``.
 
 The curator already holds the data, so reading them on the curator's side and showing the
 counts to the curator alone spends no privacy budget. The result is NON-PRIVATE: it goes to

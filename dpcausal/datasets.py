@@ -91,7 +91,7 @@ def make_experiment_d(n: int = 20_000, random_state=None) -> Dataset:
 
 
 def make_large(n: int = 1_000_000, d: int = 5, random_state=None) -> Dataset:
-    """Benchmark data at scale (issue 19 §2; not from the paper): X ~ N(0, I_d),
+    """Benchmark data at scale (not from the paper; for the large-n benchmarks): X ~ N(0, I_d),
     pi = expit(X b_pi) with b_pi = 0.3/sqrt(d) per coordinate, Y = clip(0.5 + X b_y + 0.1 A + e,
     0, 1) with b_y = 0.1/sqrt(d) per coordinate and e ~ N(0, 0.15^2): an outcome in [0, 1], a
     logistic propensity and a linear outcome model that are both correct up to the clip.

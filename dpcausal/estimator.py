@@ -45,7 +45,8 @@ from dpcausal.validation import (
     private_failures,
 )
 
-# Covariates: a float array, or a DataFrame kept with its column names and dtypes (issue 20)
+# Covariates: a float array, or a DataFrame kept with its column names and dtypes (a user's
+# Pipeline may select and encode columns by name)
 Covariates: TypeAlias = np.ndarray | pd.DataFrame
 
 
@@ -65,12 +66,12 @@ class PrivateATE(Mechanism):
     propensity_model : classifier with ``fit``/``predict_proba`` (default ``LogisticRegression()``).
     outcome_model : regressor, or classifier for binary outcomes (default ``LinearRegression()``).
     n_folds : int or "auto"
-        K; "auto" (default) follows the data-free planner (:func:`dpcausal.planner.auto_n_folds`,
-        issue 19): the largest K whose folds keep the rows-per-fold floor of the estimator and
+        K; "auto" (default) follows the data-free planner (:func:`dpcausal.planner.auto_n_folds`):
+        the largest K whose folds keep the rows-per-fold floor of the estimator and
         model kind and whose predicted compute fits ``compute_budget``, never less than about
         sqrt(n) when the floor allows. It needs n and d only; the K chosen is published.
     block_folds : int, None or "auto"
-        K', the folds per block (spec §2.5b, issue 28): the rows are split into B = K / K'
+        K', the folds per block (spec §2.5b): the rows are split into B = K / K'
         public blocks of K' folds, and a row's nuisances average the K' - 1 models of its own
         block not trained on its fold, so each row meets K' - 1 models instead of K - 1.
         ``None`` (or K' = K) is the paper's full ensemble. "auto" (default): with
@@ -79,10 +80,10 @@ class PrivateATE(Mechanism):
         divide K. B, K', K and the rows per fold are published.
     folds : "secret" (default), "shuffle", "contiguous" or an int array of public fold ids.
         "secret": a fresh uniformly random balanced assignment per release, from OS entropy and
-        never published, so fold membership depends neither on the data nor on the source's
-        row order (issue 18 item 2). "shuffle" (a permutation seeded by ``random_state``) and
-        "contiguous" (the authors' code) assign folds by row position: evaluation mode only.
-        An array gives each row's fold; it must be public (e.g. a keyed hash of a record id).
+        never published, so fold membership depends neither on the data nor on the source's row
+        order (the order could carry values). "shuffle" (a permutation seeded by ``random_state``)
+        and "contiguous" (the authors' code) assign folds by row position: evaluation mode only. An
+        array gives each row's fold; it must be public (e.g. a keyed hash of a record id).
     outcome_bounds : (low, high), required, no default: public bounds on the outcome, fixed
         without looking at the data. The noise is calibrated to them and outcomes outside are
         clipped to them (spec §1.2), so a silent default would bias the estimate or misstate
@@ -103,7 +104,7 @@ class PrivateATE(Mechanism):
         "secret" folds in evaluation); a release draws its folds and noise from OS entropy.
     noise_seed : evaluation mode only (refused in a release): seeds the noise, which is
         otherwise drawn from OS entropy. A seeded draw is reproducible by anyone who knows the
-        seed; the published parameters say ``noise_seeded``, never a seed (issue 18 item 7).
+        seed; the published parameters say ``noise_seeded``, never a seed.
     chunk_size : rows per aggregation block (default: about 2M predictions per block).
     compute_budget : seconds of fit + aggregation the "auto" K may take on this machine class
         (the planner's compute model); public.
@@ -234,7 +235,26 @@ class PrivateATE(Mechanism):
         the expected CI half-width under the stated outcome-spread assumption (``outcome_sd``,
         default the worst case of the bounds), its ratio to the non-private CI, predicted
         predictions and seconds, and the recommended row, which is what ``n_folds="auto"`` and
-        the "auto" noise modes choose. Data-free: nothing is read or charged."""
+        the "auto" noise modes choose. Data-free: nothing is read or charged.
+
+        Parameters
+        ----------
+        n, d : int
+            Rows and covariates (public).
+        outcome_sd : float, optional
+            The assumed outcome standard deviation; default the worst case of the bounds.
+        treated_share : float
+            The assumed share of treated rows.
+        n_folds, estimators, propensity_clips : sequences, optional
+            Candidates to compare instead of the planner's K grid and this estimator's own
+            ``estimator`` and ``propensity_clip``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            :func:`dpcausal.planner.plan`'s table; ``planner.recommended(table)`` is its
+            recommended row.
+        """
         return plan(
             n, d, outcome_bounds=self._bounds(), estimator=self.estimator,
             propensity_clip=self.propensity_clip, zeta=self.zeta,
@@ -271,7 +291,8 @@ class PrivateATE(Mechanism):
         """Whether every model the estimator uses is a plain ``LinearRegression`` or
         ``LogisticRegression``: then DataFrame covariates become a float array and the fold
         models are predicted by one stacked matrix product; otherwise a DataFrame reaches the
-        models with its column names and dtypes (issue 20)."""
+        models with its column names and dtypes, for a Pipeline that selects columns by
+        name."""
         used = []
         if self.estimator in ("ipw", "aipw"):
             used.append(self._propensity_model())
@@ -293,7 +314,8 @@ class PrivateATE(Mechanism):
 
     def check_mode(self, evaluation: bool) -> None:
         """Refusals that depend on the mode and the public parameters only, made before anything
-        is charged: seeds and row-position folds are for evaluation (issue 18 items 2, 7)."""
+        is charged: seeds and row-position folds are for evaluation, since
+        a seeded draw or a fold that follows row order can be replayed or read from the data."""
         if evaluation:
             return
         if self.noise_seed is not None:
@@ -309,7 +331,8 @@ class PrivateATE(Mechanism):
                 "of public fold ids (e.g. a keyed hash of a record id)")
 
     def _noise_rng(self, evaluation: bool) -> np.random.Generator:
-        """OS entropy; a ``noise_seed`` generator only in evaluation mode (item 7)."""
+        """OS entropy; a ``noise_seed`` generator only in evaluation mode (a seeded draw
+        can be replayed)."""
         if evaluation and self.noise_seed is not None:
             return np.random.default_rng(self.noise_seed)
         return secure_rng()
@@ -386,10 +409,10 @@ class PrivateATE(Mechanism):
         return outcome_bounds(self.outcome_bounds)
 
     def make_folds(self, n: int, evaluation: bool = False, d: int | None = None) -> np.ndarray:
-        """Fold ids (spec §2.2 step 1), never a function of data values: a fresh secret draw
-        from OS entropy ("secret"; seeded by ``random_state`` in evaluation), the public array,
-        or, in evaluation only, the seeded or contiguous split of row positions (item 2). ``d``
-        is needed only with ``n_folds="auto"``."""
+        """Fold ids (spec §2.2 step 1), never a function of data values: a fresh secret draw from OS
+        entropy ("secret"; seeded by ``random_state`` in evaluation), the public array, or, in
+        evaluation only, the seeded or contiguous split of row positions (row order may carry
+        values). ``d`` is needed only with ``n_folds="auto"``."""
         self.check_mode(evaluation)
         K, kb = self.resolved_folds(n, d)
         if isinstance(self.folds, str) and self.folds == "secret":
@@ -466,9 +489,9 @@ class PrivateATE(Mechanism):
         evaluation: bool = False,
         d: int | None = None,
     ) -> ATERelease:
-        """Scores (Y clipped here too: item 8), tau_hat, V_hat, then the noise, drawn once from
-        OS entropy (spec §2.2 steps 4-5, §3). Release mode: a failure is generic (item 3).
-        Uncharged: callers charge it first."""
+        """Scores (Y clipped here too, whoever calls it), tau_hat, V_hat, then the noise, drawn once
+        from OS entropy (spec §2.2 steps 4-5, §3). Release mode: a failure is generic (its message
+        could carry values). Uncharged: callers charge it first."""
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat, v_hat = self._estimate(A, Y, nuisances)
@@ -481,7 +504,7 @@ class PrivateATE(Mechanism):
         """Scores Gamma_i of a block of rows (any subset of the data, e.g. one partition),
         given all K fold models in fold order: aggregation and scores (spec §2.2 steps 3-4), Y
         clipped to the bounds, the public score 0 where ``usable`` is False (the missing-value
-        policy). Non-private: for in-memory sums only (issue 19 §3)."""
+        policy). Non-private: for in-memory sums only (the partitioned path)."""
         return self._scores(A, Y, self.aggregate(X, fold_ids, fold_models), usable)
 
     def release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
@@ -542,7 +565,7 @@ class PrivateATE(Mechanism):
 
     def check_data(self, data: pd.DataFrame, *, treatment: str,  # type: ignore[override]
                    outcome: str, covariates: Sequence[str] | None = None) -> DataCheck:
-        """A NON-PRIVATE look at the values that costs nothing (issue 25 §2): rows, missing and
+        """A NON-PRIVATE look at the values that costs nothing: rows, missing and
         non-finite values per role, the share of outcomes outside the bounds, arm sizes, what
         the ``missing`` policy will do and rows per fold at the planned K.
 
@@ -563,11 +586,25 @@ class PrivateATE(Mechanism):
     def check_input(self, data: Any, *args: Any, treatment: str | None = None,
                     outcome: str | None = None,
                     covariates: Sequence[str] | None = None) -> Prepared:
-        """Checked (X, A, Y) from a DataFrame with column roles or from arrays (issue 17).
+        """Checked (X, A, Y) from a DataFrame with column roles or from arrays.
 
         ``check_input(df, treatment="a", outcome="y", covariates=["x1", "x2"])`` (covariates
         default: every other column) or ``check_input(X, A, Y)``. Raises every refusal before
-        anything is charged; ``public`` holds ``n`` and ``d``.
+        anything is charged.
+
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            The DataFrame, or X with ``A`` and ``Y`` in ``*args``.
+        treatment, outcome : str, optional
+            The column roles of a DataFrame.
+        covariates : sequence of str, optional
+            The covariate columns (default: every other column).
+
+        Returns
+        -------
+        Prepared
+            ``public`` holds ``n`` and ``d``; ``data`` the checked (X, A, Y).
         """
         X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
         Xa, Aa, Ya = check_schema(X, A, Y, keep_frame=not self._plain_linear())
@@ -583,13 +620,13 @@ class PrivateATE(Mechanism):
         """The missing-value policy, folds, fold fits, aggregation, then the noise drawn once
         (spec §2.7).
 
-        Runs after the charge and is total (issue 26 §2): missing and non-finite values follow
-        the declared policy (:func:`dpcausal.missing.apply_missing`), empty arms and failing
-        models the §2.7 fallbacks, so every data set gets a finite release; only a bug raises
-        (generic in release mode, issue 18 item 3). Rows without a usable treatment or outcome
-        train no model and score 0. Evaluation mode also returns, in ``nonprivate``, the number
-        of clipped outcomes and of fold fits that fell back to constants (non-private counts:
-        never in a release, item 11).
+        Runs after the charge and is total, since a failure after the charge could depend on the
+        data: missing and non-finite values follow the declared policy
+        (:func:`dpcausal.missing.apply_missing`), empty arms and failing models the §2.7 fallbacks,
+        so every data set gets a finite release; only a bug raises (generic in release mode, so its
+        message carries no value). Rows without a usable treatment or outcome train no model and
+        score 0. Evaluation mode also returns, in ``nonprivate``, the number of clipped outcomes and
+        of fold fits that fell back to constants (non-private counts: never in a release).
         """
         self.check_mode(evaluation)
         n, d = prepared.public["n"], prepared.public["d"]
@@ -615,9 +652,31 @@ class PrivateATE(Mechanism):
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> ATERelease:
         """One private release on a DataFrame with roles or on (X, A, Y); kept as ``release_``.
 
-        ``evaluation=True`` additionally exposes the pre-noise estimate and variance in
-        ``release.nonprivate``: for simulations only, never for publication. Repeated fits on the
-        same data compose (each draws new noise and spends again).
+        Repeated fits on the same data compose (each draws new noise and spends again).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            A DataFrame with the roles ``treatment=``, ``outcome=`` and optionally
+            ``covariates=`` (default: every other column), or the covariates X followed by
+            ``A`` and ``Y`` as positional arguments.
+        evaluation : bool
+            ``True`` additionally exposes the pre-noise estimate and variance in
+            ``release.nonprivate`` and allows seeds: for simulations only, never for
+            publication.
+        **roles : str or list of str
+            The column roles.
+
+        Returns
+        -------
+        ATERelease
+            tau_DP with its private CI (spec §2.2 step 5, §3), the total se and the privacy
+            position; also kept as ``release_``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            A refusal of the public checks, before anything is charged or drawn.
         """
         self.check_mode(evaluation)
         release = cast(ATERelease, super().fit(data, *args, evaluation=evaluation, **roles))
@@ -626,7 +685,7 @@ class PrivateATE(Mechanism):
 
 def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcome: str | None,
                  covariates: Sequence[str] | None) -> tuple[Any, Any, Any]:
-    """(X, A, Y) from ``(X, A, Y)`` arrays or a DataFrame with column roles (issue 17)."""
+    """(X, A, Y) from ``(X, A, Y)`` arrays or a DataFrame with column roles."""
     if args:
         if len(args) != 2 or treatment or outcome or covariates is not None:
             raise TypeError("pass either arrays fit(X, A, Y) or a DataFrame with roles "

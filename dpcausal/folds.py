@@ -30,7 +30,7 @@ def make_folds(
         ``random_state``: a uniformly random balanced assignment, independent of the row order
         and of the data; a release passes :func:`dpcausal.noise.secure_rng` and keeps it
         secret), ``"shuffle"`` (the same with a seed; public, so a function of row positions:
-        evaluation only, issue 18 item 2), ``"contiguous"`` (array_split of ``range(n)``, as the
+        evaluation only), ``"contiguous"`` (array_split of ``range(n)``, as the
         authors' code; evaluation only), or an int array of fold ids given by the user (it must
         itself be public, e.g. a keyed hash of a declared record id).
     """

@@ -1,4 +1,4 @@
-"""Exact O(n·d) out-of-fold means for linear outcome models (issue 19 §2).
+"""Exact O(n·d) out-of-fold means for linear outcome models: a large K costs no K-fold pass.
 
 The ensemble outcome nuisance of row i is the mean of the K-1 clipped predictions of the models
 not trained on its fold (spec dp_ate_ensemble.md §2.2 step 3, eq. 5):

@@ -1,5 +1,5 @@
-"""The declared missing-value policy of a release (issue 25 §2, issue 26 §2; SPECS.md "Missing
-and non-finite values").
+"""The declared missing-value policy of a release: a public parameter, so what a release does
+with a missing value never depends on the data (SPECS.md "Missing and non-finite values").
 
 A release must never fail on values after its charge, and nothing value-dependent may be refused
 before it, so what a missing or non-finite value becomes is decided by public rules only:

@@ -3,9 +3,9 @@
 Model k sees only fold k's rows (and, for the outcome models, only one arm of them): any estimator
 with ``fit``/``predict`` (``predict_proba`` for the propensity, or for a classifier used as outcome
 model on binary outcomes) is cloned per fold, so preprocessing inside a user's ``Pipeline`` is
-fitted inside the fold. Degenerate folds, and folds whose fit raises (issue 18 item 3), fall back
-to fold-local constants (§2.7), which keeps the privacy analysis intact since they use fold k's
-data only; the error's details go only to the curator's private log.
+fitted inside the fold. Degenerate folds, and folds whose fit raises (a failure that may depend
+on the data), fall back to fold-local constants (§2.7), which keeps the privacy analysis intact
+since they use fold k's data only; the error's details go only to the curator's private log.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def _fit_arms(model: Any, Xs: np.ndarray, Ys: np.ndarray, starts: np.ndarray, si
     sums = _group_sums(Ys, starts, sizes)       # exact for 0/1 outcomes
     if is_classifier(model):
         # a classifier needs 0/1 outcomes: a fold-arm holding another value takes its mean,
-        # as the unbatched fit's fallback does (§2.7; issue 26 §2)
+        # as the unbatched fit's fallback does (§2.7): a release never fails after its charge
         other = _group_sums((~np.isin(Ys, (0.0, 1.0))).astype(float), starts, sizes) > 0
         if other.any():
             private_log.error("a classifier outcome model met outcomes other than 0/1 in %d "
@@ -176,18 +176,18 @@ def _group_sums(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np
 
 def take_rows(X: Any, rows: Any) -> Any:
     """Rows of X by position (an index array, boolean mask or slice), for arrays and DataFrames
-    alike (issue 20: covariates keep their column names and dtypes)."""
+    alike (covariates keep their column names and dtypes, which a user's Pipeline may select by)."""
     return X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
 
 
 def _or_fallback(fit: Callable[[], Nuisance], constant: float | None, k: int, name: str
                  ) -> tuple[Nuisance, int]:
-    """``fit()``, or the fold-local §2.7 constant if it raises (issue 18 item 3): a user
+    """``fit()``, or the fold-local §2.7 constant if it raises: a user
     model's failure may depend on the fold's data, so it must not end the release or reach its
     output; the error goes to the private log."""
     try:
         return fit(), 0
-    except BaseException as exc:  # noqa: BLE001 - SystemExit too (issue 26 §2)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: never fail after the charge
         if not guarded(exc):
             raise
         private_log.error("fold %d: fitting %s raised; using the fold-local constant", k, name,
@@ -226,7 +226,7 @@ def _fit_outcome(model: Any, Xa: np.ndarray, Ya: np.ndarray) -> Nuisance:
 def _fit_least_squares(model: LinearRegression, X: np.ndarray, y: np.ndarray) -> LinearRegression:
     """``LinearRegression.fit`` on validated dense data, as sklearn computes it (``lstsq`` on
     centred data, intercept = y_offset - x_offset . coef) without its per-call input checks,
-    which dominate a K=200 fit of small folds (issue 3 performance)."""
+    which dominate a K=200 fit of small folds."""
     fitted = copy.deepcopy(model)
     x_offset = X.mean(axis=0) if model.fit_intercept else np.zeros(X.shape[1])
     y_offset = y.mean() if model.fit_intercept else 0.0
@@ -258,7 +258,7 @@ def predict_nuisance(model: Nuisance, X: np.ndarray, default: float) -> np.ndarr
 def linear_form(model: Nuisance) -> tuple[str, np.ndarray, float] | None:
     """``("linear"|"logistic", coef, intercept)`` when predictions are a (link of a) linear form.
 
-    Lets aggregation predict all K fold models with one matrix product (issue 3 performance);
+    Lets aggregation predict all K fold models with one matrix product, fast at large K;
     only exact ``LinearRegression``/binary ``LogisticRegression`` instances qualify.
     """
     if type(model) is LinearRegression and np.ndim(model.coef_) == 1:

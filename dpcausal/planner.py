@@ -2,7 +2,7 @@
 
 Everything that sets the noise of :class:`dpcausal.PrivateATE` is public (n, d, K, bounds, the
 propensity clip, zeta, the CI share), so the expected width of the private CI can be computed
-before the release, under a stated public assumption about the outcome's spread (issue 19).
+before the release, under a stated public assumption about the outcome's spread.
 
 Assumption (public, overridable): the outcome has standard deviation ``outcome_sd`` in both
 arms (default: half the width of the outcome bounds, the largest any distribution on the bounds
@@ -17,7 +17,7 @@ sigma1^2`` with ``z = Phi^-1(1 - p1)``; the half-width is ``c sqrt(V_DP)`` with
 privacy. sigma1 and sigma2 come from :func:`dpcausal.sensitivity.calibrate` (Theorem 1, §2.5).
 
 Rows-per-fold floors (our decision, spec §7 is silent past its 5(d+1)/50 warning): the folds of a
-recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (5(d+1) before issue 28),
+recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (5(d+1) before block ensembles),
 ``max(25, 10(d+1))`` for G and ``max(50, 50(d+1))`` for IPW with parametric nuisance models, and
 ``max(100, 10(d+1))`` for any other model kind. The evidence: the paper's Exp. A runs all three
 at 25 rows per fold (d = 1). AIPW at n = 10^6, d = 5 (``make_large``, block ensembles, pre-noise
@@ -32,7 +32,7 @@ fold), hence its 50(d+1) floor (bias about 0.005 at d = 20). ``tests/library/tes
 (slow) reruns the sweep at the recommended K.
 
 Compute (this machine class, 2 cores; refitted to bench/ate_core.py with the fused aggregation
-kernels and batched fits of issue 19 §2): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
+kernels and batched fits): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
 P = 1 if the estimator uses the propensity and M the number of outcome arms (G 2, IPW 0, AIPW 2):
 a logistic propensity costs an exp and a reciprocal per prediction (about 3 CPU ns), a linear
 outcome a clip (about 0.75 CPU ns, nothing where the linear collapse applies, which this model
@@ -95,8 +95,8 @@ def predicted_seconds(n: int, n_folds: int, estimator: str, block_folds: int | N
 
 def block_split(n_folds: int, block_folds: int | str | None = "auto") -> tuple[int, int]:
     """``(K, K')`` for a target K: ``None`` keeps the full ensemble (K' = K); an int K' takes
-    ``B = max(1, K // K')`` blocks (K = B K'; K' = K when K < K'); ``"auto"`` is the rule of
-    issue 28: ``B = ceil(K / 256)`` blocks of ``K' = K // B`` folds, so K' <= 256, K loses
+    ``B = max(1, K // K')`` blocks (K = B K'; K' = K when K < K'); ``"auto"``:
+    ``B = ceil(K / 256)`` blocks of ``K' = K // B`` folds, so K' <= 256, K loses
     fewer than B folds, and the ATE noise exceeds the full ensemble's at the same K by the
     factor about ``(K-1)/(K-B)``, at most 1/128 when B > 1 (spec §2.5b: ``kappa/(K-B)``),
     while each row meets at most 256 models. B = 1 (the paper's estimator) up to K = 256."""
@@ -126,7 +126,24 @@ def _per_pair(estimator: str) -> float:
 def expected_halfwidth(sigma_ate: float, sigma_var: float, variance: float, *,
                        ci: str = "conservative", alpha: float = 0.05, p1: float = 0.01) -> float:
     """Expected private CI half-width ``c sqrt(V_DP)`` for non-private variance ``variance``
-    (spec §3: eq. 11 for ``"paper"``, the conservative form otherwise; eq. 12 for c)."""
+    (spec §3: eq. 11 for ``"paper"``, the conservative form otherwise; eq. 12 for c).
+
+    Parameters
+    ----------
+    sigma_ate, sigma_var : float
+        sigma1 and sigma2 of the calibration.
+    variance : float
+        The assumed non-private variance of the estimate (:func:`nonprivate_variance`).
+    ci : {"conservative", "paper"}
+        The private-variance form (:func:`dpcausal.ci.private_variance`), at the noise's mean.
+    alpha, p1 : float
+        Miscoverage of the CI and the share of it given to the variance noise.
+
+    Returns
+    -------
+    float
+        The half-width, with the variance noise at its expected value (zero).
+    """
     z = float(ndtri(1.0 - p1))
     c = float(ndtri(1.0 - alpha / 2.0 + p1 / 2.0))
     if ci == "paper":
@@ -230,15 +247,43 @@ def plan(
 ) -> pd.DataFrame:
     """The planner's table: one row per (estimator, eta, K, sigma2, ci_share) candidate.
 
-    ``ci_share=None`` / ``sigma2=None`` try :data:`CI_SHARES` / :data:`SIGMA2_MODES` (both public
-    and data-free); pass a value to fix it. ``block_folds`` splits each candidate K into
-    blocks (:func:`block_split`; None: the full ensemble). Columns: estimator, propensity_clip,
-    n_folds (K = B K'), n_blocks (B), block_folds (K'), rows_per_fold (of the smallest fold),
-    sigma2, ci_share, sigma1 (noise sd of the ATE), sigma2_sd (noise sd of
-    sqrt(V)), halfwidth, nonprivate_halfwidth, ratio, predictions, seconds, feasible (the floor
-    met, and the compute budget too unless K is at most about sqrt(n): the rule of
-    :func:`auto_n_folds`), informative (ratio <= 10) and recommended (exactly one row: the
-    narrowest feasible CI, the smaller K on ties; at the "auto" K, since the CI narrows with K).
+    Data-free: it reads n and d and public parameters, never values, and charges nothing.
+
+    Parameters
+    ----------
+    n, d : int
+        Rows (at least 4) and covariates (at least 1).
+    outcome_bounds : (float, float)
+        The public outcome bounds.
+    estimator, propensity_clip, zeta, sensitivity
+        As in :class:`dpcausal.PrivateATE`.
+    ci_share, sigma2 : optional
+        ``None`` tries :data:`CI_SHARES` / :data:`SIGMA2_MODES` (both public and data-free); a
+        value fixes it.
+    ci, alpha, p1
+        As in :func:`expected_halfwidth`.
+    n_folds, estimators, propensity_clips : iterables, optional
+        Candidates to compare instead of the defaults (:func:`candidate_folds`, ``estimator``,
+        ``propensity_clip``).
+    model_kind : str
+        ``"parametric"`` or another kind; sets the rows-per-fold floor.
+    outcome_sd, treated_share : float
+        The stated public assumption on the outcome's spread (module docstring).
+    compute_budget : float
+        Seconds of fit and aggregation a candidate may take (the compute model above).
+    block_folds : int, "auto" or None
+        Splits each candidate K into blocks (:func:`block_split`; None: the full ensemble).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns: estimator, propensity_clip, n_folds (K = B K'), n_blocks (B), block_folds (K'),
+        rows_per_fold (of the smallest fold), sigma2, ci_share, sigma1 (noise sd of the ATE),
+        sigma2_sd (noise sd of sqrt(V)), halfwidth, nonprivate_halfwidth, ratio, predictions,
+        seconds, feasible (the floor met, and the compute budget too unless K is at most about
+        sqrt(n): the rule of :func:`auto_n_folds`), informative (ratio <= 10) and recommended
+        (exactly one row: the narrowest feasible CI, the smaller K on ties; at the "auto" K, since
+        the CI narrows with K).
     """
     if not (isinstance(n, int) and n >= 4):
         raise ValueError(f"n must be an int >= 4, got {n!r}")
@@ -305,10 +350,23 @@ def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "
 def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "parametric",
                compute_budget: float = 60.0, block_folds: int | str | None = "auto"
                ) -> tuple[int, int]:
-    """``(K, K')`` for ``n_folds="auto"`` (issue 28): with blocks (``block_folds`` "auto" or an
+    """``(K, K')`` for ``n_folds="auto"``: with blocks (``block_folds`` "auto" or an
     int), the largest K whose folds keep the floor's rows and whose predicted compute, linear in
     n at K' <= 256 models per row (:func:`predicted_seconds`), fits the budget, split by
-    :func:`block_split`; with ``None``, the full ensemble's :func:`auto_n_folds` (K' = K)."""
+    :func:`block_split`; with ``None``, the full ensemble's :func:`auto_n_folds` (K' = K).
+
+    Parameters
+    ----------
+    n, d : int
+        Rows and covariates (public).
+    estimator, model_kind, compute_budget, block_folds
+        As in :func:`plan`.
+
+    Returns
+    -------
+    (int, int)
+        K and K', the folds per block.
+    """
     if block_folds is None:
         k = auto_n_folds(n, d, estimator=estimator, model_kind=model_kind,
                          compute_budget=compute_budget)
@@ -328,9 +386,27 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
                        alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
                        outcome_sd: float | None = None, treated_share: float = 0.5,
                        block_folds: int | None = None) -> float:
-    """The smallest zeta whose expected half-width is at most ``target`` (by root finding);
-    ``inf`` when even unlimited budget cannot reach it (the non-private width is larger).
-    ``block_folds``: K' of a block layout (None: the full ensemble)."""
+    """The smallest zeta whose expected half-width is at most ``target`` (by root finding).
+
+    Parameters
+    ----------
+    target : float
+        The wanted half-width of the private CI.
+    n, n_folds : int
+        Rows and folds K.
+    outcome_bounds, estimator, propensity_clip, ci_share, sigma2, ci, alpha, p1, sensitivity
+        As in :func:`plan` (here ``ci_share`` and ``sigma2`` are fixed values).
+    outcome_sd, treated_share : float
+        The stated public assumption on the outcome's spread.
+    block_folds : int, optional
+        K' of a block layout (None: the full ensemble).
+
+    Returns
+    -------
+    float
+        The zeta; ``inf`` when even unlimited budget cannot reach ``target`` (the non-private
+        width is larger).
+    """
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
 

@@ -11,14 +11,37 @@ from dpcausal.aggregation import EnsembleNuisances
 def scores(
     estimator: str, A: np.ndarray, Y: np.ndarray, nuis: EnsembleNuisances, centre: float = 0.0
 ) -> np.ndarray:
-    """Per-row scores Gamma_i with the ensemble nuisances: spec §2.2 step 4.
+    r"""Per-row scores Gamma_i with the ensemble nuisances: spec §2.2 step 4 (eq. 6).
 
-    G:    mu1 - mu0
-    IPW:  A Y inv_pi1 - (1-A) Y inv_pi0
-    AIPW: mu1 - mu0 + A (Y - mu1) inv_pi1 - (1-A) (Y - mu0) inv_pi0
+    Parameters
+    ----------
+    estimator : {"g", "ipw", "aipw"}
+        Which score to compute.
+    A, Y : numpy.ndarray of shape (n,)
+        Treatment (0/1) and outcome, Y already clipped to the public bounds.
+    nuis : EnsembleNuisances
+        The aggregated out-of-fold nuisances of every row (spec §2.2 step 3): ``mu1``, ``mu0``
+        and the inverse propensities ``inv_pi1`` = 1/pi_1(i), ``inv_pi0`` = 1/(1 - pi_0(i)).
+    centre : float
+        Shift applied to Y and mu (the §1.2 shift trick for G/AIPW: their scores do not change,
+        but |Y|, |mu| <= B_mu then holds with B_mu the half-width of the bounds).
 
-    ``centre`` shifts Y and mu (the §1.2 shift trick for G/AIPW, which leaves their scores'
-    value unchanged but makes |Y|, |mu| <= B_mu hold with B_mu the half-width of the bounds).
+    Returns
+    -------
+    numpy.ndarray of shape (n,)
+        The scores Gamma_i.
+
+    Notes
+    -----
+    With the ensemble nuisances of row i (spec §2.1, §2.2 step 4):
+
+    .. math::
+
+        \Gamma^{G}_i &= \hat\mu_1(i) - \hat\mu_0(i), \\
+        \Gamma^{IPW}_i &= \frac{A_i Y_i}{\hat\pi_1(i)} - \frac{(1 - A_i) Y_i}{1 - \hat\pi_0(i)}, \\
+        \Gamma^{AIPW}_i &= \hat\mu_1(i) - \hat\mu_0(i)
+            + \frac{A_i (Y_i - \hat\mu_1(i))}{\hat\pi_1(i)}
+            - \frac{(1 - A_i) (Y_i - \hat\mu_0(i))}{1 - \hat\pi_0(i)}.
     """
     A = A.astype(float)
     Yc = Y - centre
@@ -38,7 +61,19 @@ def scores(
 
 
 def ate_and_variance(gamma: np.ndarray) -> tuple[float, float]:
-    """tau_hat = mean(Gamma) and V_hat = sum (Gamma_i - tau_hat)^2 / (n (n-1)): spec §2.1."""
+    r"""The non-private point estimate and its variance estimate from the scores: spec §2.1.
+
+    Parameters
+    ----------
+    gamma : numpy.ndarray of shape (n,)
+        The scores Gamma_i (:func:`scores`), n >= 2.
+
+    Returns
+    -------
+    tau_hat, V_hat : float
+        .. math:: \hat\tau = \frac{1}{n} \sum_i \Gamma_i, \qquad
+                  \hat V = \frac{1}{n (n-1)} \sum_i (\Gamma_i - \hat\tau)^2.
+    """
     n = gamma.shape[0]
     tau = float(np.mean(gamma))
     v = float(np.sum((gamma - tau) ** 2) / (n * (n - 1)))

@@ -61,16 +61,39 @@ def ate_sensitivity(
     estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float,
     mode: str = "theorem1", binary_outcome: bool = False, layout: BlockLayout | None = None,
 ) -> float:
-    """sup |tau_hat(D) - tau_hat(D')| over replace-one neighbours: spec §2.4, §2.5b.
+    r"""sup |tau_hat(D) - tau_hat(D')| over replace-one neighbours: spec §2.4, §2.5b.
 
-    theorem1:      sqrt(C) (1/n + w)                 (what the paper calibrates with)
-    lemma:         Delta_=/n + kappa w                (valid; about half for IPW)
-    released_code: the authors' plotting constants (1/K, halved AIPW): NOT a valid bound, for
-                   reproducing the paper's figures only (spec §2.4, §8 item 11); full ensemble
-                   only.
+    Parameters
+    ----------
+    estimator : {"g", "ipw", "aipw"}
+    n, n_folds : int
+        Rows and folds K (public).
+    B_mu, B_pi : float
+        Outcome bound after the shift trick (:func:`outcome_scale`) and 1/propensity_clip.
+    mode : {"theorem1", "lemma", "released_code"}
+        ``"theorem1"``: ``sqrt(C) (1/n + w)``, what the paper calibrates with. ``"lemma"``:
+        ``Delta_=/n + kappa w``, valid and about half for IPW. ``"released_code"``: the
+        authors' plotting constants (1/K, halved AIPW), NOT a valid bound, for reproducing the
+        paper's figures only (spec §2.4, §8 item 11); full ensemble only.
+    binary_outcome : bool
+        Bounds (0, 1): changes the ``"released_code"`` AIPW constant only.
+    layout : BlockLayout, optional
+        Block ensemble (spec §2.5b); None is the full ensemble.
 
-    w = 1/(K-1) for the full ensemble; for blocks (``layout`` with B > 1)
-    w = n_b,max / (n (K'-1)) (:meth:`dpcausal.blocks.BlockLayout.other_fold_weight`).
+    Returns
+    -------
+    float
+        The sensitivity Delta_tau; the ATE noise is ``sigma1 = Delta_tau / zeta1``.
+
+    Notes
+    -----
+    Theorem 1 (spec §2.5), with ``w = 1/(K-1)`` for the full ensemble:
+
+    .. math:: \Delta_\tau = \sqrt{C} \left(\frac{1}{n} + w\right), \qquad
+              \sigma_1 = \frac{\sqrt{C}}{\zeta_1} \left(\frac{1}{n} + \frac{1}{K-1}\right),
+
+    with ``C`` from :func:`theorem1_constant`. For blocks (``layout`` with B > 1),
+    ``w = n_b,max / (n (K'-1))`` (:meth:`dpcausal.blocks.BlockLayout.other_fold_weight`).
     """
     K = n_folds
     w = 1.0 / (K - 1) if layout is None else layout.other_fold_weight()
@@ -94,12 +117,30 @@ def sqrt_variance_sensitivity(
     estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float, mode: str = "paper",
     layout: BlockLayout | None = None,
 ) -> float:
-    """sup |sqrt(V_hat) - sqrt(V_hat')|: spec §2.5, §2.5b.
+    r"""sup |sqrt(V_hat) - sqrt(V_hat')|: spec §2.5, §2.5b.
 
-    paper: sqrt(2C/(n-1)) (s + sqrt(s)), s = 1/n + 1/(K-1)  (Theorem 1's sigma2 times zeta2);
-           full ensemble only (not shown valid for B > 1, spec §2.5b)
-    tight: sqrt(Delta_=^2 + n kappa^2/(K-1)^2) / sqrt(n(n-1))  (projection argument, spec §2.5);
-           blocks: sqrt(Delta_=^2 + n_b,max kappa^2/(K'-1)^2) / sqrt(n(n-1)) (spec §2.5b)
+    Parameters
+    ----------
+    estimator, n, n_folds, B_mu, B_pi, layout
+        As in :func:`ate_sensitivity`.
+    mode : {"paper", "tight"}
+        ``"paper"``: Theorem 1's sigma2 times zeta2, full ensemble only (not shown valid for
+        B > 1, spec §2.5b). ``"tight"``: the projection bound (spec §2.5); for blocks,
+        ``sqrt(Delta_=^2 + n_b,max kappa^2/(K'-1)^2) / sqrt(n(n-1))`` (spec §2.5b).
+
+    Returns
+    -------
+    float
+        The sensitivity Delta_V; the variance noise is ``sigma2 = Delta_V / zeta2``.
+
+    Notes
+    -----
+    With ``s = 1/n + 1/(K-1)`` (Theorem 1 and the derived tight bound, spec §2.5):
+
+    .. math::
+
+        \Delta_V^{paper} &= \sqrt{\frac{2C}{n-1}} \left(s + \sqrt{s}\right), \\
+        \Delta_V^{tight} &= \frac{\sqrt{\Delta_=^2 + n \kappa^2 / (K-1)^2}}{\sqrt{n (n-1)}}.
     """
     K = n_folds
     if layout is not None and layout.n_blocks > 1:
@@ -167,8 +208,40 @@ def calibrate(
     sigma2: str = "paper",
     layout: BlockLayout | None = None,
 ) -> NoiseCalibration:
-    """Theorem 1 calibration: sigma1 = Delta_tau/zeta1, sigma2 = Delta_V/zeta2; spec §2.5, and
-    §2.5b for a block ``layout`` (None: the full ensemble, B = 1)."""
+    r"""Theorem 1 calibration: sigma1 = Delta_tau/zeta1, sigma2 = Delta_V/zeta2; spec §2.5, and
+    §2.5b for a block ``layout``. Pure function of public parameters.
+
+    Parameters
+    ----------
+    estimator : {"g", "ipw", "aipw"}
+    n, n_folds : int
+        Rows and folds K.
+    outcome_bounds : (float, float)
+        Public outcome bounds; B_mu and the centre follow by :func:`outcome_scale`.
+    propensity_clip : float
+        eta; B_pi = 1/eta.
+    zeta : float
+        Total GDP budget of the release, split by :func:`split_budget`.
+    ci_share : float
+        r: the share of zeta^2 spent on the variance (0 for a point estimate only).
+    sensitivity, sigma2 : str
+        Modes of :func:`ate_sensitivity` and :func:`sqrt_variance_sensitivity`.
+    layout : BlockLayout, optional
+        Block ensemble (spec §2.5b); None (or B = 1) is the full ensemble.
+
+    Returns
+    -------
+    NoiseCalibration
+        Every public figure of the noise: sensitivities, zeta1, zeta2, sigma1, sigma2.
+
+    Notes
+    -----
+    Releasing tau_DP is zeta1-GDP and the CI of eq. 12 is ``sqrt(zeta1^2 + zeta2^2)``-GDP
+    (Theorem 1, spec §2.5):
+
+    .. math:: \zeta_1 = \zeta \sqrt{1 - r}, \quad \zeta_2 = \zeta \sqrt{r}, \quad
+              \sigma_1 = \Delta_\tau / \zeta_1, \quad \sigma_2 = \Delta_V / \zeta_2.
+    """
     B_mu, centre = outcome_scale(estimator, outcome_bounds)
     B_pi = 1.0 / propensity_clip
     binary = tuple(float(b) for b in outcome_bounds) == (0.0, 1.0)

@@ -1,5 +1,6 @@
 """Input checks for the private ATE: every user mistake becomes a ValueError/TypeError naming the
-argument and the fix (issue 3), split by what the check reads (issue 18 item 3):
+argument and the fix, split by what the check reads (a refusal after the charge would depend on
+data):
 
 - :func:`check_schema` and :func:`check_params` read public facts only (shapes, dtypes, n, d,
   parameters) and run before anything is charged;
@@ -75,10 +76,10 @@ def treat_as_interrupt(cls: type[BaseException]) -> None:
 
 
 def guarded(exc: BaseException) -> bool:
-    """Whether a release turns ``exc``, raised by a user's model or by data-dependent work, into
-    a public fallback (issue 26 §2): any exception, ``SystemExit`` and other ``BaseException``s
-    included; only an interrupt of the process (``KeyboardInterrupt``, or a class given to
-    :func:`treat_as_interrupt`) passes through."""
+    """Whether a release turns ``exc``, raised by a user's model or by data-dependent work, into a
+    public fallback (a release never fails after its charge): any exception, ``SystemExit`` and
+    other ``BaseException``s included; only an interrupt of the process (``KeyboardInterrupt``, or a
+    class given to :func:`treat_as_interrupt`) passes through."""
     return not isinstance(exc, tuple(_INTERRUPTS))
 
 
@@ -89,7 +90,7 @@ def private_failures(evaluation: bool, step: str) -> Iterator[None]:
     Evaluation mode, and an interrupt (:func:`guarded`), pass exceptions through unchanged."""
     try:
         yield
-    except BaseException as exc:  # noqa: BLE001 - SystemExit too (issue 26 §2)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: never fail after the charge
         if evaluation or not guarded(exc):
             raise
         private_log.error("release failed during %s", step, exc_info=exc)
@@ -112,7 +113,7 @@ def _numeric(name: str, values: Any) -> np.ndarray:
 
 def as_covariates(X: Any, keep_frame: bool = False) -> np.ndarray | pd.DataFrame:
     """Covariates as a 2-d float array or, with ``keep_frame``, a DataFrame kept with its column
-    names and dtypes (issue 20: a user's Pipeline selects and encodes columns by name inside each
+    names and dtypes (a user's Pipeline selects and encodes columns by name inside each
     fold) and a fresh positional index (no source row labels travel with it)."""
     if isinstance(X, pd.DataFrame):
         if keep_frame:
@@ -187,7 +188,8 @@ class NoiseWiderThanBoundsWarning(UserWarning):
 
 def check_noise_scale(sigma_ate: float, bounds: tuple[float, float], level: float = 0.95
                       ) -> None:
-    """Warn when the noise of the released ATE is wider than the bounds (issue 21): its central
+    """Warn when the noise of the released ATE is wider than the bounds, so the release would say
+    nothing: its central
     ``level`` interval, +/- z sigma_1 (spec §2.5's sigma_1), is wider than the range of every ATE
     the outcome bounds allow, [-(hi - lo), hi - lo]. Public facts only (n, K, bounds, zeta)."""
     lo, hi = bounds
@@ -282,7 +284,7 @@ def _check_model(params: dict[str, Any], name: str, needed: bool, method: str) -
 
 def outcome_bounds(bounds: Any) -> tuple[float, float]:
     """The public outcome bounds as floats; ``None`` (unset) and malformed pairs raise a
-    ``ValueError`` naming the argument and why it is required (issue 20)."""
+    ``ValueError`` naming the argument and why it is required."""
     if bounds is None:
         raise ValueError(
             "outcome_bounds is required: pass PrivateATE(outcome_bounds=(low, high)), public "

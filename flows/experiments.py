@@ -20,7 +20,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows import progress
-from reproduce import ate as ex
+from reproduce.ate import experiments as ex
 from tasks.experiments import finish_experiment, run_group, write_report
 
 # repetitions of the default (full) run; spec §6.1 asks 100, reduced where a repetition is slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from reproduce.federated import TABLES
+from reproduce.federated.experiments import TABLES
 from tasks.reproduce_federated import draw_width_figure, simulate_table, write_report
 
 ROOT_SEED = 20240502

@@ -5,8 +5,8 @@ outcome model, K) plus size overrides and :data:`CODE_VERSION`: small inputs onl
 (recipe §4). Bump :data:`CODE_VERSION` when ``reproduce.ate`` or the estimator changes.
 MLflow logging follows ``tasks/tracking.py`` (lazy ``import mlflow``; evaluation=true: these are
 simulations, so the non-private values may be logged). ``finish_experiment`` privatises one
-experiment's estimates, summarises them, draws its figures (``reproduce.plots_ate``) and logs its
-run; ``write_report`` writes ``reproduction.md`` (``reproduce.ate_report``).
+experiment's estimates, summarises them, draws its figures (``reproduce.ate.plots``) and logs its
+run; ``write_report`` writes ``reproduction.md`` (``reproduce.ate.report``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
 
-from reproduce import ate as ex
-from reproduce.ate_report import render
-from reproduce.plots_ate import plot_k_sweep, plot_violins
+from reproduce.ate import experiments as ex
+from reproduce.ate.plots import plot_k_sweep, plot_violins
+from reproduce.ate.report import render
 
 CODE_VERSION = "experiments-v1"
 POLICY = INPUTS + TASK_SOURCE + CacheKeyFnPolicy(cache_key_fn=lambda ctx, p: CODE_VERSION)

@@ -1,6 +1,6 @@
 """Thin Prefect tasks of the Cluster-DP reproduction (``flows/reproduce_cluster_dp.py``): run one
-experiment of ``reproduce.cluster_dp``, draw the figures (``reproduce.plots_cluster_dp``), write
-the report (``reproduce.cluster_dp_report``)."""
+experiment of ``reproduce.cluster_dp``, draw the figures (``reproduce.cluster_dp.plots``), write
+the report (``reproduce.cluster_dp.report``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from reproduce import cluster_dp as experiments
-from reproduce.cluster_dp_report import render
-from reproduce.plots_cluster_dp import (
+from reproduce.cluster_dp import experiments
+from reproduce.cluster_dp.plots import (
     plot_fig2_1a,
     plot_fig2_1b,
     plot_fig2_1c,
@@ -24,6 +23,7 @@ from reproduce.plots_cluster_dp import (
     plot_hist,
     plot_qq,
 )
+from reproduce.cluster_dp.report import render
 
 
 @task(name="cluster_dp_experiment", persist_result=False, cache_policy=NO_CACHE)

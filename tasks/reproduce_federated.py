@@ -1,5 +1,5 @@
 """Thin Prefect tasks of the federated reproduction (``flows/reproduce_federated.py``): they only
-call ``reproduce.federated``, ``reproduce.plots_federated`` and ``reproduce.federated_report``."""
+call ``reproduce.federated``, ``reproduce.federated.plots`` and ``reproduce.federated.report``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from reproduce import federated as experiments
-from reproduce.federated_report import render
-from reproduce.plots_federated import plot_width_vs_epsilon
+from reproduce.federated import experiments
+from reproduce.federated.plots import plot_width_vs_epsilon
+from reproduce.federated.report import render
 
 
 @task(name="federated_table", persist_result=False, cache_policy=NO_CACHE)

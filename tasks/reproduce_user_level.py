@@ -1,5 +1,5 @@
 """Thin Prefect tasks of the Clip-User reproduction (``flows/reproduce_user_level.py``): run the
-experiments of ``reproduce.user_level``, draw the figures (``reproduce.plots_user_level``), write
+experiments of ``reproduce.user_level``, draw the figures (``reproduce.user_level.plots``), write
 the report."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from reproduce import user_level as experiments
-from reproduce.plots_user_level import (
+from reproduce.user_level import experiments
+from reproduce.user_level.plots import (
     plot_error_itms,
     plot_error_synthetic,
     plot_privacy_itms,

@@ -24,7 +24,7 @@ def _expm1(exponent: float, eps: float) -> float:
     """e^x - 1 for the inverse calibrations, refusing exponents whose lambda would underflow.
 
     Such an epsilon means lambda ~ 0: the release would publish every label as it is, so it is
-    refused with a ValueError rather than a bare OverflowError (issue 18 item 16).
+    refused with a ValueError rather than a bare OverflowError, naming the argument.
     """
     if exponent > MAX_EXPONENT:
         raise ValueError(

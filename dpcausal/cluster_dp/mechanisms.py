@@ -6,11 +6,11 @@ The user-facing object is :class:`dpcausal.cluster_dp.release.ClusterDP`.
 
 Sampler notes (privacy_testing.md): a release's priors take their noise from
 :func:`exact_noisy_histograms`, the exact discrete Laplace of :mod:`dpcausal.noise` on a
-power-of-two lattice (issue 18 item 4). The reproduction kernels (:func:`noisy_priors`,
-:func:`privatize_arrays`, used by the simulations) keep numpy's floating-point
-``Generator.laplace``, vectorised over repetitions, and accept sigma = 0: they never publish
-anything. The resampling is an inverse-CDF draw from ``Generator.random`` (a discrete output);
-coins and uniforms are drawn for every unit and group whatever the data (constant shape).
+power-of-two lattice (floating-point Laplace leaks through its low bits). The reproduction kernels
+(:func:`noisy_priors`, :func:`privatize_arrays`, used by the simulations) keep numpy's
+floating-point ``Generator.laplace``, vectorised over repetitions, and accept sigma = 0: they never
+publish anything. The resampling is an inverse-CDF draw from ``Generator.random`` (a discrete
+output); coins and uniforms are drawn for every unit and group whatever the data (constant shape).
 """
 
 from __future__ import annotations

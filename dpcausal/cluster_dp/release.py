@@ -1,13 +1,13 @@
 """ClusterDP: the production entry point that privatizes a unit-level dataset
 (spec cluster_dp.md §1.2, §5).
 
-``ClusterDP(...).fit(df, treatment="z", outcome="y", cluster="c")`` is one label-DP release
-(issue 17 contract): :meth:`ClusterDP.check_input` refuses bad input before anything is charged,
+``ClusterDP(...).fit(df, treatment="z", outcome="y", cluster="c")`` is one label-DP release under
+the common contract: :meth:`ClusterDP.check_input` refuses bad input before anything is charged,
 :meth:`ClusterDP.privacy_charge` is data-free and ``ClusterDP._private_release`` draws the noise
 once and returns a :class:`ClusterDPResult`: the debiased ATE with its CI and total standard error,
 and the published artefact, a :class:`ClusterDPRelease` (the privatized unit-level data, the public
-debiasing priors q_tilde and lambda), as ``fit(...).published``; ``ClusterDPRelease.estimate()``
-is post-processing.
+debiasing priors q_tilde and lambda), as ``fit(...).published``; ``ClusterDPRelease.estimate()`` is
+post-processing.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class ClusterDPRelease:
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterDPResult(Release):
-    """One Cluster-DP release under the common contract (issue 17; spec §1.2 Fig. 1, §3.1, §3.6).
+    """One Cluster-DP release under the common contract (spec §1.2 Fig. 1, §3.1, §3.6).
 
     ``ate`` is the debiased ATE of Theorem 3.2, ``se`` = sqrt(V_hat) of spec §3.6, which covers
     the sampling error and the privacy noise (resampling and noisy priors), ``ci`` its normal
@@ -213,7 +213,7 @@ class ClusterDP(Mechanism):
     level : float
         Coverage of the released CI (spec §3.6), default 0.95.
     out_of_space : "nearest" or a value of Y
-        The public rule for an outcome outside Y (issue 26 §1: never refused, so no refusal
+        The public rule for an outcome outside Y (never refused, so no refusal
         tells whether a label takes a value): ``"nearest"`` (default) maps it to the nearest
         value of Y and a missing outcome to the value nearest the middle of Y's range; a value
         of Y maps every such outcome, missing ones included, to it
@@ -261,7 +261,7 @@ class ClusterDP(Mechanism):
         A prior that is uniform by construction takes the uniform branch, (1/K, inf): the
         ``uniform`` mechanism, sigma = inf, and gamma = 1/K, which makes q_tilde uniform whatever
         the noise (spec §2.1). Its prior reads no outcome and costs nothing (eps1 = 0), so lambda
-        comes from Theorem A.5 (issue 18 item 14).
+        comes from Theorem A.5 (Uniform-Prior-DP), not Theorem 3.1.
         """
         if not isinstance(self.space, ResponseSpace):
             raise TypeError(f"space must be a ResponseSpace, got {type(self.space).__name__}")
@@ -311,10 +311,16 @@ class ClusterDP(Mechanism):
     def calibrate(self) -> tuple[float, dict[str, Any]]:
         """(lambda, privacy dict) from the public parameters only: spec §2.8; no data access.
 
-        The dict has epsilon, delta, accounting, epsilon_paper and epsilon_strict, plus the gamma
-        and sigma actually used. ``epsilon`` is always the strict figure, the guarantee the
-        release has (spec §6 E1/E7): ``accounting="paper"`` only calibrates lambda as Theorem 3.1
-        is printed (figure reproduction), and its figure stays in ``epsilon_paper``.
+        Returns
+        -------
+        lam : float
+            The resampling probability lambda.
+        privacy : dict
+            epsilon, delta, accounting, epsilon_paper and epsilon_strict, plus the gamma and
+            sigma actually used. ``epsilon`` is always the strict figure, the guarantee the
+            release has (spec §6 E1/E7): ``accounting="paper"`` only calibrates lambda as
+            Theorem 3.1 is printed (figure reproduction), and its figure stays in
+            ``epsilon_paper``.
         """
         gamma, sigma = self._params()
         K, eps, delta = self.space.K, float(self.epsilon), float(self.delta)
@@ -581,7 +587,7 @@ def _noise_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
 
 def secret_order(cidx: np.ndarray, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Publication order of the units: grouped by the public (cluster, arm), in a fresh random
-    order within each group (issue 18 item 15).
+    order within each group.
 
     The source's row order may depend on the outcomes (a file sorted by outcome); publishing in
     it would tell every label whatever the noise. The order drawn here is a function of the

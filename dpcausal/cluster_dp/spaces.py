@@ -74,11 +74,11 @@ class ResponseSpace:
         return idx
 
     def nearest(self, y: np.ndarray, default: float | None = None) -> np.ndarray:
-        """Indices 0..K-1 of ``y`` in Y, an outcome outside Y mapped by a public rule (issue 26
-        §1) instead of refused: to ``default`` if given (a value of Y), else to the nearest
-        value of Y (ties: the lower one; -inf/+inf: the extremes), a missing outcome (NaN) to the
-        value of Y nearest the middle of Y's range. Each outcome is mapped on its own, so
-        replacing one unit's outcome changes one index only: the label-DP guarantee holds."""
+        """Indices 0..K-1 of ``y`` in Y, an outcome outside Y mapped by a public rule instead of
+        refused (a refusal would tell the value): to ``default`` if given (a value of Y), else to
+        the nearest value of Y (ties: the lower one; -inf/+inf: the extremes), a missing outcome
+        (NaN) to the value of Y nearest the middle of Y's range. Each outcome is mapped on its own,
+        so replacing one unit's outcome changes one index only: the label-DP guarantee holds."""
         y = np.asarray(y, dtype=float)
         v = self.values
         if default is None:

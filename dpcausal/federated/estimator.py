@@ -57,7 +57,8 @@ class FederatedResult(Release):
     spec §3.1), ``privacy`` per client (PBM, RDP composed and converted by CKS, spec §1), ``n``
     the clients whose reports were summed. The other fields are the mechanism's own figures, all
     post-processing of the four secure sums. ``secure_aggregation`` says how the sums were
-    formed: a simulation of secure aggregation, with its trust assumptions (issue 18 item 21).
+    formed: a simulation of secure aggregation, with its trust assumptions (it is not a deployed
+    cryptographic protocol).
     """
 
     kind: ClassVar[str] = "federated"
@@ -154,7 +155,7 @@ def _split_input(data: Any, treated: Any, treatment: str | None,
 
 
 def finite_outcomes(x: np.ndarray, R: float) -> np.ndarray:
-    """The public rule for non-finite outcomes (issue 26 §1: never refused before the charge): a
+    """The public rule for non-finite outcomes (never refused: a refusal would depend on data): a
     missing outcome (NaN) is the centre 0 of the public range [-R, R], and -inf/+inf are -R/+R,
     the values the clients' clipping to [-R, R] gives them (spec §2.1). One client's report stays
     in [-R, R], so the guarantee is unchanged."""
@@ -235,7 +236,19 @@ class FederatedATE(Mechanism):
         _check_random_state(self.random_state)
 
     def plan(self, n_treated: int, n_control: int) -> ReleasePlan:
-        """Calibrated, data-free release plan for the public group sizes (spec §2.4)."""
+        """Calibrated, data-free release plan for the public group sizes (spec §2.4).
+
+        Parameters
+        ----------
+        n_treated, n_control : int
+            The public group sizes.
+
+        Returns
+        -------
+        ReleasePlan
+            What the clients and server agree on: R, the group sizes, the message counts, the
+            joint calibration and the moduli; its ``privacy_charge()`` is the release's charge.
+        """
         self._check_options()
         return plan_release(n_treated, n_control, R=self.R, epsilon=self.epsilon,
                             delta=self.delta, m1=self.m1, m2=self.m2,
@@ -251,11 +264,23 @@ class FederatedATE(Mechanism):
     def check_input(self, data: Any, treated: Any = None, *,
                     treatment: str | None = None, outcome: str | None = None) -> Prepared:
         """Validate the options and the input; every refusal happens here, before anything is
-        drawn or charged (issue 17 contract, spec §7.5 ``assign``/``calibrate``).
+        drawn or charged (the release contract; spec §7.5 ``assign``/``calibrate``).
 
-        ``data`` is a DataFrame with the column roles ``treatment`` (labels 0/1 or bool) and
-        ``outcome``, or an array of outcomes with the labels ``treated`` as second argument.
-        ``public`` holds the group sizes, which are public in this protocol (spec §1).
+        Parameters
+        ----------
+        data : pandas.DataFrame or array-like
+            A DataFrame with the column roles ``treatment`` (labels 0/1 or bool) and
+            ``outcome``, or an array of outcomes.
+        treated : array-like, optional
+            With an array ``data``: the treatment labels.
+        treatment, outcome : str, optional
+            The column roles of a DataFrame.
+
+        Returns
+        -------
+        Prepared
+            ``public`` holds the group sizes, which are public in this protocol (spec §1);
+            ``data`` the outcomes (non-finite ones by :func:`finite_outcomes`) and the labels.
         """
         self._check_options()
         x, t = _split_input(data, treated, treatment, outcome)
@@ -268,8 +293,8 @@ class FederatedATE(Mechanism):
         """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
 
         The PBM reports and simulated dropouts draw from :func:`dpcausal.noise.secure_rng` (OS
-        entropy); ``random_state`` seeds them only when ``evaluation`` is True (issue 18 item
-        19: differencing two seeded releases on neighbouring data would give the exact change).
+        entropy); ``random_state`` seeds them only when ``evaluation`` is True (differencing
+        two seeded releases on neighbouring data would give the exact change).
         """
         x, t = prepared.data
         rng = _resolve_rng(self.random_state) if evaluation else secure_rng()
@@ -305,7 +330,8 @@ def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
 
     ``rng`` is the noise source (PBM reports, simulated dropouts): :func:`secure_rng` in a
     release. The session id of the secure aggregation is drawn apart from it, from OS entropy
-    (issue 18 item 21); the clients' secret keys are drawn inside each secure sum.
+    (a session id derived from the noise seed would let its holder unmask every report); the
+    clients' secret keys are drawn inside each secure sum.
     """
     session = secrets.token_hex(16)
     groups = []

@@ -28,7 +28,7 @@ def clip_outcomes(x: np.ndarray, R: float) -> np.ndarray:
 
     Departs from spec §1 (which logs the clip count on the client): no count is returned, since
     in this one-process simulation any total would be an exact, non-private figure held next to
-    the server (issue 18 item 22).
+    the server.
     """
     R = check_bound(R)
     arr = np.asarray(x, dtype=float)
@@ -78,7 +78,7 @@ def decode_second_moment(total: int, n_g: int, m: int, theta: float, R: float) -
 def mean_noise_bound(n_g: int, m: int, theta: float, R: float) -> float:
     """Data-free bound on Var(mu_hat_g | x): Theorem 4.1, spec §2.1: R^2 / (4 n_g m theta^2).
 
-    Refuses theta outside (0, 1/4], a count below 1 and a bad R (issue 18 item 23).
+    Refuses theta outside (0, 1/4], a count below 1 and an R whose figures leave float64.
     """
     n_g, m = check_count("n_g", n_g), check_count("m", m)
     theta, R = check_theta(theta), check_bound(R)

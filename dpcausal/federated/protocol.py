@@ -105,7 +105,8 @@ def plan_release(n_treated: int, n_control: int, *, R: float, epsilon: float, de
 
 
 def check_float_range(R: float, n_max: int, n_min: int, cal: JointCalibration) -> None:
-    """Refuse an R whose figures leave float64, before anything is drawn (issue 18 item 23).
+    """Refuse an R whose figures leave float64, before anything is drawn, so a release that
+    passed its checks always publishes finite numbers.
 
     Every intermediate of encoding and decoding (spec §2.1-2.2) is at most n_g (R/theta)^2 in
     magnitude: R^2, the decoded second moment n_g R^2/2 + n_g R^2/(4 theta_2), n_g mu_hat^2 <=
@@ -128,7 +129,7 @@ def check_float_range(R: float, n_max: int, n_min: int, cal: JointCalibration) -
 class ClientReports:
     """Reports of a chunk of clients of one group (client side; never seen by the server).
 
-    No count of clipped outcomes is kept (issue 18 item 22: an exact, non-private figure).
+    No count of clipped outcomes is kept: it would be an exact, non-private figure.
     """
 
     z1: np.ndarray

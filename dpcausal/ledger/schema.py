@@ -106,8 +106,8 @@ def default_url() -> str:
 
 
 def check_moved_default() -> None:
-    """Refuse the default ledger when it does not exist yet but the library's default before
-    issue 25 (``~/.dpcausal/ledger.db``) does: opening (or creating) the new one would silently
+    """Refuse the default ledger when it does not exist yet but the library's former default
+    (``~/.dpcausal/ledger.db``) does: opening (or creating) the new one would silently
     give the same data a fresh budget. Only when neither DPCAUSAL_LEDGER_URL nor DPCAUSAL_DATA
     chooses the ledger."""
     if os.environ.get("DPCAUSAL_LEDGER_URL") or os.environ.get("DPCAUSAL_DATA"):

@@ -1,7 +1,7 @@
 """The privacy-budget ledger: datasets, caps and every charge, with reserve -> release -> commit.
 
-Protocol (spec privacy_testing.md "Budgets"; issue 5)
-------------------------------------------------------
+Protocol (spec privacy_testing.md "Budgets")
+--------------------------------------------
 1. ``reserve``: one serialisable transaction locks the dataset, composes every recorded charge (in
    any status) with the new one, refuses with :class:`BudgetExceededError` if the cap would be
    exceeded, else records the charge as ``reserved``. Only then may noise be drawn.
@@ -128,13 +128,31 @@ class Ledger:
                    public: str | list[str] | None = None, fingerprint: Fingerprint = None) -> Cap:
         """Set (or change) a dataset's cap: exactly one of ``zeta``, ``rho``, ``epsilon``+``delta``.
 
-        For zeta/rho caps, ``delta`` (default 1e-5) is the delta at which the cumulative epsilon is
-        reported. ``unit`` is the unit of privacy the cap protects (row, user, label, client) and
-        ``public`` what its neighbouring relation holds public besides n (default: the unit's
-        mechanisms' relation, :class:`composition.Relation`); ``fingerprint`` (the data's keyed
-        fingerprint, or several keyed identities: the data's and their source's) binds the data
-        to this dataset id. A cap below what is already spent, or one a recorded charge cannot
-        count against, is refused; so is a fingerprint already bound to another dataset id.
+        A cap below what is already spent, or one a recorded charge cannot count against, is
+        refused; so is a fingerprint already bound to another dataset id.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset id.
+        zeta, rho, epsilon : float, optional
+            The cap as a GDP zeta, a zCDP rho or an (epsilon, delta) pair; exactly one.
+        delta : float, optional
+            With ``epsilon``, the cap's delta; for zeta/rho caps, the delta at which the
+            cumulative epsilon is reported (default 1e-5).
+        unit : str
+            The unit of privacy the cap protects (row, user, label, client).
+        public : str or list of str, optional
+            What the cap's neighbouring relation holds public besides n (default: the unit's
+            mechanisms' relation, :class:`composition.Relation`).
+        fingerprint : str or sequence of str, optional
+            The data's keyed fingerprint, or several keyed identities (the data's and their
+            source's), bound to this dataset id.
+
+        Returns
+        -------
+        Cap
+            The cap now recorded.
         """
         _check_name(dataset)
         relation = Relation.of(unit, public)
@@ -181,7 +199,8 @@ class Ledger:
         """The dataset id under which ``dataset`` has a cap or ``fingerprint`` (any of them, if
         several) is bound, else None.
 
-        For refusing a non-private evaluation read of budgeted data (issue 18 item 6): a caller
+        For refusing a non-private evaluation read of budgeted data (it would leak what the budget
+        protects): a caller
         refuses evaluation mode whenever this is not None.
         """
         fingerprints = _fingerprints(fingerprint)
@@ -216,18 +235,52 @@ class Ledger:
             return _read_dataset(conn, dataset) is not None
 
     def cap(self, dataset: str) -> Cap:
-        """The dataset's cap (ValueError for an unknown dataset)."""
+        """The dataset's cap.
+
+        Parameters
+        ----------
+        dataset : str
+
+        Returns
+        -------
+        Cap
+
+        Raises
+        ------
+        ValueError
+            For an unknown dataset.
+        """
         with self.engine.connect() as conn:
             return _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
 
     def spent(self, dataset: str) -> Spend:
-        """Composed spend of every recorded charge (zeta if all Gaussian, epsilon at the delta)."""
+        """Composed spend of every recorded charge of ``dataset``.
+
+        Parameters
+        ----------
+        dataset : str
+
+        Returns
+        -------
+        Spend
+            zeta if every charge is Gaussian, and epsilon at the cap's delta.
+        """
         with self.engine.connect() as conn:
             cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
             return compose(_charges_of(conn, dataset), cap.delta)
 
     def headroom(self, dataset: str) -> dict[str, float | None]:
-        """What one more release on ``dataset`` could spend (:func:`composition.headroom`)."""
+        """What one more release on ``dataset`` could spend.
+
+        Parameters
+        ----------
+        dataset : str
+
+        Returns
+        -------
+        dict
+            :func:`composition.headroom`'s figures (None where a measure does not apply).
+        """
         with self.engine.connect() as conn:
             row = _require(conn, dataset, _read_dataset(conn, dataset))
             return _headroom(_charges_of(conn, dataset), row, _relations_of(conn, dataset))
@@ -266,11 +319,20 @@ class Ledger:
         return pd.DataFrame(rows, columns=columns)
 
     def history(self, dataset: str) -> pd.DataFrame:
-        """Every charge of a dataset in reservation order: status, mechanism, unit, the charge's
-        own (epsilon, delta) (Gaussian and RDP charges at the dataset's delta), what the release
-        was (``detail``) and its run link.
+        """Every charge of a dataset in reservation order.
 
         Reservations whose process (on this host) is gone are marked ``incomplete`` first.
+
+        Parameters
+        ----------
+        dataset : str
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per charge: status, mechanism, unit, the charge's own (epsilon, delta)
+            (Gaussian and RDP charges at the dataset's delta), what the release was
+            (``detail``) and its run link.
         """
         with self.engine.begin() as conn:
             cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
@@ -339,6 +401,18 @@ class Ledger:
         past the cap it raises BudgetExceededError and draws nothing. Evaluation fits are
         refused. Only fits of this thread (or context) are charged; the previous accountant
         (:mod:`dpcausal.session`) is restored on exit.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset id to charge; it must have a cap.
+        fingerprint : str or sequence of str, optional
+            The data's keyed identities, bound to ``dataset`` on first use.
+
+        Yields
+        ------
+        Ledger
+            This ledger.
         """
         from dpcausal import session
 
@@ -349,7 +423,24 @@ class Ledger:
     def fit(self, dataset: str, mechanism: Any, data: Any, *args: Any,
             fingerprint: Fingerprint = None, **roles: Any) -> Any:
         """One charged release in one line: ``led.fit("trial-A", PrivateATE(...), df,
-        treatment="A", outcome="Y")`` is ``mechanism.fit(...)`` inside :meth:`charging`."""
+        treatment="A", outcome="Y")`` is ``mechanism.fit(...)`` inside :meth:`charging`.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset id to charge.
+        mechanism : Mechanism
+            Any mechanism (:class:`dpcausal.PrivateATE`, ``ClusterDP``, ...).
+        data, *args, **roles
+            What ``mechanism.fit`` takes.
+        fingerprint : str or sequence of str, optional
+            As in :meth:`charging`.
+
+        Returns
+        -------
+        Release
+            The mechanism's release, committed to the ledger.
+        """
         with self.charging(dataset, fingerprint=fingerprint):
             return mechanism.fit(data, *args, **roles)
 
@@ -361,6 +452,19 @@ class Ledger:
 
         Advisory and read-only, so a flow can refuse before hours of model fitting; only the
         reservation in :meth:`release` is authoritative (another release may land in between).
+
+        Parameters
+        ----------
+        dataset : str
+        charge : PrivacyCharge
+            The data-free charge of the planned release.
+        unit, public, fingerprint
+            As in :meth:`release`.
+
+        Returns
+        -------
+        None
+            Returns only when the release would be admitted today.
         """
         with self.engine.connect() as conn:
             row = _require(conn, dataset, _read_dataset(conn, dataset))
@@ -378,12 +482,33 @@ class Ledger:
                 ) -> Iterator[ReleaseSlot]:
         """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
 
-        ``unit`` is the charge's unit of privacy (row, user, label, client) and ``public`` what
-        its neighbouring relation holds public besides n (default: the unit's mechanisms'
-        relation; :class:`composition.Relation`); ``fingerprint`` the released data's keyed
-        fingerprint, or several keyed identities (the data's and their source's), each bound to
-        ``dataset`` on first use; ``detail`` what
-        the release was (mechanism, estimator, K, bounds ...), stored with ``charge.detail``.
+        Parameters
+        ----------
+        dataset : str
+            The dataset id to charge.
+        release_id : str
+            The release's id: a retried id that was committed hands back its release.
+        charge : PrivacyCharge
+            The data-free charge.
+        run_url : str, optional
+            The run that records the release.
+        unit : str
+            The charge's unit of privacy (row, user, label, client).
+        public : str or list of str, optional
+            What its neighbouring relation holds public besides n (default: the unit's
+            mechanisms' relation; :class:`composition.Relation`).
+        fingerprint : str or sequence of str, optional
+            The released data's keyed fingerprint, or several keyed identities (the data's and
+            their source's), each bound to ``dataset`` on first use.
+        detail : dict, optional
+            What the release was (mechanism, estimator, K, bounds ...), stored with
+            ``charge.detail``.
+
+        Yields
+        ------
+        ReleaseSlot
+            The reservation (``result`` holds the committed JSON of a retried id); commit the
+            release with ``slot.commit(text)`` inside the block.
 
         Raises
         ------

@@ -1,9 +1,9 @@
 """User-level DP with Clip-User (Rameshwar & Tandon; spec ``user_level_clip.md``).
 
-Public names fixed by issue 11: the closed forms ``T``, ``delta_mu``, ``delta_var``, ``bias_mu``,
-``bias_var``, ``grid_error`` (spec §2.7), :func:`clip_user` (§3.1) and :class:`UserLevelRelease`,
-a :class:`dpcausal.contract.Mechanism` whose ``fit`` returns a :class:`UserLevelOutput`
-(a :class:`dpcausal.contract.Release`).
+Public names, kept stable for users: the closed forms ``T``, ``delta_mu``, ``delta_var``,
+``bias_mu``, ``bias_var``, ``grid_error`` (spec §2.7), :func:`clip_user` (§3.1) and
+:class:`UserLevelRelease`, a :class:`dpcausal.contract.Mechanism` whose ``fit`` returns a
+:class:`UserLevelOutput` (a :class:`dpcausal.contract.Release`).
 """
 
 from dpcausal.noise import laplace_mechanism, sample_discrete_laplace
@@ -16,8 +16,10 @@ from dpcausal.user_level.generators import (
     make_user_level_synthetic,
 )
 from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
+from dpcausal.user_level.output import UserLevelOutput
+from dpcausal.user_level.plan import UserLevelPlan
 from dpcausal.user_level.pseudo_user import PseudoUserResult, pseudo_user
-from dpcausal.user_level.release import UserLevelOutput, UserLevelPlan, UserLevelRelease
+from dpcausal.user_level.release import UserLevelRelease
 
 __all__ = [
     "T", "delta_mu", "delta_var", "bias_mu", "bias_var", "grid_error",

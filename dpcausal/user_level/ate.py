@@ -2,7 +2,7 @@
 
 Post-processing of the noisy cell means/variances and public scales (free): spec
 ``user_level_clip.md`` §7.1 (derivation) and §7.6 (caveats), with the Laplace noise added to the
-standard error (issue 18, item 17).
+standard error, so the CI covers the noise as well as the sampling.
 """
 
 from __future__ import annotations

@@ -11,192 +11,41 @@ occupancy), the data-free :meth:`~UserLevelRelease.privacy_charge` (``K * eps`` 
 :class:`UserLevelOutput`. The advanced layer underneath: :meth:`UserLevelRelease.plan` reads only
 the occupancy and costs nothing; ``UserLevelRelease._release`` releases any disjoint cells
 following a plan, uncharged (its caller charges ``plan.privacy_charge()`` first).
+
+The pieces it composes: :mod:`~dpcausal.user_level.records` (record table to public occupancy,
+the value rule), :mod:`~dpcausal.user_level.plan` (the Clip-User plan and its charge) and
+:mod:`~dpcausal.user_level.output` (the released :class:`UserLevelOutput`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence, cast
+from typing import Any, ClassVar, Sequence, cast
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
-from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns, deprecated
-from dpcausal.noise import effective_scale, laplace_mechanism, secure_rng
+from dpcausal.contract import Mechanism, Prepared, Privacy, columns, deprecated
+from dpcausal.noise import laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
-from dpcausal.user_level.clip_user import clip_user
-from dpcausal.user_level.closed_forms import (
-    bias_mu,
-    bias_var,
-    check_error_params,
-    delta_mu,
-    delta_var,
-    grid_error,
+from dpcausal.user_level.closed_forms import check_error_params
+from dpcausal.user_level.output import SAMPLER, UserLevelOutput
+from dpcausal.user_level.plan import UserLevelPlan, make_plan, user_charge
+from dpcausal.user_level.records import (
+    as_list,
+    clamp_values,
+    fingerprint,
+    keep_mask,
+    occupancy_from_records,
 )
-from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
-from dpcausal.user_level.pseudo_user import pseudo_user
 
 CLIPS = ("clip_user", "none")
 # Largest public magnitude (outcome range U, noise scale) accepted: the squares of the released
 # figures (variances, 2 b^2 of the noise, heavy Laplace tails) then stay far below float64's
-# 2^1024, so a release that passed its checks always publishes finite numbers (issue 18, item 20).
+# 2^1024, so a release that passed its checks always publishes finite numbers.
 MAX_MAGNITUDE = 2.0**400
-
-
-@dataclass(frozen=True)
-class UserLevelPlan(ResultMixin):
-    """Value-free release plan (public figures; unit-level arrays are kept out of ``to_dict``)."""
-
-    K: int
-    G1: int
-    epsilon: float
-    epsilon_total: float
-    epsilon_parallel: float
-    epsilon_naive: float
-    error_baseline: float
-    error_after_clip: float
-    error: float
-    n_units: int
-    n_cells: int
-    n_records: int
-    n_retained: int
-    n_suppressions: int
-    stages: int
-    clip: str
-    occupancy_hash: str
-    notes: tuple[str, ...]
-    cells: pd.DataFrame
-    unit: str
-    cell: tuple[str, ...]
-    order: str | None
-    config: dict = field(repr=False)
-    _retained: np.ndarray = field(repr=False)      # records kept per non-zero of A (CSR order)
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.K <= self.G1 <= self.n_cells:
-            raise AssertionError(f"plan invariant 1 <= K <= G1 <= cells broken: {self} (bug)")
-        if not math.isclose(self.epsilon_total, self.K * self.epsilon):
-            raise AssertionError("epsilon_total != K * epsilon (bug)")
-        if self.error > self.error_baseline * (1 + 1e-9) and self.config["error_target"] is None:
-            raise AssertionError("planned error exceeds the baseline worst case (bug, I1)")
-
-    def metrics(self) -> dict[str, float]:
-        """The public run metrics of spec §7.5 (no unit ids), e.g. for MLflow."""
-        cells = self.cells
-        supp = 1.0 - cells["c"] / cells["n"]
-        return {"G_1": self.G1, "K": self.K, "eps_total": self.epsilon_total,
-                "eps_parallel_bound": self.epsilon_parallel, "eps_naive": self.epsilon_naive,
-                "E_baseline": self.error_baseline, "E_post_clipuser": self.error_after_clip,
-                "E_bar": self.error, "n_stages": self.stages,
-                "n_suppressed_pairs": self.n_suppressions,
-                "frac_records_suppressed": 1.0 - self.n_retained / self.n_records,
-                "max_cell_frac_suppressed": float(supp.max()),
-                "n_cells_capped": int((cells["m_g"] < cells["gamma_star"]).sum())}
-
-    def public_facts(self) -> dict[str, Any]:
-        """What the charge may depend on: the users' count and the plan's K, G_1, cell count and
-        occupancy hash (all functions of the declared-public occupancy, spec §7.2-1)."""
-        return {"n": self.n_units, "K": self.K, "G1": self.G1, "n_cells": self.n_cells,
-                "occupancy_hash": self.occupancy_hash}
-
-    def privacy_charge(self) -> PrivacyCharge:
-        """Data-free cost of releasing this plan: per-user worst case ``K * eps`` (Prop V.1,
-        §1.5)."""
-        return _charge(self.config, self.K, self.G1, self.n_cells, self.occupancy_hash)
-
-    def summary_rows(self) -> list[tuple[str, str]]:
-        rows = super().summary_rows()
-        return rows + [("note", n) for n in self.notes]
-
-
-def _charge(cfg: dict, K: int, G1: int, n_cells: int, occupancy_hash: str | None
-            ) -> PrivacyCharge:
-    """Per-user charge ``K * eps`` of one release (Prop V.1, spec §1.5; pure eps-DP Laplace)."""
-    if not (all(isinstance(x, (int, np.integer)) for x in (K, G1, n_cells))
-            and 1 <= K <= G1 <= n_cells):
-        raise ValueError("the public plan facts need integers 1 <= K <= G1 <= n_cells, got "
-                         f"K={K!r}, G1={G1!r}, n_cells={n_cells!r}")
-    eps = cfg["epsilon"]
-    return PrivacyCharge(
-        mechanism="laplace", epsilon=K * eps,
-        detail={"K": int(K), "G1": int(G1), "epsilon_per_cell": eps,
-                "epsilon_parallel": G1 * eps, "epsilon_naive": n_cells * eps,
-                "clip": cfg["clip"], "occupancy_hash": occupancy_hash,
-                "neighbouring": "user-level, values only, occupancy public (spec §1.3)"})
-
-
-@dataclass(frozen=True, kw_only=True)
-class UserLevelOutput(Release):
-    """One user-level release (spec §3.7, §7.1): the pooled ATE with its total standard error
-    and CI (``ate``, ``se``, ``ci``; ``None`` without an arm), the noisy per-cell statistics
-    (``cells``) and the per-stratum ATE table (``strata``, each row with its total ``se`` and
-    CI). ``n`` is the number of users; ``privacy`` is ``K * eps`` per user, with the loss
-    without Clip-User (``epsilon_parallel``) and under naive composition in its ``detail``."""
-
-    kind: ClassVar[str] = "user_level"
-
-    cells: pd.DataFrame
-    strata: pd.DataFrame | None
-    se_noise: float | None
-    caveats: tuple[str, ...]
-    noise_sampler: str
-    notes: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        p, d = self.privacy, self.privacy.detail
-        if not (math.isclose(p.epsilon, d["K"] * d["epsilon_per_cell"])
-                and p.epsilon <= d["epsilon_parallel"] * (1 + 1e-12)
-                <= d["epsilon_naive"] * (1 + 1e-12)):
-            raise AssertionError(f"bug: privacy figures out of order: {p}")
-
-    @classmethod
-    def _decoded(cls, values: dict[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
-        values["cells"] = pd.DataFrame(values["cells"])
-        if values.get("strata") is not None:
-            values["strata"] = pd.DataFrame(values["strata"])
-        values["caveats"] = tuple(values["caveats"])
-        values["notes"] = tuple(values.get("notes", ()))
-        return super()._decoded(values, d)
-
-    def _stratum_keys(self) -> list[str]:
-        cols = [] if self.strata is None else list(self.strata.columns)
-        return cols[:cols.index("ate")] if cols else []
-
-    def estimate_rows(self) -> list[dict[str, Any]]:
-        """The pooled ATE, then one row per stratum with an ATE (``ATE <key>=<level>``)."""
-        rows = super().estimate_rows()
-        keys = self._stratum_keys()
-        if self.strata is None or not keys:
-            return rows
-        for r in self.strata.to_dict("records"):
-            if math.isfinite(r["ate"]):
-                rows.append({"name": "ATE " + ", ".join(f"{k}={r[k]}" for k in keys),
-                             "estimate": r["ate"], "se": r["se"], "ci_lower": r["ci_lower"],
-                             "ci_upper": r["ci_upper"]})
-        return rows
-
-    def extra_rows(self) -> list[tuple[str, str]]:
-        d = self.privacy.detail
-        rows = [("privacy loss", f"{self.privacy.epsilon:.4g} (K*eps) vs "
-                                 f"{d['epsilon_parallel']:.4g} without Clip-User (G1*eps), "
-                                 f"{d['epsilon_naive']:.4g} naive"),
-                ("cells", str(len(self.cells))), ("noise", self.noise_sampler)]
-        return rows + [("note", n) for n in self.notes]
-
-    def reading(self) -> str:
-        return (super().reading() + " It does not cover the suppression bias (ate_bias_bound "
-                "in strata) nor within-user correlation (see caveats).")
-
-    def noise_share(self) -> float | None:
-        if self.se is None or self.se_noise is None or self.se == 0:
-            return None
-        return (self.se_noise / self.se) ** 2
 
 
 @dataclass(frozen=True)
@@ -218,7 +67,8 @@ class UserLevelRelease(Mechanism):
     bounds : (float, float)
         Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values are clamped
         to it and a missing value (NaN) counts as the midpoint ``(a + b) / 2``
-        (:func:`clamp_values`), as the core clips Y: no value is ever refused (issue 26 §1).
+        (:func:`clamp_values`), as the core clips Y: no value is ever refused, since a
+        refusal would depend on the data.
     epsilon : float
         Per-cell epsilon (split between mean and variance); the total is ``K * epsilon``.
     clip : {"clip_user", "none"}
@@ -341,13 +191,31 @@ class UserLevelRelease(Mechanism):
 
         The cells are the combinations of the ``stratum`` columns and the ``treatment`` (arm)
         column; ``order``, ``record`` and ``expected_occupancy_hash`` are those of :meth:`plan`.
-        Nothing is drawn or charged here. The returned ``public`` facts are the plan's
-        (:meth:`UserLevelPlan.public_facts`); ``data`` holds the retained values.
+        Nothing is drawn or charged here.
+
+        Parameters
+        ----------
+        records : pandas.DataFrame
+            One row per record.
+        outcome, unit : str
+            The value column and the privacy-unit column.
+        treatment : str, optional
+            The arm column (coded 0/1 unless ``treated_level`` is set).
+        stratum : str or list of str, optional
+            The stratum columns.
+        order, record, expected_occupancy_hash
+            As in :meth:`plan`.
+
+        Returns
+        -------
+        Prepared
+            ``public`` holds the plan's facts (:meth:`UserLevelPlan.public_facts`); ``data``
+            the retained values.
         """
         self._config()
         columns(records, outcome=outcome, unit=unit, treatment=treatment, stratum=stratum,
                 order=order, record=record)
-        cell = ([] if stratum is None else _as_list(stratum)) + (
+        cell = ([] if stratum is None else as_list(stratum)) + (
             [] if treatment is None else [treatment])
         if not cell:
             raise ValueError("give treatment= (the arm column) and/or stratum= (the stratum "
@@ -363,7 +231,7 @@ class UserLevelRelease(Mechanism):
                        ) -> PrivacyCharge:
         """Data-free charge ``K * eps`` per user from the plan's public facts (Prop V.1, §1.5);
         ``n`` (the users' count) does not change it."""
-        return _charge(self._config(), K, G1, n_cells, occupancy_hash)
+        return user_charge(self._config(), K, G1, n_cells, occupancy_hash)
 
     def _private_release(self, prepared: Prepared, *, evaluation: bool = False
                         ) -> UserLevelOutput:
@@ -416,7 +284,7 @@ class UserLevelRelease(Mechanism):
             se=None if pooled is None else pooled["se"],
             se_noise=None if pooled is None else pooled["se_noise"],
             level=self.level, privacy=privacy, n=plan.n_units, evaluation=evaluation,
-            cells=out, strata=strata, caveats=CAVEATS, noise_sampler=_SAMPLER, notes=plan.notes)
+            cells=out, strata=strata, caveats=CAVEATS, noise_sampler=SAMPLER, notes=plan.notes)
 
     # ------------------------------------------------------------------ plan
     def plan(self, records: pd.DataFrame, unit: str = "unit_id",
@@ -438,67 +306,15 @@ class UserLevelRelease(Mechanism):
             Record-id column; a record id in two cells means overlapping cells and is refused.
         expected_occupancy_hash : str, optional
             Hash of the registered public occupancy (spec §7.3); a mismatch is refused.
+
+        Returns
+        -------
+        UserLevelPlan
+            K, G_1, the per-cell sensitivities and noise scales, the planned error and the
+            charge ``K * eps`` per user (:meth:`UserLevelPlan.privacy_charge`).
         """
-        cfg = self._config()
-        A, units, keys, _ = _occupancy_from_records(records, unit, cell, order, record)
-        h = _fingerprint(A, units, keys)
-        if expected_occupancy_hash is not None and h != expected_occupancy_hash:
-            raise ValueError(
-                f"expected_occupancy_hash={expected_occupancy_hash[:12]}... does not match the "
-                f"records' occupancy {h[:12]}...: the occupancy must equal the registered "
-                "public one")
-        U, eps = cfg["U"], cfg["epsilon"]
-        kw = dict(variant=cfg["variant"], split=cfg["split"], weights=cfg["weights"])
-        occ = np.diff(A.indptr)
-        G1 = int(occ.max())
-        n = np.bincount(A.indices, weights=A.data, minlength=A.shape[1]).astype(np.int64)
-        mstar = np.zeros(A.shape[1], np.int64)
-        np.maximum.at(mstar, A.indices, A.data)
-        E0 = grid_error(n, n, mstar, U, eps, **kw)
-        notes: list[str] = []
-        if cfg["clip"] == "none":
-            notes.append("clip='none': baseline release, no suppression; loss G_1 * epsilon "
-                         "(Cor II.1).")
-            Gamma, Gbar, m_g, stages, nsupp = A, A, mstar, 0, 0
-            E_clip = float(E0.max())
-        elif G1 == 1:
-            notes.append("G_1 = 1: every unit lies in a single cell, so parallel composition "
-                         "already gives epsilon; Clip-User skipped (spec §7.2-4).")
-            Gamma, Gbar, m_g, stages, nsupp = A, A, mstar, 0, 0
-            E_clip = float(E0.max())
-        else:
-            res = clip_user(A, U, eps, E_target=cfg["error_target"],
-                            protect_min_grid=cfg["protect_min_grid"],
-                            rollback_partial_stage=cfg["rollback_partial_stage"], **kw)
-            Gamma, stages, nsupp = res.Gamma, res.stages, res.n_suppressions
-            E_clip = float(res.E_final.max())
-            pu = pseudo_user(n, Gamma, U, eps, **kw)
-            Gbar, m_g = pu.Gbar, pu.m
-            if stages == 0:
-                notes.append("Clip-User found no feasible stage: K = G_1 (no privacy gain at this "
-                             "epsilon and error target).")
-        # retained records per non-zero of A, aligned with A's CSR order
-        retained = _aligned_counts(A, sp.csr_matrix(Gbar))
-        K = int(np.diff(sp.csr_matrix(Gbar).indptr).max())
-        c = np.bincount(A.indices, weights=retained, minlength=A.shape[1]).astype(np.int64)
-        E_bar = grid_error(n, c, m_g, U, eps, **kw)
-        eps_mu, eps_var = cfg["split"][0] * eps, cfg["split"][1] * eps
-        cells = keys.copy()
-        d_mu, d_var = delta_mu(c, m_g, U), delta_var(c, m_g, U)
-        cells = cells.assign(
-            n=n, c=c, m_star=mstar, gamma_star=_column_max(sp.csr_matrix(Gamma)), m_g=m_g,
-            delta_mu=d_mu, delta_var=d_var,
-            scale_mean=_scales(d_mu, eps_mu), scale_var=_scales(d_var, eps_var),
-            bias_mean_bound=bias_mu(n, c, U), bias_var_bound=bias_var(n, c, U),
-            error_baseline=E0, error=E_bar)
-        return UserLevelPlan(
-            K=K, G1=G1, epsilon=eps, epsilon_total=K * eps, epsilon_parallel=G1 * eps,
-            epsilon_naive=A.shape[1] * eps, error_baseline=float(E0.max()),
-            error_after_clip=E_clip, error=float(E_bar.max()), n_units=A.shape[0],
-            n_cells=A.shape[1], n_records=int(n.sum()), n_retained=int(c.sum()),
-            n_suppressions=nsupp, stages=stages, clip=cfg["clip"], occupancy_hash=h,
-            notes=tuple(notes), cells=cells, unit=unit, cell=tuple(_as_list(cell)), order=order,
-            config=cfg, _retained=retained)
+        return make_plan(self._config(), records, unit, cell, order, record,
+                         expected_occupancy_hash)
 
     def _prepare(self, records: pd.DataFrame, value: str, plan: UserLevelPlan,
                  arm: str | None) -> Prepared:
@@ -519,12 +335,12 @@ class UserLevelRelease(Mechanism):
             raise TypeError(f"value column {value!r} must be numeric, got dtype {y.dtype}")
         a, b = cfg["bounds"]
         yv = clamp_values(y.to_numpy(np.float64), a, b)
-        A, units, keys, perm = _occupancy_from_records(records, plan.unit, list(plan.cell),
-                                                       plan.order, None)
-        if _fingerprint(A, units, keys) != plan.occupancy_hash:
+        A, units, keys, perm = occupancy_from_records(records, plan.unit, list(plan.cell),
+                                                      plan.order, None)
+        if fingerprint(A, units, keys) != plan.occupancy_hash:
             raise ValueError("the records' occupancy differs from the plan's; plan again on "
                              "these records (a plan is valid only for the occupancy it saw)")
-        keep_sorted = _keep_mask(perm, plan._retained)
+        keep_sorted = keep_mask(perm, plan._retained)
         g = perm.cell_codes[keep_sorted]
         if np.any(np.bincount(g, minlength=plan.n_cells) != plan.cells["c"].to_numpy()):
             raise AssertionError("retained counts differ from the plan (bug)")
@@ -600,131 +416,3 @@ class UserLevelRelease(Mechanism):
                             f"got {type(plan).__name__}")
         arm_column = arm if arm is not None else ("arm" if "arm" in plan.cell else None)
         return self._prepare(records, value, plan, arm_column)
-
-
-_SAMPLER = ("exact discrete Laplace (Canonne-Kamath-Steinke 2020) on a 2^-k lattice, "
-            "sensitivity rounded up to lattice steps; see dpcausal.noise")
-
-
-# ---------------------------------------------------------------------- helpers
-def clamp_values(y: np.ndarray, a: float, b: float) -> np.ndarray:
-    """The public rule for values (issue 26 §1): clamped to the public bounds ``[a, b]`` (the
-    sensitivities of spec §3.7 assume values in them), a missing value (NaN) replaced by the
-    midpoint ``(a + b) / 2``. Replacing one user's values keeps every value in ``[a, b]``, so
-    the release's guarantee is unchanged and no value is ever refused."""
-    return np.clip(np.where(np.isnan(y), (a + b) / 2, y), a, b)
-
-
-def _scales(sensitivity: np.ndarray, epsilon: float) -> np.ndarray:
-    """Effective Laplace scale of each cell's statistic (NaN when the statistic is not
-    released)."""
-    if epsilon == 0:
-        return np.full(len(sensitivity), np.nan)
-    return np.array([effective_scale(float(d), epsilon) for d in sensitivity])
-
-
-def _as_list(cell: str | Sequence[str]) -> list[str]:
-    return [cell] if isinstance(cell, str) else list(cell)
-
-
-@dataclass(frozen=True)
-class _Sorted:
-    """Row permutation sorting records by (unit, cell, order, row) and the sorted codes."""
-
-    order: np.ndarray
-    unit_codes: np.ndarray
-    cell_codes: np.ndarray
-
-
-def _occupancy_from_records(records: Any, unit: str, cell: str | Sequence[str],
-                            order: str | None, record: str | None
-                            ) -> tuple[sp.csr_matrix, pd.Index, pd.DataFrame, _Sorted]:
-    """Validated occupancy A (units sorted by id x cells sorted by key) from the record table."""
-    if not isinstance(records, pd.DataFrame):
-        raise TypeError(f"records must be a pandas DataFrame, got {type(records).__name__}")
-    if len(records) == 0:
-        raise ValueError("records is empty: nothing to release")
-    cols = _as_list(cell)
-    if not cols:
-        raise ValueError("cell must name at least one column")
-    for name, col in [("unit", unit)] + [("cell", c) for c in cols] + (
-            [("order", order)] if order is not None else []) + (
-            [("record", record)] if record is not None else []):
-        if col not in records.columns:
-            raise ValueError(f"{name}={col!r} is not a column of records "
-                             f"(columns: {list(records.columns)})")
-    if unit in cols:
-        raise ValueError(f"unit={unit!r} cannot also be a cell column")
-    miss = records[unit].isna()
-    if miss.any():
-        raise ValueError(
-            f"unit column {unit!r} has {int(miss.sum())} missing ids (first at row "
-            f"{int(np.flatnonzero(miss.to_numpy())[0])}); every record needs its privacy unit, "
-            "else one person's records could be counted as several units")
-    cmiss = records[cols].isna().any(axis=1)
-    if cmiss.any():
-        raise ValueError(f"cell columns {cols} have missing keys in {int(cmiss.sum())} rows; "
-                         "every record must lie in exactly one cell")
-    if order is not None and records[order].isna().any():
-        raise ValueError(f"order column {order!r} has missing values; fill them (e.g. with a "
-                         "record id) so the kept records do not depend on values")
-    if record is not None:
-        per = records.groupby(record, sort=False)[cols].nunique()
-        over = per[(per > 1).any(axis=1)]
-        if len(over):
-            raise ValueError(
-                f"cells overlap: {len(over)} record ids (e.g. {over.index[0]!r}) fall in more "
-                "than one cell; cells must be disjoint at the record level (spec §7.2-3)")
-    ucodes, units = pd.factorize(records[unit], sort=True)
-    grp = records.groupby(cols, sort=True, dropna=False)
-    ccodes = grp.ngroup().to_numpy(np.int64)
-    keys = grp.size().reset_index()[cols]
-    L, G = len(units), len(keys)
-    ucodes = ucodes.astype(np.int64)
-    A = as_occupancy(sp.csr_matrix((np.ones(len(records), np.int64), (ucodes, ccodes)),
-                                   shape=(L, G)))
-    # sort by (unit, cell, order, row): stable argsorts, least significant key first
-    perm = np.arange(len(records))
-    if order is not None:
-        perm = np.argsort(records[order].to_numpy(), kind="stable")
-    key = ucodes * G + ccodes
-    perm = perm[np.argsort(key[perm], kind="stable")]
-    return A, units, keys, _Sorted(perm, ucodes[perm], ccodes[perm])
-
-
-def _keep_mask(perm: _Sorted, retained: np.ndarray) -> np.ndarray:
-    """For records sorted by (unit, cell, order): keep the first ``retained[group]`` of each
-    group."""
-    u, g = perm.unit_codes, perm.cell_codes
-    new = np.ones(u.size, bool)
-    new[1:] = (u[1:] != u[:-1]) | (g[1:] != g[:-1])
-    grp = np.cumsum(new) - 1                          # index of the non-zero of A (CSR order)
-    start = np.flatnonzero(new)
-    rank = np.arange(u.size) - start[grp]
-    return rank < retained[grp]
-
-
-def _column_max(M: sp.csr_matrix) -> np.ndarray:
-    out = np.zeros(M.shape[1], np.int64)
-    np.maximum.at(out, M.indices, M.data)
-    return out
-
-
-def _aligned_counts(A: sp.csr_matrix, B: sp.csr_matrix) -> np.ndarray:
-    """Entries of B (structure within A's) laid out along A's CSR non-zeros (0 where B has none)."""
-    G = A.shape[1]
-    key_a = np.repeat(np.arange(A.shape[0], dtype=np.int64), np.diff(A.indptr)) * G + A.indices
-    B = B.copy()
-    B.eliminate_zeros()
-    B.sort_indices()
-    key_b = np.repeat(np.arange(B.shape[0], dtype=np.int64), np.diff(B.indptr)) * G + B.indices
-    out = np.zeros(A.nnz, np.int64)
-    out[np.searchsorted(key_a, key_b)] = B.data
-    return out
-
-
-def _fingerprint(A: sp.csr_matrix, units: pd.Index, keys: pd.DataFrame) -> str:
-    h = hashlib.sha256(occupancy_hash(A).encode())
-    h.update(pd.util.hash_pandas_object(pd.Series(units), index=False).to_numpy().tobytes())
-    h.update(pd.util.hash_pandas_object(keys, index=False).to_numpy().tobytes())
-    return h.hexdigest()

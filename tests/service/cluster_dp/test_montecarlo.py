@@ -26,7 +26,7 @@ from dpcausal.cluster_dp import (
 from dpcausal.cluster_dp.data import Population, assign_balanced, draw_subpopulation, make_gmm
 from dpcausal.cluster_dp.estimation import debias, stratified_dim
 from dpcausal.cluster_dp.mechanisms import group_counts, noisy_priors, resample
-from reproduce.cluster_dp_simulate import simulate
+from reproduce.cluster_dp.simulate import simulate
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _flowtools import Recorder
 
-from reproduce import ate as ex
+from reproduce.ate import experiments as ex
 
 SMALL = {"A": 1500, "B": 1500, "C": 1500, "D": 1500}
 MAX_FOLDS = 3

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce import ate as ex
+from reproduce.ate import experiments as ex
 
 
 def _by_name(experiment):

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce.cluster_dp_report import claims, render, targets
+from reproduce.cluster_dp.report import claims, render, targets
 
 
 def test_all_deterministic_targets_reproduce():

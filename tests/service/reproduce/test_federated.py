@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from reproduce.federated import make_federated_design, simulate_table, width_curves
-from reproduce.federated_report import render
+from reproduce.federated.experiments import make_federated_design, simulate_table, width_curves
+from reproduce.federated.report import render
 
 # spec §6.3 "pred" rows for T3 (recipe R mean widths)
 T3_PRED = {"CG": (0.7712, 0.1992, 0.1177, 0.0843, 0.0661, 0.0545, 0.0465),

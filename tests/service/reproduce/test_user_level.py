@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce import user_level as ex
+from reproduce.user_level import experiments as ex
 
 
 def test_evaluate_on_itms_like_seed0_matches_spec_5_1():

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from reproduce.federated import EPSILONS, TABLES, TOLERANCE
+from reproduce.federated.experiments import EPSILONS, TABLES, TOLERANCE
 
 _TITLES = {
     "T2": "Table 2: SATE, Gaussian outcomes (D2, n = 1e3)",

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from plots.figures import pyplot, save
-from reproduce import user_level as experiments
+from reproduce.user_level import experiments
 
 _GAMMA_COL = {3: "#1f4e79", 6: "#b03a2e", 9: "#2e7d32"}
 

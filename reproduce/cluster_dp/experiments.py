@@ -38,7 +38,7 @@ from dpcausal.cluster_dp.theory import (
     uniform_var_exact,
     var_nodp_exact,
 )
-from reproduce.cluster_dp_simulate import simulate
+from reproduce.cluster_dp.simulate import simulate
 
 SUB_SIZES = (500, 1000, 2000)
 BETAS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 4.9)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reproduce import ate as ex
+from reproduce.ate import experiments as ex
 
 
 def _fmt(v: Any) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from plots.figures import pyplot, save
-from reproduce import ate as ex
+from reproduce.ate import experiments as ex
 
 MODE_LABEL = {"theorem1": "Theorem 1", "lemma": "lemma", ex.NOT_A_CLAIM: "released code *"}
 

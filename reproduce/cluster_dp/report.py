@@ -16,7 +16,7 @@ from dpcausal.cluster_dp.calibration import eps_total, lam_for, uniform_eps, uni
 from dpcausal.cluster_dp.data import make_gmm
 from dpcausal.cluster_dp.spaces import ResponseSpace
 from dpcausal.cluster_dp.theory import a_term, lemma_a12_bound, thm35_bound
-from reproduce.cluster_dp import normality_summary
+from reproduce.cluster_dp.experiments import normality_summary
 
 GMM_SPACE = ResponseSpace(np.arange(-5, 7))
 
