@@ -15,7 +15,7 @@ from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ClusterDPResult, Re
 from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release
 
-from ._manual import strat_dim_loop
+from ._reference import strat_dim_loop
 
 SPACE = ResponseSpace(np.arange(-5, 7))
 PARAMS = {"space": SPACE, "epsilon": 3.0, "gamma": 0.02, "sigma": 10.0}

@@ -12,7 +12,7 @@ from dpcausal.accounting import PrivacyCharge
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace, SmallGroupWarning, eps_total, lam_for
 from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 
-from ._manual import strat_dim_loop
+from ._reference import strat_dim_loop
 
 SPACE = ResponseSpace(np.arange(-5, 7))
 

@@ -9,7 +9,7 @@ import pytest
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.user_level import UserLevelRelease, clip_user, make_user_level_panel, pseudo_user
 
-from ._manual import pop_var
+from ._reference import pop_var
 
 
 @pytest.fixture(scope="module")
