@@ -1,5 +1,7 @@
-"""Privacy hardening of the Cluster-DP release (issue 18, items 4, 13-16). Each test failed on the
-code before its fix."""
+"""What the Cluster-DP release keeps private: sigma = 0 refused, the strict epsilon reported
+under paper accounting, the uniform prior reading no outcome, no leak through row order, huge
+epsilons and malformed parameters refused before any draw, exact prior noise from OS entropy,
+seeds in evaluation only. Each test failed on the code before its fix."""
 
 import math
 
