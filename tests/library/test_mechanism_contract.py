@@ -9,9 +9,9 @@ it; the release prints, shows as HTML and as a DataFrame, and rebuilds from its 
 release; the unfitted mechanism clones and pickles. ``test_each_check_catches_its_broken_variant``
 runs every check once against a mechanism broken in the way that check guards against.
 
-Noise is trapped at its source (:mod:`dpcausal.noise`): the OS-entropy generator and the exact
-samplers, under whatever name a module imported them, raise :class:`NoiseDrawn` unless the
-recording accountant is inside its release.
+Noise is trapped at its source (:mod:`dpcausal.noise`; ``_trap.py``): the OS-entropy generator
+and the exact samplers, under whatever name a module imported them, raise ``NoiseDrawn`` unless
+the recording accountant (the ``accountant`` fixture) is inside its release.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,72 +28,17 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 
-from dpcausal import PrivateATE, Release, noise, session
+from dpcausal import PrivateATE, Release
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.bounds_check import BoundsCheck, BoundsCheckRelease
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
-from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 from dpcausal.contract import Mechanism
 from dpcausal.federated import FederatedATE
-from dpcausal.user_level import UserLevelRelease, make_user_level_panel
+from dpcausal.user_level import UserLevelRelease
+from tests.library._frames import ate_frame, cluster_frame, federated_frame, user_panel
+from tests.library._trap import NoiseDrawn, Recording
 
-#: every way the library draws a release's noise (dpcausal/noise.py)
-SAMPLERS = ("secure_rng", "sample_discrete_laplace", "sample_discrete_gaussian",
-            "laplace_mechanism", "gaussian_mechanism")
 SUMMARY_COLUMNS = ["estimate", "se", "ci_lower", "ci_upper", "epsilon", "delta"]
-
-
-class NoiseDrawn(AssertionError):
-    """A noise sampler ran outside the accountant's release (or before a refusal)."""
-
-
-class Trap:
-    """The samplers of :mod:`dpcausal.noise`, replaced wherever a ``dpcausal`` module holds
-    them: each call outside ``open`` raises :class:`NoiseDrawn` (and is counted)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.open = False
-        self.hits = 0
-        for name in SAMPLERS:
-            real = getattr(noise, name)
-            guarded = self._guard(name, real)
-            for module in [m for k, m in sys.modules.items() if k.split(".")[0] == "dpcausal"]:
-                if getattr(module, name, None) is real:
-                    monkeypatch.setattr(module, name, guarded)
-
-    def _guard(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            if not self.open:
-                self.hits += 1
-                raise NoiseDrawn(f"{name} called outside the accountant's release")
-            return real(*args, **kwargs)
-        return guarded
-
-
-class Recording:
-    """An accountant (:class:`dpcausal.session.Accountant`) that records each charge and opens
-    the trap only while the release draws."""
-
-    def __init__(self, trap: Trap) -> None:
-        self.trap = trap
-        self.charges: list[PrivacyCharge] = []
-
-    def release(self, mechanism: Mechanism, prepared: Any, charge: PrivacyCharge, *,
-                evaluation: bool = False, draw: Callable[[], Release] | None = None) -> Release:
-        self.charges.append(charge)
-        self.trap.open = True
-        try:
-            return session._draw_of(mechanism, prepared, evaluation, draw)()
-        finally:
-            self.trap.open = False
-
-
-@pytest.fixture
-def accountant(monkeypatch):
-    """A recording accountant installed for the test, with the noise trap armed."""
-    acc = Recording(Trap(monkeypatch))
-    with session.charging_to(acc):
-        yield acc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,34 +59,6 @@ class Case:
         return mech.fit(self.data() if data is None else data, **(roles or self.roles))
 
 
-def _ate_frame() -> pd.DataFrame:
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(400, 2))
-    a = rng.integers(0, 2, 400)
-    return pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "a": a,
-                         "y": np.clip(x[:, 0] + a + rng.normal(size=400), -5, 5)})
-
-
-def _cluster_frame() -> pd.DataFrame:
-    rng = np.random.default_rng(1)
-    sub = draw_subpopulation(rng, make_gmm(1))
-    z = assign_balanced(rng, sub.cidx)[0]
-    return pd.DataFrame({"c": np.array(["a", "b", "c"])[sub.cidx], "z": z,
-                         "y": np.where(z == 1, sub.y1, sub.y0)})
-
-
-def _federated_frame() -> pd.DataFrame:
-    rng = np.random.default_rng(2)
-    t = np.zeros(600, int)
-    t[rng.permutation(600)[:200]] = 1
-    return pd.DataFrame({"t": t, "y": np.where(t == 1, 0.3, -0.1) + rng.normal(0, 0.2, 600)})
-
-
-def _panel() -> pd.DataFrame:
-    df = make_user_level_panel(n_units=300, n_strata=3, cells_per_unit=3, seed=5)
-    return df.rename(columns={"unit_id": "user", "stratum": "s"})
-
-
 def _with(defaults: dict[str, Any], cls: type[Mechanism]) -> Callable[..., Mechanism]:
     return lambda **kw: cls(**(defaults | kw))
 
@@ -150,23 +66,23 @@ def _with(defaults: dict[str, Any], cls: type[Mechanism]) -> Callable[..., Mecha
 SPACE = ResponseSpace(np.arange(-5, 7))
 CASES = {
     "PrivateATE": Case(_with({"outcome_bounds": (-5, 5), "n_folds": 4}, PrivateATE),
-                       _ate_frame, {"treatment": "a", "outcome": "y"},
+                       ate_frame, {"treatment": "a", "outcome": "y"},
                        "outcome_bounds", ((5, -5), (0, float("inf")), "wide", None),
                        epsilon="zeta"),
     "ClusterDP": Case(_with({"space": SPACE, "epsilon": 3.0, "gamma": 0.02, "sigma": 10.0},
                             ClusterDP),
-                      _cluster_frame, {"cluster": "c", "treatment": "z", "outcome": "y"},
+                      cluster_frame, {"cluster": "c", "treatment": "z", "outcome": "y"},
                       "space", ((-5, 6), "wide", None)),
     "UserLevelRelease": Case(_with({"bounds": (0.0, 65.0), "epsilon": 1.0}, UserLevelRelease),
-                             _panel, {"treatment": "arm", "outcome": "y", "unit": "user",
+                             user_panel, {"treatment": "arm", "outcome": "y", "unit": "user",
                                       "stratum": "s"},
                              "bounds", ((65.0, 0.0), (0.0, float("nan")), "wide", None)),
     "FederatedATE": Case(_with({"R": 1.0, "epsilon": 1.0, "delta": 1e-6, "m1": 256, "m2": 256},
                                FederatedATE),
-                         _federated_frame, {"treatment": "t", "outcome": "y"},
+                         federated_frame, {"treatment": "t", "outcome": "y"},
                          "R", (-1.0, 0.0, float("inf"), "wide")),
     "BoundsCheck": Case(_with({"outcome_bounds": (-5, 5)}, BoundsCheck),
-                        _ate_frame, {"outcome": "y"},
+                        ate_frame, {"outcome": "y"},
                         "outcome_bounds", ((5, -5), (0, float("inf")), "wide", None)),
 }
 
@@ -320,12 +236,12 @@ def test_release_rebuilds_from_its_json(fitted):
 
 @pytest.mark.parametrize("release", [
     lambda: PrivateATE(outcome_bounds=(-5, 5), n_folds=4, ci_share=0).fit(
-        _ate_frame(), treatment="a", outcome="y", evaluation=True),
-    lambda: BoundsCheck(outcome_bounds=(-1, 1), zeta=0.5).fit(_ate_frame(), outcome="y"),
-    lambda: ClusterDP(SPACE, epsilon=3.0).fit(_cluster_frame(), cluster="c", treatment="z",
+        ate_frame(), treatment="a", outcome="y", evaluation=True),
+    lambda: BoundsCheck(outcome_bounds=(-1, 1), zeta=0.5).fit(ate_frame(), outcome="y"),
+    lambda: ClusterDP(SPACE, epsilon=3.0).fit(cluster_frame(), cluster="c", treatment="z",
                                               outcome="y"),
     lambda: UserLevelRelease(bounds=(0.0, 65.0), epsilon=1.0).fit(
-        _panel(), outcome="y", unit="user", stratum="s"),
+        user_panel(), outcome="y", unit="user", stratum="s"),
 ], ids=["ate-evaluation-no-ci", "bounds-gaussian", "cluster_dp-uniform", "user_level-no-arm"])
 def test_other_release_shapes_rebuild_from_their_json(release):
     check_json_round_trip(release())

@@ -21,23 +21,6 @@ SPACE = ResponseSpace(np.arange(-5, 7))
 PARAMS = {"space": SPACE, "epsilon": 3.0, "gamma": 0.02, "sigma": 10.0}
 
 
-@pytest.fixture(scope="module")
-def df():
-    rng = np.random.default_rng(0)
-    sub = draw_subpopulation(rng, make_gmm(1))
-    z = assign_balanced(rng, sub.cidx)[0]
-    return pd.DataFrame(
-        {"c": np.array(["a", "b", "c"])[sub.cidx], "z": z, "y": np.where(z == 1, sub.y1, sub.y0)}
-    )
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    session.reset()
-    yield
-    session.reset()
-
-
 def test_params_are_stored_as_given():
     m = ClusterDP(**PARAMS, accounting="paper", noise_seed=3)
     assert isinstance(m, Mechanism) and m.unit == "label"

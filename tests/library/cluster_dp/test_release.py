@@ -10,7 +10,6 @@ import pytest
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace, SmallGroupWarning, eps_total, lam_for
-from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 
 from ._reference import strat_dim_loop
 
@@ -18,13 +17,7 @@ SPACE = ResponseSpace(np.arange(-5, 7))
 
 
 @pytest.fixture(scope="module")
-def gmm_df():
-    rng = np.random.default_rng(0)
-    sub = draw_subpopulation(rng, make_gmm(1))
-    z = assign_balanced(rng, sub.cidx)[0]
-    df = pd.DataFrame(
-        {"c": np.array(["a", "b", "c"])[sub.cidx], "z": z, "y": np.where(z == 1, sub.y1, sub.y0)}
-    )
+def gmm_df(df):
     return df.sample(frac=1.0, random_state=1).set_index(np.arange(3500) * 3)  # shuffled, odd index
 
 

@@ -17,11 +17,6 @@ Z95 = 1.959963984540054
 ROLES = dict(treatment="arm", outcome="y", unit="unit_id", stratum="stratum", order="ts")
 
 
-@pytest.fixture(scope="module")
-def records():
-    return make_user_level_panel(n_units=400, n_strata=4, cells_per_unit=4, seed=3)
-
-
 def _rel(**kw):
     return UserLevelRelease(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
 
