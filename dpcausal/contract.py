@@ -468,15 +468,22 @@ def deprecated(old: str, new: str) -> None:
 
 
 def columns(frame: pd.DataFrame, **roles: str | Sequence[str] | None) -> dict[str, Any]:
-    """The columns a mechanism needs from a DataFrame, by role; an unknown name raises a
-    ``ValueError`` that names the role and the user's column (public: the schema only)."""
+    """The columns a mechanism needs from a DataFrame, by role; an unknown name, or one column
+    given two roles (a treatment that is also the outcome), raises a ``ValueError`` that names
+    the roles and the user's column (public: the schema only, never a value)."""
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
     out: dict[str, Any] = {}
+    seen: dict[Any, str] = {}
     for role, name in roles.items():
         if name is None:
             continue
         names = [name] if isinstance(name, str) else list(name)
+        for column in names:
+            if column in seen and seen[column] != role:
+                raise ValueError(f"{role}={column!r} cannot also be {seen[column]}=: one column "
+                                 "holds one role")
+            seen.setdefault(column, role)
         missing = [c for c in names if c not in frame.columns]
         if missing:
             raise ValueError(f"{role}={missing[0]!r} is not a column of the data "

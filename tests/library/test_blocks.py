@@ -25,7 +25,7 @@ from dpcausal.nuisance import FoldModels
 from dpcausal.release import draw_release
 from dpcausal.scores import ate_and_variance, scores
 from dpcausal.sensitivity import calibrate
-from tests.library.reference_ate import reference_block_ate
+from tests.library._reference import reference_block_ate
 from tests.library.test_privacy_properties import HashClassifier, HashRegressor, _best_corner
 
 # (Delta_=, kappa) of spec §2.4's table, B_mu = 1 (bounds (-1, 1)), B_pi = 5

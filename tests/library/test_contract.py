@@ -45,12 +45,6 @@ def test_privacy_unit_is_checked():
         Privacy(epsilon=1.0, delta=0.0, unit="household", mechanism="x")
 
 
-def test_columns_names_the_role_and_the_users_column():
-    df = pd.DataFrame({"treated": [0, 1], "y": [1.0, 2.0]})
-    with pytest.raises(ValueError, match=r"outcome='score' is not a column"):
-        columns(df, treatment="treated", outcome="score")
-
-
 class _Mean(Mechanism):
     """A toy mechanism: the mean of y with a fixed 'noise' (contract plumbing only)."""
 

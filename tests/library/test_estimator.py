@@ -202,7 +202,7 @@ def _ok():
 ])
 def test_bad_input_is_refused_before_any_noise(kwargs, data_edit, match, monkeypatch):
     """Parameter and schema errors: refused before the charge in either mode. Data-value errors
-    carry their detail in evaluation mode only (a release's are generic: test_estimator_hardening);
+    carry their detail in evaluation mode only (a release's are generic: test_estimator_safeguards);
     either way no noise is drawn."""
     X, A, Y = _ok()
     evaluation = data_edit is not None and kwargs == {} and match != "same number of rows"

@@ -6,7 +6,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from dpcausal import PrivateATE
-from tests.library.reference_ate import reference_ate
+from tests.library._reference import reference_ate
 
 
 def _converged_logistic():

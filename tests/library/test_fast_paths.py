@@ -203,7 +203,7 @@ def test_fast_aggregation_is_local_bit_for_bit():
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_overflowing_predictions_take_the_blocked_path():
     """Where a prediction can overflow, the fused pass hands its block to the blocked path,
-    which replaces non-finite predictions by the public constant (issue 18 item 1)."""
+    which replaces non-finite predictions by the public constant."""
     X, A, Y = _data(n=500, seed=4)
     K = 10
     fold_ids = make_folds(len(Y), K, "shuffle", 4)

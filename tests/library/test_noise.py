@@ -20,23 +20,30 @@ def _release_noise(n_draws, seed, v_hat=1.0):
     rng = np.random.default_rng(seed)
     out = [draw_release(0.0, v_hat, CAL, rng) for _ in range(n_draws)]
     ate = np.array([r.ate for r in out])
+    # the conservative CI (spec §3): variance = (max(0, r) + z sigma_var)^2 + sigma_ate^2 with
+    # r = sqrt(V_hat) + noise; r > 0 here (sqrt(V_hat) = 1 is 75 sigma_var above 0)
     z = 2.3263478740408408
-    sqrt_v = np.sqrt(np.array([r.variance for r in out]) - CAL.sigma_ate**2 - z * CAL.sigma_var**2)
-    return ate, sqrt_v - math.sqrt(v_hat)
+    r = np.sqrt(np.array([r.variance for r in out]) - CAL.sigma_ate**2) - z * CAL.sigma_var
+    return ate, r - math.sqrt(v_hat)
 
 
+@pytest.mark.slow
 def test_noise_variances_within_3_percent():
-    ate_noise, var_noise = _release_noise(20_000, seed=1)  # ~20 s on a loaded 2-core box
+    """The 3% claim needs 20,000 releases (the variance ratio's sd is 1%): ``./dev slow``; the
+    KS test below checks both noises at their scale, with controls, in the library tier."""
+    ate_noise, var_noise = _release_noise(20_000, seed=1)
     assert np.var(ate_noise) == pytest.approx(CAL.sigma_ate**2, rel=0.03)
     assert np.var(var_noise) == pytest.approx(CAL.sigma_var**2, rel=0.03)
 
 
 def test_noise_is_gaussian_at_the_calibrated_scale():
-    """KS: the true sigma passes, 0.7 sigma and 1.3 sigma are rejected."""
-    ate_noise, _ = _release_noise(5000, seed=2)
-    assert kstest(ate_noise, norm(scale=CAL.sigma_ate).cdf).pvalue > 1e-3
-    for wrong in (0.7, 1.3):
-        assert kstest(ate_noise, norm(scale=wrong * CAL.sigma_ate).cdf).pvalue < 1e-3
+    """KS, for the ATE's noise and the variance's: the true sigma passes, 0.7 sigma and
+    1.3 sigma are rejected."""
+    ate_noise, var_noise = _release_noise(5000, seed=2)
+    for noise, sigma in ((ate_noise, CAL.sigma_ate), (var_noise, CAL.sigma_var)):
+        assert kstest(noise, norm(scale=sigma).cdf).pvalue > 1e-3
+        for wrong in (0.7, 1.3):
+            assert kstest(noise, norm(scale=wrong * sigma).cdf).pvalue < 1e-3
 
 
 def _histogram_delta(sigma, sensitivity, epsilon, rng, n=10**6):

@@ -1,5 +1,5 @@
 """The release's discrete Gaussian against dp_accounting's exact discrete-Gaussian privacy loss
-(issue 18 item 4; privacy_testing.md, 'Exact noise on a lattice').
+(exact noise, never a float sampler; privacy_testing.md, 'Exact noise on a lattice').
 
 Each of the release's two draws adds N_Z(0, (sigma'/gamma)^2) to an integer query of lattice
 sensitivity m = floor(Delta/gamma) + 1, with sigma' = gaussian_sigma_for(sigma, Delta) and

@@ -6,7 +6,7 @@ import pytest
 from dpcausal.cluster_dp import debias, stratified_dim, transition_matrix, unit_weights
 from dpcausal.cluster_dp.estimation import ClusterDPEstimate, make_estimate
 
-from ._manual import strat_dim_loop
+from ._reference import strat_dim_loop
 
 
 def test_debias_matches_explicit_inverse():

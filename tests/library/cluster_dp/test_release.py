@@ -10,21 +10,14 @@ import pytest
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace, SmallGroupWarning, eps_total, lam_for
-from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 
-from ._manual import strat_dim_loop
+from ._reference import strat_dim_loop
 
 SPACE = ResponseSpace(np.arange(-5, 7))
 
 
 @pytest.fixture(scope="module")
-def gmm_df():
-    rng = np.random.default_rng(0)
-    sub = draw_subpopulation(rng, make_gmm(1))
-    z = assign_balanced(rng, sub.cidx)[0]
-    df = pd.DataFrame(
-        {"c": np.array(["a", "b", "c"])[sub.cidx], "z": z, "y": np.where(z == 1, sub.y1, sub.y0)}
-    )
+def gmm_df(df):
     return df.sample(frac=1.0, random_state=1).set_index(np.arange(3500) * 3)  # shuffled, odd index
 
 
@@ -46,7 +39,7 @@ def test_release_contents(gmm_df):
                            evaluation=True)
     assert list(rel.data.columns) == ["cluster", "treatment", "outcome"]
     pd.testing.assert_index_equal(rel.data.index, pd.RangeIndex(len(gmm_df)))  # no source index
-    # grouped by (cluster, arm), not in the source's order (issue 18 item 15; was the source order)
+    # grouped by (cluster, arm), not in the source's order (row order is never public)
     by_group = gmm_df.sort_values(["c", "z"], kind="stable")
     np.testing.assert_array_equal(rel.data["cluster"], by_group["c"])
     np.testing.assert_array_equal(rel.data["treatment"], by_group["z"])
@@ -58,7 +51,7 @@ def test_release_contents(gmm_df):
     assert set(rel.privacy) == {"epsilon", "delta", "accounting", "epsilon_paper", "epsilon_strict"}
     assert rel.privacy["epsilon"] == pytest.approx(3.0) == rel.privacy["epsilon_strict"]
     assert rel.privacy["epsilon_paper"] == pytest.approx(2.9)
-    # same seed, same release (seeds: evaluation mode only, issue 18 item 4); a Generator is
+    # same seed, same release (seeds: evaluation mode only); a Generator is
     # accepted
     again = mech()._privatize(gmm_df, "c", "z", "y", random_state=np.random.default_rng(0),
                              evaluation=True)
@@ -108,7 +101,7 @@ def test_sigma_inf_is_uniform_and_gamma_defaults():
     assert p["gamma"] == pytest.approx(1 / 12) and p["epsilon_strict"] == pytest.approx(3.0)
     lam_u, _ = mech(mechanism="uniform").calibrate()
     assert lam == pytest.approx(lam_u)
-    # defaults: gamma = 1/K is the uniform prior, so sigma is not used (issue 18 item 14; it was
+    # defaults: gamma = 1/K is the uniform prior, so sigma is not used (it was
     # 2/(0.2 eps) = 5.0 before); with gamma < 1/K the default sigma is 2/(0.2 eps)
     _, p = ClusterDP(space=SPACE, epsilon=2.0).calibrate()
     assert p["gamma"] == pytest.approx(1 / 12) and p["sigma"] == math.inf
@@ -177,8 +170,8 @@ def test_bad_columns_and_types(gmm_df):
 def test_high_lambda_opt_in(gmm_df):
     m = mech(epsilon=0.3, gamma=0.001, sigma=100.0, allow_high_lambda=True)
     assert m.calibrate()[0] > 0.999
-    # paper mode with sigma = 0 (the 2/gamma branch) is refused since issue 18 item 13: see
-    # test_hardening.py::test_sigma_zero_refused_in_every_mode
+    # paper mode with sigma = 0 (the 2/gamma branch) is refused (its noise is none): see
+    # test_safeguards.py::test_sigma_zero_refused_in_every_mode
 
 
 def test_small_groups_warn():

@@ -13,7 +13,7 @@ def test_space_sorts_and_indexes():
     np.testing.assert_array_equal(s.index(np.array([3, -1, 0, 0])), [2, 0, 1, 1])
     with pytest.raises(ValueError, match=r"outcome has values outside the response space") as err:
         s.index(np.array([1.25, 5.5, 0]))
-    # the message names the public space, never a data value (issue 18 item 3)
+    # the message names the public space, never a data value
     assert "1.25" not in str(err.value) and "5.5" not in str(err.value)
 
 

@@ -18,7 +18,7 @@ from dpcausal.cluster_dp import (
     var_nodp_exact,
 )
 
-from ._manual import s2, var_nodp_loop
+from ._reference import s2, var_nodp_loop
 
 GMM = ResponseSpace(np.arange(-5, 7))
 DESIGN = np.array([[250, 250], [500, 500], [1000, 1000]])

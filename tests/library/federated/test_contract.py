@@ -6,10 +6,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.base import clone
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Release
+from dpcausal.contract import Prepared, Release
 from dpcausal.federated import FederatedATE, FederatedResult
 from dpcausal.federated.rdp import cks_epsilon
 
@@ -26,17 +25,6 @@ def _fed(**kw):
     args = dict(R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256)
     args.update(kw)
     return FederatedATE(**args)
-
-
-def test_is_a_mechanism_and_clones():
-    fed = _fed(random_state=3, orders=(2.0, 4.0, 8.0), ci_form="sum_sd")
-    assert isinstance(fed, Mechanism) and fed.unit == "client"
-    twin = clone(fed)
-    assert twin is not fed and twin.get_params() == fed.get_params()
-    assert twin.get_params()["R"] == 1.0 and twin.get_params()["ci_form"] == "sum_sd"
-    fed.fit(_frame(), treatment="t", outcome="y")
-    assert hasattr(fed, "release_") and not hasattr(clone(fed), "release_")
-    assert clone(fed).set_params(epsilon=2.0).epsilon == 2.0
 
 
 def test_constructor_stores_only():
@@ -118,19 +106,6 @@ def test_fit_draws_from_one_os_entropy_generator_once(monkeypatch):
     with pytest.raises(ValueError, match="R must be a finite outcome bound"):
         _fed(R=0.0).fit(_frame(), treatment="t", outcome="y")
     assert len(made) == 1
-
-
-def test_refused_fit_is_not_recorded_by_the_session_accountant():
-    from dpcausal import session
-
-    session.reset()
-    df = _frame()
-    with pytest.raises(ValueError, match="alpha must be in"):
-        _fed(alpha=1.5).fit(df, treatment="t", outcome="y")
-    assert session.accountant().charges == {}
-    _fed().fit(df, treatment="t", outcome="y")
-    assert [len(v) for v in session.accountant().charges.values()] == [1]
-    session.reset()
 
 
 def test_non_finite_outcomes_take_the_public_rule_not_a_refusal():

@@ -61,9 +61,9 @@ def test_secagg_and_direct_give_identical_release():
 def test_phases_reproduce_run():
     x, t = _data()
     fed = _fed()
-    res = fed.run(x, t, evaluation=True)  # seeded: evaluation mode only (issue 18 item 19)
+    res = fed.run(x, t, evaluation=True)  # seeded: evaluation mode only
     plan = plan_release(500, 500, R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256)
-    rng = np.random.default_rng(0)  # the session id is not drawn from it (issue 18 item 21)
+    rng = np.random.default_rng(0)  # the session id is not drawn from it
     groups = []
     for g, members in enumerate((~t, t)):
         reports = encode_clients(x[members], plan, g, rng)
@@ -106,7 +106,7 @@ def test_privacy_charge_is_data_free_and_composed():
 
 
 def test_injected_generator_and_determinism_in_evaluation():
-    """random_state seeds the protocol in evaluation mode only (issue 18 item 19)."""
+    """random_state seeds the protocol in evaluation mode only."""
     x, t = _data()
     a = _fed(random_state=np.random.default_rng(7)).run(x, t, evaluation=True)
     b = _fed(random_state=np.random.default_rng(7)).run(x, t, evaluation=True)
@@ -142,7 +142,7 @@ def test_dropout_accounted_for_survivors():
 
 
 def test_no_clipped_count_anywhere():
-    """Issue 18 item 22: no exact count of clipped outcomes on the estimator (the old
+    """No exact count of clipped outcomes on the estimator (the old
     ``client_log_["n_clipped"]``), the client reports or the release."""
     x, t = _data()
     x[:10] = 5.0

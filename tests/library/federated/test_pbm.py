@@ -55,7 +55,7 @@ def test_decoders_by_hand():
 
 def test_clipping_and_encoder_clips():
     x = np.array([-3.0, -1.0, 0.0, 0.5, 1.0, 7.0])
-    clipped = clip_outcomes(x, 1.0)  # no count returned (issue 18 item 22)
+    clipped = clip_outcomes(x, 1.0)  # no count returned (it would be exact)
     np.testing.assert_array_equal(clipped, [-1, -1, 0, 0.5, 1, 1])
     rng = np.random.default_rng(0)
     z = pbm_encode(np.full(20000, 7.0), 1.0, 8, 0.25, rng)  # p = 3/4 after clipping

@@ -82,8 +82,8 @@ def test_e_abort_below_plan_before_unmasking():
 
 
 def test_f_deterministic_under_session_and_client_keys():
-    """(f) with the clients' secret keys fixed; the session id alone determines nothing (issue
-    18 item 21: the masks follow the keys, so fresh keys give new masks in the same session)."""
+    """(f) with the clients' secret keys fixed; the session id alone determines nothing (the
+    masks follow the keys, so fresh keys give new masks in the same session)."""
     z = np.arange(50) % 5
     keys = draw_client_keys(50)
     a = client_messages(z, 256, session=9, aggregation_id="a", keys=keys)
@@ -100,9 +100,10 @@ def test_f_deterministic_under_session_and_client_keys():
 
 
 def test_attacker_with_the_session_id_cannot_unmask_reports():
-    """Issue 18 item 21: the server (or anyone) knowing the session id, the aggregation and the
-    client indices recomputes what it can of the masks; individual reports stay hidden. On the
-    old code (masks a public function of the session) this recovered all 500 reports."""
+    """The masks follow the clients' secret keys: the server (or anyone) knowing the session
+    id, the aggregation and the client indices recomputes what it can of the masks; individual
+    reports stay hidden. On the old code (masks a public function of the session) this
+    recovered all 500 reports."""
     rng = np.random.default_rng(0)
     z = rng.integers(0, 257, 500)
     M = modulus_for(500, 256)

@@ -189,8 +189,8 @@ def test_mixed_cap_boundary_catches_undercounting() -> None:
 
 # ---------------------------------------------------------------- GDP / zCDP caps, mixed
 def test_pure_laplace_charge_is_not_admitted_under_a_gdp_cap_by_its_epsilon() -> None:
-    """Issue 18 item 5: 1-GDP is (4.377, 1e-5)-DP, so comparing as epsilon at one delta admitted
-    a pure eps=4.3 Laplace charge; a GDP cap is a promise about the whole tradeoff curve."""
+    """1-GDP is (4.377, 1e-5)-DP, so comparing as epsilon at one delta admitted a pure eps=4.3
+    Laplace charge; a GDP cap is a promise about the whole tradeoff curve."""
     assert not within_cap([lap(4.3)], Cap("zeta", 1.0))[0]
     assert not within_cap([gauss(0.1), lap(0.01)], Cap("zeta", 1.0))[0]
     assert admissible(lap(0.01), Cap("zeta", 1.0)) is not None

@@ -128,7 +128,8 @@ def test_history_and_budgets_tables(led: Ledger) -> None:
 
 
 def test_gdp_cap_refuses_a_laplace_charge_before_reserving(led: Ledger) -> None:
-    """Issue 18 item 5: eps=4.3 pure Laplace was admitted under a 1-GDP cap (4.377 at 1e-5)."""
+    """A GDP cap bounds the whole tradeoff curve: eps=4.3 pure Laplace was admitted under a
+    1-GDP cap (4.377 at 1e-5)."""
     led.set_budget("ds", zeta=1.0)
     with pytest.raises(IncompatibleChargeError, match="refused for dataset ds: a zeta-GDP cap "
                                                       "admits Gaussian charges only"):
@@ -255,7 +256,8 @@ def test_a_corrected_unit_is_logged_and_voids_a_cap_it_no_longer_bounds(led: Led
 
 
 def test_a_known_fingerprint_under_a_new_dataset_id_is_refused(led: Ledger) -> None:
-    """Issue 18 item 5: the same data under a new dataset id started with a full budget."""
+    """A budget follows the data, not its name: the same data under a new dataset id started
+    with a full budget."""
     led.set_budget("trial-A", zeta=2.0, fingerprint="fp-1")
     msg = r"refused for dataset trial-B: .* already budgeted as dataset 'trial-A'"
     with pytest.raises(DatasetIdentityError, match=msg):

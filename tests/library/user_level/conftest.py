@@ -1,9 +1,26 @@
-"""Fixtures of the user-level tests: a noise source that records every draw."""
+"""Fixtures of the user-level tests: two record panels and a noise source that records every
+draw."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
+
+from dpcausal.user_level import make_user_level_panel
+from tests.library._frames import user_panel
+
+
+@pytest.fixture(scope="module")
+def records() -> pd.DataFrame:
+    """400 units in 4 strata, 4 cells each, with the generator's column names."""
+    return make_user_level_panel(n_units=400, n_strata=4, cells_per_unit=4, seed=3)
+
+
+@pytest.fixture(scope="module")
+def panel() -> pd.DataFrame:
+    """300 users in 3 strata (columns ``user``, ``s``, ``arm``, ``ts``, ``y``)."""
+    return user_panel()
 
 
 class RecordingGenerator(np.random.Generator):

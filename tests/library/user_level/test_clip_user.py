@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 from dpcausal.user_level import clip_user, grid_error, make_user_level_synthetic
 
-from ._manual import load_oracle
+from ._reference import load_oracle
 
 GOLDEN_A = np.array([[4, 5, 1], [2, 1, 3], [5, 5, 0], [0, 5, 4], [0, 4, 1], [1, 2, 0], [0, 5, 0]])
 ORACLE = load_oracle()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from dpcausal.user_level import T, bias_mu, bias_var, delta_mu, delta_var, grid_error
 from dpcausal.user_level.closed_forms import scalar_grid_error
 
-from ._manual import T_loop, brute_bias, brute_sensitivity, pop_var, retained_positions
+from ._reference import T_loop, brute_bias, brute_sensitivity, pop_var, retained_positions
 
 BIN = (0.0, 1.0)
 GRID5 = (0.0, 0.25, 0.5, 0.75, 1.0)

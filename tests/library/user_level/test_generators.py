@@ -7,7 +7,7 @@ import pytest
 
 from dpcausal.user_level import make_itms_like, make_user_level_panel, make_user_level_synthetic
 
-from ._manual import array_digest, load_oracle
+from ._reference import array_digest, load_oracle
 
 ORACLE = load_oracle()
 

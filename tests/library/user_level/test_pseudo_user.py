@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from dpcausal.user_level import clip_user, grid_error, make_user_level_synthetic, pseudo_user
 
-from ._manual import array_digest, load_oracle
+from ._reference import array_digest, load_oracle
 from .test_clip_user import GOLDEN_A
 
 ORACLE = load_oracle()

@@ -7,14 +7,9 @@ import pandas as pd
 import pytest
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.user_level import UserLevelRelease, clip_user, make_user_level_panel, pseudo_user
+from dpcausal.user_level import UserLevelRelease, clip_user, pseudo_user
 
-from ._manual import pop_var
-
-
-@pytest.fixture(scope="module")
-def records():
-    return make_user_level_panel(n_units=400, n_strata=4, cells_per_unit=4, seed=3)
+from ._reference import pop_var
 
 
 def _rel(**kw):

@@ -1,9 +1,9 @@
-"""Privacy hardening of the user-level release (issue 18, items 17-20).
-
-Each test failed on the code before the fix: the published SE left out the Laplace noise (17),
-arm labels were ordered by sorting (18), an integer random_state seeded the release noise (19),
-and some public-parameter refusals came after the first cell's noise was drawn (20).
-"""
+"""What the user-level release keeps private, grouped by behaviour: the published SE and CI
+include the Laplace noise; the treated arm is named by a public setting, never found by sorting
+the labels; seeds reach evaluation releases only, release noise comes from OS entropy; every
+refusal of a public parameter comes before the first draw. Each test failed on the code before
+its fix (the SE left the noise out, arms were ordered by sorting, an integer random_state seeded
+the noise, some refusals came after the first cell's noise)."""
 
 from __future__ import annotations
 
@@ -17,17 +17,12 @@ Z95 = 1.959963984540054
 ROLES = dict(treatment="arm", outcome="y", unit="unit_id", stratum="stratum", order="ts")
 
 
-@pytest.fixture(scope="module")
-def records():
-    return make_user_level_panel(n_units=400, n_strata=4, cells_per_unit=4, seed=3)
-
-
 def _rel(**kw):
     return UserLevelRelease(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
 
 
 # ------------------------------------------------------------------ 17: total standard error
-def test_17_se_is_sampling_plus_laplace_noise_per_stratum_and_pooled(records):
+def test_se_is_sampling_plus_laplace_noise_per_stratum_and_pooled(records):
     """Hand-written from the published cells: a Laplace(b) has sd sqrt(2) b, so
     se_s^2 = V1/c1 + V0/c0 + 2 b1^2 + 2 b0^2, CI = ate +- z se; pooled with public weights."""
     plan = _rel().plan(records, order="ts")
@@ -50,7 +45,7 @@ def test_17_se_is_sampling_plus_laplace_noise_per_stratum_and_pooled(records):
     assert out.se > 3 * out.strata["se_sampling"].max() / np.sqrt(len(out.strata))  # noise rules
 
 
-def test_17_se_noise_is_the_sd_of_the_released_ate(records):
+def test_se_noise_is_the_sd_of_the_released_ate(records):
     """Releasing the same data again and again moves the ATE by the noise alone: its spread
     matches se_noise = sqrt(2) x scale, and the Laplace scale alone (the old figure) is
     rejected (negative control)."""
@@ -65,7 +60,7 @@ def test_17_se_noise_is_the_sd_of_the_released_ate(records):
 
 
 @pytest.mark.slow
-def test_17_ci_coverage_on_a_1000_unit_panel():
+def test_ci_coverage_on_a_1000_unit_panel():
     """95% CIs over 300 fresh panels and noise draws cover the effect (5) close to 95% of the
     time, pooled and per stratum; the sampling-only CI of the old code is far below."""
     pooled, strata, naive = [], [], []
@@ -81,7 +76,7 @@ def test_17_ci_coverage_on_a_1000_unit_panel():
     assert np.mean(naive) < 0.5
 
 
-def test_17_level_sets_the_published_interval(records):
+def test_level_sets_the_published_interval(records):
     out = _rel(level=0.8).fit(records, **ROLES)
     z = norm.ppf(0.9)
     assert out.level == 0.8 and out.ci == pytest.approx((out.ate - z * out.se,
@@ -89,7 +84,7 @@ def test_17_level_sets_the_published_interval(records):
 
 
 # ------------------------------------------------------------------ 18: treated arm
-def test_18_labelled_arms_are_refused_without_treated_level(records, noise_source):
+def test_labelled_arms_are_refused_without_treated_level(records, noise_source):
     labelled = records.assign(arm=np.where(records["arm"] == 1, "drug", "placebo"))
     rel = _rel(random_state=noise_source)
     with pytest.raises(ValueError, match=r"treated_level=.*'drug'/'placebo' would flip"):
@@ -97,7 +92,7 @@ def test_18_labelled_arms_are_refused_without_treated_level(records, noise_sourc
     assert noise_source.draws == 0
 
 
-def test_18_treated_level_names_the_treated_arm(records):
+def test_treated_level_names_the_treated_arm(records):
     """'drug' sorts before 'placebo': the ATE is still drug minus placebo (cell by cell)."""
     labelled = records.assign(arm=np.where(records["arm"] == 1, "drug", "placebo"))
     out = _rel(treated_level="drug").fit(labelled, **ROLES)
@@ -110,7 +105,7 @@ def test_18_treated_level_names_the_treated_arm(records):
     ({0: "control", 1: "treated"}, "treated"), ({0: False, 1: True}, None), ({0: 1, 1: 2}, 2),
     ({0: 0.0, 1: 1.0}, None),
 ])
-def test_18_codings_of_the_same_arms_give_the_same_release(records, coding, treated_level):
+def test_codings_of_the_same_arms_give_the_same_release(records, coding, treated_level):
     base = _rel(random_state=5).fit(records, evaluation=True, **ROLES)
     coded = records.assign(arm=records["arm"].map(coding))
     out = _rel(random_state=5, treated_level=treated_level).fit(coded, evaluation=True, **ROLES)
@@ -122,7 +117,7 @@ def test_18_codings_of_the_same_arms_give_the_same_release(records, coding, trea
     ({0: "0", 1: "1"}, None, "code the arms 0/1"),
     ({0: "placebo", 1: "drug"}, "Drug", "not a level"),
 ])
-def test_18_other_codings_refused(records, noise_source, coding, treated_level, match):
+def test_other_codings_refused(records, noise_source, coding, treated_level, match):
     coded = records.assign(arm=records["arm"].map(coding))
     with pytest.raises(ValueError, match=match):
         _rel(treated_level=treated_level).fit(coded, **ROLES)
@@ -130,7 +125,7 @@ def test_18_other_codings_refused(records, noise_source, coding, treated_level, 
 
 
 # ------------------------------------------------------------------ 19: seeds
-def test_19_random_state_never_seeds_release_noise(records):
+def test_random_state_never_seeds_release_noise(records):
     plan = _rel().plan(records, order="ts")
     a = _rel(random_state=0)._release(records, "y", plan)
     b = _rel(random_state=0)._release(records, "y", plan)
@@ -140,12 +135,12 @@ def test_19_random_state_never_seeds_release_noise(records):
     assert c.ate != d.ate and c.privacy.detail["noise_seeded"] is False
 
 
-def test_19_release_noise_comes_from_secure_rng(records, noise_source):
+def test_release_noise_comes_from_secure_rng(records, noise_source):
     _rel(random_state=123).fit(records, **ROLES)
     assert noise_source.draws > 0
 
 
-def test_19_seed_only_in_evaluation_mode(records):
+def test_seed_only_in_evaluation_mode(records):
     a = _rel(random_state=0).fit(records, evaluation=True, **ROLES)
     b = _rel(random_state=0).fit(records, evaluation=True, **ROLES)
     assert a.ate == b.ate and a.evaluation and a.privacy.detail["noise_seeded"] is True
@@ -162,7 +157,7 @@ def test_19_seed_only_in_evaluation_mode(records):
     ({}, lambda df: df.assign(arm=(df["stratum"] % 2)), None, "both arms"),
     ({}, None, "ts", "one of the cell columns"),
 ])
-def test_20_public_refusals_before_the_first_draw(records, noise_source, kw, mutate, arm, match):
+def test_public_refusals_before_the_first_draw(records, noise_source, kw, mutate, arm, match):
     df = records if mutate is None else mutate(records)
     rel = _rel(random_state=noise_source, **kw)
     with pytest.raises(ValueError, match=match):
@@ -170,7 +165,7 @@ def test_20_public_refusals_before_the_first_draw(records, noise_source, kw, mut
     assert noise_source.draws == 0
 
 
-def test_20_settings_changed_after_check_input_refused_before_any_draw(records, noise_source):
+def test_settings_changed_after_check_input_refused_before_any_draw(records, noise_source):
     rel = _rel()
     prepared = rel.check_input(records, **ROLES)
     with pytest.raises(ValueError, match="settings changed"):
@@ -178,7 +173,7 @@ def test_20_settings_changed_after_check_input_refused_before_any_draw(records, 
     assert noise_source.draws == 0
 
 
-def test_20_the_widest_accepted_bounds_publish_finite_numbers(records):
+def test_the_widest_accepted_bounds_publish_finite_numbers(records):
     wide = records.assign(y=records["y"] * 2.0**180)
     out = _rel(bounds=(0.0, 65.0 * 2.0**180)).fit(wide, **ROLES)
     assert np.isfinite([out.ate, out.se, *out.ci]).all()

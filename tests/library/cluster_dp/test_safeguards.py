@@ -1,5 +1,7 @@
-"""Privacy hardening of the Cluster-DP release (issue 18, items 4, 13-16). Each test failed on the
-code before its fix."""
+"""What the Cluster-DP release keeps private: sigma = 0 refused, the strict epsilon reported
+under paper accounting, the uniform prior reading no outcome, no leak through row order, huge
+epsilons and malformed parameters refused before any draw, exact prior noise from OS entropy,
+seeds in evaluation only. Each test failed on the code before its fix."""
 
 import math
 
@@ -9,29 +11,11 @@ import pytest
 
 from dpcausal import session
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace, eps_total, lam_for
-from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 
 SPACE = ResponseSpace(np.arange(-5, 7))
 
 
-@pytest.fixture(scope="module")
-def df():
-    rng = np.random.default_rng(0)
-    sub = draw_subpopulation(rng, make_gmm(1))
-    z = assign_balanced(rng, sub.cidx)[0]
-    return pd.DataFrame(
-        {"c": np.array(["a", "b", "c"])[sub.cidx], "z": z, "y": np.where(z == 1, sub.y1, sub.y0)}
-    )
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    session.reset()
-    yield
-    session.reset()
-
-
-# ---- item 13: sigma = 0 ----------------------------------------------------------------------
+# ---- sigma = 0 ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "kw",
     [
@@ -65,7 +49,7 @@ def test_paper_accounting_reports_the_strict_epsilon(df):
     assert m.calibrate()[1]["epsilon"] == pytest.approx(eps_total(lam, 0.02, 10.0, 0.0, "strict"))
 
 
-# ---- item 14: a prior uniform by construction is free ----------------------------------------
+# ---- a prior uniform by construction is free ----------------------------------------------------
 @pytest.mark.parametrize("eps, lam", [(1.0, 0.744), (2.0, 0.439), (4.0, 0.085)])
 @pytest.mark.parametrize("kw", [{}, {"gamma": 0.2, "sigma": 3.0}, {"accounting": "paper"},
                                 {"mechanism": "cluster_free", "gamma": 0.2}])
@@ -95,7 +79,7 @@ def test_uniform_by_construction_reads_no_outcome(df, monkeypatch):
     assert r.lam == pytest.approx(12 / (12 + math.exp(2.0) - 1), rel=1e-12)
 
 
-# ---- item 15: the published order --------------------------------------------------------
+# ---- the published order ------------------------------------------------------------------------
 def test_a_file_sorted_by_outcome_does_not_leak_through_row_order(df):
     """Rows are published grouped by (cluster, arm), in a secret random order within each group
     and without the source index: a source sorted by outcome (most labels kept at lambda ~ 0.11)
@@ -117,7 +101,7 @@ def test_a_file_sorted_by_outcome_does_not_leak_through_row_order(df):
         assert abs(rho) < 0.15, rho  # source order: rho about 0.9
 
 
-# ---- item 16: clear refusals, before anything is drawn ---------------------------------------
+# ---- clear refusals, before anything is drawn ---------------------------------------------------
 def _refused_before_charge(m, frame, match, monkeypatch):
     """fit refuses in check_input: neither the charge nor the draw runs."""
 
@@ -168,7 +152,7 @@ def test_numeric_strings_refused_not_parsed(df, monkeypatch):
         ResponseSpace(["0", "1", "2"])
 
 
-# ---- item 4: exact discrete Laplace for the published priors, from OS entropy -------------------
+# ---- exact discrete Laplace for the published priors, from OS entropy ---------------------------
 COUNTS = np.array([[1, 2, 1], [3, 0, 1]])  # two groups of n = 4, K = 3
 
 

@@ -1,5 +1,7 @@
-"""Issue 18 for the federated mechanism: items 19 (seeds), 21 (secure-aggregation masks), 22 (no
-clipped count), 23 (refusals before any draw). Each test failed on the code before the fix."""
+"""What the federated release keeps private: a seed never drives a release's noise; the
+secure-aggregation masks come from the clients' secret keys, apart from the noise; no count of
+clipped outcomes; clear refusals before anything is drawn. Each test failed on the code before
+its fix."""
 
 import numpy as np
 import pandas as pd
@@ -48,7 +50,7 @@ def server_view(monkeypatch):
     return calls, real
 
 
-# -- item 19: a seed never drives the noise of a release ----------------------------------------
+# -- a seed never drives the noise of a release ----------------------------------------
 def test_two_releases_with_the_same_random_state_differ():
     """Same data, same integer random_state: the releases draw fresh noise (OS entropy). Before
     the fix they were identical, so differencing releases on neighbouring data gave the exact
@@ -60,7 +62,7 @@ def test_two_releases_with_the_same_random_state_differ():
     assert c.ate != d.ate
 
 
-# -- item 21: masks from the clients' secret keys, session apart from the noise ------------------
+# -- masks from the clients' secret keys, session apart from the noise ------------------
 def test_server_knowing_the_session_id_cannot_unmask_any_report(server_view):
     """The attacker holds every individual masked message, the session id, the aggregation ids
     and the client indices, and recomputes the masks from them. Before the fix this recovered
@@ -117,7 +119,7 @@ def test_results_are_labelled_as_a_simulation_with_trust_assumptions():
     assert "trusted aggregator" in plain.secure_aggregation and "trusted aggregator" in str(plain)
 
 
-# -- item 22 ---------------------------------------------------------------------------------------
+# -- no clipped count ------------------------------------------------------------------------------
 def test_no_clipped_count_on_the_server_side_object():
     x, t = _data()
     x[:10] = 5.0
@@ -127,7 +129,7 @@ def test_no_clipped_count_on_the_server_side_object():
     assert "n_clipped" not in repr(vars(fed)) and "n_clipped" not in res.to_json()
 
 
-# -- item 23: clear ValueErrors before anything is drawn ----------------------------------------
+# -- clear ValueErrors before anything is drawn ----------------------------------------
 @pytest.mark.parametrize("R", [1e300, 1e200, 1e-160])
 def test_float_range_of_R_refused_before_any_draw(no_draw, R):
     x, t = _data()
