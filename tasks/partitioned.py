@@ -1,7 +1,7 @@
 """Prefect tasks of the partitioned release (issue 19 §3, issue 28 §3): each task reads ITS
-partition itself from the source (a path or fsspec URL the worker reaches) and returns only public facts,
-fitted fold models or three sums (full ensemble), or three sums per block (block ensembles), as
-in-memory task results.
+partition itself from the source (a path or fsspec URL the worker reaches) and returns only
+public facts, fitted fold models or three sums (full ensemble), or three sums per block (block
+ensembles), as in-memory task results.
 
 Nothing is written to a local disk: results are not persisted and never cached
 (``persist_result=False``, ``NO_CACHE``), so fold models travel as Dask results and no worker
