@@ -39,9 +39,9 @@ aggregates and scores its blocks alone and returns only per-block sums; no fold 
 
 - :func:`partition_block_split`: ``"auto"`` takes B = max(ceil(K/256), P) for P non-empty
   partitions, K' = K // B; an int K' is refused when B < P.
-- :func:`allocate_blocks`: partition p owns B_p blocks in proportion to n_p (the largest-remainder
-  rule of :func:`allocate_folds`), and cuts its n_p rows into B_p blocks of ``floor(n_p/B_p)`` or
-  ``ceil(n_p/B_p)`` rows, each into K' folds of ``floor(n_b/K')`` or ``ceil(n_b/K')`` rows. Sizes
+- :func:`allocate_blocks`: partition p owns B_p blocks, one per non-empty partition and each
+  further one to the partition with the largest blocks (which minimises n_b,max), and cuts its
+  n_p rows into B_p blocks of ``floor(n_p/B_p)`` or ``ceil(n_p/B_p)`` rows, each into K' folds of ``floor(n_b/K')`` or ``ceil(n_b/K')`` rows. Sizes
   are functions of the public (n_p, K, K') only, so n_b,max and the smallest fold are public
   and the calibration (Delta_tau with n_b,max and K'-1, the tight sigma2) reads nothing else.
 - :func:`assign_blocks`: which rows fill those sizes: the partition's rows ranked by
@@ -199,10 +199,11 @@ def partition_block_split(partition_rows: Sequence[int], n_folds: int,
 def allocate_blocks(partition_rows: Sequence[int], n_folds: int, block_folds: int
                     ) -> tuple[list[range], BlockLayout]:
     """Global block ids owned by each partition and the public block layout (spec §2.5b):
-    B = K / K' blocks shared out in proportion to the public row counts n_p by the largest
-    remainder (at least one per non-empty partition, as :func:`allocate_folds`); partition p
-    with B_p blocks cuts its rows into blocks of ``floor(n_p / B_p)`` or ``ceil(n_p / B_p)``
-    rows and each block into K' folds the same way (:func:`assign_blocks`), so n_b,max and the
+    B = K / K' blocks shared out by the public row counts n_p, one per non-empty partition and
+    each further block to the partition whose blocks are then largest (``ceil(n_p / B_p)``;
+    ties to the lower index), which makes n_b,max, hence Delta_tau, the smallest any split of B
+    blocks over the partitions can give; partition p with B_p blocks cuts its rows into blocks
+    of ``floor(n_p / B_p)`` or ``ceil(n_p / B_p)`` rows and each block into K' folds the same way (:func:`assign_blocks`), so n_b,max and the
     smallest fold follow from (n_p, B_p, K') alone. Refuses a layout whose smallest fold would
     hold fewer than 2 rows."""
     counts = np.asarray(partition_rows, dtype=np.int64)
@@ -213,7 +214,11 @@ def allocate_blocks(partition_rows: Sequence[int], n_folds: int, block_folds: in
     if B < int((counts > 0).sum()):
         raise ValueError(f"{B} blocks are fewer than the number of non-empty partitions "
                          f"({int((counts > 0).sum())})")
-    blocks = _largest_remainder(counts, B)
+    shares = np.where(counts > 0, 1, 0)
+    for _ in range(B - int(shares.sum())):   # the next block to the largest blocks (min-max)
+        shares[np.argmax(np.where(shares > 0, -(-counts // np.maximum(shares, 1)), -1))] += 1
+    stops = np.cumsum(shares)
+    blocks = [range(int(stop - a), int(stop)) for a, stop in zip(shares, stops, strict=True)]
     used = [(int(c), len(r)) for c, r in zip(counts, blocks, strict=True) if len(r)]
     block_rows = max(-(-c // b) for c, b in used)
     fold_rows = min((c // b) // block_folds for c, b in used)
