@@ -192,7 +192,7 @@ def main() -> None:
         b_wall, b_cpu, b_rss, b_rel = base
         print(_row("in-memory blocks, one process", args.baseline_n, b_wall, f"{b_cpu:.0f}",
                    f"{b_rss:.0f}", b_rel))
-    print(f"\nCPU s / peak RSS of the partitioned row: per worker; ratio: released CI "
+    print("\nCPU s / peak RSS of the partitioned row: per worker; ratio: released CI "
           "half-width / non-private 1.96 sqrt(V_hat); rows: rows per fold (smallest)")
     print(f"flow (bench) process peak RSS {_usage()[0]:.0f} MiB; load average after the "
           f"release: {load_after}")

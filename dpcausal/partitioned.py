@@ -37,8 +37,9 @@ With a block ensemble (B > 1 blocks of K' folds: an int ``block_folds``, or ``"a
 in-memory rule gives B > 1) every block lives inside one partition, so a partition's worker fits,
 aggregates and scores its blocks alone and returns only per-block sums; no fold model travels.
 
-- :func:`partition_block_split`: ``"auto"`` takes B = max(ceil(K/256), P) for P non-empty
-  partitions, K' = K // B; an int K' is refused when B < P.
+- :func:`partition_block_split`: ``"auto"`` takes B = max(B_mem, P) for P non-empty partitions
+  and the in-memory rule's B_mem = K / K' (:func:`dpcausal.planner.block_split`: ceil(K/256) of
+  the planner's K), K' = K // B; an int K' is refused when B < P.
 - :func:`allocate_blocks`: partition p owns B_p blocks, one per non-empty partition and each
   further one to the partition with the largest blocks (which minimises n_b,max), and cuts its
   n_p rows into B_p blocks of ``floor(n_p/B_p)`` or ``ceil(n_p/B_p)`` rows, each into K' folds
@@ -82,7 +83,6 @@ from dpcausal.estimator import PrivateATE
 from dpcausal.folds import make_folds
 from dpcausal.missing import Completed, apply_missing
 from dpcausal.nuisance import FoldModels, take_rows
-from dpcausal.planner import MAX_BLOCK_FOLDS
 from dpcausal.validation import (
     check_noise_scale,
     check_schema,
@@ -169,32 +169,30 @@ def _mac64(keyed: Any, message: bytes) -> int:
 
 
 # ----------------------------------------------------------------- block ensembles (§2.5b)
-def partition_block_split(partition_rows: Sequence[int], n_folds: int,
-                          block_folds: int | str) -> tuple[int, int]:
+def partition_block_split(partition_rows: Sequence[int], n_folds: int, block_folds: int, *,
+                          auto: bool = False) -> tuple[int, int]:
     """``(K, K')`` of a partitioned block ensemble (spec §2.5b, module docstring "Blocks"), from
-    public facts only: an int ``block_folds`` K' must leave B = K / K' >= the non-empty
-    partitions; ``"auto"`` raises the in-memory rule's ``B = ceil(K / 256)``
-    (:func:`dpcausal.planner.block_split`) to the number of non-empty partitions P
-    (``K' = K // max(B, P)``, ``K = B K'``), so that every partition holds whole blocks."""
+    public facts only, given the estimator's resolved (K, K') (B = K / K' blocks): with ``auto``
+    (``block_folds="auto"``) B is raised to the number P of non-empty partitions
+    (``K' = K // max(B, P)``, ``K = B K'``), so that every partition holds whole blocks; an int
+    K' is refused when B < P."""
     counts = np.asarray(partition_rows, dtype=np.int64)
     parts = int((counts > 0).sum())
-    if block_folds == "auto":
-        B = max(-(-n_folds // MAX_BLOCK_FOLDS), parts)
-        kb = n_folds // B
-        if kb < 2:
+    check_block_folds(n_folds, block_folds)
+    B = n_folds // block_folds
+    if auto:
+        B = max(B, parts)
+        if n_folds // B < 2:
             raise ValueError(
                 f"n_folds={n_folds} is too few for {parts} non-empty partitions: block "
                 "ensembles need at least 2 folds per block and one block per partition")
-        return B * kb, kb
-    if not isinstance(block_folds, (int, np.integer)) or isinstance(block_folds, bool):
-        raise TypeError(f"block_folds must be an int or 'auto', got {block_folds!r}")
-    check_block_folds(n_folds, int(block_folds))
-    if n_folds // block_folds < parts:
+        return B * (n_folds // B), n_folds // B
+    if B < parts:
         raise ValueError(
-            f"n_folds={n_folds} with block_folds={block_folds} gives {n_folds // block_folds} "
-            f"blocks, fewer than the number of non-empty partitions ({parts}): each block "
-            "lives inside one partition; lower block_folds or pass block_folds='auto'")
-    return n_folds, int(block_folds)
+            f"n_folds={n_folds} with block_folds={block_folds} gives {B} blocks, fewer than "
+            f"the number of non-empty partitions ({parts}): each block lives inside one "
+            "partition; lower block_folds or pass block_folds='auto'")
+    return n_folds, block_folds
 
 
 def allocate_blocks(partition_rows: Sequence[int], n_folds: int, block_folds: int
@@ -401,7 +399,7 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
         est.check_mode(evaluation)
         return PartitionPlan(roles=roles, rows=rows, folds=tuple(allocate_folds(rows, K)),
                              schema=dict(footers[0][1]), estimator=est)
-    K, kb = partition_block_split(rows, K, "auto" if estimator.block_folds == "auto" else kb)
+    K, kb = partition_block_split(rows, K, kb, auto=estimator.block_folds == "auto")
     est.set_params(n_folds=K, block_folds=kb)
     est._params(n, d)
     est.check_mode(evaluation)

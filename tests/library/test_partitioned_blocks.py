@@ -93,13 +93,15 @@ def test_block_allocation_and_layout_by_hand():
 
 
 def test_block_split_rules():
-    assert partition_block_split([10_000] * 3, 300, "auto") == (300, 100)   # B raised to P
-    assert partition_block_split([10_000] * 3, 1000, "auto") == (1000, 250)  # ceil(1000/256)
+    # "auto": the in-memory B raised to the 3 non-empty partitions
+    assert partition_block_split([10_000] * 3, 300, 300, auto=True) == (300, 100)
+    assert partition_block_split([10_000] * 3, 1000, 250, auto=True) == (1000, 250)
+    assert partition_block_split([10_000, 0, 5, 9], 14, 14, auto=True) == (12, 4)
     assert partition_block_split([10_000, 0, 5], 12, 4) == (12, 4)
     with pytest.raises(ValueError, match="fewer than the number of non-empty partitions"):
         partition_block_split([100, 100, 100], 12, 6)
     with pytest.raises(ValueError, match="at least 2 folds per block"):
-        partition_block_split([100] * 5, 8, "auto")
+        partition_block_split([100] * 5, 8, 8, auto=True)
     with pytest.raises(ValueError, match="a fold of 1 rows"):
         allocate_blocks([400, 7], 8, 4)
 
