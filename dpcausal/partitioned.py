@@ -43,9 +43,8 @@ aggregates and scores its blocks alone and returns only per-block sums; no fold 
 - :func:`allocate_blocks`: partition p owns B_p blocks, one per non-empty partition and each
   further one to the partition with the largest blocks (which minimises n_b,max), and cuts its
   n_p rows into B_p blocks of ``floor(n_p/B_p)`` or ``ceil(n_p/B_p)`` rows, each into K' folds
-  of ``floor(n_b/K')`` or ``ceil(n_b/K')`` rows. Sizes
-  are functions of the public (n_p, K, K') only, so n_b,max and the smallest fold are public
-  and the calibration (Delta_tau with n_b,max and K'-1, the tight sigma2) reads nothing else.
+  of ``floor(n_b/K')`` or ``ceil(n_b/K')`` rows. Sizes are functions of the public (n_p, K, K')
+  only, so n_b,max and the smallest fold are public and the calibration (Delta_tau with n_b,max and K'-1, the tight sigma2) reads nothing else.
 - :func:`assign_blocks`: which rows fill those sizes: the partition's rows ranked by
   HMAC-SHA256(key, id) (as above; ties by the id), the ranked order cut as
   :func:`dpcausal.folds.make_folds` cuts its permutation. A record replaced in place keeps its
@@ -203,9 +202,8 @@ def allocate_blocks(partition_rows: Sequence[int], n_folds: int, block_folds: in
     ties to the lower index), which makes n_b,max, hence Delta_tau, the smallest any split of B
     blocks over the partitions can give; partition p with B_p blocks cuts its rows into blocks
     of ``floor(n_p / B_p)`` or ``ceil(n_p / B_p)`` rows and each block into K' folds the same
-    way (:func:`assign_blocks`), so n_b,max and the
-    smallest fold follow from (n_p, B_p, K') alone. Refuses a layout whose smallest fold would
-    hold fewer than 2 rows."""
+    way (:func:`assign_blocks`), so n_b,max and the smallest fold follow from (n_p, B_p, K')
+    alone. Refuses a layout whose smallest fold would hold fewer than 2 rows."""
     counts = np.asarray(partition_rows, dtype=np.int64)
     if counts.ndim != 1 or counts.size == 0 or (counts < 0).any() or counts.sum() == 0:
         raise ValueError(f"partition_rows must be row counts >= 0, not all 0; got {counts}")
