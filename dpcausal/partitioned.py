@@ -44,7 +44,8 @@ aggregates and scores its blocks alone and returns only per-block sums; no fold 
   further one to the partition with the largest blocks (which minimises n_b,max), and cuts its
   n_p rows into B_p blocks of ``floor(n_p/B_p)`` or ``ceil(n_p/B_p)`` rows, each into K' folds
   of ``floor(n_b/K')`` or ``ceil(n_b/K')`` rows. Sizes are functions of the public (n_p, K, K')
-  only, so n_b,max and the smallest fold are public and the calibration (Delta_tau with n_b,max and K'-1, the tight sigma2) reads nothing else.
+  only, so n_b,max and the smallest fold are public and the calibration (Delta_tau with n_b,max
+  and K'-1, the tight sigma2) reads nothing else.
 - :func:`assign_blocks`: which rows fill those sizes: the partition's rows ranked by
   HMAC-SHA256(key, id) (as above; ties by the id), the ranked order cut as
   :func:`dpcausal.folds.make_folds` cuts its permutation. A record replaced in place keeps its
