@@ -337,15 +337,29 @@ class PrivateATE(Mechanism):
             return np.random.default_rng(self.noise_seed)
         return secure_rng()
 
-    def calibration(self, n: int, d: int | None = None) -> NoiseCalibration:
+    def calibration(self, n: int, d: int | None = None, layout: BlockLayout | None = None
+                    ) -> NoiseCalibration:
         """The data-free noise calibration for n rows and d covariates (spec §2.5; d is needed
-        only by the "auto" K)."""
+        only by the "auto" K). ``layout``: a public block layout other than this estimator's
+        own (spec §2.5b; the partitioned path's blocks, :mod:`dpcausal.partitioned`), checked
+        against n, K and K'."""
         K = self.resolved_n_folds(n, d)
         sigma2, share = self.resolved_noise_modes(n, d)
         return calibrate(
             self.estimator, n, K, self._bounds(), self.propensity_clip,
-            self.zeta, share, self.sensitivity, sigma2, self.block_layout(n, d),
+            self.zeta, share, self.sensitivity, sigma2, self._layout(n, d, layout),
         )
+
+    def _layout(self, n: int, d: int | None, layout: BlockLayout | None) -> BlockLayout | None:
+        """``layout`` checked against (n, K, K'), else :meth:`block_layout`."""
+        if layout is None:
+            return self.block_layout(n, d)
+        K, kb = self.resolved_folds(n, d)
+        if (layout.n, layout.n_folds, layout.block_folds) != (n, K, kb):
+            raise ValueError(
+                f"the block layout (n={layout.n}, K={layout.n_folds}, K'={layout.block_folds}) "
+                f"is not this release's (n={n}, K={K}, K'={kb})")
+        return layout
 
     def privacy_charge(self, n: int, d: int | None = None  # type: ignore[override]
                        ) -> PrivacyCharge:
@@ -357,16 +371,17 @@ class PrivateATE(Mechanism):
         return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta,
                              detail={"zeta1": cal.zeta1, "zeta2": cal.zeta2})
 
-    def public_params(self, n: int, d: int | None) -> dict[str, Any]:
+    def public_params(self, n: int, d: int | None, layout: BlockLayout | None = None
+                      ) -> dict[str, Any]:
         """Everything public about a release (spec §2.6), as plain values for logging; the
-        knobs the planner chose are listed in ``planned``."""
-        cal = self.calibration(n, d)
+        knobs the planner chose are listed in ``planned``; ``layout`` as :meth:`calibration`."""
+        cal = self.calibration(n, d, layout)
         _, share = self.resolved_noise_modes(n, d)
         planned = [name for name, value in (("n_folds", self.n_folds), ("sigma2", self.sigma2),
                                             ("ci_share", self.ci_share),
                                             ("block_folds", self.block_folds if self.n_folds
                                              == "auto" else None)) if value == "auto"]
-        layout = self.block_layout(n, d)
+        layout = self._layout(n, d, layout)
         return {
             "estimator": self.estimator, "n": n, "d": d, "n_folds": cal.n_folds,
             "n_blocks": cal.n_blocks, "block_folds": cal.block_folds,
@@ -521,19 +536,22 @@ class PrivateATE(Mechanism):
 
     def _release_sums(self, n: int, total: float, total_sq: float, *, n_folds: int,
                       d: int | None = None, evaluation: bool = False,
-                      params: dict[str, Any] | None = None) -> ATERelease:
+                      params: dict[str, Any] | None = None,
+                      layout: BlockLayout | None = None) -> ATERelease:
         """The release from ``sum_i Gamma_i`` and ``sum_i Gamma_i^2`` over all n rows (e.g.
         summed over partitions of :meth:`block_scores`): tau_hat = total / n, V_hat = (total_sq
         - n tau_hat^2) / (n (n - 1)) (spec §2.1), then the noise as :meth:`_release`, calibrated
         for ``n_folds`` (checked against this estimator's K). ``params`` adds public facts of
-        how the sums were made (e.g. the partitioned fold rule) to the release's. Uncharged:
-        callers charge it first."""
+        how the sums were made (e.g. the partitioned fold rule) to the release's; ``layout``
+        is the public block layout the sums were made on (spec §2.5b, :meth:`calibration`).
+        Uncharged: callers charge it first."""
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat = total / n
             v_hat = max(0.0, (total_sq - n * tau_hat * tau_hat) / (n * (n - 1)))
             _check_finite(tau_hat, v_hat)
-        return self._draw(tau_hat, v_hat, n, d, evaluation, n_folds=n_folds, params=params)
+        return self._draw(tau_hat, v_hat, n, d, evaluation, n_folds=n_folds, params=params,
+                          layout=layout)
 
     def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances,
                 usable: np.ndarray | None = None) -> np.ndarray:
@@ -549,9 +567,11 @@ class PrivateATE(Mechanism):
 
     def _draw(self, tau_hat: float, v_hat: float, n: int, d: int | None, evaluation: bool,
               diagnostics: dict[str, float] | None = None, n_folds: int | None = None,
-              params: dict[str, Any] | None = None) -> ATERelease:
-        """The noise, calibrated to the K the nuisances were aggregated over (checked)."""
-        cal = self.calibration(n, d)
+              params: dict[str, Any] | None = None, layout: BlockLayout | None = None
+              ) -> ATERelease:
+        """The noise, calibrated to the K the nuisances were aggregated over (checked) and to
+        the block ``layout`` (:meth:`calibration`)."""
+        cal = self.calibration(n, d, layout)
         if n_folds is not None and n_folds != cal.n_folds:
             raise ValueError(
                 f"the nuisances were aggregated over {n_folds} folds but the release is "
@@ -559,7 +579,7 @@ class PrivateATE(Mechanism):
         return draw_release(
             tau_hat, v_hat, cal, self._noise_rng(evaluation), alpha=self.alpha,
             p1=self.p1, ci_mode=self.ci, delta=self.delta,
-            params={**self.public_params(n, d), **(params or {})},
+            params={**self.public_params(n, d, layout), **(params or {})},
             evaluation=evaluation, diagnostics=diagnostics, outcome_bounds=self._bounds(),
         )
 

@@ -2,8 +2,9 @@
 §2.2, §2.7).
 
 The source is a list of partitions (e.g. a directory of Parquet files), each read whole by one
-worker. The in-memory phases of :class:`dpcausal.PrivateATE` run per partition; only fitted fold
-models (small) and three numbers per partition travel.
+worker. The in-memory phases of :class:`dpcausal.PrivateATE` run per partition; for the full
+ensemble only fitted fold models (small) and three numbers per partition travel, for a block
+ensemble (below) only three numbers per block.
 
 Partition and fold rule (public, issue 18 item 2)
 -------------------------------------------------
@@ -30,16 +31,41 @@ and influences only that fold's model, which holds. A fold that receives no row 
 constant nuisances of an empty fold (propensity 1/2, outcome models ``None``, i.e. the centre of
 the bounds: spec §2.7 fallbacks).
 
+Blocks (spec §2.5b, issue 28 §3)
+--------------------------------
+With a block ensemble (B > 1 blocks of K' folds: an int ``block_folds``, or ``"auto"`` whenever the
+in-memory rule gives B > 1) every block lives inside one partition, so a partition's worker fits,
+aggregates and scores its blocks alone and returns only per-block sums; no fold model travels.
+
+- :func:`partition_block_split`: ``"auto"`` takes B = max(B_mem, P) for P non-empty partitions
+  and the in-memory rule's B_mem = K / K' (:func:`dpcausal.planner.block_split`: ceil(K/256) of
+  the planner's K), K' = K // B; an int K' is refused when B < P.
+- :func:`allocate_blocks`: partition p owns B_p blocks, one per non-empty partition and each
+  further one to the partition with the largest blocks (which minimises n_b,max), and cuts its
+  n_p rows into B_p blocks of ``floor(n_p/B_p)`` or ``ceil(n_p/B_p)`` rows, each into K' folds
+  of ``floor(n_b/K')`` or ``ceil(n_b/K')`` rows. Sizes are functions of the public (n_p, K, K')
+  only, so n_b,max and the smallest fold are public and the calibration (Delta_tau with n_b,max
+  and K'-1, the tight sigma2) reads nothing else.
+- :func:`assign_blocks`: which rows fill those sizes: the partition's rows ranked by
+  HMAC-SHA256(key, id) (as above; ties by the id), the ranked order cut as
+  :func:`dpcausal.folds.make_folds` cuts its permutation. A record replaced in place keeps its
+  id, hence its rank and its fold; a shuffled partition changes nothing. With a fresh secret key
+  the ranking is a uniformly random permutation of the partition independent of the data, like
+  the in-memory "secret" folds.
+
 Phases: :func:`fit_partition` (fold models of one partition), :func:`partition_sums`
 (n_p, sum Gamma, sum Gamma^2 over one partition, given all K fold models, through
 :meth:`PrivateATE.block_scores`), :func:`combine` (the sums over partitions), then
 :meth:`PrivateATE.release_sums` (tau_hat = S1/n, V_hat = (S2 - S1^2/n)/(n(n-1)), spec §2.1, and
-the noise, drawn once). The sums and models are
+the noise, drawn once). Blocks: :func:`partition_block_sums` (per-block n_b, sum Gamma,
+sum Gamma^2 of one partition), :func:`combine_blocks`, then the release calibrated on the plan's
+layout. The sums and models are
 non-private: in a release they stay in memory and never reach logs, results stores or errors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import math
@@ -52,10 +78,17 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
+from dpcausal.blocks import BlockLayout, check_block_folds
 from dpcausal.estimator import PrivateATE
+from dpcausal.folds import make_folds
 from dpcausal.missing import Completed, apply_missing
 from dpcausal.nuisance import FoldModels, take_rows
-from dpcausal.validation import check_schema, outcome_bounds, private_failures
+from dpcausal.validation import (
+    check_noise_scale,
+    check_schema,
+    outcome_bounds,
+    private_failures,
+)
 
 
 def release_key() -> bytes:
@@ -79,11 +112,18 @@ def allocate_folds(partition_rows: Sequence[int], n_folds: int) -> list[range]:
     if n_folds < max(2, int(nonempty.sum())):
         raise ValueError(f"n_folds={n_folds} must be >= 2 and >= the number of non-empty "
                          f"partitions ({int(nonempty.sum())}): each partition fits its own folds")
-    quota = n_folds * counts / counts.sum()
+    return _largest_remainder(counts, n_folds)
+
+
+def _largest_remainder(counts: np.ndarray, total: int) -> list[range]:
+    """``total`` consecutive ids shared out in proportion to ``counts`` (largest remainder, at
+    least one per non-zero count, ties to the lower index), as one ``range`` per count."""
+    nonempty = counts > 0
+    quota = total * counts / counts.sum()
     alloc = np.where(nonempty, np.maximum(1, np.floor(quota)), 0).astype(np.int64)
-    while alloc.sum() > n_folds:        # the minimum of 1 can overshoot: take from the richest
+    while alloc.sum() > total:          # the minimum of 1 can overshoot: take from the richest
         alloc[np.argmax(np.where(alloc > 1, alloc - quota, -np.inf))] -= 1
-    while alloc.sum() < n_folds:        # largest remainders first
+    while alloc.sum() < total:          # largest remainders first
         alloc[np.argmax(np.where(nonempty, quota - alloc, -np.inf))] += 1
     stops = np.cumsum(alloc)
     return [range(int(stop - a), int(stop)) for a, stop in zip(alloc, stops, strict=True)]
@@ -95,6 +135,13 @@ def assign_folds(ids: Any, key: bytes, folds: range) -> np.ndarray:
     its fold (spec §1.3, issue 18 item 2)."""
     if len(folds) == 0:
         raise ValueError("this partition owns no folds")
+    _, digests = _keyed_digests(ids, key)
+    return (digests % np.uint64(len(folds))).astype(np.int64) + folds.start
+
+
+def _keyed_digests(ids: Any, key: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, HMAC-SHA256(key, id)[:8] as big-endian uint64)`` per row, with the id encoding
+    of the module docstring; the ids checked to be integers or strings."""
     if not (isinstance(key, bytes) and len(key) >= 16):
         raise ValueError("key must be at least 16 bytes (see release_key())")
     values = np.asarray(ids)
@@ -112,13 +159,139 @@ def assign_folds(ids: Any, key: bytes, folds: range) -> np.ndarray:
     keyed = hmac.new(key, digestmod=hashlib.sha256)
     digests = np.fromiter((_mac64(keyed, m) for m in messages), dtype=np.uint64,
                           count=values.size)
-    return (digests % np.uint64(len(folds))).astype(np.int64) + folds.start
+    return values, digests
 
 
 def _mac64(keyed: Any, message: bytes) -> int:
     mac = keyed.copy()
     mac.update(message)
     return int.from_bytes(mac.digest()[:8], "big")
+
+
+# ----------------------------------------------------------------- block ensembles (§2.5b)
+def partition_block_split(partition_rows: Sequence[int], n_folds: int, block_folds: int, *,
+                          auto: bool = False) -> tuple[int, int]:
+    """``(K, K')`` of a partitioned block ensemble (spec §2.5b, module docstring "Blocks"), from
+    public facts only, given the estimator's resolved (K, K') (B = K / K' blocks): with ``auto``
+    (``block_folds="auto"``) B is raised to the number P of non-empty partitions
+    (``K' = K // max(B, P)``, ``K = B K'``), so that every partition holds whole blocks; an int
+    K' is refused when B < P."""
+    counts = np.asarray(partition_rows, dtype=np.int64)
+    parts = int((counts > 0).sum())
+    check_block_folds(n_folds, block_folds)
+    B = n_folds // block_folds
+    if auto:
+        B = max(B, parts)
+        if n_folds // B < 2:
+            raise ValueError(
+                f"n_folds={n_folds} is too few for {parts} non-empty partitions: block "
+                "ensembles need at least 2 folds per block and one block per partition")
+        return B * (n_folds // B), n_folds // B
+    if B < parts:
+        raise ValueError(
+            f"n_folds={n_folds} with block_folds={block_folds} gives {B} blocks, fewer than "
+            f"the number of non-empty partitions ({parts}): each block lives inside one "
+            "partition; lower block_folds or pass block_folds='auto'")
+    return n_folds, block_folds
+
+
+def allocate_blocks(partition_rows: Sequence[int], n_folds: int, block_folds: int
+                    ) -> tuple[list[range], BlockLayout]:
+    """Global block ids owned by each partition and the public block layout (spec §2.5b):
+    B = K / K' blocks shared out by the public row counts n_p, one per non-empty partition and
+    each further block to the partition whose blocks are then largest (``ceil(n_p / B_p)``;
+    ties to the lower index), which makes n_b,max, hence Delta_tau, the smallest any split of B
+    blocks over the partitions can give; partition p with B_p blocks cuts its rows into blocks
+    of ``floor(n_p / B_p)`` or ``ceil(n_p / B_p)`` rows and each block into K' folds the same
+    way (:func:`assign_blocks`), so n_b,max and the smallest fold follow from (n_p, B_p, K')
+    alone. Refuses a layout whose smallest fold would hold fewer than 2 rows."""
+    counts = np.asarray(partition_rows, dtype=np.int64)
+    if counts.ndim != 1 or counts.size == 0 or (counts < 0).any() or counts.sum() == 0:
+        raise ValueError(f"partition_rows must be row counts >= 0, not all 0; got {counts}")
+    check_block_folds(n_folds, block_folds)
+    B = n_folds // block_folds
+    if B < int((counts > 0).sum()):
+        raise ValueError(f"{B} blocks are fewer than the number of non-empty partitions "
+                         f"({int((counts > 0).sum())})")
+    shares = np.where(counts > 0, 1, 0)
+    for _ in range(B - int(shares.sum())):   # the next block to the largest blocks (min-max)
+        shares[np.argmax(np.where(shares > 0, -(-counts // np.maximum(shares, 1)), -1))] += 1
+    stops = np.cumsum(shares)
+    blocks = [range(int(stop - a), int(stop)) for a, stop in zip(shares, stops, strict=True)]
+    used = [(int(c), len(r)) for c, r in zip(counts, blocks, strict=True) if len(r)]
+    block_rows = max(-(-c // b) for c, b in used)
+    fold_rows = min((c // b) // block_folds for c, b in used)
+    if fold_rows < 2:
+        raise ValueError(
+            f"{B} blocks of {block_folds} folds leave a fold of {fold_rows} rows in the "
+            "smallest partition: lower n_folds or block_folds, or merge small partitions")
+    return blocks, BlockLayout(n=int(counts.sum()), n_folds=n_folds, block_folds=block_folds,
+                               block_rows=block_rows, fold_rows=fold_rows)
+
+
+def assign_blocks(ids: Any, key: bytes, blocks: range, block_folds: int) -> np.ndarray:
+    """Global fold id of each row of one partition owning the blocks ``blocks`` (module
+    docstring "Blocks"): the rows ranked by ``HMAC-SHA256(key, id)`` (ties, which need two ids
+    with one 64-bit MAC, by the id), the ranked order cut as :func:`dpcausal.folds.make_folds`
+    cuts its order into ``len(blocks)`` blocks of ``block_folds`` folds, then offset to the
+    partition's first fold ``blocks.start * block_folds``. A function of the partition's set of
+    ids and the key only: never of values or row order."""
+    if len(blocks) == 0:
+        raise ValueError("this partition owns no blocks")
+    values, digests = _keyed_digests(ids, key)
+    tie = values.astype(str) if values.dtype == object else values
+    order = np.lexsort((tie, digests))
+    local = make_folds(values.size, len(blocks) * block_folds, "contiguous",
+                       block_folds=block_folds)
+    fold_ids = np.empty(values.size, dtype=np.int64)
+    fold_ids[order] = local + blocks.start * block_folds
+    return fold_ids
+
+
+@dataclass(frozen=True)
+class BlockSums:
+    """Non-private sums over one block (spec §2.5b): its global id, rows n_b, sum of Gamma_i
+    and sum of Gamma_i^2: all a block contributes to tau_hat and V_hat (spec §2.1); the tight
+    sigma2 needs only the public layout."""
+
+    block: int
+    n: int
+    s1: float
+    s2: float
+
+
+def partition_block_sums(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key: bytes,
+                         blocks: range, evaluation: bool = False) -> tuple[BlockSums, ...]:
+    """Fit, aggregate and score the blocks of one partition (spec §2.5b: steps 1-4 of §2.2
+    inside each block), returning only each block's sums: no fold model, no row-level value
+    leaves. ``est`` has int ``n_folds`` and ``block_folds`` (:func:`plan_partitions`)."""
+    kb = est.block_folds
+    if not isinstance(kb, int):
+        raise TypeError(f"the plan's estimator has an int block_folds, got {kb!r}")
+    done = _arrays(frame, roles, est, evaluation)
+    with private_failures(evaluation, "fitting"):
+        fold_ids = assign_blocks(frame[roles.id].to_numpy(), key, blocks, kb)
+        folds = range(blocks.start * kb, blocks.stop * kb)
+        models = _fit_folds(done, fold_ids, est, folds)
+    with private_failures(evaluation, "scoring"):
+        local = fold_ids - folds.start
+        gamma = est.block_scores(done.X, done.A, done.Y, local,
+                                 [dataclasses.replace(m, k=m.k - folds.start) for m in models],
+                                 done.usable)
+        block = local // kb
+        count = np.bincount(block, minlength=len(blocks))
+        s1 = np.bincount(block, weights=gamma, minlength=len(blocks))
+        s2 = np.bincount(block, weights=gamma * gamma, minlength=len(blocks))
+        return tuple(BlockSums(block=blocks.start + j, n=int(count[j]), s1=float(s1[j]),
+                               s2=float(s2[j])) for j in range(len(blocks)))
+
+
+def combine_blocks(per_partition: Sequence[Sequence[BlockSums]]) -> ScoreSums:
+    """The blocks' sums added up (compensated summation), each block id once."""
+    sums = [b for part in per_partition for b in part]
+    if len({b.block for b in sums}) != len(sums):
+        raise AssertionError("bug: a block was summed twice")
+    return combine([ScoreSums(n=b.n, s1=b.s1, s2=b.s2) for b in sums])
 
 
 @dataclass(frozen=True)
@@ -168,13 +341,17 @@ def check_roles(schemas: Sequence[dict[str, str]], id_column: str, treatment: st
 class PartitionPlan:
     """The public facts of one partitioned release, fixed before the charge: the column roles,
     each partition's rows and folds, the schema and the estimator with its K (folds "secret":
-    they come from :func:`assign_folds`)."""
+    they come from :func:`assign_folds`). A block ensemble (spec §2.5b) also has each
+    partition's global block ids ``blocks`` and the public ``layout``; the full ensemble has
+    ``blocks=None``."""
 
     roles: Roles
     rows: tuple[int, ...]
     folds: tuple[range, ...]
     schema: dict[str, str]
     estimator: PrivateATE
+    blocks: tuple[range, ...] | None = None
+    layout: BlockLayout | None = None
 
     @property
     def n(self) -> int:
@@ -188,6 +365,15 @@ class PartitionPlan:
     def n_folds(self) -> int:
         return int(self.estimator.n_folds)
 
+    @property
+    def block_folds(self) -> int:
+        """K' (K for the full ensemble)."""
+        return self.n_folds if self.layout is None else self.layout.block_folds
+
+    @property
+    def n_blocks(self) -> int:
+        return 1 if self.layout is None else self.layout.n_blocks
+
 
 def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: PrivateATE, *,
                     id_column: str, treatment: str, outcome: str,
@@ -195,25 +381,33 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
     """Every public refusal of a partitioned release, from the partitions' footers (rows,
     schema) and the estimator's parameters: roles, K (the planner's for "auto"), the parameter
     checks of the in-memory path (spec §7), the mode, and each partition's folds
-    (:func:`allocate_folds`). Reads no value; ``estimator`` is left as given."""
+    (:func:`allocate_folds`) or blocks (:func:`allocate_blocks`, module docstring "Blocks").
+    Reads no value; ``estimator`` is left as given."""
     roles = check_roles([s for _, s in footers], id_column, treatment, outcome, covariates)
     rows = tuple(int(r) for r, _ in footers)
     n, d = sum(rows), len(roles.covariates)
-    if estimator.block_folds not in (None, "auto"):
-        raise ValueError("a partitioned release uses the full ensemble: its folds are spread "
-                         "over partitions by keyed hash, so blocks are not yet balanced; pass "
-                         "block_folds=None (or 'auto')")
     if estimator.missing == "drop":
         raise ValueError(
             "missing='drop' does not apply to data.partitions: n is the sum of the partitions' "
             "footer counts, fixed before any value is read; use missing='impute' (the default)")
-    est = clone(estimator).set_params(folds="secret", block_folds=None)
-    est.set_params(n_folds=est.resolved_n_folds(n, d))
+    est = clone(estimator).set_params(folds="secret")
+    K, kb = est.resolved_folds(n, d)
+    if kb == K:     # the full ensemble: block_folds=None, or "auto" at K <= 256
+        est.set_params(n_folds=K, block_folds=None)
+        est._params(n, d)
+        est.check_mode(evaluation)
+        return PartitionPlan(roles=roles, rows=rows, folds=tuple(allocate_folds(rows, K)),
+                             schema=dict(footers[0][1]), estimator=est)
+    K, kb = partition_block_split(rows, K, kb, auto=estimator.block_folds == "auto")
+    est.set_params(n_folds=K, block_folds=kb)
     est._params(n, d)
     est.check_mode(evaluation)
-    folds = tuple(allocate_folds(rows, est.n_folds))
-    return PartitionPlan(roles=roles, rows=rows, folds=folds, schema=dict(footers[0][1]),
-                         estimator=est)
+    blocks, layout = allocate_blocks(rows, K, kb)
+    check_noise_scale(est.calibration(n, d, layout).sigma_ate, outcome_bounds(est.outcome_bounds))
+    return PartitionPlan(roles=roles, rows=rows,
+                         folds=tuple(range(b.start * kb, b.stop * kb) for b in blocks),
+                         schema=dict(footers[0][1]), estimator=est, blocks=tuple(blocks),
+                         layout=layout)
 
 
 def read_partition(source: str | Path, roles: Roles) -> pd.DataFrame:
@@ -241,13 +435,20 @@ def fit_partition(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key: bytes
     docstring."""
     done = _arrays(frame, roles, est, evaluation)
     with private_failures(evaluation, "fitting"):
-        use = done.usable
-        fold_ids = assign_folds(frame[roles.id].to_numpy(), key, folds)[use]
-        present = set(np.unique(fold_ids).tolist())
-        fitted = {fm.k: fm for fm in est.fit_folds(take_rows(done.X, use), done.A[use],
-                                                    done.Y[use], fold_ids,
-                                                    ks=[k for k in folds if k in present])}
-        return [fitted.get(k) or _empty_fold(k, est.estimator) for k in folds]
+        return _fit_folds(done, assign_folds(frame[roles.id].to_numpy(), key, folds), est,
+                          folds)
+
+
+def _fit_folds(done: Completed, fold_ids: np.ndarray, est: PrivateATE, folds: range
+               ) -> list[FoldModels]:
+    """The models of ``folds``, each on its usable rows; a fold without one gets the public
+    constants of the module docstring."""
+    use = done.usable
+    present = set(np.unique(fold_ids[use]).tolist())
+    fitted = {fm.k: fm for fm in est.fit_folds(take_rows(done.X, use), done.A[use],
+                                                done.Y[use], fold_ids[use],
+                                                ks=[k for k in folds if k in present])}
+    return [fitted.get(k) or _empty_fold(k, est.estimator) for k in folds]
 
 
 def _empty_fold(k: int, estimator: str) -> FoldModels:
@@ -283,9 +484,11 @@ def combine(sums: Sequence[ScoreSums]) -> ScoreSums:
                      s2=math.fsum(s.s2 for s in sums))
 
 
-def fold_rule(id_column: str, n_partitions: int) -> dict[str, Any]:
-    """The public description of the fold rule, added to the release's parameters."""
-    return {"folds": f"keyed_hash({id_column})", "partitions": n_partitions}
+def fold_rule(id_column: str, n_partitions: int, blocks: bool = False) -> dict[str, Any]:
+    """The public description of the fold rule, added to the release's parameters:
+    ``keyed_hash`` (:func:`assign_folds`) or, for blocks, ``keyed_rank`` (:func:`assign_blocks`)."""
+    rule = "keyed_rank" if blocks else "keyed_hash"
+    return {"folds": f"{rule}({id_column})", "partitions": n_partitions}
 
 
 def write_parquet_partitions(path: str | Path, n: int, d: int, n_partitions: int,

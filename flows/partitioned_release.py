@@ -14,6 +14,11 @@
 5. The flow combines the sums into (tau_hat, V_hat, n) and makes one noisy release
    (``dpcausal.PrivateATE._release_sums``), committed before it is returned.
 
+A block ensemble (spec §2.5b, issue 28 §3; the plan has ``blocks``) replaces steps 3-4 by one
+block phase: one task per partition reads it, fits, aggregates and scores the blocks it owns and
+returns only (n_b, sum Gamma, sum Gamma^2) per block; no fold model travels, and the release is
+calibrated on the plan's public block layout.
+
 Progress of both phases is logged (partitions done / total) and shown as Prefect progress
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
 curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.partitioned`.
@@ -40,12 +45,19 @@ from conf.kinds import KINDS, build_mechanism
 from conf.models import ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
-from dpcausal.partitioned import PartitionPlan, combine, fold_rule, release_key
+from dpcausal.partitioned import (
+    PartitionPlan,
+    combine,
+    combine_blocks,
+    fold_rule,
+    release_key,
+)
 from dpcausal.session import Charged
 from flows import progress
 from tasks.partitioned import (
     PartitionedATE,
     all_fold_models,
+    block_score_sums,
     describe_partition,
     fit_partition_folds,
     list_partitions,
@@ -112,7 +124,8 @@ def partitioned_release(
     return _charged(parts, checked, dataset=dataset_id or "", fold_key=fold_key,
                     release_id=f"{flow_run.id}/partitioned-ate", evaluation=evaluation,
                     detail={"mechanism_class": "PrivateATE", "path": "partitioned",
-                            "n_folds": plan.n_folds}).release.to_dict()
+                            "n_folds": plan.n_folds, "n_blocks": plan.n_blocks,
+                            "block_folds": plan.block_folds}).release.to_dict()
 
 
 @flow(name="dp_partitioned_config_release", task_runner=DEFAULT_RUNNER, persist_result=False,
@@ -133,7 +146,7 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     return _charged(parts, checked, dataset=config.ledger.dataset_id, release_id=release_id,
                     fold_key=data.fold_key or "release", evaluation=config.evaluation,
                     detail={**KINDS["ate"].detail(config), "K": plan.n_folds,
-                            "path": "partitioned"},
+                            "B": plan.n_blocks, "K'": plan.block_folds, "path": "partitioned"},
                     cap=KINDS["ate"].cap(config), run_url=run_url)
 
 
@@ -155,18 +168,22 @@ def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: st
     reservation."""
     plan: PartitionPlan = checked.prepared.data
     key = store.fold_key() if fold_key == "curator" else release_key()
-    get_run_logger().info("partitioned release: %d partitions, n=%d, d=%d, K=%d", len(parts),
-                          plan.n, plan.d, plan.n_folds)
+    get_run_logger().info("partitioned release: %d partitions, n=%d, d=%d, K=%d, B=%d, K'=%d",
+                          len(parts), plan.n, plan.d, plan.n_folds, plan.n_blocks,
+                          plan.block_folds)
 
     def compute() -> Release:
-        models = _fit_phase(parts, plan, key, evaluation)
-        sums = _aggregation_phase(parts, plan, key, models, evaluation)
-        total = combine(sums)
+        if plan.blocks is not None:
+            total = combine_blocks(_block_phase(parts, plan.blocks, plan, key, evaluation))
+        else:
+            models = _fit_phase(parts, plan, key, evaluation)
+            total = combine(_aggregation_phase(parts, plan, key, models, evaluation))
         if total.n != plan.n:
             raise AssertionError("bug: the partitions' rows differ from their footers' counts")
-        return plan.estimator._release_sums(plan.n, total.s1, total.s2, n_folds=plan.n_folds,
-                                            d=plan.d, evaluation=evaluation,
-                                            params=fold_rule(plan.roles.id, len(parts)))
+        return plan.estimator._release_sums(
+            plan.n, total.s1, total.s2, n_folds=plan.n_folds, d=plan.d, evaluation=evaluation,
+            params=fold_rule(plan.roles.id, len(parts), blocks=plan.blocks is not None),
+            layout=plan.layout)
 
     computing = replace(checked, prepared=Prepared(public=checked.prepared.public, data=compute))
     return charged_release(PartitionedATE(plan.estimator), computing, dataset=dataset,
@@ -182,6 +199,15 @@ def _fit_phase(parts: list[str], plan: PartitionPlan, key: bytes, evaluation: bo
                for p, f in zip(parts, plan.folds, strict=True)]
     _track("fit", futures)
     return all_fold_models.submit(futures)
+
+
+def _block_phase(parts: list[str], blocks: tuple[range, ...], plan: PartitionPlan, key: bytes,
+                 evaluation: bool) -> list[Any]:
+    """Each partition's per-block sums (spec §2.5b), one task per partition."""
+    futures = [block_score_sums.submit(p, plan.roles, plan.estimator, key, b, evaluation)
+               for p, b in zip(parts, blocks, strict=True)]
+    _track("block", futures)
+    return [fut.result() for fut in futures]
 
 
 def _aggregation_phase(parts: list[str], plan: PartitionPlan, key: bytes,

@@ -1,6 +1,7 @@
-"""Prefect tasks of the partitioned release (issue 19 §3): each task reads ITS partition itself from
-the source (a path or fsspec URL the worker reaches) and returns only public facts, fitted fold
-models or three sums, as in-memory task results.
+"""Prefect tasks of the partitioned release (issue 19 §3, issue 28 §3): each task reads ITS
+partition itself from the source (a path or fsspec URL the worker reaches) and returns only
+public facts, fitted fold models or three sums (full ensemble), or three sums per block (block
+ensembles), as in-memory task results.
 
 Nothing is written to a local disk: results are not persisted and never cached
 (``persist_result=False``, ``NO_CACHE``), so fold models travel as Dask results and no worker
@@ -20,7 +21,15 @@ from prefect.cache_policies import NO_CACHE
 from dpcausal import Mechanism, Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.nuisance import FoldModels
-from dpcausal.partitioned import Roles, ScoreSums, fit_partition, partition_sums, read_partition
+from dpcausal.partitioned import (
+    BlockSums,
+    Roles,
+    ScoreSums,
+    fit_partition,
+    partition_block_sums,
+    partition_sums,
+    read_partition,
+)
 from tasks.data import parquet_footer, partition_files
 
 _OPTIONS: dict[str, Any] = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 2,
@@ -62,6 +71,14 @@ def partition_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, f
     models."""
     return partition_sums(read_partition(part, roles), roles, est, key, folds, fold_models,
                           evaluation)
+
+
+@task(**_OPTIONS)
+def block_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, blocks: range,
+                     evaluation: bool = False) -> tuple[BlockSums, ...]:
+    """Read one partition, fit, aggregate and score the blocks it owns (spec §2.5b) and return
+    only (block, n_b, sum Gamma, sum Gamma^2) per block: no fold model leaves the worker."""
+    return partition_block_sums(read_partition(part, roles), roles, est, key, blocks, evaluation)
 
 
 class PartitionedATE(Mechanism):

@@ -4,11 +4,12 @@ server; the ``dp_plan`` flow runs them as tasks (:mod:`tasks.plan_release`)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pandas as pd
 
-from tasks.data import source_shape
+from tasks.data import partition_footers, source_shape
 
 TABLE_COLUMNS = ["n_folds", "n_blocks", "block_folds", "rows_per_fold", "sigma2", "ci_share",
                  "sigma1", "halfwidth", "ratio", "seconds", "feasible"]
@@ -55,7 +56,33 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
                                     outcome_sd=outcome_sd,
                                     block_folds=int(best["block_folds"]))
     return {"n": n, "d": d, "zeta": zeta, "recommended": plain_row(best.to_dict()),
-            "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")]}
+            "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
+            "partitioned": partitioned_layout(config)}
+
+
+def partitioned_layout(config: Any) -> dict[str, Any] | None:
+    """What a partitioned source's release will use (issue 28 §3), from the footers only
+    (:func:`dpcausal.partitioned.plan_partitions`, the release's own public plan): partitions,
+    K, B, K', the rows of the largest block and of the smallest fold (None for the full
+    ensemble, whose keyed-hash folds are not balanced). None for other sources."""
+    if config.data.partitions is None:
+        return None
+    from conf.kinds import build_mechanism
+    from dpcausal.partitioned import plan_partitions
+
+    footers = partition_footers(str(config.data.partitions))
+    c = config.columns
+    with warnings.catch_warnings():     # the parameter warnings are the table's and run's
+        warnings.simplefilter("ignore")
+        plan = plan_partitions(footers, build_mechanism(config),
+                               id_column=str(config.data.id_column), treatment=c.treatment,
+                               outcome=c.outcome, covariates=c.covariates,
+                               evaluation=config.evaluation)
+    layout = plan.layout
+    return {"partitions": len(footers), "n_folds": plan.n_folds, "n_blocks": plan.n_blocks,
+            "block_folds": plan.block_folds,
+            "rows_per_block": plan.n if layout is None else layout.block_rows,
+            "rows_per_fold": None if layout is None else layout.fold_rows}
 
 
 def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> list[str]:
@@ -69,6 +96,17 @@ def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> l
              f"fold), sigma2={best['sigma2']}, ci_share={best['ci_share']:g}: expected 95% CI "
              f"half-width {best['halfwidth']:.4g}, {best['ratio']:.1f}x the non-private one "
              f"(assumed outcome sd: {spread})."]
+    part = summary.get("partitioned")
+    if part is not None and part["n_blocks"] > 1:
+        lines.append(
+            f"Partitioned path ({part['partitions']} partitions): K={part['n_folds']} in "
+            f"B={part['n_blocks']} blocks of K'={part['block_folds']} folds, each block inside "
+            f"one partition; largest block {part['rows_per_block']} rows, smallest fold "
+            f"{part['rows_per_fold']} rows (only per-block sums leave the workers).")
+    elif part is not None:
+        lines.append(
+            f"Partitioned path ({part['partitions']} partitions): the full ensemble, "
+            f"K={part['n_folds']} keyed-hash folds (fold models travel between workers).")
     if best["ratio"] > UNINFORMATIVE_RATIO:
         lines.append(f"Warning: this release would not be informative: its CI is expected to be "
                      f"{best['ratio']:.0f}x wider than the non-private one. Raise zeta, add rows, "

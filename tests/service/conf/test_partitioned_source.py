@@ -141,3 +141,23 @@ def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, mo
         check("estimator.zeta=2.0")
     with Ledger() as led:
         assert led.history("parts").empty
+
+
+def test_plan_on_partitions_shows_the_block_layout(parts, tmp_path, monkeypatch):
+    """Issue 28 §3: the plan of a partitioned source shows K, B, K' and the rows of the largest
+    block and smallest fold of the release's own public plan (footers only): 3 files of 1000
+    rows, K = 30 in 6 blocks of 5 folds, 2 blocks per file of 500 rows, folds of 100."""
+    _no_value_reads(monkeypatch)
+    blocks = ("--set", "estimator.n_folds=30", "--set", "estimator.block_folds=5")
+    out = _plan(parts, tmp_path, monkeypatch, "--json", *blocks)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["partitioned"] == {
+        "partitions": 3, "n_folds": 30, "n_blocks": 6, "block_folds": 5, "rows_per_block": 500,
+        "rows_per_fold": 100}
+    text = _plan(parts, tmp_path, monkeypatch, *blocks)
+    assert text.exit_code == 0, text.output
+    assert ("Partitioned path (3 partitions): K=30 in B=6 blocks of K'=5 folds, each block "
+            "inside one partition; largest block 500 rows, smallest fold 100 rows") in text.output
+    full = json.loads(_plan(parts, tmp_path, monkeypatch, "--json", "--set",
+                            "estimator.n_folds=12").output)["partitioned"]
+    assert (full["n_folds"], full["n_blocks"], full["rows_per_fold"]) == (12, 1, None)

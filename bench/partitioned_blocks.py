@@ -1,0 +1,210 @@
+"""Benchmark of the partitioned block-ensemble release (issue 28 §3): n rows (default 10^7), d = 5,
+in Parquet files of about 500,000 rows (20 files at 10^7), on 2 Dask worker processes, each with
+its own temporary folder (no shared local disk), AIPW (LogisticRegression + LinearRegression),
+the planner's K and K' (``n_folds="auto"``, ``block_folds="auto"``), zeta = 1, evaluation mode
+(no ledger charge; the pre-noise estimate and variance are printed beside the release).
+
+Data are written one row group at a time (``--row-group`` rows, default 250,000) by pyarrow, so
+the generator never holds more than one row group; the ids are the global row numbers (the fold
+rule ranks them by keyed hash, so their order carries nothing). Same DGP as
+:func:`dpcausal.partitioned.write_parquet_partitions` (true ATE 0.15 up to the clip).
+
+Printed: generation time (not counted), the plan (K, K', B, rows per block and fold), the
+release's wall time, each worker's peak RSS (VmHWM) and CPU seconds, the flow process's peak
+RSS, the 95% CI half-width and its ratio to the non-private 1.96 sqrt(V_hat), and the same for
+the baseline: the in-memory block estimator (``PrivateATE.fit``, planner's defaults) on
+``--baseline-n`` rows of the same generator in its own process. Load average before and after.
+
+``--n 100000000`` writes 200 files of 500,000 rows (about 4.5 GB of Parquet under the work
+folder) and runs the same release: per-worker memory stays that of one 500,000-row partition
+and its blocks, so it is flat in n; wall time grows linearly.
+
+    .venv/bin/python bench/partitioned_blocks.py [--n 10000000] [--baseline-n 1000000]
+
+Measured on 2026-11-26, 2 cores shared with other sessions (load average 12-17 throughout):
+n = 10^7 in 20 files, K = 207,570 = 814 blocks of K' = 255, 47 rows in the smallest fold:
+1,272 s wall (the workers got about 13% of a core each), 163 / 161 CPU s and 728 / 725 MiB
+peak RSS per worker, tau_hat 0.15001, CI half-width 0.00035 = 2.47x the non-private one. The
+in-memory block estimator at n = 10^6: 68.6 s wall, 18 CPU s, 675 MiB, 6.28x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+ROWS_PER_FILE = 500_000
+
+
+def _usage() -> tuple[float, float]:
+    """(peak RSS MiB, CPU seconds) of the calling process; VmHWM (Linux), not inherited."""
+    status = Path("/proc/self/status").read_text()
+    hwm_kib = int(status.split("VmHWM:")[1].split()[0])
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return hwm_kib / 1024, ru.ru_utime + ru.ru_stime
+
+
+def write_source(path: Path, n: int, d: int, files: int, row_group: int, seed: int) -> None:
+    """``files`` Parquet files of n rows in all, written row group by row group (columns id, A,
+    Y, x1..xd; the DGP of ``write_parquet_partitions``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True, exist_ok=True)
+    b_pi = 0.2 * (-1.0) ** np.arange(d) / math.sqrt(d)
+    b_y = np.full(d, 0.1 / math.sqrt(d))
+    bounds = np.linspace(0, n, files + 1).astype(np.int64)
+    seeds = np.random.SeedSequence(seed).spawn(files)
+    for p in range(files):
+        rng = np.random.default_rng(seeds[p])
+        writer = None
+        for start in range(int(bounds[p]), int(bounds[p + 1]), row_group):
+            m = min(row_group, int(bounds[p + 1]) - start)
+            X = rng.standard_normal((m, d))
+            pi = np.clip(1.0 / (1.0 + np.exp(-(0.1 + X @ b_pi))), 0.1, 0.9)
+            A = (rng.random(m) < pi).astype(np.int8)
+            Y = np.clip(-0.05 + X @ b_y + 0.15 * A + rng.normal(0.0, 0.1, m), -1.0, 1.0)
+            table = pa.table({"id": np.arange(start, start + m, dtype=np.int64), "A": A, "Y": Y,
+                              **{f"x{j + 1}": X[:, j] for j in range(d)}})
+            if writer is None:
+                writer = pq.ParquetWriter(path / f"part-{p:05d}.parquet", table.schema)
+            writer.write_table(table, row_group_size=row_group)
+        if writer is not None:
+            writer.close()
+
+
+def _generate(path: str, n: int, d: int, files: int, row_group: int, seed: int,
+              queue: mp.Queue) -> None:
+    write_source(Path(path), n, d, files, row_group, seed)
+    queue.put(_usage()[0])
+
+
+def _baseline(source: str, queue: mp.Queue) -> None:
+    """The in-memory block estimator on one process (planner's defaults), evaluation mode."""
+    import pandas as pd
+
+    from dpcausal import PrivateATE
+
+    frame = pd.concat([pd.read_parquet(p) for p in sorted(Path(source).glob("*.parquet"))],
+                      ignore_index=True)
+    covs = [c for c in frame.columns if c.startswith("x")]
+    t0, c0 = time.perf_counter(), time.process_time()
+    rel = PrivateATE(outcome_bounds=(-1, 1), zeta=1.0).fit(
+        frame[covs].to_numpy(), frame["A"].to_numpy(), frame["Y"].to_numpy(), evaluation=True)
+    queue.put((time.perf_counter() - t0, time.process_time() - c0, _usage()[0],
+               rel.to_dict()))
+
+
+def _row(label: str, n: int, wall: float, cpu: str, rss: str, rel: dict) -> str:
+    half = (rel["ci"][1] - rel["ci"][0]) / 2
+    plain = 1.959964 * math.sqrt(rel["nonprivate"]["variance"])
+    p = rel["params"]
+    return (f"{label:<34}{n:>12,}{wall:>8.1f}{cpu:>13}{rss:>15}{p['n_folds']:>9,}"
+            f"{p['block_folds']:>5}{p['n_blocks']:>6}{p['rows_per_fold']:>6}"
+            f"{rel['nonprivate']['ate']:>9.5f}{half:>10.5f}{half / plain:>7.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10**7)
+    ap.add_argument("--d", type=int, default=5)
+    ap.add_argument("--files", type=int, default=None,
+                    help=f"Parquet files (default: n / {ROWS_PER_FILE:,}, at least 2)")
+    ap.add_argument("--row-group", type=int, default=250_000)
+    ap.add_argument("--baseline-n", type=int, default=10**6, help="0: no baseline")
+    ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
+    args = ap.parse_args()
+    files = args.files or max(2, args.n // ROWS_PER_FILE)
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="dpcausal-bench-blocks-"))
+    os.environ["PREFECT_HOME"] = str(work / "prefect")
+    os.environ["DPCAUSAL_DATA"] = str(work / "data")
+    os.environ.setdefault("DO_NOT_TRACK", "true")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    (work / "prefect").mkdir(parents=True, exist_ok=True)
+    print(f"load average before: {os.getloadavg()}; cores: {os.cpu_count()}")
+
+    ctx = mp.get_context("spawn")
+    source, small = work / "source", work / "baseline"
+    t0 = time.perf_counter()
+    queue: mp.Queue = ctx.Queue()
+    gen = ctx.Process(target=_generate, args=(str(source), args.n, args.d, files,
+                                              args.row_group, 2026, queue))
+    gen.start()
+    gen_rss = queue.get()
+    gen.join()
+    print(f"generated {args.n:,} rows in {files} Parquet files (row groups of "
+          f"{args.row_group:,}) in {time.perf_counter() - t0:.1f} s, generator peak RSS "
+          f"{gen_rss:.0f} MiB (not counted)")
+
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect_dask import DaskTaskRunner
+
+    from flows.partitioned_release import partitioned_release
+
+    server = SubprocessASGIServer()
+    server.start(timeout=120)
+    os.environ["PREFECT_API_URL"] = server.api_url              # the workers inherit it
+    workers = {f"worker-{i}": {"cls": Nanny, "options": {
+        "nthreads": 1, "memory_limit": 0, "local_directory": str(work / f"worker-{i}")}}
+        for i in range(2)}
+    try:
+        with SpecCluster(workers=workers, scheduler={
+                "cls": Scheduler, "options": {"dashboard_address": ":0"}}) as cluster, \
+                Client(cluster) as client:
+            dirs = client.run(lambda dask_worker: dask_worker.local_directory)
+            if len(set(dirs.values())) != 2:
+                raise AssertionError("the two workers share a local folder")
+            t0 = time.perf_counter()
+            out = partitioned_release.with_options(
+                task_runner=DaskTaskRunner(address=cluster.scheduler_address))(
+                str(source), id_column="id", treatment="A", outcome="Y",
+                estimator={"estimator": "aipw", "outcome_bounds": [-1.0, 1.0], "zeta": 1.0},
+                compute_budget=300.0, evaluation=True)
+            wall = time.perf_counter() - t0
+            usage = client.run(_usage)
+    finally:
+        server.stop()
+    load_after = os.getloadavg()
+
+    base = None
+    if args.baseline_n:
+        gen = ctx.Process(target=_generate, args=(str(small), args.baseline_n, args.d, 2,
+                                                  args.row_group, 7, queue))
+        gen.start()
+        queue.get()
+        gen.join()
+        proc = ctx.Process(target=_baseline, args=(str(small), queue))
+        proc.start()
+        base = queue.get()
+        proc.join()
+
+    print(f"\n=== AIPW, d = {args.d}, zeta = 1, planner's K and K' ===")
+    print(f"{'path':<34}{'n':>12}{'wall s':>8}{'CPU s':>13}{'peak RSS MiB':>15}{'K':>9}"
+          f"{'Kp':>5}{'B':>6}{'rows':>6}{'tau_hat':>9}{'CI half':>10}{'ratio':>7}")
+    print(_row("partitioned blocks, 2 workers", args.n, wall,
+               " / ".join(f"{c:.0f}" for _, c in usage.values()),
+               " / ".join(f"{r:.0f}" for r, _ in usage.values()), out))
+    if base is not None:
+        b_wall, b_cpu, b_rss, b_rel = base
+        print(_row("in-memory blocks, one process", args.baseline_n, b_wall, f"{b_cpu:.0f}",
+                   f"{b_rss:.0f}", b_rel))
+    print("\nCPU s / peak RSS of the partitioned row: per worker; ratio: released CI "
+          "half-width / non-private 1.96 sqrt(V_hat); rows: rows per fold (smallest)")
+    print(f"flow (bench) process peak RSS {_usage()[0]:.0f} MiB; load average after the "
+          f"release: {load_after}")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
