@@ -1,4 +1,4 @@
-"""Block ensembles: spec dp_ate_ensemble.md §2.5b (issue 28 §1).
+"""Block ensembles: spec dp_ate_ensemble.md §2.5b (cost linear in n: n (K'-1) predictions).
 
 The rows are split into B public blocks of K' folds each (K = B K' folds in all); a row's
 ensemble nuisances average the K' - 1 models of its own block that were not trained on its

@@ -1,13 +1,13 @@
-"""The ensemble ATE on data that never sits in one process (issue 19 §3; spec dp_ate_ensemble.md
-§2.2, §2.7).
+"""The ensemble ATE on data that never sits in one process, so that n grows past one
+machine's memory (spec dp_ate_ensemble.md §2.2, §2.7).
 
 The source is a list of partitions (e.g. a directory of Parquet files), each read whole by one
 worker. The in-memory phases of :class:`dpcausal.PrivateATE` run per partition; for the full
 ensemble only fitted fold models (small) and three numbers per partition travel, for a block
 ensemble (below) only three numbers per block.
 
-Partition and fold rule (public, issue 18 item 2)
--------------------------------------------------
+Partition and fold rule (public: no function of values or of row order)
+----------------------------------------------------------------------
 - Partition p holds ``n_p`` rows; the ``n_p`` (Parquet footers) are public like ``n`` itself:
   under replace-one neighbouring (spec §1.3) a record is replaced in place, keeping its identity
   and its partition, so no ``n_p`` changes between neighbours.
@@ -31,8 +31,8 @@ and influences only that fold's model, which holds. A fold that receives no row 
 constant nuisances of an empty fold (propensity 1/2, outcome models ``None``, i.e. the centre of
 the bounds: spec §2.7 fallbacks).
 
-Blocks (spec §2.5b, issue 28 §3)
---------------------------------
+Blocks (spec §2.5b: each block inside one partition, so only sums cross workers)
+-------------------------------------------------------------------------------
 With a block ensemble (B > 1 blocks of K' folds: an int ``block_folds``, or ``"auto"`` whenever the
 in-memory rule gives B > 1) every block lives inside one partition, so a partition's worker fits,
 aggregates and scores its blocks alone and returns only per-block sums; no fold model travels.
@@ -132,7 +132,7 @@ def _largest_remainder(counts: np.ndarray, total: int) -> list[range]:
 def assign_folds(ids: Any, key: bytes, folds: range) -> np.ndarray:
     """Global fold id of each row of one partition: ``folds.start + HMAC-SHA256(key, id) mod
     len(folds)`` (module docstring). Depends on ``(key, id)`` only, so the replaced record keeps
-    its fold (spec §1.3, issue 18 item 2)."""
+    its fold, whatever order the source returns rows in (spec §1.3)."""
     if len(folds) == 0:
         raise ValueError("this partition owns no folds")
     _, digests = _keyed_digests(ids, key)
@@ -417,8 +417,8 @@ def read_partition(source: str | Path, roles: Roles) -> pd.DataFrame:
 
 def _arrays(frame: pd.DataFrame, roles: Roles, est: PrivateATE, evaluation: bool) -> Completed:
     """(X, A, Y) of a partition after the declared missing-value policy (row by row, so the
-    same as on the whole data; issue 26 §2: no check of the arms here, a partition may hold one
-    arm only), Y clipped to the bounds (spec §1.2)."""
+    same as on the whole data; no check of the arms here: a partition may hold one arm only,
+    and a release never fails on values after its charge), Y clipped to the bounds (spec §1.2)."""
     X, A, Y = check_schema(frame[list(roles.covariates)], frame[roles.treatment],
                            frame[roles.outcome], keep_frame=not est._plain_linear())
     with private_failures(evaluation, "reading a partition"):
@@ -493,7 +493,7 @@ def fold_rule(id_column: str, n_partitions: int, blocks: bool = False) -> dict[s
 
 def write_parquet_partitions(path: str | Path, n: int, d: int, n_partitions: int,
                              seed: int | None = None, *, id_column: str = "id") -> list[Path]:
-    """Synthetic partitioned source for the scale target (issue 19 §3): ``n`` rows in
+    """Synthetic partitioned source for the scale benchmarks: ``n`` rows in
     ``n_partitions`` Parquet files ``part-00000.parquet ...`` under ``path``, columns
     ``id`` (unique int64, shuffled), ``A``, ``Y``, ``x1..xd``.
 
