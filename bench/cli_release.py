@@ -12,7 +12,10 @@ mode (each run is charged to a bench dataset with a large cap), in a temporary d
   temporary server, started by the first API call, after the imports);
 - cli, served: the same after ``dpcausal serve --no-deploy`` (the command uses that stack).
 
-Each path runs ``--repeats`` times; the table shows the median and the overhead over python.
+Each path runs ``--repeats`` times; the table shows the median wall time, the overhead over
+python, the target, and the median CPU seconds of the command and the children it waited for
+(``RUSAGE_CHILDREN``: the temporary server included, a served stack's servers not), which a loaded
+machine distorts less than wall time; the load average is printed before and after.
 
     .venv/bin/python bench/cli_release.py [--repeats 3]
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,7 +56,7 @@ def _write(folder: Path, n: int) -> Path:
     return config
 
 
-def _python(config: Path) -> float:
+def _python(config: Path) -> tuple[float, float]:
     import pandas as pd
 
     from dpcausal import PrivateATE
@@ -60,10 +64,10 @@ def _python(config: Path) -> float:
     frame = pd.read_csv(yaml.safe_load(config.read_text())["data"]["path"])
     with warnings.catch_warnings():  # the session's repeated-release notice
         warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         PrivateATE(**{**ESTIMATOR, "outcome_bounds": tuple(ESTIMATOR["outcome_bounds"])}).fit(
             frame, treatment="A", outcome="Y")
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
 
 
 # `dpcausal` with cli.prefect_api's server step replaced by nothing: Prefect starts its own
@@ -82,14 +86,21 @@ main(sys.argv[1:], prog_name="dpcausal")
 """
 
 
-def _cli(args: list[str], env: dict[str, str], command: tuple[str, ...] = (DPCAUSAL,)) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cli(args: list[str], env: dict[str, str], command: tuple[str, ...] = (DPCAUSAL,)
+         ) -> tuple[float, float]:
+    """(wall, CPU) seconds of one command."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     done = subprocess.run([*command, *args], env=env, cwd=ROOT, capture_output=True, text=True)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if done.returncode != 0:
         raise SystemExit(f"dpcausal {' '.join(args)} exited {done.returncode}:\n"
                          f"{done.stdout}{done.stderr}")
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> None:
@@ -103,8 +114,9 @@ def main() -> None:
     env["DPCAUSAL_DATA"] = str(folder / "data")
     config = _write(folder, args.n)
     _cli(["ledger", "set-budget", "bench-cli", "--zeta", "1000"], env)
+    load_before = os.getloadavg()
     run = ["run", str(config), "--no-progress"]
-    python = statistics.median(_python(config) for _ in range(args.repeats))
+    python = [_python(config) for _ in range(args.repeats)]
     cold, ephemeral = [], []
     for _ in range(args.repeats):  # alternated: the machine's load affects both alike
         cold.append(_cli(run, env))
@@ -117,19 +129,27 @@ def main() -> None:
         served = [_cli(run, env) for _ in range(args.repeats)]
     finally:
         _cli(["stop"], env)
-    rows = [("python (computation)", python, None, None),
-            ("cli, cold (temporary server)", statistics.median(cold), cold, 10.0),
-            ("cli, cold (Prefect's ephemeral)", statistics.median(ephemeral), ephemeral, 10.0),
-            ("cli, served stack", statistics.median(served), served, 5.0)]
+    base = statistics.median(w for w, _ in python)
+    rows = [("python (computation)", python, None),
+            ("cli, cold (temporary server)", cold, 10.0),
+            ("cli, cold (Prefect's ephemeral)", ephemeral, 10.0),
+            ("cli, served stack", served, 5.0)]
     print(f"\n=== CLI release vs Python, n = {args.n:,}, K = {ESTIMATOR['n_folds']}, "
-          f"{args.repeats} runs each; cores: {os.cpu_count()}, load {os.getloadavg()[0]:.1f} ===")
-    print(f"{'path':32s} {'median s':>9s} {'over python s':>14s} {'target s':>9s}  runs")
-    for name, median, runs, target in rows:
-        over = "" if runs is None else f"{median - python:14.2f}"
-        print(f"{name:32s} {median:9.2f} {over:>14s} {'' if target is None else target:>9}  "
-              + ("" if runs is None else ", ".join(f"{r:.2f}" for r in runs)))
+          f"{args.repeats} runs each; cores: {os.cpu_count()}; load average (1, 5, 15 min) "
+          f"before {_load(load_before)}, after {_load(os.getloadavg())} ===")
+    print(f"{'path':32s} {'median s':>9s} {'over python s':>14s} {'target s':>9s} "
+          f"{'CPU s':>7s}  wall s of each run")
+    for name, runs, target in rows:
+        wall = statistics.median(w for w, _ in runs)
+        cpu = statistics.median(c for _, c in runs)
+        over = "" if target is None else f"{wall - base:14.2f}"
+        print(f"{name:32s} {wall:9.2f} {over:>14s} {'' if target is None else target:>9} "
+              f"{cpu:7.2f}  " + ", ".join(f"{w:.2f}" for w, _ in runs))
     print(f"(dpcausal serve --no-deploy took {started:.1f} s, not counted)")
 
+
+def _load(avg: tuple[float, float, float]) -> str:
+    return ", ".join(f"{x:.1f}" for x in avg)
 
 if __name__ == "__main__":
     main()

@@ -10,10 +10,7 @@ no ledger, no MLflow, no Prefect (neither is imported), no log. The output must 
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
-import pandas as pd
 
 
 @click.command("check-data")
@@ -25,37 +22,13 @@ def check_data(config_path: str, overrides: tuple[str, ...]) -> None:
 
     Charges nothing and records nothing (no ledger, MLflow or Prefect). Its output describes the
     data themselves: keep it to yourself, never share or publish it."""
-    from conf.kinds import KINDS, load_any
+    from conf.kinds import load_any
     from conf.models import ConfigError
+    from tasks.preflight import check_data as look
 
     try:
-        config = load_any(config_path, overrides)
-        kind = KINDS[config.kind]
-        frame = _read(config.data, kind.schema(config))
-        mechanism = kind.build(config)
-        roles = {k: v for k, v in kind.roles(config).items() if v is not None}
-        if config.kind == "ate":
-            check: Any = mechanism.check_data(frame, **roles)
-        else:
-            bounds = kind.detail(config).get("bounds")
-            check = mechanism.check_data(frame, outcome_bounds=tuple(bounds) if bounds else None,
-                                         **roles)
+        check = look(load_any(config_path, overrides))
     except (ConfigError, ValueError, TypeError) as exc:     # bad input or configuration
         click.echo(f"Error: {exc}", err=True)
         raise SystemExit(2) from None
     click.echo(str(check))
-
-
-def _read(source: Any, schema: Any) -> pd.DataFrame:
-    """The config's columns from its file, query or partitions (all rows, in memory), read as the
-    release reads them: each column coerced to its declared type, so an unparseable cell shows
-    as missing here as it will in the release."""
-    from tasks.data import partition_files, read_frame
-
-    if source.partitions is not None:
-        columns = None if schema.rest is not None else list(schema.columns)
-        parts = [pd.read_parquet(p, columns=columns) for p in
-                 partition_files(str(source.partitions))]
-        frame = pd.concat(parts, ignore_index=True)
-        return frame if columns is not None else frame.drop(columns=[source.id_column])
-    return read_frame(source, schema)

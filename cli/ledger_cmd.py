@@ -30,16 +30,16 @@ def _open(url: str | None, create: bool = False):  # noqa: ANN202 - ledger impor
 
 
 def _fmt(value: object) -> str:
+    """A table cell: :func:`_plain`'s value, a timestamp to the second (UTC), missing as '-'."""
+    if isinstance(value, pd.Timestamp):
+        return _utc(value).strftime("%Y-%m-%d %H:%M:%S")
+    value = _plain(value)
     if isinstance(value, dict):
         text = ", ".join(f"{k}={_fmt(v)}" for k, v in value.items())
         return (text or "-") if len(text) <= 60 else text[:57] + "..."
-    if value is None or (not isinstance(value, (str, list)) and pd.isna(value)):
-        return "-"
     if isinstance(value, float):
-        return "inf" if math.isinf(value) else f"{value:.6g}"
-    if isinstance(value, pd.Timestamp):
-        return _utc(value).strftime("%Y-%m-%d %H:%M:%S")
-    return str(value) or "-"
+        return f"{value:.6g}"
+    return "-" if value is None else str(value) or "-"
 
 
 def _utc(stamp: pd.Timestamp) -> pd.Timestamp:

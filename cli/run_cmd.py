@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import sys
 import warnings
 from pathlib import Path
@@ -56,21 +55,12 @@ def report_error(message: str, code: int, error: str) -> NoReturn:
 
 
 def exit_code(exc: BaseException) -> int:
-    """3 for a refusal by the budget, 2 for bad input or configuration, 1 for anything else."""
-    from dpcausal.ledger import (
-        BudgetExceededError,
-        DatasetIdentityError,
-        IncompatibleChargeError,
-    )
-    from dpcausal.validation import ReleaseFailedError
-    from tasks.ledger_ops import NoCapError
+    """3 for a refusal by the budget, 2 for bad input or configuration, 1 for anything else
+    (:func:`tasks.preflight.refusal_reason`, the flows' reading of the same refusals)."""
+    from tasks.preflight import refusal_reason
 
-    if isinstance(exc, (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError,
-                        NoCapError)):
-        return EXIT_REFUSED
-    if isinstance(exc, (ValueError, TypeError)) and not isinstance(exc, ReleaseFailedError):
-        return EXIT_BAD_INPUT
-    return EXIT_FAILED
+    return {"budget": EXIT_REFUSED, "bad input or configuration": EXIT_BAD_INPUT}.get(
+        refusal_reason(exc) or "", EXIT_FAILED)
 
 
 def _unexpected(exc: BaseException, evaluation: bool) -> NoReturn:
@@ -86,15 +76,6 @@ def _unexpected(exc: BaseException, evaluation: bool) -> NoReturn:
     report_error(f"the release run failed ({what}). The temporary services of the run were "
                  f"stopped; the full log is in the curator's private log {path}.", EXIT_FAILED,
                  type(exc).__name__)
-
-
-def public_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
-    """The distinct ``UserWarning`` texts of the public checks, in order, one line each."""
-    texts: list[str] = []
-    for w in caught:
-        if issubclass(w.category, UserWarning) and str(w.message) not in texts:
-            texts.append(str(w.message))
-    return texts
 
 
 def _bounds_notice(config: Any) -> None:
@@ -137,7 +118,9 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
                                     evaluation=config.evaluation, cap=kind.cap(config))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
             failure = exc
-    shown = public_warnings(caught)
+    # the distinct UserWarning texts, in order, one line each
+    shown = list(dict.fromkeys(str(w.message) for w in caught
+                               if issubclass(w.category, UserWarning)))
     for text in shown:
         click.echo(f"Warning: {' '.join(text.split())}", err=True)
     if failure is not None:
@@ -154,15 +137,18 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
 
 def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
             strict: bool = False, bounds_notice: bool = False) -> dict[str, Any]:
-    """:func:`preflight`, then the release flow with a progress bar; prints it."""
+    """:func:`preflight`, then the release flow with a progress bar; prints it. The flow takes
+    the preflight's checked input in memory (:func:`tasks.preflight.checked_in_process`): the
+    data are read once, and the preflight's warnings are not raised again."""
     quiet_console(verbose)
-    _, shown = preflight(config, strict=strict, bounds_notice=bounds_notice)
+    checked, _ = preflight(config, strict=strict, bounds_notice=bounds_notice)
 
     import signal
 
     from cli.prefect_api import prefect_api
     from cli.printer import print_result
     from cli.progress_bar import progress_bar
+    from tasks.preflight import checked_in_process
     from tasks.tracking import connect
 
     # SIGTERM unwinds like Ctrl-C, so the temporary Prefect server and any Dask cluster of the
@@ -172,11 +158,9 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
         unit = "partitions" if config.data.partitions is not None else "folds"
         with prefect_api(meanwhile=lambda: connect(config.mlflow.tracking_uri)), \
                 progress_bar(unit, enabled=show_progress and not as_json), \
-                warnings.catch_warnings():
+                checked_in_process(config, checked):
             from flows.release import run_release
 
-            for text in shown:  # shown once, above: the flow's own check raises them again
-                warnings.filterwarnings("ignore", message=re.escape(text))
             result = run_release(config)
     except KeyboardInterrupt:
         report_error("the release run was interrupted (SIGTERM or Ctrl-C); the temporary "

@@ -40,3 +40,16 @@ def load_meta_config(path: str | Path | None = None, overrides: list[str] | tupl
                      base: dict[str, Any] | None = None) -> MetaConfig:
     """Read a meta-analysis YAML (or start from ``base``), apply overrides, validate."""
     return load_typed(MetaConfig, path, overrides, base, example="conf/meta/demo.yaml")
+
+
+def meta_config_from(path: str | Path | None, given: dict[str, Any]) -> MetaConfig:
+    """The config of ``dpcausal meta``: the file at ``path`` (if any) with the options
+    ``given`` (None: not given) in place of its values; a source given (``runs``, ``query`` or
+    ``csv``) replaces the file's source."""
+    base = {k: v for k, v in given.items() if v is not None}
+    if path is None:
+        return load_meta_config(None, base=base)
+    config = load_meta_config(path)
+    if base.keys() & {"runs", "query", "csv"}:
+        config = config.model_copy(update={"runs": None, "query": None, "csv": None})
+    return load_meta_config(None, base=config.model_dump() | base)

@@ -17,7 +17,8 @@ from tasks.tracking import run_url
 
 @flow(name="dp_meta_analysis", persist_result=False, retries=0)
 def dp_meta_analysis(config: MetaConfig) -> dict[str, Any]:
-    """Pool the studies ``config`` selects; returns ``{"result", "notes", "mlflow"}``."""
+    """Pool the studies ``config`` selects; returns ``{"result", "text" (the result's printed
+    form, :class:`dpcausal.meta.MetaResult`'s own), "notes", "mlflow", "experiment"}``."""
     studies, notes = read_released_studies(config)
     result = pool_studies(config, studies)
     tracked = log_meta_analysis(config, result, studies, notes, str(flow_run.id))
@@ -30,4 +31,5 @@ def dp_meta_analysis(config: MetaConfig) -> dict[str, Any]:
              for row in result.studies.to_dict(orient="records")]
     publish_meta(table, pooled, run_url(tracked["tracking_uri"], tracked["experiment_id"],
                                         tracked["run_id"]))
-    return {"result": out, "notes": notes, "mlflow": tracked, "experiment": config.experiment}
+    return {"result": out, "text": str(result), "notes": notes, "mlflow": tracked,
+            "experiment": config.experiment}

@@ -20,11 +20,6 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
 from dpcausal import Mechanism
-from dpcausal.ledger import (
-    BudgetExceededError,
-    DatasetIdentityError,
-    IncompatibleChargeError,
-)
 from flows import progress
 from store import digest, model_store_dir
 from tasks import ledger_ops
@@ -32,23 +27,9 @@ from tasks.artifacts import publish_refusal, publish_release
 from tasks.data import source_description
 from tasks.federated_encoding import EncodePlan, with_chunked_encoding
 from tasks.fold_fits import FitPlan, with_stored_fits
-from tasks.preflight import Checked
+from tasks.preflight import BUDGET_REFUSALS, Checked, checked_before, refusal_reason
 from tasks.release import charged_release, check_release_task
 from tasks.tracking import TrackedRun, lineage, log_refusal, log_release, open_release_run
-
-# Refusals by the budget: nothing is charged, nothing drawn (exit code 3 in the CLI).
-BUDGET_REFUSALS = (BudgetExceededError, IncompatibleChargeError, DatasetIdentityError,
-                   ledger_ops.NoCapError)
-
-
-def refusal_reason(exc: BaseException) -> str | None:
-    """Why a release was refused before anything was charged or drawn ("budget", or "bad input
-    or configuration" for a config or public check that failed); None for any other error."""
-    if isinstance(exc, BUDGET_REFUSALS):
-        return "budget"
-    if isinstance(exc, (ValueError, TypeError)):
-        return "bad input or configuration"
-    return None
 
 
 def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) -> Mechanism:
@@ -92,17 +73,19 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
                  run_name=f"{config.name}-{flow_run.name}", tags=tags)
 
     progress.phase("load and check")
-    try:
-        checked = check_release_task(config.data, kind.schema(config), mechanism,
-                                     kind.roles(config), dataset=dataset, evaluation=evaluation,
-                                     cap=kind.cap(config))
-    except Exception as exc:
-        reason = refusal_reason(exc)
-        if reason == "budget":
-            log_refusal(None, str(exc), **where)
-        if reason is not None:
-            publish_refusal(dataset, reason, str(exc))
-        raise
+    checked = checked_before(config)  # the CLI's preflight, in this process: the data read once
+    if checked is None:
+        try:
+            checked = check_release_task(config.data, kind.schema(config), mechanism,
+                                         kind.roles(config), dataset=dataset,
+                                         evaluation=evaluation, cap=kind.cap(config))
+        except Exception as exc:
+            reason = refusal_reason(exc)
+            if reason == "budget":
+                log_refusal(None, str(exc), **where)
+            if reason is not None:
+                publish_refusal(dataset, reason, str(exc))
+            raise
 
     config = with_planned(config, checked.planned)
     settings = config.model_dump(mode="json")

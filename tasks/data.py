@@ -29,10 +29,15 @@ def read_frame(source: DataSource, schema: Schema) -> pd.DataFrame:
     """The release's columns of a CSV/Parquet file or a SQL query (:func:`database_engine`),
     each coerced to its declared type (:func:`coerce`): no type is inferred from the values. A
     CSV file is read by :func:`read_csv_table`; a column the schema names but the source lacks
-    is a ValueError naming it (the header only: public)."""
+    is a ValueError naming it (the header only: public). A partitioned source is read whole, its
+    id column dropped, for ``dpcausal check-data`` only: its release never holds every row in
+    one process (:mod:`flows.partitioned_release`)."""
     if source.path is not None:
         path = data_file(source.path)
         raw = read_csv_table(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
+    elif source.partitions is not None:
+        raw = pd.concat([pd.read_parquet(p) for p in partition_files(str(source.partitions))],
+                        ignore_index=True).drop(columns=[source.id_column])
     else:
         raw = _read_sql(source)
     return coerce(select(raw, None if schema.rest is not None else list(schema.columns)), schema)

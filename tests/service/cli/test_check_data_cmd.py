@@ -86,3 +86,23 @@ def test_imports_neither_prefect_nor_mlflow(survey_csv, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_partitioned_source_is_read_whole_as_a_file_is(tmp_path, monkeypatch):
+    """check-data reads partitions through the release's reader (tasks.data.read_frame): every
+    row of every partition, the id column dropped, each column as its declared type."""
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i, (a, y) in enumerate([(["1", "0", "x"], [0.5, 0.2, 3.0]), (["0", "1"], [None, -0.1])]):
+        pd.DataFrame({"id": [f"{i}-{j}" for j in range(len(a))], "A": a, "Y": y,
+                      "X1": [1.0] * len(a)}).to_parquet(parts / f"part-{i}.parquet")
+    out = _run(["conf/release/demo.yaml", "--set", f"data.partitions={parts}",
+                "--set", "data.path=null", "--set", "data.id_column=id",
+                "--set", "runner.kind=dask", "--set", "estimator.n_folds=2"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    row = {line.split()[1]: line.split()[2:] for line in out.output.splitlines()
+           if line.split()[:1] in (["treatment"], ["outcome"], ["covariate"])}
+    assert set(row) == {"A", "Y", "X1"}             # the id column is no covariate
+    assert row["A"][:2] == ["5", "1"]               # 'x' is no 0/1 integer: missing
+    assert row["Y"][:4] == ["5", "1", "0", "1"]     # 3.0 is outside the bounds [-1, 1]

@@ -132,6 +132,39 @@ def test_run_prints_the_release_and_json(cli_config, invoke):
     assert isinstance(out["release"]["ate"], float)
 
 
+def test_run_reads_the_data_once(cli_config, tmp_path, monkeypatch):
+    """The CLI's preflight hands its checked input to the flow in memory (issue 27 §4): one read
+    of the data per release (old: the preflight's, then the flow's own). The flow run alone
+    reads once too, so the count catches a second read."""
+    from click.testing import CliRunner
+    from prefect.settings import PREFECT_API_URL
+
+    import tasks.preflight
+    from cli.main import main
+    from conf.kinds import load_any
+    from flows.release import run_release
+
+    reads = []
+
+    def counted(*args, **kwargs):
+        reads.append(1)
+        return read_frame(*args, **kwargs)
+
+    read_frame = tasks.preflight.read_frame
+    monkeypatch.setattr(tasks.preflight, "read_frame", counted)
+    for key in ("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "MLFLOW_LOGGING_LEVEL"):
+        monkeypatch.setenv(key, os.environ.get(key, "WARNING"))  # restored after the CLI's
+    monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+    dataset = "cli-one-read"
+    give_cap(dataset)
+    path = cli_config(write_exp_a(tmp_path / "once.csv", 409), ledger={"dataset_id": dataset})
+    out = CliRunner().invoke(main, ["run", path, "--no-progress", "--json"])
+    assert out.exit_code == 0, out.output
+    assert len(reads) == 1 and charges(dataset) == 1
+    run_release(load_any(path))
+    assert len(reads) == 2 and charges(dataset) == 2
+
+
 def test_dry_run_exits_as_run_would_and_charges_nothing(cli_config, invoke, tmp_path):
     """Issue 25 §3: a rehearsal of every check before the charge (exit 3 before a cap exists, 0
     after), with no flow run and no charge; the release itself then exits the same."""
