@@ -19,7 +19,8 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
-from dpcausal import Mechanism
+from dpcausal import Mechanism, PrivateATE
+from dpcausal.federated import FederatedATE
 from dpcausal.ledger import (
     BudgetExceededError,
     DatasetIdentityError,
@@ -69,9 +70,16 @@ def _federated_steps(config: Any, mechanism: Any, checked: Checked, release_id: 
     return with_chunked_encoding(mechanism, EncodePlan(config.chunk_size, config.runner))
 
 
-# kind -> its extra steps, plugged into the mechanism before the charged release
-EXTRA_STEPS: dict[str, Callable[[Any, Any, Checked, str], Mechanism]] = {
-    "ate": _core_steps, "federated": _federated_steps}
+# mechanism class -> its extra steps, plugged into the mechanism before the charged release (a
+# kind whose mechanism is none of these has none)
+EXTRA_STEPS: dict[type[Mechanism], Callable[[Any, Any, Checked, str], Mechanism]] = {
+    PrivateATE: _core_steps, FederatedATE: _federated_steps}
+
+
+def extra_steps(mechanism: Mechanism) -> Callable[[Any, Any, Checked, str], Mechanism] | None:
+    """The extra steps of ``mechanism``'s class (or of the nearest class it extends)."""
+    return next((steps for cls in type(mechanism).__mro__
+                 if (steps := EXTRA_STEPS.get(cls)) is not None), None)
 
 
 @flow(name="dp_release", persist_result=False, retries=0,
@@ -111,7 +119,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         lineage(dataset, source_description(config.data), kind.roles(config), checked.schema,
                 settings))
     partitioned = config.data.partitions is not None
-    steps = None if partitioned else EXTRA_STEPS.get(config.kind)
+    steps = None if partitioned else extra_steps(mechanism)
     if steps is not None:
         mechanism = steps(config, mechanism, checked, release_id)
 
