@@ -26,7 +26,7 @@ import numpy as np
 from scipy.stats import norm
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge, gdp_epsilon, gdp_to_zcdp
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.contract import Mechanism, Prepared, Privacy, PublicFacts, Release, columns
 from dpcausal.noise import (
     effective_scale,
     gaussian_mechanism,
@@ -81,7 +81,14 @@ class BoundsCheckRelease(Release):
                 f"one-sided {100 * self.level:g}% bounds with the tolerance.")
 
 
-class BoundsCheck(Mechanism):
+@dataclass(frozen=True, eq=False)
+class BoundsCheckFacts(PublicFacts):
+    """The public facts of a bounds check: the ``n`` outcomes counted."""
+
+    n: int
+
+
+class BoundsCheck(Mechanism[BoundsCheckFacts]):
     """Private share of outcomes outside ``outcome_bounds`` (module docstring).
 
     Parameters
@@ -121,7 +128,7 @@ class BoundsCheck(Mechanism):
         return lo, hi
 
     def check_input(self, data: Any, *args: Any, outcome: str | None = None,
-                    **roles: Any) -> Prepared:
+                    **roles: Any) -> Prepared[BoundsCheckFacts]:
         """Public checks only (bounds, the budget, that the outcome is numeric).
 
         Parameters
@@ -133,7 +140,7 @@ class BoundsCheck(Mechanism):
 
         Returns
         -------
-        Prepared
+        Prepared[BoundsCheckFacts]
             ``public`` holds ``n``; ``data`` the outcomes as floats.
         """
         self._public()
@@ -141,22 +148,24 @@ class BoundsCheck(Mechanism):
         y = np.asarray(y)
         if y.ndim != 1 or not np.issubdtype(y.dtype, np.number):
             raise ValueError("the outcome must be a 1-d numeric column")
-        return Prepared(public={"n": int(y.size)}, data=y.astype(float))
+        return Prepared(public=BoundsCheckFacts(int(y.size)), data=y.astype(float))
 
-    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+    def privacy_charge(self, public: BoundsCheckFacts | None = None, /, **facts: Any
+                       ) -> PrivacyCharge:
         """Pure epsilon-DP (Laplace on an L1-sensitivity-2 pair of counts), or zeta-GDP
-        (Gaussian on an L2-sensitivity-sqrt(2) pair), whatever ``n``."""
+        (Gaussian on an L2-sensitivity-sqrt(2) pair), whatever ``n`` (the facts, given or by
+        keyword, do not change it)."""
         lo, hi = self._public()
         detail = {"kind": "bounds_check", "bounds": [lo, hi]}
         if self.zeta is not None:
             return PrivacyCharge("gaussian", zeta=float(self.zeta), detail=detail)
         return PrivacyCharge("laplace", epsilon=float(self.epsilon), detail=detail)
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False,
+    def _private_release(self, prepared: Prepared[BoundsCheckFacts], *, evaluation: bool = False,
                          rng: np.random.Generator | None = None) -> BoundsCheckRelease:
         """Noisy shares below/above and the verdict; non-finite outcomes count as outside."""
         lo, hi = self._public()
-        y, n = prepared.data, prepared.public["n"]
+        y, n = prepared.data, prepared.public.n
         finite = np.isfinite(y)
         below = int(np.count_nonzero(~finite | (y < lo)))
         above = int(np.count_nonzero(finite & (y > hi)))

@@ -56,7 +56,8 @@ def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) 
     """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
     (release) or the keyed hash of the data fitted, in row order (evaluation): see
     :mod:`tasks.fold_fits`."""
-    progress.phase("fit folds", total=mechanism.resolved_n_folds(**checked.prepared.public))
+    progress.phase("fit folds", total=mechanism.resolved_n_folds(
+        checked.prepared.public.n, checked.prepared.public.d))
     return with_stored_fits(mechanism, FitPlan(
         basis=checked.content if config.evaluation else release_id,
         models=digest(model_specs(config)), store=str(model_store_dir()),

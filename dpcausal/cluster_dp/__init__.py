@@ -22,6 +22,7 @@ from dpcausal.cluster_dp.estimation import ClusterDPEstimate, debias, stratified
 from dpcausal.cluster_dp.mechanisms import privatize_arrays, qtilde, transition_matrix
 from dpcausal.cluster_dp.release import (
     ClusterDP,
+    ClusterDPFacts,
     ClusterDPRelease,
     ClusterDPResult,
     SmallGroupWarning,
@@ -42,6 +43,7 @@ from dpcausal.cluster_dp.theory import (
 __all__ = [
     "ClusterDP",
     "ClusterDPEstimate",
+    "ClusterDPFacts",
     "ClusterDPRelease",
     "ClusterDPResult",
     "ResponseSpace",

@@ -38,7 +38,15 @@ from dpcausal.cluster_dp.estimation import (
 )
 from dpcausal.cluster_dp.mechanisms import group_counts, release_priors, resample
 from dpcausal.cluster_dp.spaces import ResponseSpace
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns, deprecated
+from dpcausal.contract import (
+    Mechanism,
+    Prepared,
+    Privacy,
+    PublicFacts,
+    Release,
+    columns,
+    deprecated,
+)
 from dpcausal.noise import secure_rng
 
 MECHANISMS = ("cluster", "cluster_free", "uniform")
@@ -187,7 +195,15 @@ class _Units:
     labels: np.ndarray
 
 
-class ClusterDP(Mechanism):
+@dataclass(frozen=True, eq=False)
+class ClusterDPFacts(PublicFacts):
+    """The public facts of a Cluster-DP release: ``n`` units in ``clusters`` clusters."""
+
+    n: int
+    clusters: int
+
+
+class ClusterDP(Mechanism[ClusterDPFacts]):
     """Label-DP release of a clustered randomized experiment (Javanmard et al., ICML 2025).
 
     Parameters
@@ -347,12 +363,13 @@ class ClusterDP(Mechanism):
         }
         return lam, privacy
 
-    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+    def privacy_charge(self, public: ClusterDPFacts | None = None, /, **facts: Any
+                       ) -> PrivacyCharge:
         """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7).
 
-        ``public`` (the facts :meth:`check_input` found, e.g. ``n``) is accepted for the common
-        contract and not used: by parallel composition over the (cluster, arm) groups the charge
-        depends on the public parameters only (spec §2.8).
+        ``public`` (the facts :meth:`check_input` found, also accepted by keyword) is taken
+        for the common contract and not used: by parallel composition over the (cluster, arm)
+        groups the charge depends on the public parameters only (spec §2.8).
         """
         lam, p = self.calibrate()
         return PrivacyCharge(
@@ -377,7 +394,7 @@ class ClusterDP(Mechanism):
         cluster: str | None = None,
         treatment: str | None = None,
         outcome: str | None = None,
-    ) -> Prepared:
+    ) -> Prepared[ClusterDPFacts]:
         """Every refusal that public facts decide, before anything is charged or drawn.
 
         The parameters (:meth:`calibrate`, which also refuses an epsilon so large that lambda
@@ -418,7 +435,7 @@ class ClusterDP(Mechanism):
         cidx, labels = cluster_codes(cols["cluster"], name=f"cluster column {cluster!r}")
         self._check_groups(z, cidx, labels)
         units = _Units(y_idx=y_idx, z=z, cidx=cidx, labels=labels)
-        return Prepared(public={"n": int(z.size), "clusters": int(labels.size)}, data=units)
+        return Prepared(public=ClusterDPFacts(int(z.size), int(labels.size)), data=units)
 
     def _default_label(self) -> float | None:
         """The value of Y every out-of-space outcome takes (None: the nearest rule)."""
@@ -472,7 +489,7 @@ class ClusterDP(Mechanism):
                 stacklevel=4,
             )
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False,
+    def _private_release(self, prepared: Prepared[ClusterDPFacts], *, evaluation: bool = False,
                          rng: np.random.Generator | None = None) -> ClusterDPResult:
         """Draw the release once and estimate from it: Algorithm 2 (spec §2.1), then the
         debiased ATE (Theorem 3.2, §3.1) with V_hat and its CI (§3.6) as post-processing.

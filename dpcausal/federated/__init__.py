@@ -19,6 +19,7 @@ from dpcausal.federated.central import (
 )
 from dpcausal.federated.estimator import (
     FederatedATE,
+    FederatedFacts,
     FederatedResult,
     interval,
     simulate_release,
@@ -60,7 +61,8 @@ from dpcausal.federated.secagg import (
 
 __all__ = [
     "DEFAULT_ORDERS", "AggregateView", "CentralGaussianScales", "ClientReports", "DecodedGroup",
-    "FederatedATE", "FederatedResult", "JointCalibration", "ReleasePlan", "TRUST_ASSUMPTIONS",
+    "FederatedATE", "FederatedFacts", "FederatedResult", "JointCalibration", "ReleasePlan",
+    "TRUST_ASSUMPTIONS",
     "aggregate", "asymptotic_halfwidth", "calibrate", "calibrate_joint", "central_gaussian_ate",
     "central_gaussian_scales", "cks_epsilon", "client_messages", "clip_outcomes", "composed_curve",
     "decode_group", "decode_mean", "decode_second_moment", "direct_sum", "draw_client_keys",

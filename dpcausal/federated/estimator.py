@@ -17,7 +17,7 @@ import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.contract import Mechanism, Prepared, Privacy, PublicFacts, Release, columns
 from dpcausal.federated.intervals import (
     ASYMPTOTIC_FORMS,
     ESTIMANDS,
@@ -162,7 +162,16 @@ def finite_outcomes(x: np.ndarray, R: float) -> np.ndarray:
     return np.nan_to_num(x, nan=0.0, neginf=-R, posinf=R)
 
 
-class FederatedATE(Mechanism):
+@dataclass(frozen=True, eq=False)
+class FederatedFacts(PublicFacts):
+    """The public facts of a federated release: the group sizes (public in this protocol,
+    spec §1)."""
+
+    n_treated: int
+    n_control: int
+
+
+class FederatedATE(Mechanism[FederatedFacts]):
     """Federated difference-in-means ATE under distributed DP (PBM + secure aggregation).
 
     Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024), spec federated_secagg.md
@@ -255,14 +264,20 @@ class FederatedATE(Mechanism):
                             mean_share=self.mean_share, variance_mode=self.variance_mode,
                             dropout=self.dropout, orders=self.orders)
 
-    def privacy_charge(  # type: ignore[override]
-            self, n_treated: int, n_control: int) -> PrivacyCharge:
-        """Composed RDP curve of the release from the public group sizes only (Theorem 3.2)."""
+    def privacy_charge(self, n_treated: FederatedFacts | int, n_control: int | None = None
+                       ) -> PrivacyCharge:
+        """Composed RDP curve of the release from the public group sizes only (or their
+        :class:`FederatedFacts`; Theorem 3.2)."""
+        if isinstance(n_treated, FederatedFacts):
+            n_control, n_treated = n_treated.n_control, n_treated.n_treated
+        if n_control is None:
+            raise TypeError("privacy_charge needs n_control (or FederatedFacts)")
         return self.plan(n_treated, n_control).privacy_charge()
 
     # -- release --------------------------------------------------------------------------
     def check_input(self, data: Any, treated: Any = None, *,
-                    treatment: str | None = None, outcome: str | None = None) -> Prepared:
+                    treatment: str | None = None, outcome: str | None = None
+                    ) -> Prepared[FederatedFacts]:
         """Validate the options and the input; every refusal happens here, before anything is
         drawn or charged (the release contract; spec §7.5 ``assign``/``calibrate``).
 
@@ -284,11 +299,12 @@ class FederatedATE(Mechanism):
         """
         self._check_options()
         x, t = _split_input(data, treated, treatment, outcome)
-        public = {"n_treated": int(t.sum()), "n_control": int((~t).sum())}
-        plan = self.plan(**public)  # calibration and every data-free refusal, before any draw
+        public = FederatedFacts(int(t.sum()), int((~t).sum()))
+        # calibration and every data-free refusal, before any draw
+        plan = self.plan(public.n_treated, public.n_control)
         return Prepared(public=public, data=(finite_outcomes(x, plan.R), t))
 
-    def _private_release(self, prepared: Prepared, *,
+    def _private_release(self, prepared: Prepared[FederatedFacts], *,
                          evaluation: bool = False) -> FederatedResult:
         """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
 
@@ -299,7 +315,8 @@ class FederatedATE(Mechanism):
         x, t = prepared.data
         rng = _resolve_rng(self.random_state) if evaluation else secure_rng()
         return simulate_release(
-            x, t, self.plan(**prepared.public), rng, secagg=self.secagg, debias=self.debias,
+            x, t, self.plan(prepared.public.n_treated, prepared.public.n_control), rng,
+            secagg=self.secagg, debias=self.debias,
             variance_mode=self.variance_mode, estimand=self.estimand, ci_form=self.ci_form,
             alpha=self.alpha, evaluation=evaluation, encode=self.encode)
 

@@ -17,14 +17,14 @@ from dpcausal.user_level.generators import (
 )
 from dpcausal.user_level.occupancy import as_occupancy, occupancy_hash
 from dpcausal.user_level.output import UserLevelOutput
-from dpcausal.user_level.plan import UserLevelPlan
+from dpcausal.user_level.plan import UserLevelFacts, UserLevelPlan
 from dpcausal.user_level.pseudo_user import PseudoUserResult, pseudo_user
 from dpcausal.user_level.release import UserLevelRelease
 
 __all__ = [
     "T", "delta_mu", "delta_var", "bias_mu", "bias_var", "grid_error",
     "clip_user", "ClipUserResult", "ClipUserInvariantError", "pseudo_user", "PseudoUserResult",
-    "UserLevelRelease", "UserLevelPlan", "UserLevelOutput", "derive_ate",
+    "UserLevelRelease", "UserLevelPlan", "UserLevelOutput", "UserLevelFacts", "derive_ate",
     "laplace_mechanism", "sample_discrete_laplace", "as_occupancy", "occupancy_hash",
     "make_user_level_synthetic", "make_itms_like", "make_user_level_panel",
 ]

@@ -32,7 +32,7 @@ from dpcausal.noise import laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
 from dpcausal.user_level.closed_forms import check_error_params
 from dpcausal.user_level.output import SAMPLER, UserLevelOutput
-from dpcausal.user_level.plan import UserLevelPlan, make_plan, user_charge
+from dpcausal.user_level.plan import UserLevelFacts, UserLevelPlan, make_plan, user_charge
 from dpcausal.user_level.records import (
     as_list,
     clamp_values,
@@ -59,7 +59,7 @@ class _Checked:
     arms: tuple[str, Any, Any] | None
 
 
-class UserLevelRelease(Mechanism):
+class UserLevelRelease(Mechanism[UserLevelFacts]):
     """User-level epsilon-DP per-cell means and variances with Clip-User (spec §3.7, §7).
 
     Parameters
@@ -185,7 +185,7 @@ class UserLevelRelease(Mechanism):
             self, records: pd.DataFrame, *, outcome: str, unit: str,
             treatment: str | None = None, stratum: str | Sequence[str] | None = None,
             order: str | None = None, record: str | None = None,
-            expected_occupancy_hash: str | None = None) -> Prepared:
+            expected_occupancy_hash: str | None = None) -> Prepared[UserLevelFacts]:
         """Every refusal (parameters, columns, arms, occupancy: public facts) and the Clip-User
         plan; the values are clamped, never refused (:func:`clamp_values`).
 
@@ -226,14 +226,21 @@ class UserLevelRelease(Mechanism):
                          expected_occupancy_hash=expected_occupancy_hash)
         return self._prepare(records, outcome, plan, treatment)
 
-    def privacy_charge(self, *, K: int, G1: int, n_cells: int,  # type: ignore[override]
+    def privacy_charge(self, public: UserLevelFacts | None = None, /, *, K: int | None = None,
+                       G1: int | None = None, n_cells: int | None = None,
                        n: int | None = None, occupancy_hash: str | None = None
                        ) -> PrivacyCharge:
-        """Data-free charge ``K * eps`` per user from the plan's public facts (Prop V.1, §1.5);
-        ``n`` (the users' count) does not change it."""
+        """Data-free charge ``K * eps`` per user from the plan's public facts (Prop V.1, §1.5),
+        given as :class:`UserLevelFacts` or by keyword; ``n`` (the users' count) does not change
+        it."""
+        if public is not None:
+            K, G1, n_cells, occupancy_hash = (public.K, public.G1, public.n_cells,
+                                              public.occupancy_hash)
+        if K is None or G1 is None or n_cells is None:
+            raise TypeError("privacy_charge needs K, G1 and n_cells (or UserLevelFacts)")
         return user_charge(self._config(), K, G1, n_cells, occupancy_hash)
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False
+    def _private_release(self, prepared: Prepared[UserLevelFacts], *, evaluation: bool = False
                         ) -> UserLevelOutput:
         """Release noisy cell means/variances once and derive the ATEs (spec §3.7, §7.1).
 
@@ -317,7 +324,7 @@ class UserLevelRelease(Mechanism):
                          expected_occupancy_hash)
 
     def _prepare(self, records: pd.DataFrame, value: str, plan: UserLevelPlan,
-                 arm: str | None) -> Prepared:
+                 arm: str | None) -> Prepared[UserLevelFacts]:
         """Check the arms against ``plan`` and keep the retained values, clamped to the bounds
         (:func:`clamp_values`; no value is refused, no draw)."""
         cfg = self._config()
@@ -410,7 +417,7 @@ class UserLevelRelease(Mechanism):
                                      evaluation=evaluation)
 
     def _planned(self, records: pd.DataFrame, value: str, plan: UserLevelPlan | None,
-                 arm: str | None) -> Prepared:
+                 arm: str | None) -> Prepared[UserLevelFacts]:
         if not isinstance(plan, UserLevelPlan):
             raise TypeError("plan must be the UserLevelPlan from .plan(), "
                             f"got {type(plan).__name__}")

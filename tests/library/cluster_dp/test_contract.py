@@ -11,7 +11,13 @@ from sklearn.base import clone
 
 from dpcausal import session
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ClusterDPResult, ResponseSpace
+from dpcausal.cluster_dp import (
+    ClusterDP,
+    ClusterDPFacts,
+    ClusterDPRelease,
+    ClusterDPResult,
+    ResponseSpace,
+)
 from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release
 
@@ -112,6 +118,8 @@ def test_call_forms_agree_in_evaluation_mode(df):
     prepared = m.check_input(df, cluster="c", treatment="z", outcome="y")
     assert isinstance(prepared, Prepared) and prepared.public == {"n": len(df), "clusters": 3}
     charge = m.privacy_charge(**prepared.public)
+    assert isinstance(prepared.public, ClusterDPFacts)
+    assert m.privacy_charge(prepared.public) == charge
     assert isinstance(charge, PrivacyCharge) and charge.epsilon == pytest.approx(3.0)
     c = m._private_release(prepared, evaluation=True)
     assert a.evaluation and a.ate == b.ate == c.ate and a.se == b.se == c.se

@@ -10,7 +10,7 @@ from sklearn.base import clone
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Release
-from dpcausal.federated import FederatedATE, FederatedResult
+from dpcausal.federated import FederatedATE, FederatedFacts, FederatedResult
 from dpcausal.federated.rdp import cks_epsilon
 
 
@@ -80,6 +80,8 @@ def test_arrays_and_dataframe_give_the_same_input():
     b = fed.check_input(df["y"].to_numpy(), df["t"].to_numpy())
     assert isinstance(a, Prepared) and a.public == b.public == {"n_treated": 200,
                                                                 "n_control": 400}
+    assert isinstance(a.public, FederatedFacts)
+    assert fed.privacy_charge(a.public) == fed.privacy_charge(**a.public)
     np.testing.assert_array_equal(a.data[0], b.data[0])
     np.testing.assert_array_equal(a.data[1], b.data[1])
 

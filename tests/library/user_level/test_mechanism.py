@@ -13,7 +13,12 @@ from sklearn.base import clone
 from dpcausal import session
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Release
-from dpcausal.user_level import UserLevelOutput, UserLevelRelease, make_user_level_panel
+from dpcausal.user_level import (
+    UserLevelFacts,
+    UserLevelOutput,
+    UserLevelRelease,
+    make_user_level_panel,
+)
 
 ROLES = dict(treatment="arm", outcome="y", unit="user", stratum="s")
 
@@ -65,6 +70,8 @@ def test_fit_is_check_input_charge_and_private_release(records):
     assert isinstance(prepared, Prepared)
     assert set(prepared.public) == {"n", "K", "G1", "n_cells", "occupancy_hash"}
     charge = rel.privacy_charge(**prepared.public)
+    assert isinstance(prepared.public, UserLevelFacts)
+    assert rel.privacy_charge(prepared.public) == charge
     assert isinstance(charge, PrivacyCharge) and charge.mechanism == "laplace"
     assert charge.epsilon == prepared.public["K"] * 1.0
     # data-free: the same public facts typed in by hand give the same charge
