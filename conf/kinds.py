@@ -136,7 +136,7 @@ def model_specs(config: ReleaseConfig) -> dict[str, Any]:
 # ------------------------------------------------------------------ Cluster-DP
 def _build_cluster_dp(config: ClusterDPConfig) -> ClusterDP:
     return ClusterDP(ResponseSpace(np.asarray(config.mechanism.values, float)),
-                     strata=config.estimate.strata, level=config.estimate.level,
+                     strata=config.estimate.strata, alpha=config.estimate.alpha,
                      noise_seed=config.noise_seed, **config.mechanism.library_kwargs())
 
 
@@ -160,7 +160,7 @@ def _cluster_published(release: Any) -> dict[str, pd.DataFrame]:
 
 # ------------------------------------------------------------------ federated
 def _build_federated(config: FederatedConfig) -> FederatedATE:
-    return FederatedATE(**config.mechanism.model_dump(), random_state=config.noise_seed)
+    return FederatedATE(**config.mechanism.model_dump(), noise_seed=config.noise_seed)
 
 
 def _federated_roles(config: FederatedConfig) -> dict[str, Any]:
@@ -175,7 +175,7 @@ def _federated_detail(config: FederatedConfig) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ user-level
 def _build_user_level(config: UserLevelConfig) -> UserLevelRelease:
-    return UserLevelRelease(**config.mechanism.library_kwargs(), random_state=config.noise_seed)
+    return UserLevelRelease(**config.mechanism.library_kwargs(), noise_seed=config.noise_seed)
 
 
 def _user_level_roles(config: UserLevelConfig) -> dict[str, Any]:
@@ -197,7 +197,7 @@ def _user_level_published(release: Any) -> dict[str, pd.DataFrame]:
 
 def _user_level_detail(config: UserLevelConfig) -> dict[str, Any]:
     m = config.mechanism
-    return {"mechanism": f"UserLevelRelease/{m.clip}", "bounds": list(m.bounds),
+    return {"mechanism": f"UserLevelRelease/{m.clip}", "bounds": list(m.outcome_bounds),
             "epsilon_per_cell": m.epsilon}
 
 

@@ -26,7 +26,17 @@ import numpy as np
 from scipy.stats import norm
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge, gdp_epsilon, gdp_to_zcdp
-from dpcausal.contract import Mechanism, Prepared, Privacy, PublicFacts, Release, columns
+from dpcausal.contract import (
+    DEPRECATED,
+    Mechanism,
+    Prepared,
+    Privacy,
+    PublicFacts,
+    Release,
+    columns,
+    level_to_alpha,
+    renamed,
+)
 from dpcausal.noise import (
     effective_scale,
     gaussian_mechanism,
@@ -99,19 +109,26 @@ class BoundsCheck(Mechanism[BoundsCheckFacts]):
     zeta : Gaussian-DP budget of the check with discrete Gaussian noise instead (for datasets
         whose cap is zeta-GDP or zCDP); when given, ``epsilon`` is not used.
     tolerance : share of clipped outcomes that counts as biasing (default 0.01).
-    level : one-sided confidence of the verdict (default 0.95).
+    alpha : miscoverage of the verdict's one-sided bounds: their confidence is ``1 - alpha``
+        (default 0.05).
+    level : deprecated, the old name of ``1 - alpha`` (for one release).
     """
 
     unit: ClassVar[str] = "row"
 
     def __init__(self, outcome_bounds: tuple[float, float] | None = None, epsilon: float = 0.1,
-                 tolerance: float = 0.01, level: float = 0.95,
-                 zeta: float | None = None) -> None:
+                 tolerance: float = 0.01, alpha: float = 0.05,
+                 zeta: float | None = None, level: Any = DEPRECATED) -> None:
         self.outcome_bounds = outcome_bounds
         self.epsilon = epsilon
         self.zeta = zeta
         self.tolerance = tolerance
+        self.alpha = alpha
         self.level = level
+
+    def _level(self) -> float:
+        """The one-sided confidence ``1 - alpha`` (or the deprecated ``level`` given)."""
+        return 1 - renamed(self, "alpha", "level", level_to_alpha)
 
     def _public(self) -> tuple[float, float]:
         if self.outcome_bounds is None:
@@ -123,8 +140,8 @@ class BoundsCheck(Mechanism[BoundsCheckFacts]):
         budget, name = (self.epsilon, "epsilon") if self.zeta is None else (self.zeta, "zeta")
         if not (isinstance(budget, (int, float)) and math.isfinite(budget) and 0 < budget <= 10):
             raise ValueError(f"{name} must be in (0, 10], got {budget!r}")
-        if not 0 < self.tolerance < 1 or not 0.5 < self.level < 1:
-            raise ValueError("tolerance must be in (0, 1) and level in (0.5, 1)")
+        if not 0 < self.tolerance < 1 or not 0.5 < self._level() < 1:
+            raise ValueError("tolerance must be in (0, 1) and alpha in (0, 0.5)")
         return lo, hi
 
     def check_input(self, data: Any, *args: Any, outcome: str | None = None,
@@ -174,7 +191,7 @@ class BoundsCheck(Mechanism[BoundsCheckFacts]):
             scale = effective_scale(2.0, float(self.epsilon))
             noisy = [laplace_mechanism(c, 2.0, float(self.epsilon), rng) for c in (below, above)]
             sd_outside = math.sqrt(2 * 2 * scale**2) / n  # two independent Laplace(scale) counts
-            z = _laplace_sum_quantile(self.level) * scale / n
+            z = _laplace_sum_quantile(self._level()) * scale / n
             privacy = Privacy(epsilon=float(self.epsilon), delta=0.0, unit="row",
                               mechanism="laplace", detail={"kind": "bounds_check"})
         else:
@@ -183,7 +200,7 @@ class BoundsCheck(Mechanism[BoundsCheckFacts]):
             noisy = [gaussian_mechanism(float(c), math.sqrt(2.0) / zeta, math.sqrt(2.0), rng)
                      for c in (below, above)]
             sd_outside = math.sqrt(2.0) * sigma / n          # two independent N(0, sigma^2)
-            z = float(norm.ppf(self.level)) * sd_outside
+            z = float(norm.ppf(self._level())) * sd_outside
             privacy = Privacy(epsilon=gdp_epsilon(zeta, DEFAULT_DELTA), delta=DEFAULT_DELTA,
                               unit="row", mechanism="gaussian", zeta=zeta,
                               rho=gdp_to_zcdp(zeta), detail={"kind": "bounds_check"})
@@ -192,7 +209,7 @@ class BoundsCheck(Mechanism[BoundsCheckFacts]):
         verdict = ("biased" if outside - z > self.tolerance
                    else "ok" if outside + z < self.tolerance else "inconclusive")
         return BoundsCheckRelease(
-            ate=None, ci=None, se=None, level=float(self.level), n=n,
+            ate=None, ci=None, se=None, level=float(self._level()), n=n,
             privacy=privacy, bounds=(lo, hi), share_below=share_below, share_above=share_above,
             share_outside=min(1.0, max(0.0, outside)), noise_sd=sd_outside,
             tolerance=float(self.tolerance), verdict=verdict)

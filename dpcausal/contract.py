@@ -522,6 +522,30 @@ def deprecated(old: str, new: str) -> None:
                   DeprecationWarning, stacklevel=3)
 
 
+#: The default of a renamed constructor argument (scikit-learn's convention): an estimator that
+#: still receives the old name uses it, with a :class:`DeprecationWarning`, for one release.
+DEPRECATED = "deprecated"
+
+
+def renamed(estimator: Any, new: str, old: str,
+            convert: Callable[[Any], Any] | None = None) -> Any:
+    """The value of ``estimator``'s argument ``new``, or, where the caller gave the deprecated
+    name ``old`` instead, that value (``convert``-ed to ``new``'s meaning, e.g. a CI ``level``
+    to the miscoverage ``alpha = 1 - level``) with a :class:`DeprecationWarning`."""
+    value = getattr(estimator, old)
+    if isinstance(value, str) and value == DEPRECATED:
+        return getattr(estimator, new)
+    warnings.warn(f"{type(estimator).__name__}({old}=...) is deprecated and will be removed in "
+                  f"the next release: use {new}=...", DeprecationWarning, stacklevel=3)
+    return value if convert is None else convert(value)
+
+
+def level_to_alpha(level: Any) -> Any:
+    """The miscoverage ``alpha`` of a CI ``level`` (``1 - level``; a non-number is passed on
+    for the caller's own check to refuse)."""
+    return 1 - level if isinstance(level, (int, float)) and not isinstance(level, bool) else level
+
+
 def columns(frame: pd.DataFrame, **roles: str | Sequence[str] | None) -> dict[str, Any]:
     """The columns a mechanism needs from a DataFrame, by role; an unknown name raises a
     ``ValueError`` that names the role and the user's column (public: the schema only)."""

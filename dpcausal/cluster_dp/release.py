@@ -39,6 +39,7 @@ from dpcausal.cluster_dp.estimation import (
 from dpcausal.cluster_dp.mechanisms import group_counts, release_priors, resample
 from dpcausal.cluster_dp.spaces import ResponseSpace
 from dpcausal.contract import (
+    DEPRECATED,
     Mechanism,
     Prepared,
     Privacy,
@@ -46,6 +47,8 @@ from dpcausal.contract import (
     Release,
     columns,
     deprecated,
+    level_to_alpha,
+    renamed,
 )
 from dpcausal.noise import secure_rng
 
@@ -226,8 +229,8 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
     allow_high_lambda : bool
         Accept lambda >= 0.999 (refused by default: the variance grows like 1/(1-lambda)^2; §6 E9).
     strata : "clusters" (default) or "none": stratification of the released ATE (spec §3.1).
-    level : float
-        Coverage of the released CI (spec §3.6), default 0.95.
+    alpha : float
+        Miscoverage of the released CI (spec §3.6): its level is ``1 - alpha``, default 0.95.
     out_of_space : "nearest" or a value of Y
         The public rule for an outcome outside Y (never refused, so no refusal
         tells whether a label takes a value): ``"nearest"`` (default) maps it to the nearest
@@ -238,6 +241,8 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
         Seed of the noise in evaluation mode only (``fit(..., evaluation=True)``), for
         reproducible studies; a release (``evaluation=False``) ignores it and draws from OS
         entropy (:func:`dpcausal.noise.secure_rng`).
+    level : float, deprecated
+        The CI level, the old name of ``1 - alpha`` (for one release).
     """
 
     unit: ClassVar[str] = "label"
@@ -253,9 +258,10 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
         accounting: str = "strict",
         allow_high_lambda: bool = False,
         strata: str = "clusters",
-        level: float = 0.95,
+        alpha: float = 0.05,
         out_of_space: str | float = "nearest",
         noise_seed: int | np.random.Generator | None = None,
+        level: float | str = DEPRECATED,
     ) -> None:
         self.space = space
         self.epsilon = epsilon
@@ -266,9 +272,14 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
         self.accounting = accounting
         self.allow_high_lambda = allow_high_lambda
         self.strata = strata
-        self.level = level
+        self.alpha = alpha
         self.out_of_space = out_of_space
         self.noise_seed = noise_seed
+        self.level = level
+
+    def _alpha(self) -> Any:
+        """``alpha``, or ``1 - level`` where the deprecated ``level`` was given."""
+        return renamed(self, "alpha", "level", level_to_alpha)
 
     # ---- data-free calibration -------------------------------------------------------------
     def _params(self) -> tuple[float, float]:
@@ -287,8 +298,9 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
             raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {self.accounting!r}")
         if self.strata not in STRATA:
             raise ValueError(f"strata must be one of {STRATA}, got {self.strata!r}")
-        if not isinstance(self.level, float) or not 0 < self.level < 1:
-            raise ValueError(f"level must be a float in (0, 1), got {self.level!r}")
+        alpha = self._alpha()
+        if not isinstance(alpha, float) or not 0 < alpha < 1:
+            raise ValueError(f"alpha must be a float in (0, 1), got {alpha!r}")
         if self.out_of_space != "nearest":
             self.space.nearest(np.empty(0), self._default_label())  # a value of Y, or refused
         if (
@@ -497,7 +509,7 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
         if rng is None:
             rng = _noise_rng(self.noise_seed if evaluation else None)
         published = self._draw(prepared.data, rng)
-        est = published.estimate(self.strata, self.level)
+        est = published.estimate(self.strata, 1 - self._alpha())
         p = published.privacy
         privacy = Privacy(
             epsilon=p["epsilon"], delta=p["delta"], unit=self.unit,

@@ -17,7 +17,16 @@ import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Privacy, PublicFacts, Release, columns
+from dpcausal.contract import (
+    DEPRECATED,
+    Mechanism,
+    Prepared,
+    Privacy,
+    PublicFacts,
+    Release,
+    columns,
+    renamed,
+)
 from dpcausal.federated.intervals import (
     ASYMPTOTIC_FORMS,
     ESTIMANDS,
@@ -111,12 +120,12 @@ def _resolve_rng(random_state: Any) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
-def _check_random_state(random_state: Any) -> None:
-    if not (random_state is None or isinstance(random_state, np.random.Generator)
-            or (isinstance(random_state, (int, np.integer))
-                and not isinstance(random_state, bool) and random_state >= 0)):
-        raise TypeError(f"random_state must be None, a non-negative int or a numpy Generator, "
-                        f"got {random_state!r}")
+def _check_noise_seed(seed: Any) -> None:
+    if not (seed is None or isinstance(seed, np.random.Generator)
+            or (isinstance(seed, (int, np.integer))
+                and not isinstance(seed, bool) and seed >= 0)):
+        raise TypeError(f"noise_seed must be None, a non-negative int or a numpy Generator, "
+                        f"got {seed!r}")
 
 
 _ROLES_HINT = "fit(df, treatment='<0/1 label column>', outcome='<outcome column>')"
@@ -201,13 +210,15 @@ class FederatedATE(Mechanism[FederatedFacts]):
         Fraction of each group that drops out (simulated; privacy is planned for the rest).
     alpha : float
         CI miscoverage (0.1 for 90%).
-    random_state : None, int or numpy.random.Generator
+    noise_seed : None, int or numpy.random.Generator
         Seeds the protocol's randomness in evaluation mode only (``fit(...,
         evaluation=True)``); a release always draws from OS entropy, whatever this is.
     orders : sequence of float, optional
         Rényi orders (dp_accounting defaults).
     debias : bool
         Add the DP-noise correction to the private variances (spec §2.2).
+    random_state : deprecated
+        The old name of ``noise_seed`` (for one release).
     """
 
     unit: ClassVar[str] = "client"
@@ -215,8 +226,9 @@ class FederatedATE(Mechanism[FederatedFacts]):
     def __init__(self, R: float, epsilon: float, delta: float, m1: int = 1024, m2: int = 1024,
                  mean_share: float = 0.99, estimand: str = "PATE", ci_form: str = "quadrature",
                  variance_mode: str = "private", secagg: str = "pairwise", dropout: float = 0.0,
-                 alpha: float = 0.1, random_state: Any = None,
-                 orders: Sequence[float] | None = None, debias: bool = True) -> None:
+                 alpha: float = 0.1, noise_seed: Any = None,
+                 orders: Sequence[float] | None = None, debias: bool = True,
+                 random_state: Any = DEPRECATED) -> None:
         self.R = R
         self.epsilon = epsilon
         self.delta = delta
@@ -229,9 +241,13 @@ class FederatedATE(Mechanism[FederatedFacts]):
         self.secagg = secagg
         self.dropout = dropout
         self.alpha = alpha
-        self.random_state = random_state
+        self.noise_seed = noise_seed
         self.orders = orders
         self.debias = debias
+        self.random_state = random_state
+
+    def _noise_seed(self) -> Any:
+        return renamed(self, "noise_seed", "random_state")
 
     # -- data-free part -------------------------------------------------------------------
     def _check_options(self) -> None:
@@ -242,7 +258,7 @@ class FederatedATE(Mechanism[FederatedFacts]):
         if self.secagg not in SECAGG_MODES:
             raise ValueError(f"secagg must be one of {SECAGG_MODES}, got {self.secagg!r}")
         check_alpha(self.alpha)
-        _check_random_state(self.random_state)
+        _check_noise_seed(self._noise_seed())
 
     def plan(self, n_treated: int, n_control: int) -> ReleasePlan:
         """Calibrated, data-free release plan for the public group sizes (spec §2.4).
@@ -309,11 +325,11 @@ class FederatedATE(Mechanism[FederatedFacts]):
         """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
 
         The PBM reports and simulated dropouts draw from :func:`dpcausal.noise.secure_rng` (OS
-        entropy); ``random_state`` seeds them only when ``evaluation`` is True (differencing
+        entropy); ``noise_seed`` seeds them only when ``evaluation`` is True (differencing
         two seeded releases on neighbouring data would give the exact change).
         """
         x, t = prepared.data
-        rng = _resolve_rng(self.random_state) if evaluation else secure_rng()
+        rng = _resolve_rng(self._noise_seed()) if evaluation else secure_rng()
         return simulate_release(
             x, t, self.plan(prepared.public.n_treated, prepared.public.n_control), rng,
             secagg=self.secagg, debias=self.debias,

@@ -27,7 +27,16 @@ import numpy as np
 import pandas as pd
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Privacy, columns, deprecated
+from dpcausal.contract import (
+    DEPRECATED,
+    Mechanism,
+    Prepared,
+    Privacy,
+    columns,
+    deprecated,
+    level_to_alpha,
+    renamed,
+)
 from dpcausal.noise import laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
 from dpcausal.user_level.closed_forms import check_error_params
@@ -64,7 +73,7 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
 
     Parameters
     ----------
-    bounds : (float, float)
+    outcome_bounds : (float, float)
         Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values are clamped
         to it and a missing value (NaN) counts as the midpoint ``(a + b) / 2``
         (:func:`clamp_values`), as the core clips Y: no value is ever refused, since a
@@ -82,7 +91,7 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
         Never suppress in the cell with the smallest baseline error (spec A1).
     error_target : float, optional
         Error budget E for Clip-User (footnote 3); default the baseline worst case.
-    random_state : None, int or numpy.random.Generator
+    noise_seed : None, int or numpy.random.Generator
         Evaluation-only noise seed: used only by an evaluation release
         (``fit(..., evaluation=True)``, ``release(..., evaluation=True)``). A release always
         draws its noise from OS entropy (:func:`dpcausal.noise.secure_rng`), whatever this is.
@@ -94,20 +103,23 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
     treated_level : optional
         The arm column's treated level. Default: arms must be coded 0/1 (or False/True), 1 being
         treated; other labels (``"placebo"``/``"drug"``) are refused without it.
-    level : float
-        Coverage of the published CIs (default 0.95).
+    alpha : float
+        Miscoverage of the published CIs: their level is ``1 - alpha`` (default 0.95).
+    bounds, random_state, level : deprecated
+        The old names of ``outcome_bounds``, ``noise_seed`` and ``1 - alpha`` (for one release).
     """
 
     unit: ClassVar[str] = "user"
 
-    def __init__(self, bounds: tuple[float, float] = (0.0, 1.0), epsilon: float = 1.0,
+    def __init__(self, outcome_bounds: tuple[float, float] = (0.0, 1.0), epsilon: float = 1.0,
                  clip: str = "clip_user", split: tuple[float, float] = (0.5, 0.5),
                  weights: tuple[float, float] = (1.0, 1.0), variant: str = "corrected",
                  protect_min_grid: bool = True, error_target: float | None = None,
-                 random_state: Any = None, occupancy_public: bool = True,
+                 noise_seed: Any = None, occupancy_public: bool = True,
                  rollback_partial_stage: bool = True, treated_level: Any = None,
-                 level: float = 0.95) -> None:
-        self.bounds = bounds
+                 alpha: float = 0.05, bounds: Any = DEPRECATED, random_state: Any = DEPRECATED,
+                 level: Any = DEPRECATED) -> None:
+        self.outcome_bounds = outcome_bounds
         self.epsilon = epsilon
         self.clip = clip
         self.split = split
@@ -115,36 +127,49 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
         self.variant = variant
         self.protect_min_grid = protect_min_grid
         self.error_target = error_target
-        self.random_state = random_state
+        self.noise_seed = noise_seed
         self.occupancy_public = occupancy_public
         self.rollback_partial_stage = rollback_partial_stage
         self.treated_level = treated_level
+        self.alpha = alpha
+        self.bounds = bounds
+        self.random_state = random_state
         self.level = level
+
+    def _bounds(self) -> Any:
+        return renamed(self, "outcome_bounds", "bounds")
+
+    def _noise_seed(self) -> Any:
+        return renamed(self, "noise_seed", "random_state")
+
+    def _alpha(self) -> Any:
+        return renamed(self, "alpha", "level", level_to_alpha)
 
     # ------------------------------------------------------------------ validation
     def _config(self) -> dict:
         """Every public-parameter refusal; returns the settings a plan depends on."""
-        b = self.bounds
+        b = self._bounds()
         if (not isinstance(b, (tuple, list)) or len(b) != 2
                 or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in b)
                 or not b[0] < b[1]):
             raise ValueError(
-                f"bounds must be a finite public range (a, b) with a < b, got {b!r}; unbounded "
-                "outcomes have unbounded sensitivity (spec §7.2-2): clamp to a public range first")
+                f"outcome_bounds must be a finite public range (a, b) with a < b, got {b!r}; "
+                "unbounded outcomes have unbounded sensitivity (spec §7.2-2): clamp to a public "
+                "range first")
         U = float(b[1] - b[0])
         if not U <= MAX_MAGNITUDE:
             raise ValueError(
-                f"bounds {b!r} are too wide: b - a must be at most 2**400 (about 2.6e120) so the "
-                "released variances and noise stay finite; rescale the outcome first")
+                f"outcome_bounds {b!r} are too wide: b - a must be at most 2**400 (about 2.6e120) "
+                "so the released variances and noise stay finite; rescale the outcome first")
         check_error_params(U, self.epsilon, self.variant, tuple(self.split), tuple(self.weights))
         eps_mu, eps_var = (share * self.epsilon for share in self.split)
         # the largest noise scale any occupancy can give: U/eps_mu (mean), U^2/(4 eps_var)
         if max(math.log2(U) - math.log2(eps_mu) if eps_mu > 0 else -math.inf,
                2 * math.log2(U) - 2 - math.log2(eps_var) if eps_var > 0 else -math.inf) > 400:
             raise ValueError(
-                f"epsilon={self.epsilon!r} is too small for bounds {b!r}: a noise scale could "
-                "exceed 2**400 and the released variances overflow; rescale the outcome or "
-                "raise epsilon")
+                f"epsilon={self.epsilon!r} is too small for outcome_bounds {b!r}: a noise scale "
+                "could exceed 2**400 and the released variances overflow; rescale the outcome "
+                "or raise epsilon")
         if self.variant != "corrected":
             raise ValueError(
                 f"variant={self.variant!r} is the paper's printed Thm IV.2, not a valid bias bound "
@@ -162,13 +187,15 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
                 and self.error_target > 0):
             raise ValueError("error_target must be a number > 0 or None, "
                              f"got {self.error_target!r}")
-        if not (self.random_state is None or isinstance(self.random_state, (int, np.integer))
-                or isinstance(self.random_state, np.random.Generator)):
+        seed = self._noise_seed()
+        if not (seed is None or isinstance(seed, (int, np.integer))
+                or isinstance(seed, np.random.Generator)):
             raise TypeError(
-                f"random_state must be None, an int or a numpy.random.Generator, got "
-                f"{type(self.random_state).__name__}")
-        if not (isinstance(self.level, float) and 0 < self.level < 1):
-            raise ValueError(f"level must be a float in (0, 1), e.g. 0.95, got {self.level!r}")
+                f"noise_seed must be None, an int or a numpy.random.Generator, got "
+                f"{type(seed).__name__}")
+        alpha = self._alpha()
+        if not (isinstance(alpha, float) and 0 < alpha < 1):
+            raise ValueError(f"alpha must be a float in (0, 1), e.g. 0.05, got {alpha!r}")
         if not (self.treated_level is None or isinstance(
                 self.treated_level, (str, int, float, bool, np.generic))):
             raise TypeError("treated_level must be None or one level of the arm column, got "
@@ -255,7 +282,7 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
         plan = checked.plan
         if plan.config != cfg:
             raise ValueError("the settings changed since check_input; check the input again")
-        rng = secure_rng() if not evaluation else np.random.default_rng(self.random_state)
+        rng = secure_rng() if not evaluation else np.random.default_rng(self._noise_seed())
         a = cfg["bounds"][0]
         G = plan.n_cells
         c = plan.cells["c"].to_numpy()
@@ -276,7 +303,7 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
         if checked.arms is not None and eps_mu > 0:
             arm, control, treated = checked.arms
             strata, pooled = derive_ate(
-                out, list(plan.cell), arm, treated, control, level=self.level,
+                out, list(plan.cell), arm, treated, control, level=1 - self._alpha(),
                 variance_bound=None if eps_var > 0 else cfg["U"] ** 2 / 4)
         privacy = Privacy(
             epsilon=plan.epsilon_total, delta=0.0, unit="user", mechanism="laplace",
@@ -284,13 +311,13 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
                     "epsilon_naive": plan.epsilon_naive, "K": plan.K, "G1": plan.G1,
                     "n_cells": plan.n_cells, "clip": plan.clip,
                     "occupancy_hash": plan.occupancy_hash,
-                    "noise_seeded": evaluation and self.random_state is not None})
+                    "noise_seeded": evaluation and self._noise_seed() is not None})
         return UserLevelOutput(
             ate=None if pooled is None else pooled["ate"],
             ci=None if pooled is None else (pooled["ci_lower"], pooled["ci_upper"]),
             se=None if pooled is None else pooled["se"],
             se_noise=None if pooled is None else pooled["se_noise"],
-            level=self.level, privacy=privacy, n=plan.n_units, evaluation=evaluation,
+            level=1 - self._alpha(), privacy=privacy, n=plan.n_units, evaluation=evaluation,
             cells=out, strata=strata, caveats=CAVEATS, noise_sampler=SAMPLER, notes=plan.notes)
 
     # ------------------------------------------------------------------ plan

@@ -49,7 +49,7 @@ def test_sklearn_contract_params_and_clone():
     assert isinstance(m, Mechanism) and m.unit == "label"
     p = m.get_params()
     assert p["epsilon"] == 3.0 and p["accounting"] == "paper" and p["space"] is SPACE
-    assert p["noise_seed"] == 3 and p["strata"] == "clusters" and p["level"] == 0.95
+    assert p["noise_seed"] == 3 and p["strata"] == "clusters" and p["alpha"] == 0.05
     c = clone(m)
     assert c is not m and c.get_params()["epsilon"] == 3.0
     assert c.get_params()["space"].values.tolist() == SPACE.values.tolist()
