@@ -170,7 +170,8 @@ def test_changed_occupancy_refused(records, noise_source):
 
 @pytest.mark.parametrize("kw,match", [
     (dict(epsilon=0.0), "epsilon must be"), (dict(epsilon=-1.0), "epsilon must be"),
-    (dict(outcome_bounds=(0.0, np.inf)), "unbounded outcomes"), (dict(outcome_bounds=(5.0, 1.0)), "a < b"),
+    (dict(outcome_bounds=(0.0, np.inf)), "unbounded outcomes"),
+    (dict(outcome_bounds=(5.0, 1.0)), "a < b"),
     (dict(occupancy_public=False), "occupancy_public"),
     (dict(variant="paper_statement"), "erratum E1"), (dict(clip="greedy"), "clip must be"),
     (dict(split=(0.6, 0.6)), "split"), (dict(noise_seed="x"), "noise_seed"),
@@ -221,7 +222,8 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
             for u in range(30) for cell in range(3) if (u + cell) % 4
             for _ in range(1 + (u % 5) + (25 if u < 2 else 0))]
     df = pd.DataFrame(rows, columns=["unit_id", "site", "ts", "y"])
-    rel = UserLevelRelease(outcome_bounds=(0.0, 10.0), epsilon=0.3, noise_seed=9, weights=(1.0, 0.0))
+    rel = UserLevelRelease(outcome_bounds=(0.0, 10.0), epsilon=0.3, noise_seed=9,
+                           weights=(1.0, 0.0))
     plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
     A = pd.crosstab(df["unit_id"], df["site"])
     kw = dict(weights=(1.0, 0.0))
