@@ -32,7 +32,7 @@ from conf.user_level import UserLevelConfig
 from dpcausal import Mechanism, PrivateATE
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
 from dpcausal.federated import FederatedATE
-from dpcausal.user_level import UserLevelRelease
+from dpcausal.user_level import UserLevelATE
 
 
 @dataclass(frozen=True)
@@ -174,8 +174,8 @@ def _federated_detail(config: FederatedConfig) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ user-level
-def _build_user_level(config: UserLevelConfig) -> UserLevelRelease:
-    return UserLevelRelease(**config.mechanism.library_kwargs(), noise_seed=config.noise_seed)
+def _build_user_level(config: UserLevelConfig) -> UserLevelATE:
+    return UserLevelATE(**config.mechanism.library_kwargs(), noise_seed=config.noise_seed)
 
 
 def _user_level_roles(config: UserLevelConfig) -> dict[str, Any]:

@@ -33,7 +33,7 @@ class UserLevelColumns(_Strict):
 
 
 class UserLevelMechanism(_Strict):
-    """Public parameters of :class:`dpcausal.user_level.UserLevelRelease` (spec §7.4)."""
+    """Public parameters of :class:`dpcausal.user_level.UserLevelATE` (spec §7.4)."""
 
     outcome_bounds: tuple[float, float]
     epsilon: float = Field(gt=0)   # per cell; the release costs K * epsilon per unit

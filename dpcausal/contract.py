@@ -540,6 +540,21 @@ def renamed(estimator: Any, new: str, old: str,
     return value if convert is None else convert(value)
 
 
+def renamed_names(module: str, old_to_new: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that gives each old public name (old -> new) of
+    ``module`` as the object now named ``new``, with a DeprecationWarning, for one release."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in old_to_new:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        new = old_to_new[name]
+        warnings.warn(f"{module}.{name} is deprecated and will be removed in the next release: "
+                      f"use {new}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), new)
+
+    return __getattr__
+
+
 def level_to_alpha(level: Any) -> Any:
     """The miscoverage ``alpha`` of a CI ``level`` (``1 - level``; a non-number is passed on
     for the caller's own check to refuse)."""

@@ -5,9 +5,9 @@
 the common contract: :meth:`ClusterDP.check_input` refuses bad input before anything is charged,
 :meth:`ClusterDP.privacy_charge` is data-free and ``ClusterDP._private_release`` draws the noise
 once and returns a :class:`ClusterDPResult`: the debiased ATE with its CI and total standard error,
-and the published artefact, a :class:`ClusterDPRelease` (the privatized unit-level data, the public
-debiasing priors q_tilde and lambda), as ``fit(...).published``; ``ClusterDPRelease.estimate()`` is
-post-processing.
+and the published artefact, a :class:`ClusterDPPublished` (the privatized unit-level data, the
+public debiasing priors q_tilde and lambda), as ``fit(...).published``;
+``ClusterDPPublished.estimate()`` is post-processing.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from dpcausal.contract import (
     deprecated,
     level_to_alpha,
     renamed,
+    renamed_names,
 )
 from dpcausal.noise import secure_rng
 
@@ -65,7 +66,7 @@ class SmallGroupWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class ClusterDPRelease:
+class ClusterDPPublished:
     """What the platform publishes: unit-level (cluster, treatment, outcome) and the priors
     (Fig. 1).
 
@@ -147,7 +148,7 @@ class ClusterDPResult(Release):
 
     Attributes
     ----------
-    published : ClusterDPRelease, or None in a release rebuilt by :meth:`Release.from_dict`
+    published : ClusterDPPublished, or None in a release rebuilt by :meth:`Release.from_dict`
         (its JSON holds the priors, not the unit-level data, which are published as a table).
     priors : the published priors (``published.priors``).
     lam, gamma, sigma : the public calibration used (sigma = inf: uniform prior, no data access).
@@ -157,7 +158,7 @@ class ClusterDPResult(Release):
 
     kind: ClassVar[str] = "cluster_dp"
 
-    published: ClusterDPRelease | None = field(repr=False, compare=False)
+    published: ClusterDPPublished | None = field(repr=False, compare=False)
     priors: pd.DataFrame = field(repr=False, compare=False)
     lam: float
     gamma: float
@@ -524,7 +525,7 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
             gamma=published.gamma, sigma=published.sigma, space=self.space, strata=self.strata,
         )
 
-    def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPRelease:
+    def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPPublished:
         """Algorithm 2 (or its pooled/uniform variants) once on checked units (spec §2.1-2.3)."""
         lam, privacy = self.calibrate()
         gamma, sigma = privacy.pop("gamma"), privacy.pop("sigma")
@@ -543,7 +544,7 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
             }
         )
         priors = _priors_frame(q_t, units.labels, self.space, pooled)
-        return ClusterDPRelease(
+        return ClusterDPPublished(
             data=data,
             priors=priors,
             lam=lam,
@@ -556,7 +557,7 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
 
     def privatize(self, df: pd.DataFrame, cluster: str, treatment: str, outcome: str,
                   random_state: int | np.random.Generator | None = None,
-                  evaluation: bool = False) -> ClusterDPRelease:
+                  evaluation: bool = False) -> ClusterDPPublished:
         """Deprecated: the published artefact of a release charged like :meth:`fit` (it drew
         uncharged noise before); use ``fit(...).published``."""
         deprecated("ClusterDP.privatize", "fit(...).published")
@@ -577,7 +578,7 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
         outcome: str,
         random_state: int | np.random.Generator | None = None,
         evaluation: bool = False,
-    ) -> ClusterDPRelease:
+    ) -> ClusterDPPublished:
         """The published artefact alone, uncharged (the caller accounts for it); all checks of
         :meth:`check_input` run before any noise is drawn.
 
@@ -661,3 +662,8 @@ def _priors_frame(
             "q_tilde": q.ravel(),
         }
     )
+
+
+# the names before issue 27 §5, for one release (``ClusterDPRelease`` was the published data,
+# which is not a Release)
+__getattr__ = renamed_names(__name__, {"ClusterDPRelease": "ClusterDPPublished"})

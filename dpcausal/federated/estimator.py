@@ -26,6 +26,7 @@ from dpcausal.contract import (
     Release,
     columns,
     renamed,
+    renamed_names,
 )
 from dpcausal.federated.intervals import (
     ASYMPTOTIC_FORMS,
@@ -58,7 +59,7 @@ SECAGG_LABELS = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class FederatedResult(Release):
+class FederatedRelease(Release):
     """One federated ATE release (:class:`dpcausal.contract.Release`, kind ``"federated"``).
 
     ``ate`` = mu_hat_t - mu_hat_c, ``ci`` the ``level`` = 1 - ``alpha`` interval of ``ci_form``,
@@ -321,7 +322,7 @@ class FederatedATE(Mechanism[FederatedFacts]):
         return Prepared(public=public, data=(finite_outcomes(x, plan.R), t))
 
     def _private_release(self, prepared: Prepared[FederatedFacts], *,
-                         evaluation: bool = False) -> FederatedResult:
+                         evaluation: bool = False) -> FederatedRelease:
         """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
 
         The PBM reports and simulated dropouts draw from :func:`dpcausal.noise.secure_rng` (OS
@@ -343,20 +344,20 @@ class FederatedATE(Mechanism[FederatedFacts]):
         return encode_clients(x, plan, group, rng)
 
     def run(self, x: Any, treated: Any, outcome: str | None = None, *,
-            evaluation: bool = False) -> FederatedResult:
+            evaluation: bool = False) -> FederatedRelease:
         """:meth:`fit` with the argument names of the earlier API: ``run(x, treated)`` on
         arrays, or ``run(df, "<label column>", "<outcome column>")``."""
         if isinstance(x, pd.DataFrame):
             release = self.fit(x, evaluation=evaluation, treatment=treated, outcome=outcome)
         else:
             release = self.fit(x, treated, evaluation=evaluation)
-        return cast(FederatedResult, release)
+        return cast(FederatedRelease, release)
 
 
 def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
                      rng: np.random.Generator, *, secagg: str, debias: bool, variance_mode: str,
                      estimand: str, ci_form: str, alpha: float, evaluation: bool = False,
-                     encode: Callable[..., ClientReports] = encode_clients) -> FederatedResult:
+                     encode: Callable[..., ClientReports] = encode_clients) -> FederatedRelease:
     """Algorithm 1 (spec §3.1) on validated outcomes and boolean labels, control group first:
     ``encode(x_g, plan, g, rng)`` per group, simulated dropouts (spec §4), the two secure sums
     and the decoding per group, then :func:`interval`.
@@ -394,7 +395,7 @@ def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
 def interval(mean_control: float, mean_treated: float, s2_control: float, s2_treated: float,
              plan: ReleasePlan, n_received: tuple[int, int], *, estimand: str, ci_form: str,
              alpha: float, secagg: str = "pairwise", evaluation: bool = False
-             ) -> FederatedResult:
+             ) -> FederatedRelease:
     """ATE, CI and test from decoded group means and variances: spec §3.1-3.5 (last phase).
 
     V_DP = sum_g R^2/(4 n_g m1 theta1_g^2) over the received counts (Theorem 4.1 bound).
@@ -422,7 +423,7 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
                 "secure_aggregation": SECAGG_LABELS[secagg],
                 "privacy_status": ("PRIVATE" if plan.variance_mode == "private"
                                    else "NOT_PRIVATE")})
-    return FederatedResult(
+    return FederatedRelease(
         ate=float(ate), ci=(float(lo), float(hi)), se=math.sqrt(sig2 + v_dp),
         level=1.0 - float(alpha), privacy=privacy, n=n_t + n_c, evaluation=evaluation,
         variance_dp=float(v_dp),
@@ -433,3 +434,7 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
         bits_per_client=plan.bits_per_client, estimand=estimand, ci_form=ci_form,
         alpha=float(alpha), z_stat=z, p_value_one_sided=p, reject_two_sided=not lo <= 0 <= hi,
         secure_aggregation=SECAGG_LABELS[secagg])
+
+
+# the names before issue 27 §5, for one release
+__getattr__ = renamed_names(__name__, {"FederatedResult": "FederatedRelease"})

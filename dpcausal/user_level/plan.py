@@ -124,7 +124,7 @@ def user_charge(cfg: dict, K: int, G1: int, n_cells: int, occupancy_hash: str | 
 def make_plan(cfg: dict, records: pd.DataFrame, unit: str, cell: str | Sequence[str],
               order: str | None, record: str | None,
               expected_occupancy_hash: str | None) -> UserLevelPlan:
-    """The plan of :meth:`UserLevelRelease.plan <dpcausal.user_level.UserLevelRelease.plan>` for
+    """The plan of :meth:`UserLevelATE.plan <dpcausal.user_level.UserLevelATE.plan>` for
     the checked settings ``cfg``: Clip-User (spec §3.1) on the occupancy, then the pseudo-user
     grid (§3.4) and each cell's sensitivities (§2.7) and noise scales."""
     A, units, keys, _ = occupancy_from_records(records, unit, cell, order, record)

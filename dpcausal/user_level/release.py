@@ -3,13 +3,13 @@
 Spec ``user_level_clip.md`` §3.7 (release), §7.1-§7.2 (mapping and preconditions), §1.5
 (privacy loss ``K * eps`` against ``G_1 * eps`` and naive composition).
 
-:class:`UserLevelRelease` follows the release contract of :mod:`dpcausal.contract`:
+:class:`UserLevelATE` follows the release contract of :mod:`dpcausal.contract`:
 ``fit(records, treatment=, outcome=, unit=, stratum=)`` runs
-:meth:`~UserLevelRelease.check_input` (every refusal, and the Clip-User plan from the public
-occupancy), the data-free :meth:`~UserLevelRelease.privacy_charge` (``K * eps`` per user) and
-``UserLevelRelease._private_release`` (noise drawn once, from OS entropy), and returns a
-:class:`UserLevelOutput`. The advanced layer underneath: :meth:`UserLevelRelease.plan` reads only
-the occupancy and costs nothing; ``UserLevelRelease._release`` releases any disjoint cells
+:meth:`~UserLevelATE.check_input` (every refusal, and the Clip-User plan from the public
+occupancy), the data-free :meth:`~UserLevelATE.privacy_charge` (``K * eps`` per user) and
+``UserLevelATE._private_release`` (noise drawn once, from OS entropy), and returns a
+:class:`UserLevelOutput`. The advanced layer underneath: :meth:`UserLevelATE.plan` reads only
+the occupancy and costs nothing; ``UserLevelATE._release`` releases any disjoint cells
 following a plan, uncharged (its caller charges ``plan.privacy_charge()`` first).
 
 The pieces it composes: :mod:`~dpcausal.user_level.records` (record table to public occupancy,
@@ -36,6 +36,7 @@ from dpcausal.contract import (
     deprecated,
     level_to_alpha,
     renamed,
+    renamed_names,
 )
 from dpcausal.noise import laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
@@ -68,7 +69,7 @@ class _Checked:
     arms: tuple[str, Any, Any] | None
 
 
-class UserLevelRelease(Mechanism[UserLevelFacts]):
+class UserLevelATE(Mechanism[UserLevelFacts]):
     """User-level epsilon-DP per-cell means and variances with Clip-User (spec §3.7, §7).
 
     Parameters
@@ -425,7 +426,7 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
                 arm: str | None = None, *, evaluation: bool = False) -> UserLevelOutput:
         """Deprecated: :meth:`_release` charged like :meth:`fit` (it drew uncharged noise
         before); use :meth:`fit`."""
-        deprecated("UserLevelRelease.release", "fit(...)")
+        deprecated("UserLevelATE.release", "fit(...)")
         prepared = self._planned(records, value, plan, arm)
         return cast(UserLevelOutput, self._charged(prepared, evaluation=evaluation))
 
@@ -450,3 +451,7 @@ class UserLevelRelease(Mechanism[UserLevelFacts]):
                             f"got {type(plan).__name__}")
         arm_column = arm if arm is not None else ("arm" if "arm" in plan.cell else None)
         return self._prepare(records, value, plan, arm_column)
+
+
+# the names before issue 27 §5, for one release
+__getattr__ = renamed_names(__name__, {"UserLevelRelease": "UserLevelATE"})

@@ -20,10 +20,10 @@ import pytest
 from dpcausal import PrivateATE, Release, session
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.bounds_check import BoundsCheck
-from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ResponseSpace
+from dpcausal.cluster_dp import ClusterDP, ClusterDPPublished, ResponseSpace
 from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 from dpcausal.federated import FederatedATE
-from dpcausal.user_level import UserLevelRelease, make_user_level_panel
+from dpcausal.user_level import UserLevelATE, make_user_level_panel
 
 # every module that takes a release's noise from OS entropy
 NOISE_SOURCES = ("dpcausal.estimator", "dpcausal.bounds_check", "dpcausal.cluster_dp.release",
@@ -89,9 +89,9 @@ def _federated() -> tuple[FederatedATE, pd.DataFrame]:
     return FederatedATE(R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256), df
 
 
-def _user_level() -> tuple[UserLevelRelease, pd.DataFrame]:
+def _user_level() -> tuple[UserLevelATE, pd.DataFrame]:
     records = make_user_level_panel(n_units=300, n_strata=3, cells_per_unit=3, seed=5)
-    return UserLevelRelease(bounds=(0.0, 65.0), epsilon=1.0), records
+    return UserLevelATE(bounds=(0.0, 65.0), epsilon=1.0), records
 
 
 def _ate_release():
@@ -152,8 +152,8 @@ PUBLIC_DRAWS = {
     "PrivateATE.private_release": _ate_private_release,
     "ClusterDP.private_release": _cluster_private_release,
     "ClusterDP.privatize": _cluster_privatize,
-    "UserLevelRelease.private_release": _user_level_private_release,
-    "UserLevelRelease.release": _user_level_release,
+    "UserLevelATE.private_release": _user_level_private_release,
+    "UserLevelATE.release": _user_level_release,
     "FederatedATE.private_release": _federated_private_release,
     "BoundsCheck.private_release": _bounds_private_release,
 }
@@ -193,7 +193,7 @@ def test_every_public_draw_is_one_charge_with_all_noise_inside_it(name, armed):
     armed(acc)
     with session.charging_to(acc), pytest.warns(DeprecationWarning, match="is deprecated"):
         out = call()
-    assert isinstance(out, (Release, ClusterDPRelease)) and len(acc.charges) == 1
+    assert isinstance(out, (Release, ClusterDPPublished)) and len(acc.charges) == 1
     assert isinstance(acc.charges[0], PrivacyCharge)
 
 

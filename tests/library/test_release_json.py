@@ -15,7 +15,7 @@ from dpcausal.bounds_check import BoundsCheck, BoundsCheckRelease
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
 from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 from dpcausal.federated import FederatedATE
-from dpcausal.user_level import UserLevelRelease, make_user_level_panel
+from dpcausal.user_level import UserLevelATE, make_user_level_panel
 
 
 def _ate_frame() -> pd.DataFrame:
@@ -61,7 +61,7 @@ RELEASES = {
         _cluster_frame(), cluster="c", treatment="z", outcome="y"),
     "federated": lambda: FederatedATE(R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256).fit(
         _federated_frame(), treatment="t", outcome="y"),
-    "user_level": lambda: UserLevelRelease(bounds=(0.0, 65.0), epsilon=1.0).fit(
+    "user_level": lambda: UserLevelATE(bounds=(0.0, 65.0), epsilon=1.0).fit(
         _panel(), treatment="arm", outcome="y", unit="user", stratum="s"),
 }
 # dataclass equality is defined where no field is a DataFrame

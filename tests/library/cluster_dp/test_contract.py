@@ -14,7 +14,7 @@ from dpcausal.accounting import PrivacyCharge
 from dpcausal.cluster_dp import (
     ClusterDP,
     ClusterDPFacts,
-    ClusterDPRelease,
+    ClusterDPPublished,
     ClusterDPResult,
     ResponseSpace,
 )
@@ -71,7 +71,7 @@ def test_fit_returns_release_with_common_names(df):
     assert set(r.privacy.detail) >= {"epsilon_paper", "epsilon_strict", "accounting"}
     assert r.privacy.detail["epsilon_strict"] == pytest.approx(3.0)
     assert r.privacy.detail["epsilon_paper"] == pytest.approx(2.9)
-    assert isinstance(r.published, ClusterDPRelease)
+    assert isinstance(r.published, ClusterDPPublished)
     assert r.lam == r.published.lam and r.gamma == 0.02 and r.sigma == 10.0
     assert r.space is SPACE and r.strata == "clusters"
     # ate/se/ci are the debiased estimate of the published data (post-processing), checked

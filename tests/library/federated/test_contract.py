@@ -10,7 +10,7 @@ from sklearn.base import clone
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Release
-from dpcausal.federated import FederatedATE, FederatedFacts, FederatedResult
+from dpcausal.federated import FederatedATE, FederatedFacts, FederatedRelease
 from dpcausal.federated.rdp import cks_epsilon
 
 
@@ -51,7 +51,7 @@ def test_fit_on_a_dataframe_returns_the_shared_release():
     df = _frame()
     fed = _fed()
     res = fed.fit(df, treatment="t", outcome="y")
-    assert isinstance(res, FederatedResult) and isinstance(res, Release)
+    assert isinstance(res, FederatedRelease) and isinstance(res, Release)
     assert fed.release_ is res
     assert res.kind == "federated" and res.to_dict()["kind"] == "federated"
     assert res.n == 600 and (res.n_treated, res.n_control) == (200, 400)

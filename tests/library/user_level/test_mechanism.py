@@ -1,4 +1,4 @@
-"""UserLevelRelease under the release contract (issue 17): fit on a DataFrame with roles, the
+"""UserLevelATE under the release contract (issue 17): fit on a DataFrame with roles, the
 scikit-learn estimator contract, a data-free charge, a Release with one row per estimate."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dpcausal import session
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Release
 from dpcausal.user_level import (
+    UserLevelATE,
     UserLevelFacts,
     UserLevelOutput,
-    UserLevelRelease,
     make_user_level_panel,
 )
 
@@ -30,7 +30,7 @@ def records():
 
 
 def _mech(**kw):
-    return UserLevelRelease(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
+    return UserLevelATE(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
 
 
 def test_estimator_contract_and_clone():
@@ -42,7 +42,7 @@ def test_estimator_contract_and_clone():
     twin = clone(rel)
     assert twin is not rel and twin.get_params() == params
     assert clone(rel.set_params(epsilon=2.0)).epsilon == 2.0
-    UserLevelRelease(bounds="nonsense", epsilon=-1)          # __init__ stores, never checks
+    UserLevelATE(bounds="nonsense", epsilon=-1)          # __init__ stores, never checks
 
 
 def test_fit_returns_a_release_with_the_shared_names(records):

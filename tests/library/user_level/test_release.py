@@ -1,4 +1,4 @@
-"""UserLevelRelease: issue-11 API, privacy figures, retention order, refusals before any draw."""
+"""UserLevelATE: issue-11 API, privacy figures, retention order, refusals before any draw."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.user_level import UserLevelRelease, clip_user, make_user_level_panel, pseudo_user
+from dpcausal.user_level import UserLevelATE, clip_user, make_user_level_panel, pseudo_user
 
 from ._manual import pop_var
 
@@ -21,7 +21,7 @@ def _rel(**kw):
     base = dict(outcome_bounds=(0.0, 65.0), epsilon=1.0, clip="clip_user", split=(0.5, 0.5),
                 weights=(1.0, 1.0), variant="corrected", protect_min_grid=True,
                 error_target=None, noise_seed=0)
-    return UserLevelRelease(**(base | kw))
+    return UserLevelATE(**(base | kw))
 
 
 def test_issue_example_api(records):
@@ -95,7 +95,7 @@ def test_release_statistics_follow_retention_by_order():
             k = 1 + (u % 4) + (30 if u < 2 else 0)             # units 0 and 1 are heavy hitters
             rows.extend((u, cell, rng.random(), rng.uniform(0, 10)) for _ in range(k))
     df = pd.DataFrame(rows, columns=["unit_id", "site", "ts", "y"])
-    rel = UserLevelRelease(outcome_bounds=(0.0, 10.0), epsilon=0.2, noise_seed=11,
+    rel = UserLevelATE(outcome_bounds=(0.0, 10.0), epsilon=0.2, noise_seed=11,
                            protect_min_grid=False, weights=(1.0, 0.0))
     plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
     assert plan.n_retained < plan.n_records                     # caps bind somewhere
@@ -222,7 +222,7 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
             for u in range(30) for cell in range(3) if (u + cell) % 4
             for _ in range(1 + (u % 5) + (25 if u < 2 else 0))]
     df = pd.DataFrame(rows, columns=["unit_id", "site", "ts", "y"])
-    rel = UserLevelRelease(outcome_bounds=(0.0, 10.0), epsilon=0.3, noise_seed=9,
+    rel = UserLevelATE(outcome_bounds=(0.0, 10.0), epsilon=0.3, noise_seed=9,
                            weights=(1.0, 0.0))
     plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
     A = pd.crosstab(df["unit_id"], df["site"])
