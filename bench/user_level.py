@@ -14,7 +14,7 @@ import argparse
 import resource
 import time
 
-from dpcausal.user_level import UserLevelRelease, make_user_level_panel
+from dpcausal.user_level import UserLevelATE, make_user_level_panel
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
     records = make_user_level_panel(n_units=args.units, n_strata=args.strata,
                                     cells_per_unit=args.cells_per_unit, seed=args.seed)
     t1 = time.perf_counter()
-    rel = UserLevelRelease(bounds=(0.0, 65.0), epsilon=args.epsilon, clip="clip_user",
+    rel = UserLevelATE(outcome_bounds=(0.0, 65.0), epsilon=args.epsilon, clip="clip_user",
                            random_state=args.seed)
     plan = rel.plan(records, unit="unit_id", cell=["stratum", "arm"], order="ts")
     t2 = time.perf_counter()

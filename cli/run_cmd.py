@@ -247,7 +247,8 @@ def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | N
 def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: bool, strict: bool,
         as_json: bool, no_progress: bool, verbose: bool) -> None:
     """Run the release of CONFIG (a conf/release/*.yaml file) through the dp_release flow; its
-    top-level `kind:` (ate when absent, cluster_dp, federated, user_level) picks the mechanism.
+    top-level `kind:` (ate when absent; `dpcausal demo --help` lists the kinds) picks the
+    mechanism.
 
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
     if submit and dry_run:
@@ -265,9 +266,22 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
             strict=strict, bounds_notice=not partitioned)
 
 
+class KindChoice(click.Choice):
+    """The release kinds of :data:`conf.kinds.KINDS`, read when the option is parsed or shown
+    (importing the registry at start-up would import the library)."""
+
+    def __init__(self) -> None:  # no super().__init__: the choices are the registry's
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        from conf.kinds import KINDS
+
+        return tuple(KINDS)
+
+
 @click.command()
-@click.option("--kind", type=click.Choice(["ate", "cluster_dp", "federated", "user_level"]),
-              default="ate", show_default=True,
+@click.option("--kind", type=KindChoice(), default="ate", show_default=True,
               help="The core ATE release, or a further mechanism's demo release.")
 @click.option("--n", "n_rows", default=5000, show_default=True,
               help="Rows of synthetic data (core ATE demo).")
@@ -283,16 +297,17 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
     import yaml
 
     import conf
+    from conf.kinds import KINDS
     from conf.settings import data_dir
-    from demo import DEMO, write_demo
+    from demo import demo_cap, write_demo
     from tasks.ledger_ops import set_initial_budget
 
     path = write_demo(kind, data_dir() / "demo", n_rows)
-    config_file = "demo.yaml" if kind == "ate" else f"{kind}_demo.yaml"
-    base = yaml.safe_load((Path(conf.__file__).parent / "release" / config_file).read_text())
+    example = Path(conf.__file__).parents[1] / KINDS[kind].example
+    base = yaml.safe_load(example.read_text())
     base["data"] = {"path": str(path)}
     config = _load(None, overrides, base=base)
-    set_initial_budget(config.ledger.dataset_id, **DEMO[kind][1])
+    set_initial_budget(config.ledger.dataset_id, **demo_cap(kind))
     if not as_json:
         click.echo(f"demo data: {path} ({kind} demo)", err=True)
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)

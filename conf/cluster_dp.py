@@ -16,7 +16,9 @@ from conf.models import (
     EpsilonLedgerConfig,
     ReleaseCommon,
     _Strict,
+    renamed_keys,
 )
+from dpcausal.contract import level_to_alpha
 
 
 class ClusterColumns(_Strict):
@@ -49,7 +51,12 @@ class EstimateConfig(_Strict):
     """The analyst-side estimate (post-processing of the published release)."""
 
     strata: Literal["clusters", "none"] = "clusters"
-    level: float = Field(0.95, gt=0, lt=1)
+    alpha: float = Field(0.05, gt=0, lt=1)  # the CI's miscoverage: its level is 1 - alpha
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, raw: Any) -> Any:
+        return renamed_keys(raw, "estimate", {"level": "alpha"}, {"level": level_to_alpha})
 
 
 class ClusterDPConfig(ReleaseCommon):

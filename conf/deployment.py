@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from conf.kinds import KINDS
+
 # An empty form field is None, "keep the config's value". The schema Prefect renders leaves the
 # None out (SkipJsonSchema), so the form shows a plain input instead of a "type | None" switch.
 _Unset = SkipJsonSchema[None]
@@ -32,8 +34,8 @@ class ReleaseParameters(BaseModel):
 
     config: str = Field(
         "conf/release/demo.yaml", min_length=1,
-        description="The release config (YAML), relative to the project root; its kind (ate, "
-                    "cluster_dp, federated, user_level) picks the mechanism.")
+        description="The release config (YAML), relative to the project root; its kind "
+                    f"({', '.join(KINDS)}) picks the mechanism.")
     mode: Literal["release", "evaluation"] | _Unset = Field(
         None, description="release: private and charged to the dataset's budget. evaluation: "
                           "NOT private, for simulated or public data only, never charged. "

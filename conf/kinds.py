@@ -32,15 +32,20 @@ from conf.user_level import UserLevelConfig
 from dpcausal import Mechanism, PrivateATE
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
 from dpcausal.federated import FederatedATE
-from dpcausal.user_level import UserLevelRelease
+from dpcausal.user_level import UserLevelATE
 
 
 @dataclass(frozen=True)
 class Kind:
     """One release kind: ``build`` makes the mechanism from a config, ``roles`` gives the
     column roles of ``check_input``, ``detail`` what the ledger's history records of a release
-    (public parameters only), ``cap`` the ``set-budget`` arguments a config suggests, and
-    ``published`` the tables a release publishes besides its figures (artifact name -> table)."""
+    (public parameters only), ``budget`` the cap a config suggests (``set_budget`` keyword
+    arguments; the demo gives its own data that cap), and ``published`` the tables a release
+    publishes besides its figures (artifact name -> table). ``example`` is the kind's demo
+    config (relative to the project root); its data are written by ``demo.<name>``.
+
+    Every list of kinds (the CLI's ``--kind`` choices, the deployments, the demo, the flow
+    parameter :data:`AnyConfig`) is read from :data:`KINDS`."""
 
     name: str
     model: type
@@ -48,8 +53,14 @@ class Kind:
     build: Callable[[Any], Mechanism]
     roles: Callable[[Any], dict[str, Any]]
     detail: Callable[[Any], dict[str, Any]]
-    cap: Callable[[Any], str]
+    budget: Callable[[Any], dict[str, float | None]]
     published: Callable[[Any], dict[str, pd.DataFrame]] | None = None
+
+    def cap(self, config: Any) -> str:
+        """The ``dpcausal ledger set-budget`` arguments ``config`` suggests (``Z``, ``E``, ``D``
+        where it gives no value)."""
+        return " ".join(f"--{key} {key[0].upper()}" if value is None else f"--{key} {value:g}"
+                        for key, value in self.budget(config).items())
 
     def schema(self, config: Any) -> Schema:
         """The columns the release reads with their declared types (every other column is
@@ -125,7 +136,7 @@ def model_specs(config: ReleaseConfig) -> dict[str, Any]:
 # ------------------------------------------------------------------ Cluster-DP
 def _build_cluster_dp(config: ClusterDPConfig) -> ClusterDP:
     return ClusterDP(ResponseSpace(np.asarray(config.mechanism.values, float)),
-                     strata=config.estimate.strata, level=config.estimate.level,
+                     strata=config.estimate.strata, alpha=config.estimate.alpha,
                      noise_seed=config.noise_seed, **config.mechanism.library_kwargs())
 
 
@@ -149,7 +160,7 @@ def _cluster_published(release: Any) -> dict[str, pd.DataFrame]:
 
 # ------------------------------------------------------------------ federated
 def _build_federated(config: FederatedConfig) -> FederatedATE:
-    return FederatedATE(**config.mechanism.model_dump(), random_state=config.noise_seed)
+    return FederatedATE(**config.mechanism.model_dump(), noise_seed=config.noise_seed)
 
 
 def _federated_roles(config: FederatedConfig) -> dict[str, Any]:
@@ -163,8 +174,8 @@ def _federated_detail(config: FederatedConfig) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ user-level
-def _build_user_level(config: UserLevelConfig) -> UserLevelRelease:
-    return UserLevelRelease(**config.mechanism.library_kwargs(), random_state=config.noise_seed)
+def _build_user_level(config: UserLevelConfig) -> UserLevelATE:
+    return UserLevelATE(**config.mechanism.library_kwargs(), noise_seed=config.noise_seed)
 
 
 def _user_level_roles(config: UserLevelConfig) -> dict[str, Any]:
@@ -186,19 +197,18 @@ def _user_level_published(release: Any) -> dict[str, pd.DataFrame]:
 
 def _user_level_detail(config: UserLevelConfig) -> dict[str, Any]:
     m = config.mechanism
-    return {"mechanism": f"UserLevelRelease/{m.clip}", "bounds": list(m.bounds),
+    return {"mechanism": f"UserLevelRelease/{m.clip}", "bounds": list(m.outcome_bounds),
             "epsilon_per_cell": m.epsilon}
 
 
-def _zeta_cap(config: Any) -> str:
-    budget = getattr(config.ledger, "budget", None)
-    return f"--zeta {budget:g}" if budget is not None else "--zeta Z"
+def _zeta_cap(config: Any) -> dict[str, float | None]:
+    return {"zeta": getattr(config.ledger, "budget", None)}
 
 
-def _epsilon_cap(config: Any) -> str:
+def _epsilon_cap(config: Any) -> dict[str, float | None]:
     led = config.ledger
-    return (f"--epsilon {led.epsilon:g} --delta {led.delta:g}" if led.epsilon is not None
-            else "--epsilon E --delta D")
+    return ({"epsilon": led.epsilon, "delta": led.delta} if led.epsilon is not None
+            else {"epsilon": None, "delta": None})
 
 
 KINDS: dict[str, Kind] = {
@@ -221,9 +231,7 @@ def _tag(value: Any) -> str:
 
 # The flow parameter: a config of any kind, told apart by ``kind`` (absent: ``ate``).
 AnyConfig = Annotated[
-    Union[Annotated[ReleaseConfig, Tag("ate")], Annotated[ClusterDPConfig, Tag("cluster_dp")],
-          Annotated[FederatedConfig, Tag("federated")],
-          Annotated[UserLevelConfig, Tag("user_level")]],
+    Union[tuple(Annotated[k.model, Tag(k.name)] for k in KINDS.values())],
     Discriminator(_tag),
 ]
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import difflib
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Callable, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -29,6 +30,27 @@ class ConfigError(ValueError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def renamed_keys(raw: Any, section: str, old_to_new: dict[str, str],
+                 convert: dict[str, Callable[[Any], Any]] | None = None) -> Any:
+    """``raw`` (a config section before validation) with its deprecated keys renamed (old ->
+    new, the value ``convert``-ed to the new key's meaning), each with a DeprecationWarning: the
+    old names keep working for one release. A section giving both names is refused."""
+    if not isinstance(raw, dict):
+        return raw
+    out = dict(raw)
+    for old, new in old_to_new.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ValueError(f"{section}.{old} is the old name of {section}.{new}: give only "
+                             f"{section}.{new}")
+        value = out.pop(old)
+        out[new] = (convert or {}).get(old, lambda v: v)(value)
+        warnings.warn(f"config key {section}.{old} is deprecated and will be removed in the next "
+                      f"release: use {section}.{new}", DeprecationWarning, stacklevel=2)
+    return out
 
 
 URL_BLOCK_TYPES = ("secret", "sqlalchemy-connector")

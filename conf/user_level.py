@@ -17,6 +17,7 @@ from conf.models import (
     EpsilonLedgerConfig,
     ReleaseCommon,
     _Strict,
+    renamed_keys,
 )
 
 
@@ -32,9 +33,9 @@ class UserLevelColumns(_Strict):
 
 
 class UserLevelMechanism(_Strict):
-    """Public parameters of :class:`dpcausal.user_level.UserLevelRelease` (spec §7.4)."""
+    """Public parameters of :class:`dpcausal.user_level.UserLevelATE` (spec §7.4)."""
 
-    bounds: tuple[float, float]
+    outcome_bounds: tuple[float, float]
     epsilon: float = Field(gt=0)   # per cell; the release costs K * epsilon per unit
     clip: Literal["clip_user", "none"] = "clip_user"
     split: tuple[float, float] = (0.5, 0.5)
@@ -43,6 +44,11 @@ class UserLevelMechanism(_Strict):
     error_target: float | None = Field(None, gt=0)
     occupancy_public: bool  # the curator's declaration (spec §7.2-1): required, never defaulted
     rollback_partial_stage: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, raw: Any) -> Any:
+        return renamed_keys(raw, "mechanism", {"bounds": "outcome_bounds"})
 
     def library_kwargs(self) -> dict[str, Any]:
         return self.model_dump()

@@ -8,20 +8,38 @@ gets its cap from its curator through ``dpcausal ledger set-budget``) and releas
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 CORE_SEED = 2026  # the core demo data are the same on every run
 
-# kind -> (file name under <data>/demo, the demo dataset's cap: set_initial_budget arguments)
-DEMO: dict[str, tuple[str, dict[str, Any]]] = {
-    "ate": ("experiment_a.csv", {"zeta": 15.0, "unit": "row"}),
-    "cluster_dp": ("cluster_dp.csv", {"epsilon": 30.0, "delta": 1e-5, "unit": "label"}),
-    "federated": ("federated.csv", {"epsilon": 5.0, "delta": 1e-5, "unit": "client"}),
-    "user_level": ("user_level.csv", {"epsilon": 40.0, "delta": 1e-5, "unit": "user"}),
-}
+
+def _example(kind: str) -> dict[str, Any]:
+    """The raw demo config of ``kind`` (``KINDS[kind].example``, relative to the project root)."""
+    import conf
+    from conf.kinds import KINDS
+
+    return yaml.safe_load((Path(conf.__file__).parents[1] / KINDS[kind].example).read_text())
+
+
+def demo_file(kind: str) -> str:
+    """The file name of ``kind``'s demo data: the one its demo config reads."""
+    return Path(_example(kind)["data"]["path"]).name
+
+
+def demo_cap(kind: str) -> dict[str, Any]:
+    """The cap the demo gives its own data of ``kind`` (``set_initial_budget`` arguments): the
+    cap its demo config suggests, per the unit of its mechanism."""
+    from conf.kinds import KINDS, load_any
+
+    config = load_any(None, base={**_example(kind), "data": {"path": demo_file(kind)}})
+    kind_ = KINDS[kind]
+    return {**kind_.budget(config), "unit": kind_.build(config).unit}
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -41,15 +59,11 @@ def write_core_demo(path: str | Path, n: int = 5000, seed: int = CORE_SEED) -> P
 
 
 def write_demo(kind: str, folder: str | Path, n: int = 5000, seed: int | None = None) -> Path:
-    """The demo data of ``kind`` in ``folder`` (``n`` rows for the core demo); ``seed`` draws
-    other data of the same schema (the demo's own data otherwise)."""
-    path = Path(folder) / DEMO[kind][0]
-    if kind == "ate":
-        return write_core_demo(path, n, seed=CORE_SEED if seed is None else seed)
-    if kind == "cluster_dp":
-        from demo.cluster_dp import write_demo_csv
-    elif kind == "federated":
-        from demo.federated import write_demo_csv
-    else:
-        from demo.user_level import write_demo_csv
-    return write_demo_csv(path) if seed is None else write_demo_csv(path, seed=seed)
+    """The demo data of ``kind`` in ``folder``, written by ``demo.<kind>.write_demo_csv`` (``n``
+    rows where that writer takes a size); ``seed`` draws other data of the same schema (the
+    demo's own data otherwise)."""
+    writer = importlib.import_module(f"demo.{kind}").write_demo_csv
+    kwargs: dict[str, Any] = {} if seed is None else {"seed": seed}
+    if "n" in inspect.signature(writer).parameters:
+        kwargs["n"] = n
+    return writer(Path(folder) / demo_file(kind), **kwargs)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from conf.kinds import KINDS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,8 +48,8 @@ def render() -> str:
        "schedules": [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}],
        "tags": ["release", "ate", "nightly"]},
       {"name": "from-config", "entrypoint": "flows/deployed.py:release_from_config",
-       "description": "Any release kind from a config file (ate, cluster_dp, federated, "
-                      "user_level), with the Run form's settings.",
+       "description": f"Any release kind from a config file ({', '.join(KINDS)}), with the "
+                      "Run form's settings.",
        "parameters": {"settings": settings("conf/release/cluster_dp_demo.yaml"),
                       "refresh_demo_data": False},
        "tags": ["release"]},
@@ -55,10 +57,7 @@ def render() -> str:
          "description": f"dp_release of {path} with the full config as JSON (data path "
                         "relative to the project root); edit it in the UI's Run > Custom run.",
          "parameters": {"config": {"kind": kind, **conf(path)}}, "tags": ["release", kind]}
-        for kind, path in (("ate", "conf/release/demo.yaml"),
-                           ("cluster_dp", "conf/release/cluster_dp_demo.yaml"),
-                           ("federated", "conf/release/federated_demo.yaml"),
-                           ("user_level", "conf/release/user_level_demo.yaml"))],
+        for kind, path in ((k.name, k.example) for k in KINDS.values())],
       {"name": "demo", "entrypoint": "flows/plan.py:dp_plan",
        "description": "Plan of the demo release (conf/release/demo.yaml): the table over K and "
                       "the recommendation as an artifact; reads the data's shape only, charges "

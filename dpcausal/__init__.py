@@ -16,13 +16,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dpcausal.contract import Mechanism, Prepared, Privacy, Release
-    from dpcausal.estimator import PrivateATE
+    from dpcausal.contract import Mechanism, Prepared, Privacy, PublicFacts, Release
+    from dpcausal.estimator import ATEFacts, PrivateATE
     from dpcausal.ledger import Ledger
     from dpcausal.release import ATERelease
 
 _HOME = {"Mechanism": "dpcausal.contract", "Prepared": "dpcausal.contract",
          "Privacy": "dpcausal.contract", "Release": "dpcausal.contract",
+         "PublicFacts": "dpcausal.contract", "ATEFacts": "dpcausal.estimator",
          "PrivateATE": "dpcausal.estimator", "Ledger": "dpcausal.ledger",
          "ATERelease": "dpcausal.release"}
 
@@ -41,5 +42,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["ATERelease", "Ledger", "Mechanism", "Prepared", "PrivateATE", "Privacy", "Release",
-           "__version__"]
+__all__ = ["ATEFacts", "ATERelease", "Ledger", "Mechanism", "Prepared", "PrivateATE", "Privacy",
+           "PublicFacts", "Release", "__version__"]

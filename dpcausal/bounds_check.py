@@ -26,7 +26,17 @@ import numpy as np
 from scipy.stats import norm
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge, gdp_epsilon, gdp_to_zcdp
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.contract import (
+    DEPRECATED,
+    Mechanism,
+    Prepared,
+    Privacy,
+    PublicFacts,
+    Release,
+    columns,
+    level_to_alpha,
+    renamed,
+)
 from dpcausal.noise import (
     effective_scale,
     gaussian_mechanism,
@@ -81,7 +91,14 @@ class BoundsCheckRelease(Release):
                 f"one-sided {100 * self.level:g}% bounds with the tolerance.")
 
 
-class BoundsCheck(Mechanism):
+@dataclass(frozen=True, eq=False)
+class BoundsCheckFacts(PublicFacts):
+    """The public facts of a bounds check: the ``n`` outcomes counted."""
+
+    n: int
+
+
+class BoundsCheck(Mechanism[BoundsCheckFacts]):
     """Private share of outcomes outside ``outcome_bounds`` (module docstring).
 
     Parameters
@@ -92,19 +109,26 @@ class BoundsCheck(Mechanism):
     zeta : Gaussian-DP budget of the check with discrete Gaussian noise instead (for datasets
         whose cap is zeta-GDP or zCDP); when given, ``epsilon`` is not used.
     tolerance : share of clipped outcomes that counts as biasing (default 0.01).
-    level : one-sided confidence of the verdict (default 0.95).
+    alpha : miscoverage of the verdict's one-sided bounds: their confidence is ``1 - alpha``
+        (default 0.05).
+    level : deprecated, the old name of ``1 - alpha`` (for one release).
     """
 
     unit: ClassVar[str] = "row"
 
     def __init__(self, outcome_bounds: tuple[float, float] | None = None, epsilon: float = 0.1,
-                 tolerance: float = 0.01, level: float = 0.95,
-                 zeta: float | None = None) -> None:
+                 tolerance: float = 0.01, alpha: float = 0.05,
+                 zeta: float | None = None, level: Any = DEPRECATED) -> None:
         self.outcome_bounds = outcome_bounds
         self.epsilon = epsilon
         self.zeta = zeta
         self.tolerance = tolerance
+        self.alpha = alpha
         self.level = level
+
+    def _level(self) -> float:
+        """The one-sided confidence ``1 - alpha`` (or the deprecated ``level`` given)."""
+        return 1 - renamed(self, "alpha", "level", level_to_alpha)
 
     def _public(self) -> tuple[float, float]:
         if self.outcome_bounds is None:
@@ -116,12 +140,12 @@ class BoundsCheck(Mechanism):
         budget, name = (self.epsilon, "epsilon") if self.zeta is None else (self.zeta, "zeta")
         if not (isinstance(budget, (int, float)) and math.isfinite(budget) and 0 < budget <= 10):
             raise ValueError(f"{name} must be in (0, 10], got {budget!r}")
-        if not 0 < self.tolerance < 1 or not 0.5 < self.level < 1:
-            raise ValueError("tolerance must be in (0, 1) and level in (0.5, 1)")
+        if not 0 < self.tolerance < 1 or not 0.5 < self._level() < 1:
+            raise ValueError("tolerance must be in (0, 1) and alpha in (0, 0.5)")
         return lo, hi
 
     def check_input(self, data: Any, *args: Any, outcome: str | None = None,
-                    **roles: Any) -> Prepared:
+                    **roles: Any) -> Prepared[BoundsCheckFacts]:
         """Public checks only (bounds, the budget, that the outcome is numeric).
 
         Parameters
@@ -133,7 +157,7 @@ class BoundsCheck(Mechanism):
 
         Returns
         -------
-        Prepared
+        Prepared[BoundsCheckFacts]
             ``public`` holds ``n``; ``data`` the outcomes as floats.
         """
         self._public()
@@ -141,22 +165,24 @@ class BoundsCheck(Mechanism):
         y = np.asarray(y)
         if y.ndim != 1 or not np.issubdtype(y.dtype, np.number):
             raise ValueError("the outcome must be a 1-d numeric column")
-        return Prepared(public={"n": int(y.size)}, data=y.astype(float))
+        return Prepared(public=BoundsCheckFacts(int(y.size)), data=y.astype(float))
 
-    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+    def privacy_charge(self, public: BoundsCheckFacts | None = None, /, **facts: Any
+                       ) -> PrivacyCharge:
         """Pure epsilon-DP (Laplace on an L1-sensitivity-2 pair of counts), or zeta-GDP
-        (Gaussian on an L2-sensitivity-sqrt(2) pair), whatever ``n``."""
+        (Gaussian on an L2-sensitivity-sqrt(2) pair), whatever ``n`` (the facts, given or by
+        keyword, do not change it)."""
         lo, hi = self._public()
         detail = {"kind": "bounds_check", "bounds": [lo, hi]}
         if self.zeta is not None:
             return PrivacyCharge("gaussian", zeta=float(self.zeta), detail=detail)
         return PrivacyCharge("laplace", epsilon=float(self.epsilon), detail=detail)
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False,
+    def _private_release(self, prepared: Prepared[BoundsCheckFacts], *, evaluation: bool = False,
                          rng: np.random.Generator | None = None) -> BoundsCheckRelease:
         """Noisy shares below/above and the verdict; non-finite outcomes count as outside."""
         lo, hi = self._public()
-        y, n = prepared.data, prepared.public["n"]
+        y, n = prepared.data, prepared.public.n
         finite = np.isfinite(y)
         below = int(np.count_nonzero(~finite | (y < lo)))
         above = int(np.count_nonzero(finite & (y > hi)))
@@ -165,7 +191,7 @@ class BoundsCheck(Mechanism):
             scale = effective_scale(2.0, float(self.epsilon))
             noisy = [laplace_mechanism(c, 2.0, float(self.epsilon), rng) for c in (below, above)]
             sd_outside = math.sqrt(2 * 2 * scale**2) / n  # two independent Laplace(scale) counts
-            z = _laplace_sum_quantile(self.level) * scale / n
+            z = _laplace_sum_quantile(self._level()) * scale / n
             privacy = Privacy(epsilon=float(self.epsilon), delta=0.0, unit="row",
                               mechanism="laplace", detail={"kind": "bounds_check"})
         else:
@@ -174,7 +200,7 @@ class BoundsCheck(Mechanism):
             noisy = [gaussian_mechanism(float(c), math.sqrt(2.0) / zeta, math.sqrt(2.0), rng)
                      for c in (below, above)]
             sd_outside = math.sqrt(2.0) * sigma / n          # two independent N(0, sigma^2)
-            z = float(norm.ppf(self.level)) * sd_outside
+            z = float(norm.ppf(self._level())) * sd_outside
             privacy = Privacy(epsilon=gdp_epsilon(zeta, DEFAULT_DELTA), delta=DEFAULT_DELTA,
                               unit="row", mechanism="gaussian", zeta=zeta,
                               rho=gdp_to_zcdp(zeta), detail={"kind": "bounds_check"})
@@ -183,7 +209,7 @@ class BoundsCheck(Mechanism):
         verdict = ("biased" if outside - z > self.tolerance
                    else "ok" if outside + z < self.tolerance else "inconclusive")
         return BoundsCheckRelease(
-            ate=None, ci=None, se=None, level=float(self.level), n=n,
+            ate=None, ci=None, se=None, level=float(self._level()), n=n,
             privacy=privacy, bounds=(lo, hi), share_below=share_below, share_above=share_above,
             share_outside=min(1.0, max(0.0, outside)), noise_sd=sd_outside,
             tolerance=float(self.tolerance), verdict=verdict)

@@ -28,8 +28,20 @@ import importlib
 import json
 import math
 import warnings
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Generic,
+    Iterator,
+    Mapping,
+    Sequence,
+    TypeVar,
+    cast,
+)
 
 import numpy as np
 import pandas as pd
@@ -358,42 +370,85 @@ def _release_class(kind: Any) -> type[Release]:
     return _KINDS[kind]
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A checked input: ``public`` holds the public facts the charge depends on (e.g. ``n``);
-    ``data`` holds the checked data, which only ``Mechanism._private_release`` may read."""
+@dataclass(frozen=True, eq=False)
+class PublicFacts(Mapping[str, Any]):
+    """Base of a mechanism's public facts: what :meth:`Mechanism.check_input` found that the
+    charge may depend on (e.g. ``n``), a frozen dataclass per mechanism. It also reads as a
+    mapping of its fields (``facts["n"]``, ``**facts``, equal to the dict of its fields), as the
+    ``dict`` it replaces did."""
 
-    public: dict[str, Any]
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self))
+
+
+P = TypeVar("P", bound=PublicFacts)
+
+
+@dataclass(frozen=True)
+class Prepared(Generic[P]):
+    """A checked input: ``public`` holds the public facts the charge depends on (the
+    mechanism's :class:`PublicFacts`); ``data`` holds the checked data, which only
+    ``Mechanism._private_release`` may read."""
+
+    public: P
     data: Any = field(repr=False)
 
 
-class Mechanism(BaseEstimator):
+class Mechanism(BaseEstimator, ABC, Generic[P]):
     """Base of every release mechanism: public parameters in the constructor, one release per
-    :meth:`fit` (scikit-learn estimator contract: ``get_params``/``set_params``/``clone``)."""
+    :meth:`fit` (scikit-learn estimator contract: ``get_params``/``set_params``/``clone``).
+
+    A mechanism supplies the three phases (abstract here): :meth:`check_input` returns a
+    ``Prepared[P]`` whose public facts ``P`` are its own frozen dataclass, :meth:`privacy_charge`
+    takes those facts, ``_private_release`` the prepared input."""
 
     unit: ClassVar[str] = "row"
 
-    def check_input(self, data: Any, *args: Any, **roles: Any) -> Prepared:
+    @abstractmethod
+    def check_input(self, data: Any, *args: Any, **roles: Any) -> Prepared[P]:
         """Validate the input; raise every refusal that can be known before anything is
         charged."""
-        raise NotImplementedError
 
-    def privacy_charge(self, **public: Any) -> PrivacyCharge:
-        """The data-free charge of one release, from public facts only."""
-        raise NotImplementedError
+    @abstractmethod
+    def privacy_charge(self, public: P, /) -> PrivacyCharge:
+        """The data-free charge of one release, from its public facts only."""
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+    @abstractmethod
+    def _private_release(self, prepared: Prepared[P], *, evaluation: bool = False) -> Release:
         """Compute the statistic and draw the noise once; return the :class:`Release`. Private:
         it runs only inside :meth:`_charged` or :func:`dpcausal.session.charged_release`."""
-        raise NotImplementedError
 
-    def private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
+    def charge_of(self, prepared: Prepared[P]) -> PrivacyCharge:
+        """:meth:`privacy_charge` of ``prepared``'s public facts. Facts given as a plain dict
+        (the contract before typed facts) are passed by keyword, deprecated for one release."""
+        public = prepared.public
+        if isinstance(public, PublicFacts):
+            return self.privacy_charge(public)
+        warnings.warn(f"{type(self).__name__}.check_input returned its public facts as a "
+                      f"{type(public).__name__}; return a frozen dataclass extending "
+                      "dpcausal.contract.PublicFacts (a dict is deprecated and will be refused "
+                      "in the next release)", DeprecationWarning, stacklevel=3)
+        charge: Callable[..., PrivacyCharge] = self.privacy_charge
+        return charge(**cast(Mapping[str, Any], public))
+
+    def private_release(self, prepared: Prepared[P], *, evaluation: bool = False) -> Release:
         """Deprecated: the release of checked input, charged like :meth:`fit` (it drew uncharged
         noise before); use :meth:`fit`, or :func:`dpcausal.session.charged_release`."""
         deprecated(f"{type(self).__name__}.private_release", "fit(...)")
         return self._charged(prepared, evaluation=evaluation)
 
-    def planned_params(self, **public: Any) -> dict[str, Any]:
+    def planned_params(self, public: P, /) -> dict[str, Any]:
         """The public parameters left to the planner (``"auto"``) with the values it picks for
         these public facts (data-free), so an orchestrator resolves them once before the charge
         and records them; empty when nothing is planned."""
@@ -449,14 +504,14 @@ class Mechanism(BaseEstimator):
         self.release_ = release
         return release
 
-    def _charged(self, prepared: Prepared, *, evaluation: bool = False,
+    def _charged(self, prepared: Prepared[P], *, evaluation: bool = False,
                  draw: Callable[[], Release] | None = None) -> Release:
         """``draw`` (default: ``_private_release`` of ``prepared``) run once through the
         current accountant, charged :meth:`privacy_charge` of ``prepared.public``: the only way
         the library draws a release's noise."""
         from dpcausal.session import accountant
 
-        charge = self.privacy_charge(**prepared.public)
+        charge = self.charge_of(prepared)
         return accountant().release(self, prepared, charge, evaluation=evaluation, draw=draw)
 
 
@@ -465,6 +520,45 @@ def deprecated(old: str, new: str) -> None:
     warnings.warn(f"{old} is deprecated and will be removed in the next release; it is charged "
                   f"like fit() now (it drew uncharged noise before): use {new}",
                   DeprecationWarning, stacklevel=3)
+
+
+#: The default of a renamed constructor argument (scikit-learn's convention): an estimator that
+#: still receives the old name uses it, with a :class:`DeprecationWarning`, for one release.
+DEPRECATED = "deprecated"
+
+
+def renamed(estimator: Any, new: str, old: str,
+            convert: Callable[[Any], Any] | None = None) -> Any:
+    """The value of ``estimator``'s argument ``new``, or, where the caller gave the deprecated
+    name ``old`` instead, that value (``convert``-ed to ``new``'s meaning, e.g. a CI ``level``
+    to the miscoverage ``alpha = 1 - level``) with a :class:`DeprecationWarning`."""
+    value = getattr(estimator, old)
+    if isinstance(value, str) and value == DEPRECATED:
+        return getattr(estimator, new)
+    warnings.warn(f"{type(estimator).__name__}({old}=...) is deprecated and will be removed in "
+                  f"the next release: use {new}=...", DeprecationWarning, stacklevel=3)
+    return value if convert is None else convert(value)
+
+
+def renamed_names(module: str, old_to_new: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that gives each old public name (old -> new) of
+    ``module`` as the object now named ``new``, with a DeprecationWarning, for one release."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in old_to_new:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        new = old_to_new[name]
+        warnings.warn(f"{module}.{name} is deprecated and will be removed in the next release: "
+                      f"use {new}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), new)
+
+    return __getattr__
+
+
+def level_to_alpha(level: Any) -> Any:
+    """The miscoverage ``alpha`` of a CI ``level`` (``1 - level``; a non-number is passed on
+    for the caller's own check to refuse)."""
+    return 1 - level if isinstance(level, (int, float)) and not isinstance(level, bool) else level
 
 
 def columns(frame: pd.DataFrame, **roles: str | Sequence[str] | None) -> dict[str, Any]:

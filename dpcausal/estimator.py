@@ -14,6 +14,7 @@ arXiv:2505.19589.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence, TypeAlias, cast
 
 import numpy as np
@@ -26,7 +27,7 @@ from threadpoolctl import threadpool_limits
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.aggregation import EnsembleNuisances, aggregate
 from dpcausal.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
-from dpcausal.contract import Mechanism, Prepared, columns, deprecated
+from dpcausal.contract import Mechanism, Prepared, PublicFacts, columns, deprecated
 from dpcausal.data_check import DataCheck, check_ate_data
 from dpcausal.folds import make_folds
 from dpcausal.missing import MISSING_SCORE, FoldImputed, apply_missing, check_policy
@@ -50,7 +51,21 @@ from dpcausal.validation import (
 Covariates: TypeAlias = np.ndarray | pd.DataFrame
 
 
-class PrivateATE(Mechanism):
+@dataclass(frozen=True, eq=False)
+class ATEFacts(PublicFacts):
+    """The public facts of a core release: ``n`` rows and ``d`` covariates (``None`` where the
+    caller does not know it; then ``n_folds`` must be an int)."""
+
+    n: int
+    d: int | None = None
+
+
+def _facts(n: ATEFacts | int, d: int | None) -> tuple[int, int | None]:
+    """``(n, d)`` from :class:`ATEFacts` or the two numbers."""
+    return (n.n, n.d) if isinstance(n, ATEFacts) else (n, d)
+
+
+class PrivateATE(Mechanism[ATEFacts]):
     """Differentially private ATE by cross-fitted ensembles (G-formula, IPW or AIPW): spec §2.7.
 
     A :class:`dpcausal.Mechanism`: ``fit(df, treatment=..., outcome=..., covariates=...)`` or
@@ -206,10 +221,11 @@ class PrivateATE(Mechanism):
             return layout_for(n, K, kb)
         return layout_of(np.asarray(self.folds), K, kb)
 
-    def planned_params(self, n: int, d: int | None = None  # type: ignore[override]
-                       ) -> dict[str, Any]:
+    def planned_params(self, n: ATEFacts | int, d: int | None = None) -> dict[str, Any]:
         """``{"n_folds": K}`` when K is the planner's (``n_folds="auto"``), for n rows and d
-        covariates; the noise modes follow from n and K, so they need no record."""
+        covariates (or their :class:`ATEFacts`); the noise modes follow from n and K, so they
+        need no record."""
+        n, d = _facts(n, d)
         return {"n_folds": self.resolved_n_folds(n, d)} if self.n_folds == "auto" else {}
 
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
@@ -361,11 +377,11 @@ class PrivateATE(Mechanism):
                 f"is not this release's (n={n}, K={K}, K'={kb})")
         return layout
 
-    def privacy_charge(self, n: int, d: int | None = None  # type: ignore[override]
-                       ) -> PrivacyCharge:
-        """What one release on n rows and d covariates costs, for the ledger: zeta-GDP (spec
-        §2.6); data-free. ``d`` is needed only with ``n_folds="auto"`` (the split of zeta
-        between the ATE and the CI follows K)."""
+    def privacy_charge(self, n: ATEFacts | int, d: int | None = None) -> PrivacyCharge:
+        """What one release on n rows and d covariates (or their :class:`ATEFacts`) costs, for
+        the ledger: zeta-GDP (spec §2.6); data-free. ``d`` is needed only with
+        ``n_folds="auto"`` (the split of zeta between the ATE and the CI follows K)."""
+        n, d = _facts(n, d)
         cal = self.calibration(n, d)
         zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
         return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta,
@@ -491,7 +507,7 @@ class PrivateATE(Mechanism):
         """Deprecated: :meth:`_release` charged like :meth:`fit` (it drew uncharged noise
         before); use :meth:`fit`."""
         deprecated("PrivateATE.release", "fit(...)")
-        prepared = Prepared(public={"n": int(A.shape[0]), "d": d}, data=(A, Y, nuisances))
+        prepared = Prepared(public=ATEFacts(int(A.shape[0]), d), data=(A, Y, nuisances))
         return cast(ATERelease, self._charged(
             prepared, evaluation=evaluation,
             draw=lambda: self._release(A, Y, nuisances, evaluation, d)))
@@ -528,7 +544,7 @@ class PrivateATE(Mechanism):
         """Deprecated: :meth:`_release_sums` charged like :meth:`fit` (it drew uncharged noise
         before); an orchestrator runs it inside :func:`dpcausal.session.charged_release`."""
         deprecated("PrivateATE.release_sums", "dpcausal.session.charged_release")
-        prepared = Prepared(public={"n": int(n), "d": d}, data=(n, total, total_sq))
+        prepared = Prepared(public=ATEFacts(int(n), d), data=(n, total, total_sq))
         return cast(ATERelease, self._charged(
             prepared, evaluation=evaluation,
             draw=lambda: self._release_sums(n, total, total_sq, n_folds=n_folds, d=d,
@@ -583,29 +599,36 @@ class PrivateATE(Mechanism):
             evaluation=evaluation, diagnostics=diagnostics, outcome_bounds=self._bounds(),
         )
 
-    def check_data(self, data: pd.DataFrame, *, treatment: str,  # type: ignore[override]
-                   outcome: str, covariates: Sequence[str] | None = None) -> DataCheck:
+    def check_data(self, data: pd.DataFrame, *, treatment: str | None = None,
+                   outcome: str | None = None, covariates: Sequence[str] | None = None,
+                   outcome_bounds: tuple[float, float] | None = None, **roles: Any
+                   ) -> DataCheck:
         """A NON-PRIVATE look at the values that costs nothing: rows, missing and
-        non-finite values per role, the share of outcomes outside the bounds, arm sizes, what
-        the ``missing`` policy will do and rows per fold at the planned K.
+        non-finite values per role, the share of outcomes outside the bounds (``outcome_bounds``,
+        default this estimator's), arm sizes, what the ``missing`` policy will do and rows per
+        fold at the planned K. ``treatment`` and ``outcome`` are required; no other role is.
 
         Charges nothing and publishes nothing (no accountant, ledger or log sees it): the
         curator already holds the data. The result is for the curator's eyes only; never share
         it. Returns a :class:`~dpcausal.data_check.DataCheck` (prints as text, shows as a table).
         """
+        if treatment is None or outcome is None or roles:
+            raise TypeError("check_data takes the roles treatment= and outcome= (required) and "
+                            f"covariates=; got {sorted(roles) or 'no treatment or outcome'}")
         if covariates is None:
             columns(data, treatment=treatment, outcome=outcome)
             covariates = [c for c in data.columns if c not in (treatment, outcome)]
         columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
         check_policy(self.missing, self.missing_fill)
+        bounds = self._bounds() if outcome_bounds is None else outcome_bounds
         return check_ate_data(data, treatment=treatment, outcome=outcome,
-                              covariates=list(covariates), outcome_bounds=self._bounds(),
+                              covariates=list(covariates), outcome_bounds=bounds,
                               missing=self.missing, n_folds=self.resolved_n_folds)
 
     # ------------------------------------------------------------------ contract
     def check_input(self, data: Any, *args: Any, treatment: str | None = None,
                     outcome: str | None = None,
-                    covariates: Sequence[str] | None = None) -> Prepared:
+                    covariates: Sequence[str] | None = None) -> Prepared[ATEFacts]:
         """Checked (X, A, Y) from a DataFrame with column roles or from arrays.
 
         ``check_input(df, treatment="a", outcome="y", covariates=["x1", "x2"])`` (covariates
@@ -634,9 +657,10 @@ class PrivateATE(Mechanism):
             Xa, Aa, Ya = kept.X, kept.A, kept.Y
         n, d = Xa.shape
         self._params(n, d)
-        return Prepared(public={"n": int(n), "d": int(d)}, data=(Xa, Aa, Ya))
+        return Prepared(public=ATEFacts(int(n), int(d)), data=(Xa, Aa, Ya))
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> ATERelease:
+    def _private_release(self, prepared: Prepared[ATEFacts], *, evaluation: bool = False
+                         ) -> ATERelease:
         """The missing-value policy, folds, fold fits, aggregation, then the noise drawn once
         (spec §2.7).
 
@@ -649,7 +673,7 @@ class PrivateATE(Mechanism):
         of fold fits that fell back to constants (non-private counts: never in a release).
         """
         self.check_mode(evaluation)
-        n, d = prepared.public["n"], prepared.public["d"]
+        n, d = prepared.public.n, prepared.public.d
         with private_failures(evaluation, "fitting"):
             X, A, Y = prepared.data
             done = apply_missing(X, A, Y, self.missing, self.missing_fill,

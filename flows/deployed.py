@@ -34,7 +34,7 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
     dataset before its scheduled release. A refused release ends this run Failed with the
     ledger's message, recorded in MLflow and as an artifact here and on the subflow.
     """
-    from demo import DEMO, write_demo
+    from demo import demo_cap, write_demo
     from tasks.ledger_ops import set_initial_budget
 
     items = settings.override_items()
@@ -46,7 +46,7 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
         if refresh_demo_data:
             data = write_demo(config.kind, data_dir() / "demo")
             if not config.evaluation:  # a cap would (rightly) refuse an evaluation of the data
-                set_initial_budget(dataset, **DEMO[config.kind][1])
+                set_initial_budget(dataset, **demo_cap(config.kind))
             config = load_any(path, [f"data.path={json.dumps(str(data))}", *items])
         out = dp_release(config=config)
     except Exception as exc:

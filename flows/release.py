@@ -19,7 +19,8 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
-from dpcausal import Mechanism
+from dpcausal import Mechanism, PrivateATE
+from dpcausal.federated import FederatedATE
 from flows import progress
 from store import digest, model_store_dir
 from tasks import ledger_ops
@@ -36,7 +37,8 @@ def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) 
     """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
     (release) or the keyed hash of the data fitted, in row order (evaluation): see
     :mod:`tasks.fold_fits`."""
-    progress.phase("fit folds", total=mechanism.resolved_n_folds(**checked.prepared.public))
+    progress.phase("fit folds", total=mechanism.resolved_n_folds(
+        checked.prepared.public.n, checked.prepared.public.d))
     return with_stored_fits(mechanism, FitPlan(
         basis=checked.content if config.evaluation else release_id,
         models=digest(model_specs(config)), store=str(model_store_dir()),
@@ -50,9 +52,16 @@ def _federated_steps(config: Any, mechanism: Any, checked: Checked, release_id: 
     return with_chunked_encoding(mechanism, EncodePlan(config.chunk_size, config.runner))
 
 
-# kind -> its extra steps, plugged into the mechanism before the charged release
-EXTRA_STEPS: dict[str, Callable[[Any, Any, Checked, str], Mechanism]] = {
-    "ate": _core_steps, "federated": _federated_steps}
+# mechanism class -> its extra steps, plugged into the mechanism before the charged release (a
+# kind whose mechanism is none of these has none)
+EXTRA_STEPS: dict[type[Mechanism], Callable[[Any, Any, Checked, str], Mechanism]] = {
+    PrivateATE: _core_steps, FederatedATE: _federated_steps}
+
+
+def extra_steps(mechanism: Mechanism) -> Callable[[Any, Any, Checked, str], Mechanism] | None:
+    """The extra steps of ``mechanism``'s class (or of the nearest class it extends)."""
+    return next((steps for cls in type(mechanism).__mro__
+                 if (steps := EXTRA_STEPS.get(cls)) is not None), None)
 
 
 @flow(name="dp_release", persist_result=False, retries=0,
@@ -94,7 +103,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         lineage(dataset, source_description(config.data), kind.roles(config), checked.schema,
                 settings))
     partitioned = config.data.partitions is not None
-    steps = None if partitioned else EXTRA_STEPS.get(config.kind)
+    steps = None if partitioned else extra_steps(mechanism)
     if steps is not None:
         mechanism = steps(config, mechanism, checked, release_id)
 

@@ -25,7 +25,7 @@ from conf.kinds import KINDS
 from conf.models import DataSource, Schema
 from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.estimator import PrivateATE
+from dpcausal.estimator import ATEFacts, PrivateATE
 from dpcausal.ledger import BudgetExceededError, DatasetIdentityError, IncompatibleChargeError
 from dpcausal.partitioned import plan_partitions
 from store import content_fingerprint, frame_fingerprint, source_fingerprint
@@ -133,13 +133,13 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
     fingerprint, where = frame_fingerprint(table), source_fingerprint(source_identity(source))
     frame = select(table, None if schema.rest is not None else list(schema.columns))
     prepared = mechanism.check_input(frame, **roles)
-    charge = mechanism.privacy_charge(**prepared.public)
+    charge = mechanism.charge_of(prepared)
     check_ledger(dataset, charge, unit=mechanism.unit, identity=(fingerprint, where),
                  evaluation=evaluation, cap=cap)
     return Checked(prepared=prepared, fingerprint=fingerprint, source=where,
                    schema=tuple(map(str, frame.columns)), charge=charge,
                    content=content_fingerprint(frame),
-                   planned=mechanism.planned_params(**prepared.public))
+                   planned=mechanism.planned_params(prepared.public))
 
 
 def check_data(config: Any) -> Any:
@@ -182,7 +182,7 @@ def check_footers(parts: list[str], footers: list[tuple[int, dict[str, str]]],
     identity the keyed partition list with footers."""
     plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,
                            outcome=outcome, covariates=covariates, evaluation=evaluation)
-    return Checked(prepared=Prepared(public={"n": plan.n, "d": plan.d}, data=plan),
+    return Checked(prepared=Prepared(public=ATEFacts(plan.n, plan.d), data=plan),
                    fingerprint=None,
                    source=source_fingerprint(partition_identity(parts, footers)),
                    schema=tuple(plan.schema), charge=plan.estimator.privacy_charge(plan.n, plan.d),

@@ -2,7 +2,7 @@
 Pouget-Abadie, ICML 2025). Spec ``cluster_dp.md``, summarised in ``dpcausal/SPECS.md``.
 
 Public API: :class:`ResponseSpace`, :func:`bin_continuous`, :class:`ClusterDP` (``fit`` ->
-:class:`ClusterDPResult`, whose ``published`` :class:`ClusterDPRelease` gives
+:class:`ClusterDPResult`, whose ``published`` :class:`ClusterDPPublished` gives
 ``estimate``), the calibration functions :func:`eps_total`,
 :func:`lam_for`, :func:`uniform_eps`, :func:`uniform_lam` (spec §2.8) and the aggregate baselines
 :func:`noisy_ht`, :func:`noisy_histogram`.
@@ -22,7 +22,8 @@ from dpcausal.cluster_dp.estimation import ClusterDPEstimate, debias, stratified
 from dpcausal.cluster_dp.mechanisms import privatize_arrays, qtilde, transition_matrix
 from dpcausal.cluster_dp.release import (
     ClusterDP,
-    ClusterDPRelease,
+    ClusterDPFacts,
+    ClusterDPPublished,
     ClusterDPResult,
     SmallGroupWarning,
     cluster_codes,
@@ -38,11 +39,13 @@ from dpcausal.cluster_dp.theory import (
     uniform_var_exact,
     var_nodp_exact,
 )
+from dpcausal.contract import renamed_names
 
 __all__ = [
     "ClusterDP",
     "ClusterDPEstimate",
-    "ClusterDPRelease",
+    "ClusterDPFacts",
+    "ClusterDPPublished",
     "ClusterDPResult",
     "ResponseSpace",
     "SmallGroupWarning",
@@ -75,3 +78,6 @@ __all__ = [
     "unit_weights",
     "var_nodp_exact",
 ]
+
+# the names before issue 27 §5, for one release
+__getattr__ = renamed_names(__name__, {"ClusterDPRelease": "ClusterDPPublished"})

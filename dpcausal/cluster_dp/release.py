@@ -5,9 +5,9 @@
 the common contract: :meth:`ClusterDP.check_input` refuses bad input before anything is charged,
 :meth:`ClusterDP.privacy_charge` is data-free and ``ClusterDP._private_release`` draws the noise
 once and returns a :class:`ClusterDPResult`: the debiased ATE with its CI and total standard error,
-and the published artefact, a :class:`ClusterDPRelease` (the privatized unit-level data, the public
-debiasing priors q_tilde and lambda), as ``fit(...).published``; ``ClusterDPRelease.estimate()`` is
-post-processing.
+and the published artefact, a :class:`ClusterDPPublished` (the privatized unit-level data, the
+public debiasing priors q_tilde and lambda), as ``fit(...).published``;
+``ClusterDPPublished.estimate()`` is post-processing.
 """
 
 from __future__ import annotations
@@ -38,7 +38,19 @@ from dpcausal.cluster_dp.estimation import (
 )
 from dpcausal.cluster_dp.mechanisms import group_counts, release_priors, resample
 from dpcausal.cluster_dp.spaces import ResponseSpace
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns, deprecated
+from dpcausal.contract import (
+    DEPRECATED,
+    Mechanism,
+    Prepared,
+    Privacy,
+    PublicFacts,
+    Release,
+    columns,
+    deprecated,
+    level_to_alpha,
+    renamed,
+    renamed_names,
+)
 from dpcausal.noise import secure_rng
 
 MECHANISMS = ("cluster", "cluster_free", "uniform")
@@ -54,7 +66,7 @@ class SmallGroupWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class ClusterDPRelease:
+class ClusterDPPublished:
     """What the platform publishes: unit-level (cluster, treatment, outcome) and the priors
     (Fig. 1).
 
@@ -136,7 +148,7 @@ class ClusterDPResult(Release):
 
     Attributes
     ----------
-    published : ClusterDPRelease, or None in a release rebuilt by :meth:`Release.from_dict`
+    published : ClusterDPPublished, or None in a release rebuilt by :meth:`Release.from_dict`
         (its JSON holds the priors, not the unit-level data, which are published as a table).
     priors : the published priors (``published.priors``).
     lam, gamma, sigma : the public calibration used (sigma = inf: uniform prior, no data access).
@@ -146,7 +158,7 @@ class ClusterDPResult(Release):
 
     kind: ClassVar[str] = "cluster_dp"
 
-    published: ClusterDPRelease | None = field(repr=False, compare=False)
+    published: ClusterDPPublished | None = field(repr=False, compare=False)
     priors: pd.DataFrame = field(repr=False, compare=False)
     lam: float
     gamma: float
@@ -187,7 +199,15 @@ class _Units:
     labels: np.ndarray
 
 
-class ClusterDP(Mechanism):
+@dataclass(frozen=True, eq=False)
+class ClusterDPFacts(PublicFacts):
+    """The public facts of a Cluster-DP release: ``n`` units in ``clusters`` clusters."""
+
+    n: int
+    clusters: int
+
+
+class ClusterDP(Mechanism[ClusterDPFacts]):
     """Label-DP release of a clustered randomized experiment (Javanmard et al., ICML 2025).
 
     Parameters
@@ -210,8 +230,8 @@ class ClusterDP(Mechanism):
     allow_high_lambda : bool
         Accept lambda >= 0.999 (refused by default: the variance grows like 1/(1-lambda)^2; §6 E9).
     strata : "clusters" (default) or "none": stratification of the released ATE (spec §3.1).
-    level : float
-        Coverage of the released CI (spec §3.6), default 0.95.
+    alpha : float
+        Miscoverage of the released CI (spec §3.6): its level is ``1 - alpha``, default 0.95.
     out_of_space : "nearest" or a value of Y
         The public rule for an outcome outside Y (never refused, so no refusal
         tells whether a label takes a value): ``"nearest"`` (default) maps it to the nearest
@@ -222,6 +242,8 @@ class ClusterDP(Mechanism):
         Seed of the noise in evaluation mode only (``fit(..., evaluation=True)``), for
         reproducible studies; a release (``evaluation=False``) ignores it and draws from OS
         entropy (:func:`dpcausal.noise.secure_rng`).
+    level : float, deprecated
+        The CI level, the old name of ``1 - alpha`` (for one release).
     """
 
     unit: ClassVar[str] = "label"
@@ -237,9 +259,10 @@ class ClusterDP(Mechanism):
         accounting: str = "strict",
         allow_high_lambda: bool = False,
         strata: str = "clusters",
-        level: float = 0.95,
+        alpha: float = 0.05,
         out_of_space: str | float = "nearest",
         noise_seed: int | np.random.Generator | None = None,
+        level: float | str = DEPRECATED,
     ) -> None:
         self.space = space
         self.epsilon = epsilon
@@ -250,9 +273,14 @@ class ClusterDP(Mechanism):
         self.accounting = accounting
         self.allow_high_lambda = allow_high_lambda
         self.strata = strata
-        self.level = level
+        self.alpha = alpha
         self.out_of_space = out_of_space
         self.noise_seed = noise_seed
+        self.level = level
+
+    def _alpha(self) -> Any:
+        """``alpha``, or ``1 - level`` where the deprecated ``level`` was given."""
+        return renamed(self, "alpha", "level", level_to_alpha)
 
     # ---- data-free calibration -------------------------------------------------------------
     def _params(self) -> tuple[float, float]:
@@ -271,8 +299,9 @@ class ClusterDP(Mechanism):
             raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {self.accounting!r}")
         if self.strata not in STRATA:
             raise ValueError(f"strata must be one of {STRATA}, got {self.strata!r}")
-        if not isinstance(self.level, float) or not 0 < self.level < 1:
-            raise ValueError(f"level must be a float in (0, 1), got {self.level!r}")
+        alpha = self._alpha()
+        if not isinstance(alpha, float) or not 0 < alpha < 1:
+            raise ValueError(f"alpha must be a float in (0, 1), got {alpha!r}")
         if self.out_of_space != "nearest":
             self.space.nearest(np.empty(0), self._default_label())  # a value of Y, or refused
         if (
@@ -347,12 +376,13 @@ class ClusterDP(Mechanism):
         }
         return lam, privacy
 
-    def privacy_charge(self, **public: Any) -> PrivacyCharge:
+    def privacy_charge(self, public: ClusterDPFacts | None = None, /, **facts: Any
+                       ) -> PrivacyCharge:
         """Data-free ledger charge: the strict (conservative) epsilon and delta (spec §6 E1/E7).
 
-        ``public`` (the facts :meth:`check_input` found, e.g. ``n``) is accepted for the common
-        contract and not used: by parallel composition over the (cluster, arm) groups the charge
-        depends on the public parameters only (spec §2.8).
+        ``public`` (the facts :meth:`check_input` found, also accepted by keyword) is taken
+        for the common contract and not used: by parallel composition over the (cluster, arm)
+        groups the charge depends on the public parameters only (spec §2.8).
         """
         lam, p = self.calibrate()
         return PrivacyCharge(
@@ -377,7 +407,7 @@ class ClusterDP(Mechanism):
         cluster: str | None = None,
         treatment: str | None = None,
         outcome: str | None = None,
-    ) -> Prepared:
+    ) -> Prepared[ClusterDPFacts]:
         """Every refusal that public facts decide, before anything is charged or drawn.
 
         The parameters (:meth:`calibrate`, which also refuses an epsilon so large that lambda
@@ -418,7 +448,7 @@ class ClusterDP(Mechanism):
         cidx, labels = cluster_codes(cols["cluster"], name=f"cluster column {cluster!r}")
         self._check_groups(z, cidx, labels)
         units = _Units(y_idx=y_idx, z=z, cidx=cidx, labels=labels)
-        return Prepared(public={"n": int(z.size), "clusters": int(labels.size)}, data=units)
+        return Prepared(public=ClusterDPFacts(int(z.size), int(labels.size)), data=units)
 
     def _default_label(self) -> float | None:
         """The value of Y every out-of-space outcome takes (None: the nearest rule)."""
@@ -472,7 +502,7 @@ class ClusterDP(Mechanism):
                 stacklevel=4,
             )
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False,
+    def _private_release(self, prepared: Prepared[ClusterDPFacts], *, evaluation: bool = False,
                          rng: np.random.Generator | None = None) -> ClusterDPResult:
         """Draw the release once and estimate from it: Algorithm 2 (spec §2.1), then the
         debiased ATE (Theorem 3.2, §3.1) with V_hat and its CI (§3.6) as post-processing.
@@ -480,7 +510,7 @@ class ClusterDP(Mechanism):
         if rng is None:
             rng = _noise_rng(self.noise_seed if evaluation else None)
         published = self._draw(prepared.data, rng)
-        est = published.estimate(self.strata, self.level)
+        est = published.estimate(self.strata, 1 - self._alpha())
         p = published.privacy
         privacy = Privacy(
             epsilon=p["epsilon"], delta=p["delta"], unit=self.unit,
@@ -495,7 +525,7 @@ class ClusterDP(Mechanism):
             gamma=published.gamma, sigma=published.sigma, space=self.space, strata=self.strata,
         )
 
-    def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPRelease:
+    def _draw(self, units: _Units, rng: np.random.Generator) -> ClusterDPPublished:
         """Algorithm 2 (or its pooled/uniform variants) once on checked units (spec §2.1-2.3)."""
         lam, privacy = self.calibrate()
         gamma, sigma = privacy.pop("gamma"), privacy.pop("sigma")
@@ -514,7 +544,7 @@ class ClusterDP(Mechanism):
             }
         )
         priors = _priors_frame(q_t, units.labels, self.space, pooled)
-        return ClusterDPRelease(
+        return ClusterDPPublished(
             data=data,
             priors=priors,
             lam=lam,
@@ -527,7 +557,7 @@ class ClusterDP(Mechanism):
 
     def privatize(self, df: pd.DataFrame, cluster: str, treatment: str, outcome: str,
                   random_state: int | np.random.Generator | None = None,
-                  evaluation: bool = False) -> ClusterDPRelease:
+                  evaluation: bool = False) -> ClusterDPPublished:
         """Deprecated: the published artefact of a release charged like :meth:`fit` (it drew
         uncharged noise before); use ``fit(...).published``."""
         deprecated("ClusterDP.privatize", "fit(...).published")
@@ -548,7 +578,7 @@ class ClusterDP(Mechanism):
         outcome: str,
         random_state: int | np.random.Generator | None = None,
         evaluation: bool = False,
-    ) -> ClusterDPRelease:
+    ) -> ClusterDPPublished:
         """The published artefact alone, uncharged (the caller accounts for it); all checks of
         :meth:`check_input` run before any noise is drawn.
 
@@ -632,3 +662,8 @@ def _priors_frame(
             "q_tilde": q.ravel(),
         }
     )
+
+
+# the names before issue 27 §5, for one release (``ClusterDPRelease`` was the published data,
+# which is not a Release)
+__getattr__ = renamed_names(__name__, {"ClusterDPRelease": "ClusterDPPublished"})

@@ -4,6 +4,7 @@ Chen, Cormode, Bharadwaj, Romov, Özgür (2024), "Federated Experiment Design un
 Differential Privacy", AISTATS.
 """
 
+from dpcausal.contract import renamed_names
 from dpcausal.federated.calibration import (
     JointCalibration,
     calibrate,
@@ -19,7 +20,8 @@ from dpcausal.federated.central import (
 )
 from dpcausal.federated.estimator import (
     FederatedATE,
-    FederatedResult,
+    FederatedFacts,
+    FederatedRelease,
     interval,
     simulate_release,
 )
@@ -60,7 +62,8 @@ from dpcausal.federated.secagg import (
 
 __all__ = [
     "DEFAULT_ORDERS", "AggregateView", "CentralGaussianScales", "ClientReports", "DecodedGroup",
-    "FederatedATE", "FederatedResult", "JointCalibration", "ReleasePlan", "TRUST_ASSUMPTIONS",
+    "FederatedATE", "FederatedFacts", "FederatedRelease", "JointCalibration", "ReleasePlan",
+    "TRUST_ASSUMPTIONS",
     "aggregate", "asymptotic_halfwidth", "calibrate", "calibrate_joint", "central_gaussian_ate",
     "central_gaussian_scales", "cks_epsilon", "client_messages", "clip_outcomes", "composed_curve",
     "decode_group", "decode_mean", "decode_second_moment", "direct_sum", "draw_client_keys",
@@ -69,3 +72,6 @@ __all__ = [
     "pbm_rdp", "plan_release", "private_variance", "sampling_variance", "secure_sum",
     "simulate_release", "z_test",
 ]
+
+# the names before issue 27 §5, for one release
+__getattr__ = renamed_names(__name__, {"FederatedResult": "FederatedRelease"})

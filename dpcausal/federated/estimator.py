@@ -17,7 +17,17 @@ import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Privacy, Release, columns
+from dpcausal.contract import (
+    DEPRECATED,
+    Mechanism,
+    Prepared,
+    Privacy,
+    PublicFacts,
+    Release,
+    columns,
+    renamed,
+    renamed_names,
+)
 from dpcausal.federated.intervals import (
     ASYMPTOTIC_FORMS,
     ESTIMANDS,
@@ -49,7 +59,7 @@ SECAGG_LABELS = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class FederatedResult(Release):
+class FederatedRelease(Release):
     """One federated ATE release (:class:`dpcausal.contract.Release`, kind ``"federated"``).
 
     ``ate`` = mu_hat_t - mu_hat_c, ``ci`` the ``level`` = 1 - ``alpha`` interval of ``ci_form``,
@@ -111,12 +121,12 @@ def _resolve_rng(random_state: Any) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
-def _check_random_state(random_state: Any) -> None:
-    if not (random_state is None or isinstance(random_state, np.random.Generator)
-            or (isinstance(random_state, (int, np.integer))
-                and not isinstance(random_state, bool) and random_state >= 0)):
-        raise TypeError(f"random_state must be None, a non-negative int or a numpy Generator, "
-                        f"got {random_state!r}")
+def _check_noise_seed(seed: Any) -> None:
+    if not (seed is None or isinstance(seed, np.random.Generator)
+            or (isinstance(seed, (int, np.integer))
+                and not isinstance(seed, bool) and seed >= 0)):
+        raise TypeError(f"noise_seed must be None, a non-negative int or a numpy Generator, "
+                        f"got {seed!r}")
 
 
 _ROLES_HINT = "fit(df, treatment='<0/1 label column>', outcome='<outcome column>')"
@@ -162,7 +172,16 @@ def finite_outcomes(x: np.ndarray, R: float) -> np.ndarray:
     return np.nan_to_num(x, nan=0.0, neginf=-R, posinf=R)
 
 
-class FederatedATE(Mechanism):
+@dataclass(frozen=True, eq=False)
+class FederatedFacts(PublicFacts):
+    """The public facts of a federated release: the group sizes (public in this protocol,
+    spec §1)."""
+
+    n_treated: int
+    n_control: int
+
+
+class FederatedATE(Mechanism[FederatedFacts]):
     """Federated difference-in-means ATE under distributed DP (PBM + secure aggregation).
 
     Algorithm 1 (corrected) of Chen, Cormode et al. (AISTATS 2024), spec federated_secagg.md
@@ -192,13 +211,15 @@ class FederatedATE(Mechanism):
         Fraction of each group that drops out (simulated; privacy is planned for the rest).
     alpha : float
         CI miscoverage (0.1 for 90%).
-    random_state : None, int or numpy.random.Generator
+    noise_seed : None, int or numpy.random.Generator
         Seeds the protocol's randomness in evaluation mode only (``fit(...,
         evaluation=True)``); a release always draws from OS entropy, whatever this is.
     orders : sequence of float, optional
         Rényi orders (dp_accounting defaults).
     debias : bool
         Add the DP-noise correction to the private variances (spec §2.2).
+    random_state : deprecated
+        The old name of ``noise_seed`` (for one release).
     """
 
     unit: ClassVar[str] = "client"
@@ -206,8 +227,9 @@ class FederatedATE(Mechanism):
     def __init__(self, R: float, epsilon: float, delta: float, m1: int = 1024, m2: int = 1024,
                  mean_share: float = 0.99, estimand: str = "PATE", ci_form: str = "quadrature",
                  variance_mode: str = "private", secagg: str = "pairwise", dropout: float = 0.0,
-                 alpha: float = 0.1, random_state: Any = None,
-                 orders: Sequence[float] | None = None, debias: bool = True) -> None:
+                 alpha: float = 0.1, noise_seed: Any = None,
+                 orders: Sequence[float] | None = None, debias: bool = True,
+                 random_state: Any = DEPRECATED) -> None:
         self.R = R
         self.epsilon = epsilon
         self.delta = delta
@@ -220,9 +242,13 @@ class FederatedATE(Mechanism):
         self.secagg = secagg
         self.dropout = dropout
         self.alpha = alpha
-        self.random_state = random_state
+        self.noise_seed = noise_seed
         self.orders = orders
         self.debias = debias
+        self.random_state = random_state
+
+    def _noise_seed(self) -> Any:
+        return renamed(self, "noise_seed", "random_state")
 
     # -- data-free part -------------------------------------------------------------------
     def _check_options(self) -> None:
@@ -233,7 +259,7 @@ class FederatedATE(Mechanism):
         if self.secagg not in SECAGG_MODES:
             raise ValueError(f"secagg must be one of {SECAGG_MODES}, got {self.secagg!r}")
         check_alpha(self.alpha)
-        _check_random_state(self.random_state)
+        _check_noise_seed(self._noise_seed())
 
     def plan(self, n_treated: int, n_control: int) -> ReleasePlan:
         """Calibrated, data-free release plan for the public group sizes (spec §2.4).
@@ -255,14 +281,20 @@ class FederatedATE(Mechanism):
                             mean_share=self.mean_share, variance_mode=self.variance_mode,
                             dropout=self.dropout, orders=self.orders)
 
-    def privacy_charge(  # type: ignore[override]
-            self, n_treated: int, n_control: int) -> PrivacyCharge:
-        """Composed RDP curve of the release from the public group sizes only (Theorem 3.2)."""
+    def privacy_charge(self, n_treated: FederatedFacts | int, n_control: int | None = None
+                       ) -> PrivacyCharge:
+        """Composed RDP curve of the release from the public group sizes only (or their
+        :class:`FederatedFacts`; Theorem 3.2)."""
+        if isinstance(n_treated, FederatedFacts):
+            n_control, n_treated = n_treated.n_control, n_treated.n_treated
+        if n_control is None:
+            raise TypeError("privacy_charge needs n_control (or FederatedFacts)")
         return self.plan(n_treated, n_control).privacy_charge()
 
     # -- release --------------------------------------------------------------------------
     def check_input(self, data: Any, treated: Any = None, *,
-                    treatment: str | None = None, outcome: str | None = None) -> Prepared:
+                    treatment: str | None = None, outcome: str | None = None
+                    ) -> Prepared[FederatedFacts]:
         """Validate the options and the input; every refusal happens here, before anything is
         drawn or charged (the release contract; spec §7.5 ``assign``/``calibrate``).
 
@@ -284,22 +316,24 @@ class FederatedATE(Mechanism):
         """
         self._check_options()
         x, t = _split_input(data, treated, treatment, outcome)
-        public = {"n_treated": int(t.sum()), "n_control": int((~t).sum())}
-        plan = self.plan(**public)  # calibration and every data-free refusal, before any draw
+        public = FederatedFacts(int(t.sum()), int((~t).sum()))
+        # calibration and every data-free refusal, before any draw
+        plan = self.plan(public.n_treated, public.n_control)
         return Prepared(public=public, data=(finite_outcomes(x, plan.R), t))
 
-    def _private_release(self, prepared: Prepared, *,
-                         evaluation: bool = False) -> FederatedResult:
+    def _private_release(self, prepared: Prepared[FederatedFacts], *,
+                         evaluation: bool = False) -> FederatedRelease:
         """Run the protocol once (Algorithm 1, spec §3.1) on a checked input.
 
         The PBM reports and simulated dropouts draw from :func:`dpcausal.noise.secure_rng` (OS
-        entropy); ``random_state`` seeds them only when ``evaluation`` is True (differencing
+        entropy); ``noise_seed`` seeds them only when ``evaluation`` is True (differencing
         two seeded releases on neighbouring data would give the exact change).
         """
         x, t = prepared.data
-        rng = _resolve_rng(self.random_state) if evaluation else secure_rng()
+        rng = _resolve_rng(self._noise_seed()) if evaluation else secure_rng()
         return simulate_release(
-            x, t, self.plan(**prepared.public), rng, secagg=self.secagg, debias=self.debias,
+            x, t, self.plan(prepared.public.n_treated, prepared.public.n_control), rng,
+            secagg=self.secagg, debias=self.debias,
             variance_mode=self.variance_mode, estimand=self.estimand, ci_form=self.ci_form,
             alpha=self.alpha, evaluation=evaluation, encode=self.encode)
 
@@ -310,20 +344,20 @@ class FederatedATE(Mechanism):
         return encode_clients(x, plan, group, rng)
 
     def run(self, x: Any, treated: Any, outcome: str | None = None, *,
-            evaluation: bool = False) -> FederatedResult:
+            evaluation: bool = False) -> FederatedRelease:
         """:meth:`fit` with the argument names of the earlier API: ``run(x, treated)`` on
         arrays, or ``run(df, "<label column>", "<outcome column>")``."""
         if isinstance(x, pd.DataFrame):
             release = self.fit(x, evaluation=evaluation, treatment=treated, outcome=outcome)
         else:
             release = self.fit(x, treated, evaluation=evaluation)
-        return cast(FederatedResult, release)
+        return cast(FederatedRelease, release)
 
 
 def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
                      rng: np.random.Generator, *, secagg: str, debias: bool, variance_mode: str,
                      estimand: str, ci_form: str, alpha: float, evaluation: bool = False,
-                     encode: Callable[..., ClientReports] = encode_clients) -> FederatedResult:
+                     encode: Callable[..., ClientReports] = encode_clients) -> FederatedRelease:
     """Algorithm 1 (spec §3.1) on validated outcomes and boolean labels, control group first:
     ``encode(x_g, plan, g, rng)`` per group, simulated dropouts (spec §4), the two secure sums
     and the decoding per group, then :func:`interval`.
@@ -361,7 +395,7 @@ def simulate_release(x: np.ndarray, treated: np.ndarray, plan: ReleasePlan,
 def interval(mean_control: float, mean_treated: float, s2_control: float, s2_treated: float,
              plan: ReleasePlan, n_received: tuple[int, int], *, estimand: str, ci_form: str,
              alpha: float, secagg: str = "pairwise", evaluation: bool = False
-             ) -> FederatedResult:
+             ) -> FederatedRelease:
     """ATE, CI and test from decoded group means and variances: spec §3.1-3.5 (last phase).
 
     V_DP = sum_g R^2/(4 n_g m1 theta1_g^2) over the received counts (Theorem 4.1 bound).
@@ -389,7 +423,7 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
                 "secure_aggregation": SECAGG_LABELS[secagg],
                 "privacy_status": ("PRIVATE" if plan.variance_mode == "private"
                                    else "NOT_PRIVATE")})
-    return FederatedResult(
+    return FederatedRelease(
         ate=float(ate), ci=(float(lo), float(hi)), se=math.sqrt(sig2 + v_dp),
         level=1.0 - float(alpha), privacy=privacy, n=n_t + n_c, evaluation=evaluation,
         variance_dp=float(v_dp),
@@ -400,3 +434,7 @@ def interval(mean_control: float, mean_treated: float, s2_control: float, s2_tre
         bits_per_client=plan.bits_per_client, estimand=estimand, ci_form=ci_form,
         alpha=float(alpha), z_stat=z, p_value_one_sided=p, reject_two_sided=not lo <= 0 <= hi,
         secure_aggregation=SECAGG_LABELS[secagg])
+
+
+# the names before issue 27 §5, for one release
+__getattr__ = renamed_names(__name__, {"FederatedResult": "FederatedRelease"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from dpcausal._results import ResultMixin
 from dpcausal.accounting import PrivacyCharge
+from dpcausal.contract import PublicFacts
 from dpcausal.noise import effective_scale
 from dpcausal.user_level.clip_user import clip_user
 from dpcausal.user_level.closed_forms import bias_mu, bias_var, delta_mu, delta_var, grid_error
@@ -25,6 +26,18 @@ from dpcausal.user_level.records import (
     fingerprint,
     occupancy_from_records,
 )
+
+
+@dataclass(frozen=True, eq=False)
+class UserLevelFacts(PublicFacts):
+    """The public facts of a user-level release: ``n`` users and the plan's ``K``, ``G1``,
+    ``n_cells`` and ``occupancy_hash`` (spec §7.2-1)."""
+
+    n: int
+    K: int
+    G1: int
+    n_cells: int
+    occupancy_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +90,10 @@ class UserLevelPlan(ResultMixin):
                 "max_cell_frac_suppressed": float(supp.max()),
                 "n_cells_capped": int((cells["m_g"] < cells["gamma_star"]).sum())}
 
-    def public_facts(self) -> dict[str, Any]:
+    def public_facts(self) -> UserLevelFacts:
         """What the charge may depend on: the users' count and the plan's K, G_1, cell count and
         occupancy hash (all functions of the declared-public occupancy, spec §7.2-1)."""
-        return {"n": self.n_units, "K": self.K, "G1": self.G1, "n_cells": self.n_cells,
-                "occupancy_hash": self.occupancy_hash}
+        return UserLevelFacts(self.n_units, self.K, self.G1, self.n_cells, self.occupancy_hash)
 
     def privacy_charge(self) -> PrivacyCharge:
         """Data-free cost of releasing this plan: per-user worst case ``K * eps`` (Prop V.1,
@@ -112,7 +124,7 @@ def user_charge(cfg: dict, K: int, G1: int, n_cells: int, occupancy_hash: str | 
 def make_plan(cfg: dict, records: pd.DataFrame, unit: str, cell: str | Sequence[str],
               order: str | None, record: str | None,
               expected_occupancy_hash: str | None) -> UserLevelPlan:
-    """The plan of :meth:`UserLevelRelease.plan <dpcausal.user_level.UserLevelRelease.plan>` for
+    """The plan of :meth:`UserLevelATE.plan <dpcausal.user_level.UserLevelATE.plan>` for
     the checked settings ``cfg``: Clip-User (spec §3.1) on the occupancy, then the pseudo-user
     grid (§3.4) and each cell's sensitivities (§2.7) and noise scales."""
     A, units, keys, _ = occupancy_from_records(records, unit, cell, order, record)

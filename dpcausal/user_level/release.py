@@ -3,13 +3,13 @@
 Spec ``user_level_clip.md`` §3.7 (release), §7.1-§7.2 (mapping and preconditions), §1.5
 (privacy loss ``K * eps`` against ``G_1 * eps`` and naive composition).
 
-:class:`UserLevelRelease` follows the release contract of :mod:`dpcausal.contract`:
+:class:`UserLevelATE` follows the release contract of :mod:`dpcausal.contract`:
 ``fit(records, treatment=, outcome=, unit=, stratum=)`` runs
-:meth:`~UserLevelRelease.check_input` (every refusal, and the Clip-User plan from the public
-occupancy), the data-free :meth:`~UserLevelRelease.privacy_charge` (``K * eps`` per user) and
-``UserLevelRelease._private_release`` (noise drawn once, from OS entropy), and returns a
-:class:`UserLevelOutput`. The advanced layer underneath: :meth:`UserLevelRelease.plan` reads only
-the occupancy and costs nothing; ``UserLevelRelease._release`` releases any disjoint cells
+:meth:`~UserLevelATE.check_input` (every refusal, and the Clip-User plan from the public
+occupancy), the data-free :meth:`~UserLevelATE.privacy_charge` (``K * eps`` per user) and
+``UserLevelATE._private_release`` (noise drawn once, from OS entropy), and returns a
+:class:`UserLevelOutput`. The advanced layer underneath: :meth:`UserLevelATE.plan` reads only
+the occupancy and costs nothing; ``UserLevelATE._release`` releases any disjoint cells
 following a plan, uncharged (its caller charges ``plan.privacy_charge()`` first).
 
 The pieces it composes: :mod:`~dpcausal.user_level.records` (record table to public occupancy,
@@ -27,12 +27,22 @@ import numpy as np
 import pandas as pd
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.contract import Mechanism, Prepared, Privacy, columns, deprecated
+from dpcausal.contract import (
+    DEPRECATED,
+    Mechanism,
+    Prepared,
+    Privacy,
+    columns,
+    deprecated,
+    level_to_alpha,
+    renamed,
+    renamed_names,
+)
 from dpcausal.noise import laplace_mechanism, secure_rng
 from dpcausal.user_level.ate import CAVEATS, derive_ate
 from dpcausal.user_level.closed_forms import check_error_params
 from dpcausal.user_level.output import SAMPLER, UserLevelOutput
-from dpcausal.user_level.plan import UserLevelPlan, make_plan, user_charge
+from dpcausal.user_level.plan import UserLevelFacts, UserLevelPlan, make_plan, user_charge
 from dpcausal.user_level.records import (
     as_list,
     clamp_values,
@@ -59,12 +69,12 @@ class _Checked:
     arms: tuple[str, Any, Any] | None
 
 
-class UserLevelRelease(Mechanism):
+class UserLevelATE(Mechanism[UserLevelFacts]):
     """User-level epsilon-DP per-cell means and variances with Clip-User (spec §3.7, §7).
 
     Parameters
     ----------
-    bounds : (float, float)
+    outcome_bounds : (float, float)
         Public outcome range ``[a, b]``; ``U = b - a`` (at most ``2**400``). Values are clamped
         to it and a missing value (NaN) counts as the midpoint ``(a + b) / 2``
         (:func:`clamp_values`), as the core clips Y: no value is ever refused, since a
@@ -82,7 +92,7 @@ class UserLevelRelease(Mechanism):
         Never suppress in the cell with the smallest baseline error (spec A1).
     error_target : float, optional
         Error budget E for Clip-User (footnote 3); default the baseline worst case.
-    random_state : None, int or numpy.random.Generator
+    noise_seed : None, int or numpy.random.Generator
         Evaluation-only noise seed: used only by an evaluation release
         (``fit(..., evaluation=True)``, ``release(..., evaluation=True)``). A release always
         draws its noise from OS entropy (:func:`dpcausal.noise.secure_rng`), whatever this is.
@@ -94,20 +104,23 @@ class UserLevelRelease(Mechanism):
     treated_level : optional
         The arm column's treated level. Default: arms must be coded 0/1 (or False/True), 1 being
         treated; other labels (``"placebo"``/``"drug"``) are refused without it.
-    level : float
-        Coverage of the published CIs (default 0.95).
+    alpha : float
+        Miscoverage of the published CIs: their level is ``1 - alpha`` (default 0.95).
+    bounds, random_state, level : deprecated
+        The old names of ``outcome_bounds``, ``noise_seed`` and ``1 - alpha`` (for one release).
     """
 
     unit: ClassVar[str] = "user"
 
-    def __init__(self, bounds: tuple[float, float] = (0.0, 1.0), epsilon: float = 1.0,
+    def __init__(self, outcome_bounds: tuple[float, float] = (0.0, 1.0), epsilon: float = 1.0,
                  clip: str = "clip_user", split: tuple[float, float] = (0.5, 0.5),
                  weights: tuple[float, float] = (1.0, 1.0), variant: str = "corrected",
                  protect_min_grid: bool = True, error_target: float | None = None,
-                 random_state: Any = None, occupancy_public: bool = True,
+                 noise_seed: Any = None, occupancy_public: bool = True,
                  rollback_partial_stage: bool = True, treated_level: Any = None,
-                 level: float = 0.95) -> None:
-        self.bounds = bounds
+                 alpha: float = 0.05, bounds: Any = DEPRECATED, random_state: Any = DEPRECATED,
+                 level: Any = DEPRECATED) -> None:
+        self.outcome_bounds = outcome_bounds
         self.epsilon = epsilon
         self.clip = clip
         self.split = split
@@ -115,36 +128,49 @@ class UserLevelRelease(Mechanism):
         self.variant = variant
         self.protect_min_grid = protect_min_grid
         self.error_target = error_target
-        self.random_state = random_state
+        self.noise_seed = noise_seed
         self.occupancy_public = occupancy_public
         self.rollback_partial_stage = rollback_partial_stage
         self.treated_level = treated_level
+        self.alpha = alpha
+        self.bounds = bounds
+        self.random_state = random_state
         self.level = level
+
+    def _bounds(self) -> Any:
+        return renamed(self, "outcome_bounds", "bounds")
+
+    def _noise_seed(self) -> Any:
+        return renamed(self, "noise_seed", "random_state")
+
+    def _alpha(self) -> Any:
+        return renamed(self, "alpha", "level", level_to_alpha)
 
     # ------------------------------------------------------------------ validation
     def _config(self) -> dict:
         """Every public-parameter refusal; returns the settings a plan depends on."""
-        b = self.bounds
+        b = self._bounds()
         if (not isinstance(b, (tuple, list)) or len(b) != 2
                 or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in b)
                 or not b[0] < b[1]):
             raise ValueError(
-                f"bounds must be a finite public range (a, b) with a < b, got {b!r}; unbounded "
-                "outcomes have unbounded sensitivity (spec §7.2-2): clamp to a public range first")
+                f"outcome_bounds must be a finite public range (a, b) with a < b, got {b!r}; "
+                "unbounded outcomes have unbounded sensitivity (spec §7.2-2): clamp to a public "
+                "range first")
         U = float(b[1] - b[0])
         if not U <= MAX_MAGNITUDE:
             raise ValueError(
-                f"bounds {b!r} are too wide: b - a must be at most 2**400 (about 2.6e120) so the "
-                "released variances and noise stay finite; rescale the outcome first")
+                f"outcome_bounds {b!r} are too wide: b - a must be at most 2**400 (about 2.6e120) "
+                "so the released variances and noise stay finite; rescale the outcome first")
         check_error_params(U, self.epsilon, self.variant, tuple(self.split), tuple(self.weights))
         eps_mu, eps_var = (share * self.epsilon for share in self.split)
         # the largest noise scale any occupancy can give: U/eps_mu (mean), U^2/(4 eps_var)
         if max(math.log2(U) - math.log2(eps_mu) if eps_mu > 0 else -math.inf,
                2 * math.log2(U) - 2 - math.log2(eps_var) if eps_var > 0 else -math.inf) > 400:
             raise ValueError(
-                f"epsilon={self.epsilon!r} is too small for bounds {b!r}: a noise scale could "
-                "exceed 2**400 and the released variances overflow; rescale the outcome or "
-                "raise epsilon")
+                f"epsilon={self.epsilon!r} is too small for outcome_bounds {b!r}: a noise scale "
+                "could exceed 2**400 and the released variances overflow; rescale the outcome "
+                "or raise epsilon")
         if self.variant != "corrected":
             raise ValueError(
                 f"variant={self.variant!r} is the paper's printed Thm IV.2, not a valid bias bound "
@@ -162,13 +188,15 @@ class UserLevelRelease(Mechanism):
                 and self.error_target > 0):
             raise ValueError("error_target must be a number > 0 or None, "
                              f"got {self.error_target!r}")
-        if not (self.random_state is None or isinstance(self.random_state, (int, np.integer))
-                or isinstance(self.random_state, np.random.Generator)):
+        seed = self._noise_seed()
+        if not (seed is None or isinstance(seed, (int, np.integer))
+                or isinstance(seed, np.random.Generator)):
             raise TypeError(
-                f"random_state must be None, an int or a numpy.random.Generator, got "
-                f"{type(self.random_state).__name__}")
-        if not (isinstance(self.level, float) and 0 < self.level < 1):
-            raise ValueError(f"level must be a float in (0, 1), e.g. 0.95, got {self.level!r}")
+                f"noise_seed must be None, an int or a numpy.random.Generator, got "
+                f"{type(seed).__name__}")
+        alpha = self._alpha()
+        if not (isinstance(alpha, float) and 0 < alpha < 1):
+            raise ValueError(f"alpha must be a float in (0, 1), e.g. 0.05, got {alpha!r}")
         if not (self.treated_level is None or isinstance(
                 self.treated_level, (str, int, float, bool, np.generic))):
             raise TypeError("treated_level must be None or one level of the arm column, got "
@@ -185,7 +213,7 @@ class UserLevelRelease(Mechanism):
             self, records: pd.DataFrame, *, outcome: str, unit: str,
             treatment: str | None = None, stratum: str | Sequence[str] | None = None,
             order: str | None = None, record: str | None = None,
-            expected_occupancy_hash: str | None = None) -> Prepared:
+            expected_occupancy_hash: str | None = None) -> Prepared[UserLevelFacts]:
         """Every refusal (parameters, columns, arms, occupancy: public facts) and the Clip-User
         plan; the values are clamped, never refused (:func:`clamp_values`).
 
@@ -226,14 +254,21 @@ class UserLevelRelease(Mechanism):
                          expected_occupancy_hash=expected_occupancy_hash)
         return self._prepare(records, outcome, plan, treatment)
 
-    def privacy_charge(self, *, K: int, G1: int, n_cells: int,  # type: ignore[override]
+    def privacy_charge(self, public: UserLevelFacts | None = None, /, *, K: int | None = None,
+                       G1: int | None = None, n_cells: int | None = None,
                        n: int | None = None, occupancy_hash: str | None = None
                        ) -> PrivacyCharge:
-        """Data-free charge ``K * eps`` per user from the plan's public facts (Prop V.1, §1.5);
-        ``n`` (the users' count) does not change it."""
+        """Data-free charge ``K * eps`` per user from the plan's public facts (Prop V.1, §1.5),
+        given as :class:`UserLevelFacts` or by keyword; ``n`` (the users' count) does not change
+        it."""
+        if public is not None:
+            K, G1, n_cells, occupancy_hash = (public.K, public.G1, public.n_cells,
+                                              public.occupancy_hash)
+        if K is None or G1 is None or n_cells is None:
+            raise TypeError("privacy_charge needs K, G1 and n_cells (or UserLevelFacts)")
         return user_charge(self._config(), K, G1, n_cells, occupancy_hash)
 
-    def _private_release(self, prepared: Prepared, *, evaluation: bool = False
+    def _private_release(self, prepared: Prepared[UserLevelFacts], *, evaluation: bool = False
                         ) -> UserLevelOutput:
         """Release noisy cell means/variances once and derive the ATEs (spec §3.7, §7.1).
 
@@ -248,7 +283,7 @@ class UserLevelRelease(Mechanism):
         plan = checked.plan
         if plan.config != cfg:
             raise ValueError("the settings changed since check_input; check the input again")
-        rng = secure_rng() if not evaluation else np.random.default_rng(self.random_state)
+        rng = secure_rng() if not evaluation else np.random.default_rng(self._noise_seed())
         a = cfg["bounds"][0]
         G = plan.n_cells
         c = plan.cells["c"].to_numpy()
@@ -269,7 +304,7 @@ class UserLevelRelease(Mechanism):
         if checked.arms is not None and eps_mu > 0:
             arm, control, treated = checked.arms
             strata, pooled = derive_ate(
-                out, list(plan.cell), arm, treated, control, level=self.level,
+                out, list(plan.cell), arm, treated, control, level=1 - self._alpha(),
                 variance_bound=None if eps_var > 0 else cfg["U"] ** 2 / 4)
         privacy = Privacy(
             epsilon=plan.epsilon_total, delta=0.0, unit="user", mechanism="laplace",
@@ -277,13 +312,13 @@ class UserLevelRelease(Mechanism):
                     "epsilon_naive": plan.epsilon_naive, "K": plan.K, "G1": plan.G1,
                     "n_cells": plan.n_cells, "clip": plan.clip,
                     "occupancy_hash": plan.occupancy_hash,
-                    "noise_seeded": evaluation and self.random_state is not None})
+                    "noise_seeded": evaluation and self._noise_seed() is not None})
         return UserLevelOutput(
             ate=None if pooled is None else pooled["ate"],
             ci=None if pooled is None else (pooled["ci_lower"], pooled["ci_upper"]),
             se=None if pooled is None else pooled["se"],
             se_noise=None if pooled is None else pooled["se_noise"],
-            level=self.level, privacy=privacy, n=plan.n_units, evaluation=evaluation,
+            level=1 - self._alpha(), privacy=privacy, n=plan.n_units, evaluation=evaluation,
             cells=out, strata=strata, caveats=CAVEATS, noise_sampler=SAMPLER, notes=plan.notes)
 
     # ------------------------------------------------------------------ plan
@@ -317,7 +352,7 @@ class UserLevelRelease(Mechanism):
                          expected_occupancy_hash)
 
     def _prepare(self, records: pd.DataFrame, value: str, plan: UserLevelPlan,
-                 arm: str | None) -> Prepared:
+                 arm: str | None) -> Prepared[UserLevelFacts]:
         """Check the arms against ``plan`` and keep the retained values, clamped to the bounds
         (:func:`clamp_values`; no value is refused, no draw)."""
         cfg = self._config()
@@ -391,7 +426,7 @@ class UserLevelRelease(Mechanism):
                 arm: str | None = None, *, evaluation: bool = False) -> UserLevelOutput:
         """Deprecated: :meth:`_release` charged like :meth:`fit` (it drew uncharged noise
         before); use :meth:`fit`."""
-        deprecated("UserLevelRelease.release", "fit(...)")
+        deprecated("UserLevelATE.release", "fit(...)")
         prepared = self._planned(records, value, plan, arm)
         return cast(UserLevelOutput, self._charged(prepared, evaluation=evaluation))
 
@@ -410,9 +445,13 @@ class UserLevelRelease(Mechanism):
                                      evaluation=evaluation)
 
     def _planned(self, records: pd.DataFrame, value: str, plan: UserLevelPlan | None,
-                 arm: str | None) -> Prepared:
+                 arm: str | None) -> Prepared[UserLevelFacts]:
         if not isinstance(plan, UserLevelPlan):
             raise TypeError("plan must be the UserLevelPlan from .plan(), "
                             f"got {type(plan).__name__}")
         arm_column = arm if arm is not None else ("arm" if "arm" in plan.cell else None)
         return self._prepare(records, value, plan, arm_column)
+
+
+# the names before issue 27 §5, for one release
+__getattr__ = renamed_names(__name__, {"UserLevelRelease": "UserLevelATE"})

@@ -7,7 +7,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
-from dpcausal import ATERelease, Mechanism, PrivateATE, Release
+from dpcausal import ATEFacts, ATERelease, Mechanism, PrivateATE, Release
 from dpcausal.accounting import gdp_epsilon
 
 
@@ -65,6 +65,7 @@ def test_privacy_charge_is_public_and_matches_the_release():
     prepared = est.check_input(df, treatment="a", outcome="y")
     assert prepared.public == {"n": 400, "d": 2}
     charge = est.privacy_charge(**prepared.public)
+    assert isinstance(prepared.public, ATEFacts) and est.privacy_charge(prepared.public) == charge
     assert charge.mechanism == "gaussian" and charge.zeta == pytest.approx(1.2)
     assert charge.detail == {"zeta1": pytest.approx(1.2 * 0.75**0.5),
                              "zeta2": pytest.approx(0.6)}

@@ -20,9 +20,9 @@ import pytest
 from dpcausal import PrivateATE, Release
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.bounds_check import BoundsCheck
-from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ResponseSpace
+from dpcausal.cluster_dp import ClusterDP, ClusterDPPublished, ResponseSpace
 from dpcausal.federated import FederatedATE
-from dpcausal.user_level import UserLevelRelease
+from dpcausal.user_level import UserLevelATE
 from tests.library._frames import ate_frame, cluster_frame, federated_frame, user_panel
 from tests.library._trap import NoiseDrawn, Refused
 
@@ -44,8 +44,8 @@ def _federated() -> tuple[FederatedATE, pd.DataFrame]:
     return FederatedATE(R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256), federated_frame()
 
 
-def _user_level() -> tuple[UserLevelRelease, pd.DataFrame]:
-    return UserLevelRelease(bounds=(0.0, 65.0), epsilon=1.0), user_panel()
+def _user_level() -> tuple[UserLevelATE, pd.DataFrame]:
+    return UserLevelATE(outcome_bounds=(0.0, 65.0), epsilon=1.0), user_panel()
 
 
 def _ate_release():
@@ -105,8 +105,8 @@ PUBLIC_DRAWS = {
     "PrivateATE.private_release": _ate_private_release,
     "ClusterDP.private_release": _cluster_private_release,
     "ClusterDP.privatize": _cluster_privatize,
-    "UserLevelRelease.private_release": _user_level_private_release,
-    "UserLevelRelease.release": _user_level_release,
+    "UserLevelATE.private_release": _user_level_private_release,
+    "UserLevelATE.release": _user_level_release,
     "FederatedATE.private_release": _federated_private_release,
     "BoundsCheck.private_release": _bounds_private_release,
 }
@@ -128,7 +128,7 @@ def test_every_public_draw_is_one_charge_with_all_noise_inside_it(name, accounta
         call = PUBLIC_DRAWS[name]()
     with pytest.warns(DeprecationWarning, match="is deprecated"):
         out = call()
-    assert isinstance(out, (Release, ClusterDPRelease)) and len(accountant.charges) == 1
+    assert isinstance(out, (Release, ClusterDPPublished)) and len(accountant.charges) == 1
     assert isinstance(accountant.charges[0], PrivacyCharge) and accountant.trap.hits == 0
 
 

@@ -34,7 +34,7 @@ from dpcausal.bounds_check import BoundsCheck, BoundsCheckRelease
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
 from dpcausal.contract import Mechanism
 from dpcausal.federated import FederatedATE
-from dpcausal.user_level import UserLevelRelease
+from dpcausal.user_level import UserLevelATE
 from tests.library._frames import ate_frame, cluster_frame, federated_frame, user_panel
 from tests.library._trap import NoiseDrawn, Recording
 
@@ -73,10 +73,10 @@ CASES = {
                             ClusterDP),
                       cluster_frame, {"cluster": "c", "treatment": "z", "outcome": "y"},
                       "space", ((-5, 6), "wide", None)),
-    "UserLevelRelease": Case(_with({"bounds": (0.0, 65.0), "epsilon": 1.0}, UserLevelRelease),
-                             user_panel, {"treatment": "arm", "outcome": "y", "unit": "user",
+    "UserLevelATE": Case(_with({"outcome_bounds": (0.0, 65.0), "epsilon": 1.0}, UserLevelATE),
+                         user_panel, {"treatment": "arm", "outcome": "y", "unit": "user",
                                       "stratum": "s"},
-                             "bounds", ((65.0, 0.0), (0.0, float("nan")), "wide", None)),
+                         "outcome_bounds", ((65.0, 0.0), (0.0, float("nan")), "wide", None)),
     "FederatedATE": Case(_with({"R": 1.0, "epsilon": 1.0, "delta": 1e-6, "m1": 256, "m2": 256},
                                FederatedATE),
                          federated_frame, {"treatment": "t", "outcome": "y"},
@@ -240,7 +240,7 @@ def test_release_rebuilds_from_its_json(fitted):
     lambda: BoundsCheck(outcome_bounds=(-1, 1), zeta=0.5).fit(ate_frame(), outcome="y"),
     lambda: ClusterDP(SPACE, epsilon=3.0).fit(cluster_frame(), cluster="c", treatment="z",
                                               outcome="y"),
-    lambda: UserLevelRelease(bounds=(0.0, 65.0), epsilon=1.0).fit(
+    lambda: UserLevelATE(outcome_bounds=(0.0, 65.0), epsilon=1.0).fit(
         user_panel(), outcome="y", unit="user", stratum="s"),
 ], ids=["ate-evaluation-no-ci", "bounds-gaussian", "cluster_dp-uniform", "user_level-no-arm"])
 def test_other_release_shapes_rebuild_from_their_json(release):
@@ -288,8 +288,8 @@ class _ChargesTwice(BoundsCheck):
 
 
 class _ChangesAParameter(BoundsCheck):
-    def __init__(self, outcome_bounds=None, epsilon=0.1, tolerance=0.01, level=0.95, zeta=None):
-        super().__init__(tuple(map(float, outcome_bounds)), epsilon, tolerance, level, zeta)
+    def __init__(self, outcome_bounds=None, epsilon=0.1, tolerance=0.01, alpha=0.05, zeta=None):
+        super().__init__(tuple(map(float, outcome_bounds)), epsilon, tolerance, alpha, zeta)
 
 
 def _case(cls: type[BoundsCheck]) -> Case:
@@ -318,7 +318,7 @@ BROKEN = {
     "constructor changes a parameter": lambda mp, acc: check_clone_and_pickle(
         _ChangesAParameter(outcome_bounds=[-5, 5])),
     "unpicklable attribute": lambda mp, acc: check_clone_and_pickle(
-        BoundsCheck(outcome_bounds=(-5, 5), level=lambda: 0.95)),
+        BoundsCheck(outcome_bounds=(-5, 5), alpha=lambda: 0.05)),
 }
 
 

@@ -11,7 +11,13 @@ from sklearn.base import clone
 
 from dpcausal import session
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.cluster_dp import ClusterDP, ClusterDPRelease, ClusterDPResult, ResponseSpace
+from dpcausal.cluster_dp import (
+    ClusterDP,
+    ClusterDPFacts,
+    ClusterDPPublished,
+    ClusterDPResult,
+    ResponseSpace,
+)
 from dpcausal.cluster_dp.data import assign_balanced, draw_subpopulation, make_gmm
 from dpcausal.contract import Mechanism, Prepared, Privacy, Release
 
@@ -26,7 +32,7 @@ def test_params_are_stored_as_given():
     assert isinstance(m, Mechanism) and m.unit == "label"
     p = m.get_params()
     assert p["epsilon"] == 3.0 and p["accounting"] == "paper" and p["space"] is SPACE
-    assert p["noise_seed"] == 3 and p["strata"] == "clusters" and p["level"] == 0.95
+    assert p["noise_seed"] == 3 and p["strata"] == "clusters" and p["alpha"] == 0.05
     c = clone(m).set_params(epsilon=2.0)
     assert c.epsilon == 2.0 and m.epsilon == 3.0
     # the constructor stores, it does not validate (validation happens in check_input)
@@ -45,7 +51,7 @@ def test_fit_returns_release_with_common_names(df):
     assert set(r.privacy.detail) >= {"epsilon_paper", "epsilon_strict", "accounting"}
     assert r.privacy.detail["epsilon_strict"] == pytest.approx(3.0)
     assert r.privacy.detail["epsilon_paper"] == pytest.approx(2.9)
-    assert isinstance(r.published, ClusterDPRelease)
+    assert isinstance(r.published, ClusterDPPublished)
     assert r.lam == r.published.lam and r.gamma == 0.02 and r.sigma == 10.0
     assert r.space is SPACE and r.strata == "clusters"
     # ate/se/ci are the debiased estimate of the published data (post-processing), checked
@@ -92,6 +98,8 @@ def test_call_forms_agree_in_evaluation_mode(df):
     prepared = m.check_input(df, cluster="c", treatment="z", outcome="y")
     assert isinstance(prepared, Prepared) and prepared.public == {"n": len(df), "clusters": 3}
     charge = m.privacy_charge(**prepared.public)
+    assert isinstance(prepared.public, ClusterDPFacts)
+    assert m.privacy_charge(prepared.public) == charge
     assert isinstance(charge, PrivacyCharge) and charge.epsilon == pytest.approx(3.0)
     c = m._private_release(prepared, evaluation=True)
     assert a.evaluation and a.ate == b.ate == c.ate and a.se == b.se == c.se

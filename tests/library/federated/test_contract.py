@@ -9,7 +9,7 @@ import pytest
 
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Prepared, Release
-from dpcausal.federated import FederatedATE, FederatedResult
+from dpcausal.federated import FederatedATE, FederatedFacts, FederatedRelease
 from dpcausal.federated.rdp import cks_epsilon
 
 
@@ -39,7 +39,7 @@ def test_fit_on_a_dataframe_returns_the_shared_release():
     df = _frame()
     fed = _fed()
     res = fed.fit(df, treatment="t", outcome="y")
-    assert isinstance(res, FederatedResult) and isinstance(res, Release)
+    assert isinstance(res, FederatedRelease) and isinstance(res, Release)
     assert fed.release_ is res
     assert res.kind == "federated" and res.to_dict()["kind"] == "federated"
     assert res.n == 600 and (res.n_treated, res.n_control) == (200, 400)
@@ -68,6 +68,8 @@ def test_arrays_and_dataframe_give_the_same_input():
     b = fed.check_input(df["y"].to_numpy(), df["t"].to_numpy())
     assert isinstance(a, Prepared) and a.public == b.public == {"n_treated": 200,
                                                                 "n_control": 400}
+    assert isinstance(a.public, FederatedFacts)
+    assert fed.privacy_charge(a.public) == fed.privacy_charge(**a.public)
     np.testing.assert_array_equal(a.data[0], b.data[0])
     np.testing.assert_array_equal(a.data[1], b.data[1])
 

@@ -32,7 +32,7 @@ def _data(n=1000, seed=0):
 
 
 def _fed(**kw):
-    args = dict(R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256, random_state=0)
+    args = dict(R=1.0, epsilon=1.0, delta=1e-6, m1=256, m2=256, noise_seed=0)
     args.update(kw)
     return FederatedATE(**args)
 
@@ -106,15 +106,15 @@ def test_privacy_charge_is_data_free_and_composed():
 
 
 def test_injected_generator_and_determinism_in_evaluation():
-    """random_state seeds the protocol in evaluation mode only."""
+    """noise_seed seeds the protocol in evaluation mode only."""
     x, t = _data()
-    a = _fed(random_state=np.random.default_rng(7)).run(x, t, evaluation=True)
-    b = _fed(random_state=np.random.default_rng(7)).run(x, t, evaluation=True)
-    c = _fed(random_state=np.random.default_rng(8)).run(x, t, evaluation=True)
+    a = _fed(noise_seed=np.random.default_rng(7)).run(x, t, evaluation=True)
+    b = _fed(noise_seed=np.random.default_rng(7)).run(x, t, evaluation=True)
+    c = _fed(noise_seed=np.random.default_rng(8)).run(x, t, evaluation=True)
     assert a.ate == b.ate and a.ate != c.ate
     assert a.evaluation and "EVALUATION (not private)" in str(a)
-    with pytest.raises(TypeError, match="random_state must be"):
-        _fed(random_state="seed").run(x, t)
+    with pytest.raises(TypeError, match="noise_seed must be"):
+        _fed(noise_seed="seed").run(x, t)
 
 
 def test_dataframe_input():
@@ -168,7 +168,7 @@ def test_bad_options_refused_before_noise(kw, exc, match):
     rng = np.random.default_rng(0)
     state = rng.bit_generator.state
     with pytest.raises(exc, match=match):
-        _fed(random_state=rng, **kw).run(x, t, evaluation=True)
+        _fed(noise_seed=rng, **kw).run(x, t, evaluation=True)
     assert rng.bit_generator.state == state  # nothing drawn
 
 

@@ -1,4 +1,4 @@
-"""UserLevelRelease under the release contract (issue 17): fit on a DataFrame with roles, the
+"""UserLevelATE under the release contract (issue 17): fit on a DataFrame with roles, the
 scikit-learn estimator contract, a data-free charge, a Release with one row per estimate."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 from dpcausal import session
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.contract import Mechanism, Prepared, Release
-from dpcausal.user_level import UserLevelOutput, UserLevelRelease
+from dpcausal.user_level import UserLevelATE, UserLevelFacts, UserLevelOutput
 
 ROLES = dict(treatment="arm", outcome="y", unit="user", stratum="s")
 
 
 def _mech(**kw):
-    return UserLevelRelease(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
+    return UserLevelATE(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
 
 
 def test_params_are_stored_as_given():
@@ -26,7 +26,7 @@ def test_params_are_stored_as_given():
     assert params["bounds"] == (0.0, 65.0) and params["epsilon"] == 1.0
     assert params["level"] == 0.9 and params["random_state"] == 4
     assert rel.set_params(epsilon=2.0).epsilon == 2.0
-    UserLevelRelease(bounds="nonsense", epsilon=-1)          # __init__ stores, never checks
+    UserLevelATE(bounds="nonsense", epsilon=-1)          # __init__ stores, never checks
 
 
 def test_fit_returns_a_release_with_the_shared_names(panel):
@@ -54,6 +54,8 @@ def test_fit_is_check_input_charge_and_private_release(panel):
     assert isinstance(prepared, Prepared)
     assert set(prepared.public) == {"n", "K", "G1", "n_cells", "occupancy_hash"}
     charge = rel.privacy_charge(**prepared.public)
+    assert isinstance(prepared.public, UserLevelFacts)
+    assert rel.privacy_charge(prepared.public) == charge
     assert isinstance(charge, PrivacyCharge) and charge.mechanism == "laplace"
     assert charge.epsilon == prepared.public["K"] * 1.0
     # data-free: the same public facts typed in by hand give the same charge

@@ -1,4 +1,4 @@
-"""UserLevelRelease: issue-11 API, privacy figures, retention order, refusals before any draw."""
+"""UserLevelATE: issue-11 API, privacy figures, retention order, refusals before any draw."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import pandas as pd
 import pytest
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.user_level import UserLevelRelease, clip_user, pseudo_user
+from dpcausal.user_level import UserLevelATE, clip_user, pseudo_user
 
 from ._reference import pop_var
 
 
 def _rel(**kw):
-    base = dict(bounds=(0.0, 65.0), epsilon=1.0, clip="clip_user", split=(0.5, 0.5),
+    base = dict(outcome_bounds=(0.0, 65.0), epsilon=1.0, clip="clip_user", split=(0.5, 0.5),
                 weights=(1.0, 1.0), variant="corrected", protect_min_grid=True,
-                error_target=None, random_state=0)
-    return UserLevelRelease(**(base | kw))
+                error_target=None, noise_seed=0)
+    return UserLevelATE(**(base | kw))
 
 
 def test_issue_example_api(records):
@@ -90,7 +90,7 @@ def test_release_statistics_follow_retention_by_order():
             k = 1 + (u % 4) + (30 if u < 2 else 0)             # units 0 and 1 are heavy hitters
             rows.extend((u, cell, rng.random(), rng.uniform(0, 10)) for _ in range(k))
     df = pd.DataFrame(rows, columns=["unit_id", "site", "ts", "y"])
-    rel = UserLevelRelease(bounds=(0.0, 10.0), epsilon=0.2, random_state=11,
+    rel = UserLevelATE(outcome_bounds=(0.0, 10.0), epsilon=0.2, noise_seed=11,
                            protect_min_grid=False, weights=(1.0, 0.0))
     plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
     assert plan.n_retained < plan.n_records                     # caps bind somewhere
@@ -121,9 +121,9 @@ def test_same_seed_same_evaluation_release_and_injected_generator(records):
     def means(rel):
         return rel._release(records, "y", plan, evaluation=True).cells["mean"].to_numpy()
 
-    a, b = means(_rel(random_state=7)), means(_rel(random_state=7))
+    a, b = means(_rel(noise_seed=7)), means(_rel(noise_seed=7))
     g = np.random.default_rng(7)
-    c, d = means(_rel(random_state=g)), means(_rel(random_state=g))
+    c, d = means(_rel(noise_seed=g)), means(_rel(noise_seed=g))
     assert np.array_equal(a, b) and np.array_equal(a, c) and not np.array_equal(c, d)
 
 
@@ -134,7 +134,7 @@ def test_same_seed_same_evaluation_release_and_injected_generator(records):
 def test_bad_values_refused_before_noise(records, noise_source, mutate, match):
     plan = _rel().plan(records, order="ts")
     with pytest.raises((ValueError, TypeError), match=match):
-        _rel(random_state=noise_source)._release(mutate(records), "y", plan)
+        _rel(noise_seed=noise_source)._release(mutate(records), "y", plan)
     assert noise_source.draws == 0
 
 
@@ -147,7 +147,7 @@ def test_values_are_clamped_never_refused(records, bad, public):
     rows = records.index.isin(records.index[:3])
 
     def cells(y):
-        return _rel(random_state=5).release(records.assign(y=y), "y", plan,
+        return _rel(noise_seed=5).release(records.assign(y=y), "y", plan,
                                             evaluation=True).cells
 
     pd.testing.assert_frame_equal(cells(records["y"].mask(rows, bad)),
@@ -157,18 +157,19 @@ def test_values_are_clamped_never_refused(records, bad, public):
 def test_changed_occupancy_refused(records, noise_source):
     plan = _rel().plan(records, order="ts")
     with pytest.raises(ValueError, match="occupancy differs"):
-        _rel(random_state=noise_source)._release(records.iloc[1:], "y", plan)
+        _rel(noise_seed=noise_source)._release(records.iloc[1:], "y", plan)
     with pytest.raises(ValueError, match="different settings"):
-        _rel(random_state=noise_source, epsilon=2.0)._release(records, "y", plan)
+        _rel(noise_seed=noise_source, epsilon=2.0)._release(records, "y", plan)
     assert noise_source.draws == 0
 
 
 @pytest.mark.parametrize("kw,match", [
     (dict(epsilon=0.0), "epsilon must be"), (dict(epsilon=-1.0), "epsilon must be"),
-    (dict(bounds=(0.0, np.inf)), "unbounded outcomes"), (dict(bounds=(5.0, 1.0)), "a < b"),
+    (dict(outcome_bounds=(0.0, np.inf)), "unbounded outcomes"),
+    (dict(outcome_bounds=(5.0, 1.0)), "a < b"),
     (dict(occupancy_public=False), "occupancy_public"),
     (dict(variant="paper_statement"), "erratum E1"), (dict(clip="greedy"), "clip must be"),
-    (dict(split=(0.6, 0.6)), "split"), (dict(random_state="x"), "random_state"),
+    (dict(split=(0.6, 0.6)), "split"), (dict(noise_seed="x"), "noise_seed"),
 ])
 def test_bad_configuration_refused(records, kw, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -216,7 +217,8 @@ def test_release_sensitivity_fuzz_with_witness_and_negative_control_P10():
             for u in range(30) for cell in range(3) if (u + cell) % 4
             for _ in range(1 + (u % 5) + (25 if u < 2 else 0))]
     df = pd.DataFrame(rows, columns=["unit_id", "site", "ts", "y"])
-    rel = UserLevelRelease(bounds=(0.0, 10.0), epsilon=0.3, random_state=9, weights=(1.0, 0.0))
+    rel = UserLevelATE(outcome_bounds=(0.0, 10.0), epsilon=0.3, noise_seed=9,
+                           weights=(1.0, 0.0))
     plan = rel.plan(df, unit="unit_id", cell="site", order="ts")
     A = pd.crosstab(df["unit_id"], df["site"])
     kw = dict(weights=(1.0, 0.0))
@@ -253,6 +255,6 @@ def test_release_invariant_to_row_order(records):
     p1 = _rel().plan(records, order="ts")
     p2 = _rel().plan(shuffled, order="ts")
     assert p1.occupancy_hash == p2.occupancy_hash and p1.K == p2.K
-    a = _rel(random_state=3)._release(records, "y", p1, evaluation=True).cells
-    b = _rel(random_state=3)._release(shuffled, "y", p1, evaluation=True).cells
+    a = _rel(noise_seed=3)._release(records, "y", p1, evaluation=True).cells
+    b = _rel(noise_seed=3)._release(shuffled, "y", p1, evaluation=True).cells
     assert np.array_equal(a["mean"], b["mean"]) and np.array_equal(a["variance"], b["variance"])

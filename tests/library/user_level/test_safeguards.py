@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from dpcausal.user_level import UserLevelRelease, make_user_level_panel
+from dpcausal.user_level import UserLevelATE, make_user_level_panel
 
 Z95 = 1.959963984540054
 ROLES = dict(treatment="arm", outcome="y", unit="unit_id", stratum="stratum", order="ts")
 
 
 def _rel(**kw):
-    return UserLevelRelease(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
+    return UserLevelATE(**({"bounds": (0.0, 65.0), "epsilon": 1.0} | kw))
 
 
 # ------------------------------------------------------------------ 17: total standard error

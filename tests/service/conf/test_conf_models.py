@@ -200,3 +200,20 @@ def test_shipped_config_comments_agree_with_behaviour(path):
     if "budget:" in ledger_lines or "epsilon:" in ledger_lines:
         assert "never creates a cap" in ledger_lines
     assert "min(500" not in text
+
+
+def test_renamed_config_keys_still_load_with_a_warning():
+    """estimate.level (cluster_dp) and mechanism.bounds (user_level) are the old names of
+    estimate.alpha (= 1 - level) and mechanism.outcome_bounds (issue 27 §5)."""
+    folder = Path(conf.__file__).parent / "release"
+    raw = yaml.safe_load((folder / "cluster_dp_demo.yaml").read_text())
+    raw["estimate"] = {"strata": "clusters", "level": 0.9}
+    with pytest.warns(DeprecationWarning, match="estimate.level is deprecated"):
+        assert load_any(None, base=raw).estimate.alpha == pytest.approx(0.1)
+    raw["estimate"]["alpha"] = 0.1
+    with pytest.raises(ConfigError, match="old name of estimate.alpha"):
+        load_any(None, base=raw)
+    raw = yaml.safe_load((folder / "user_level_demo.yaml").read_text())
+    raw["mechanism"]["bounds"] = raw["mechanism"].pop("outcome_bounds")
+    with pytest.warns(DeprecationWarning, match="mechanism.bounds is deprecated"):
+        assert load_any(None, base=raw).mechanism.outcome_bounds == (0, 65)

@@ -20,11 +20,11 @@ from conf.models import ConfigError
 from dpcausal.cluster_dp import ClusterDP
 from dpcausal.federated import FederatedATE
 from dpcausal.ledger import BudgetExceededError, Ledger
-from dpcausal.user_level import UserLevelRelease
+from dpcausal.user_level import UserLevelATE
 from flows.release import run_release
 
 KINDS = ["cluster_dp", "federated", "user_level"]
-CLASS = {"cluster_dp": ClusterDP, "federated": FederatedATE, "user_level": UserLevelRelease}
+CLASS = {"cluster_dp": ClusterDP, "federated": FederatedATE, "user_level": UserLevelATE}
 UNIT = {"cluster_dp": "label", "federated": "client", "user_level": "user"}
 EPS = {"cluster_dp": 3.0, "federated": 1.0, "user_level": 1.0}
 ID_COLUMN = {"cluster_dp": "unit_id", "federated": "client_id", "user_level": "unit_id"}

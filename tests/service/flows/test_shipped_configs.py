@@ -13,11 +13,11 @@ import pytest
 import yaml
 from _flowtools import charges, give_cap
 
-from demo import DEMO, write_demo
+from conf.kinds import KINDS
+from demo import demo_cap, write_demo
 
 SHIPPED = sorted((Path(__file__).parents[3] / "conf" / "release").glob("*.yaml"))
-KIND_OF = {"demo.yaml": "ate", "cluster_dp_demo.yaml": "cluster_dp",
-           "federated_demo.yaml": "federated", "user_level_demo.yaml": "user_level"}
+KIND_OF = {Path(kind.example).name: name for name, kind in KINDS.items()}
 
 
 def _trial_parquet(path: Path, n: int = 1500) -> Path:
@@ -46,7 +46,7 @@ def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke):
         # data of the demo's schema but not the demo's own: those may already be budgeted as the
         # demo's dataset in this session's ledger, and the fingerprint guard refuses them
         data = write_demo(kind, tmp_path, n=2000, seed=104729)
-        give_cap(dataset, **DEMO[kind][1])
+        give_cap(dataset, **demo_cap(kind))
     else:
         data = _trial_parquet(tmp_path / "trial.parquet")
         give_cap(dataset, zeta=raw["ledger"]["budget"])
