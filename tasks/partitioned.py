@@ -19,7 +19,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from dpcausal import Mechanism, Prepared, Release
-from dpcausal.estimator import PrivateATE
+from dpcausal.accounting import PrivacyCharge
+from dpcausal.estimator import ATEFacts, PrivateATE
 from dpcausal.nuisance import FoldModels
 from dpcausal.partitioned import (
     BlockSums,
@@ -89,6 +90,15 @@ class PartitionedATE(Mechanism):
 
     def __init__(self, estimator: PrivateATE | None = None) -> None:
         self.estimator = estimator
+
+    def check_input(self, data: Any, *args: Any, **roles: Any) -> Prepared:
+        raise TypeError("a partitioned source is checked from its Parquet footers "
+                        "(tasks.preflight.check_partitioned), never read as one table")
+
+    def privacy_charge(self, public: ATEFacts, /) -> PrivacyCharge:
+        """The core estimator's charge for the partitions' public facts."""
+        assert self.estimator is not None, "bug: a partitioned release needs its estimator"
+        return self.estimator.privacy_charge(public)
 
     def _private_release(self, prepared: Prepared, *, evaluation: bool = False) -> Release:
         release: Release = prepared.data()
