@@ -8,7 +8,6 @@ gets its cap from its curator through ``dpcausal ledger set-budget``) and releas
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from pathlib import Path
 from typing import Any
@@ -62,7 +61,11 @@ def write_demo(kind: str, folder: str | Path, n: int = 5000, seed: int | None = 
     """The demo data of ``kind`` in ``folder``, written by ``demo.<kind>.write_demo_csv`` (``n``
     rows where that writer takes a size); ``seed`` draws other data of the same schema (the
     demo's own data otherwise)."""
-    writer = importlib.import_module(f"demo.{kind}").write_demo_csv
+    from demo import ate, cluster_dp, federated, user_level  # one module per kind, named so
+
+    writers = {m.__name__.rsplit(".", 1)[1]: m.write_demo_csv
+               for m in (ate, cluster_dp, federated, user_level)}
+    writer = writers[kind]
     kwargs: dict[str, Any] = {} if seed is None else {"seed": seed}
     if "n" in inspect.signature(writer).parameters:
         kwargs["n"] = n
