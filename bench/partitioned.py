@@ -21,9 +21,10 @@ import multiprocessing as mp
 import os
 import resource
 import shutil
-import tempfile
 import time
 from pathlib import Path
+
+from _workdir import isolated_workdir  # bench/ is the script's folder, on sys.path
 
 
 def _baseline(source: str, K: int, queue: mp.Queue) -> None:
@@ -66,12 +67,7 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
     args = ap.parse_args()
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="dpcausal-bench-partitioned-"))
-    os.environ["PREFECT_HOME"] = str(work / "prefect")
-    os.environ["DPCAUSAL_DATA"] = str(work / "data")
-    os.environ.setdefault("DO_NOT_TRACK", "true")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    (work / "prefect").mkdir(parents=True, exist_ok=True)
+    work = isolated_workdir(args.workdir, "dpcausal-bench-partitioned-")
 
     from distributed import Client, LocalCluster
     from prefect.server.api.server import SubprocessASGIServer

@@ -36,9 +36,10 @@ import multiprocessing as mp
 import os
 import resource
 import shutil
-import tempfile
 import time
 from pathlib import Path
+
+from _workdir import isolated_workdir  # bench/ is the script's folder, on sys.path
 
 ROWS_PER_FILE = 500_000
 
@@ -124,12 +125,7 @@ def main() -> None:
     args = ap.parse_args()
     files = args.files or max(2, args.n // ROWS_PER_FILE)
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="dpcausal-bench-blocks-"))
-    os.environ["PREFECT_HOME"] = str(work / "prefect")
-    os.environ["DPCAUSAL_DATA"] = str(work / "data")
-    os.environ.setdefault("DO_NOT_TRACK", "true")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    (work / "prefect").mkdir(parents=True, exist_ok=True)
+    work = isolated_workdir(args.workdir, "dpcausal-bench-blocks-")
     print(f"load average before: {os.getloadavg()}; cores: {os.cpu_count()}")
 
     ctx = mp.get_context("spawn")
