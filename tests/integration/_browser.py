@@ -86,24 +86,44 @@ class Page:
         res = self.send("Runtime.evaluate", expression=js, returnByValue=True)
         return bool(res.get("result", {}).get("value"))
 
-    def fill(self, label: str, value: str) -> None:
-        """Type ``value`` into the form field labelled ``label`` (a Prefect form label reads
-        "<label> (Optional)" or "<label>"), as a user's typing does: the control's own value
-        setter, then input and change events."""
-        js = ("(() => { const l = [...document.querySelectorAll('.p-label__label')].find(e => "
-              f"[{label!r}, {label + ' (Optional)'!r}].includes(e.textContent.trim())); "
-              "if (!l) return 'no field'; let box = l, c = null; "
-              "while (box && !(c = box.querySelector('input,textarea,select'))) "
-              "box = box.parentElement; "
-              "const cls = {TEXTAREA: HTMLTextAreaElement, SELECT: HTMLSelectElement}[c.tagName] "
-              "|| HTMLInputElement; "
-              "Object.getOwnPropertyDescriptor(cls.prototype, 'value').set.call(c, "
-              f"{value!r}); "
-              "c.dispatchEvent(new Event('input', {bubbles: true})); "
-              "c.dispatchEvent(new Event('change', {bubbles: true})); return 'ok'; })()")
-        res = self.send("Runtime.evaluate", expression=js, returnByValue=True)
-        if res.get("result", {}).get("value") != "ok":
-            raise AssertionError(f"no form field labelled {label!r} on the page")
+    def _field_js(self, label: str, action: str) -> str:
+        """A script finding the control of the form field labelled ``label`` (a Prefect form label
+        reads "<label> (Optional)" or "<label>") as ``c``, then running ``action``."""
+        return ("(() => { const l = [...document.querySelectorAll('.p-label__label')].find(e => "
+                f"[{label!r}, {label + ' (Optional)'!r}].includes(e.textContent.trim())); "
+                "if (!l) return null; let box = l, c = null; "
+                "while (box && !(c = box.querySelector('input,textarea,select'))) "
+                "box = box.parentElement; "
+                f"{action} }})()")
+
+    def field_value(self, label: str) -> str | None:
+        """The value the control labelled ``label`` holds now (None when there is no such field)."""
+        res = self.send("Runtime.evaluate", expression=self._field_js(label, "return c.value;"),
+                        returnByValue=True)
+        return res.get("result", {}).get("value")
+
+    def fill(self, label: str, value: str, timeout: float = 15) -> None:
+        """Type ``value`` into the form field labelled ``label`` as a user's typing does (the
+        control's own value setter, then input and change events), until the control keeps it:
+        a form still binding its fields may redraw a control and drop a value set too early."""
+        setter = ("const cls = {TEXTAREA: HTMLTextAreaElement, SELECT: HTMLSelectElement}"
+                  "[c.tagName] || HTMLInputElement; "
+                  "Object.getOwnPropertyDescriptor(cls.prototype, 'value').set.call(c, "
+                  f"{value!r}); "
+                  "c.dispatchEvent(new Event('input', {bubbles: true})); "
+                  "c.dispatchEvent(new Event('change', {bubbles: true})); return 'ok';")
+        deadline = time.monotonic() + timeout
+        while True:
+            res = self.send("Runtime.evaluate", expression=self._field_js(label, setter),
+                            returnByValue=True)
+            if res.get("result", {}).get("value") != "ok":
+                raise AssertionError(f"no form field labelled {label!r} on the page")
+            time.sleep(0.5)
+            if self.field_value(label) == value:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the field {label!r} does not keep {value!r} "
+                                     f"(holds {self.field_value(label)!r})")
 
     def click(self, button: str) -> None:
         """Click the button (or tab) whose text is ``button``."""

@@ -186,11 +186,17 @@ def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
         page.goto(f"{stack.prefect}/deployments/deployment/{dep['id']}/run")
         page.wait_text(["Zeta (Optional)", "Gaussian-DP budget of this release", "Submit"], 60,
                        "the deployment's Run form")
-        for label, value in (("Zeta", "0"), ("Dataset Id", DATASET), ("Name", "it-form"),
-                             ("N Folds", "30")):
+        typed = {"Zeta": "0", "Dataset Id": DATASET, "Name": "it-form", "N Folds": "30"}
+        for label, value in typed.items():
             page.fill(label, value)
+        assert {label: page.field_value(label) for label in typed} == typed
         page.click("Submit")
-        page.wait_text(["Validation failed for field 'settings.zeta'"], 30, "the form's refusal")
+        try:
+            page.wait_text(["Validation failed for field 'settings.zeta'"], 30,
+                           "the form's refusal")
+        except AssertionError as refused_not_shown:
+            created = [r["parameters"] for r in runs() if r["id"] not in before]
+            raise AssertionError(f"runs created by the Submit: {created}") from refused_not_shown
         page.screenshot(ARTIFACTS / "prefect_run_form_refused.png")
         assert {r["id"] for r in runs()} == before  # nothing was created
         page.fill("Zeta", "0.8")
