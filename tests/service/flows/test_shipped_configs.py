@@ -1,6 +1,7 @@
 """Every config shipped under ``conf/release/`` releases end to end through ``dpcausal run``, on
-synthetic data of its schema, under a temporary ledger cap (issue 25 §1: a shipped config that
-leaves a documented default, such as ``n_folds``, must run as shipped)."""
+synthetic data of its schema with missing values where a user's data have them, under a temporary
+ledger cap: a shipped config that leaves a documented default, such as ``n_folds`` or the
+missing-value policy, must run as shipped on a user's first data."""
 
 from __future__ import annotations
 
@@ -33,6 +34,34 @@ def _trial_parquet(path: Path, n: int = 1500) -> Path:
     return path
 
 
+def _with_missing_values(path: Path, columns: list[str]) -> Path:
+    """The table at ``path`` with about 3% of each of ``columns`` blanked (the private values:
+    outcomes and covariates), written back in its own format. Public columns (treatment, cluster,
+    cell keys) stay complete: a mechanism may refuse blanks there before its charge, since those
+    values are public."""
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    rng = np.random.default_rng(11)
+    for column in columns:
+        frame[column] = frame[column].astype(float).mask(rng.random(len(frame)) < 0.03)
+    if path.suffix == ".parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
+    return path
+
+
+def _private_columns(raw: dict, data: Path) -> list[str]:
+    """The columns a config treats as private values: its outcome (``value`` for user-level
+    data) and, for the core release, its covariates."""
+    columns = raw["columns"]
+    private = [columns.get("outcome") or columns["value"]]
+    if raw.get("kind", "ate") == "ate":
+        header = (pd.read_parquet(data) if data.suffix == ".parquet" else pd.read_csv(data)).columns
+        roles = {columns["treatment"], columns["outcome"]}
+        private += columns.get("covariates") or [c for c in header if c not in roles]
+    return private
+
+
 def test_every_shipped_config_is_covered():
     assert {p.name for p in SHIPPED} == set(KIND_OF) | {"parquet_xgboost.yaml"}
 
@@ -50,6 +79,7 @@ def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke):
     else:
         data = _trial_parquet(tmp_path / "trial.parquet")
         give_cap(dataset, zeta=raw["ledger"]["budget"])
+    _with_missing_values(data, _private_columns(raw, data))
     res = invoke("run", str(config), "--no-progress", "--json", "--set", f"data.path={data}",
                  "--set", f"ledger.dataset_id={dataset}",
                  "--set", f"mlflow.experiment=test-{dataset}")
