@@ -38,10 +38,9 @@ def _failed(exc: BaseException, evaluation: bool) -> NoReturn:
     facts decided it); anything else as one paragraph naming what failed and where the details
     are (exit 1): release mode shows no exception text (it may depend on the data), evaluation
     mode does."""
-    from store import log_private_errors
-
     if (code := exit_code(exc)) != EXIT_FAILED:
         fail(exc, code)
+    from store import log_private_errors
 
     path = log_private_errors()
     logging.getLogger("dpcausal.private").error("release run failed", exc_info=exc)
@@ -102,7 +101,7 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
         _failed(failure, config.evaluation)
     if strict and shown:
         fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
-                         "charged"))
+                        "charged"))
     if config.kind == "ate" and not config.evaluation and bounds_notice:
         _bounds_notice(config)
     return checked, shown
@@ -172,7 +171,7 @@ def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> Non
 
     from deploy.prefect_api import submit_release
 
-    items = {key: yaml.safeload_config(value) for key, _, value in
+    items = {key: yaml.safe_load(value) for key, _, value in
              (item.partition("=") for item in overrides)}
     for key in ("path", "partitions"):  # resolved here, against the caller's folder
         if getattr(config.data, key) is not None:
@@ -260,7 +259,7 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
 
     path = write_demo(kind, data_dir() / "demo", n_rows)
     example = Path(conf.__file__).parents[1] / KINDS[kind].example
-    base = yaml.safeload_config(example.read_text())
+    base = yaml.safe_load(example.read_text())
     base["data"] = {"path": str(path)}
     config = load_config(None, overrides, base=base)
     set_initial_budget(config.ledger.dataset_id, **demo_cap(kind))
