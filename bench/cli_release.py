@@ -7,7 +7,7 @@ mode (each run is charged to a bench dataset with a large cap), in a temporary d
 - python: ``PrivateATE(...).fit(df, ...)`` in this process, imports excluded (the computation,
   the baseline);
 - cli, cold: ``dpcausal run CONFIG`` with no Prefect server running: it starts a temporary,
-  API-only one that boots while the flow's modules import (``cli/prefect_api.py``);
+  API-only one that boots while the flow's modules import (``deploy/prefect_api.py``);
 - cli, cold, Prefect's ephemeral server: the same with that step left to Prefect (its own
   temporary server, started by the first API call, after the imports);
 - cli, served: the same after ``dpcausal serve --no-deploy`` (the command uses that stack).
@@ -70,10 +70,10 @@ def _python(config: Path) -> tuple[float, float]:
         return time.perf_counter() - t0, time.process_time() - c0
 
 
-# `dpcausal` with cli.prefect_api's server step replaced by nothing: Prefect starts its own
+# `dpcausal` with deploy.prefect_api's server step replaced by nothing: Prefect starts its own
 EPHEMERAL = """
 import contextlib, sys
-import cli.prefect_api as api
+import deploy.prefect_api as api
 
 @contextlib.contextmanager
 def prefect_api(meanwhile):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import click
 
+from cli.common import fail, load_config
+
 
 @click.command("check-data")
 @click.argument("config_path", metavar="CONFIG")
@@ -22,13 +24,11 @@ def check_data(config_path: str, overrides: tuple[str, ...]) -> None:
 
     Charges nothing and records nothing (no ledger, MLflow or Prefect). Its output describes the
     data themselves: keep it to yourself, never share or publish it."""
-    from conf.kinds import load_any
-    from conf.models import ConfigError
     from tasks.preflight import check_data as look
 
+    config = load_config(config_path, overrides)
     try:
-        check = look(load_any(config_path, overrides))
-    except (ConfigError, ValueError, TypeError) as exc:     # bad input or configuration
-        click.echo(f"Error: {exc}", err=True)
-        raise SystemExit(2) from None
+        check = look(config)
+    except (ValueError, TypeError) as exc:     # bad input or configuration
+        fail(exc)
     click.echo(str(check))

@@ -7,6 +7,8 @@ import json
 
 import click
 
+from cli.common import fail, quiet_console, verbose_option
+
 
 @click.command()
 @click.option("--runs", multiple=True, metavar="RUN_ID",
@@ -26,12 +28,11 @@ import click
               help="A study that may share people with the other --shared ones ('*': all).")
 @click.option("--experiment", default=None, help="MLflow experiment of the meta-analysis run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
+@verbose_option
 def meta(runs: tuple[str, ...], query: str | None, csv_path: str | None,
          config_path: str | None, weights: str | None, model: str | None, level: float | None,
          shared: tuple[str, ...], experiment: str | None, as_json: bool, verbose: bool) -> None:
     """Pool private ATE releases into one estimate with a forest plot in MLflow."""
-    from cli.run_cmd import _fail, quiet_console
     from conf.meta import meta_config_from
     from conf.models import ConfigError
 
@@ -42,13 +43,13 @@ def meta(runs: tuple[str, ...], query: str | None, csv_path: str | None,
             "model": model, "level": level, "shared": list(shared) or None,
             "experiment": experiment})
     except ConfigError as exc:
-        _fail(exc)
+        fail(exc)
     from flows.meta import dp_meta_analysis
 
     try:
         out = dp_meta_analysis(config=config)
     except (ValueError, TypeError) as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         click.echo(json.dumps(out, indent=2, default=str))
         return

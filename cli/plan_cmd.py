@@ -10,6 +10,8 @@ import json
 
 import click
 
+from cli.common import fail, load_config
+
 
 @click.command()
 @click.argument("config_path", metavar="CONFIG")
@@ -28,8 +30,6 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
 
     A private check of the outcome bounds spends budget, so it is a charged library call
     (:class:`dpcausal.bounds_check.BoundsCheck` under ``ledger.charging``), not part of plan."""
-    from cli.run_cmd import _fail
-    from conf.kinds import load_any
     from conf.models import ConfigError, ReleaseConfig
     from tasks.planning import (
         TABLE_COLUMNS,
@@ -39,15 +39,15 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
         target_line,
     )
 
+    config = load_config(config_path, overrides)  # paths relative to the config file
     try:
-        config = load_any(config_path, overrides)  # paths relative to the config file
         if not isinstance(config, ReleaseConfig):
             raise ConfigError(f"plan is for the core release (kind ate); {config_path} is kind "
                               f"{config.kind!r}, whose noise does not depend on K")
         summary = plan_summary(config, outcome_sd=outcome_sd, compute_budget=compute_budget,
                                target_halfwidth=target_halfwidth)
     except (ConfigError, ValueError) as exc:  # exit 2, as `run` reports the same input
-        _fail(exc)
+        fail(exc)
     if as_json:
         click.echo(json.dumps(summary))
         return

@@ -14,6 +14,8 @@ import time
 
 import click
 
+from cli.common import fail, no_progress_option, quiet_console, verbose_option
+
 CORE = ("A", "B", "C", "D")
 MECHANISMS = {  # target -> "module:flow(out_dir, reps)"
     "cluster-dp": "flows.reproduce_cluster_dp:reproduce_cluster_dp",
@@ -47,14 +49,12 @@ def _run_mechanism(target: str, reps: int | None, out_dir: str) -> str:
               help="Repetitions per setting (default: each report's documented plan).")
 @click.option("--out-dir", default="reports", show_default=True,
               help="Folder for the report and its figures/.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
+@no_progress_option
+@verbose_option
 def reproduce(target: str, reps: int | None, out_dir: str, no_progress: bool,
               verbose: bool) -> None:
     """Reproduce a paper's experiments and write its report: A, B, C, D or all (the core
     estimator, reports/reproduction.md), cluster-dp, user-level or federated."""
-    from cli.run_cmd import _fail, quiet_console
-
     quiet_console(verbose)
     start = time.perf_counter()
     target = target.upper() if target.upper() in (*CORE, "ALL") else target.lower()
@@ -65,5 +65,5 @@ def reproduce(target: str, reps: int | None, out_dir: str, no_progress: bool,
             which = list(CORE) if target == "ALL" else [target]
             report = _run_core(which, reps, out_dir, show_progress=not no_progress)
     except (ValueError, TypeError) as exc:
-        _fail(exc)
+        fail(exc)
     click.echo(f"report written: {report}  ({time.perf_counter() - start:.0f} s)")

@@ -21,51 +21,25 @@ from typing import Any, NoReturn
 
 import click
 
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REFUSED = 1, 2, 3
+from cli.common import (
+    EXIT_FAILED,
+    exit_code,
+    fail,
+    load_config,
+    no_progress_option,
+    quiet_console,
+    report_error,
+    verbose_option,
+)
 
 
-def quiet_console(verbose: bool) -> None:
-    """Keep Prefect's and MLflow's console chatter from drawing over the progress bar."""
-    if verbose:
-        return
-    # failures reach the user as one paragraph from this command, not as Prefect log tracebacks
-    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-ERROR_KINDS = {EXIT_FAILED: "failed", EXIT_BAD_INPUT: "bad_input", EXIT_REFUSED: "refused"}
-
-
-def _fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    report_error(" ".join(str(exc).split()) or type(exc).__name__, code, type(exc).__name__)
-
-
-def report_error(message: str, code: int, error: str) -> NoReturn:
-    """End the command with exit ``code`` and one ``Error:`` paragraph on stderr; under the
-    command's ``--json`` also a JSON object on stdout: ``{"error": kind, "type": error,
-    "message": message, "exit_code": code}`` (kind: failed, bad_input or refused)."""
-    click.echo(f"Error: {message}", err=True)
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.params.get("as_json"):
-        click.echo(json.dumps({"error": ERROR_KINDS.get(code, "failed"), "type": error,
-                               "message": message, "exit_code": code}))
-    sys.exit(code)
-
-
-def exit_code(exc: BaseException) -> int:
-    """3 for a refusal by the budget, 2 for bad input or configuration, 1 for anything else
-    (:func:`tasks.preflight.refusal_reason`, the flows' reading of the same refusals)."""
-    from tasks.preflight import refusal_reason
-
-    return {"budget": EXIT_REFUSED, "bad input or configuration": EXIT_BAD_INPUT}.get(
-        refusal_reason(exc) or "", EXIT_FAILED)
-
-
-def _unexpected(exc: BaseException, evaluation: bool) -> NoReturn:
-    """One paragraph naming what failed and where the details are; release mode shows no
-    exception text (it may depend on the data), evaluation mode does."""
+def _failed(exc: BaseException, evaluation: bool) -> NoReturn:
+    """End the command on ``exc``: a refusal or bad input with its message (exit 3 or 2: public
+    facts decided it); anything else as one paragraph naming what failed and where the details
+    are (exit 1): release mode shows no exception text (it may depend on the data), evaluation
+    mode does."""
+    if (code := exit_code(exc)) != EXIT_FAILED:
+        fail(exc, code)
     from store import log_private_errors
 
     path = log_private_errors()
@@ -124,12 +98,10 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     for text in shown:
         click.echo(f"Warning: {' '.join(text.split())}", err=True)
     if failure is not None:
-        if exit_code(failure) == EXIT_FAILED:
-            _unexpected(failure, config.evaluation)
-        _fail(failure, exit_code(failure))
+        _failed(failure, config.evaluation)
     if strict and shown:
-        _fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
-                         "charged"))
+        fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
+                        "charged"))
     if config.kind == "ate" and not config.evaluation and bounds_notice:
         _bounds_notice(config)
     return checked, shown
@@ -145,9 +117,9 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
 
     import signal
 
-    from cli.prefect_api import prefect_api
     from cli.printer import print_result
     from cli.progress_bar import progress_bar
+    from deploy.prefect_api import prefect_api
     from tasks.preflight import checked_in_process
     from tasks.tracking import connect
 
@@ -168,10 +140,7 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
                      f"(dpcausal ledger history {config.ledger.dataset_id}).", EXIT_FAILED,
                      "KeyboardInterrupt")
     except Exception as exc:  # noqa: BLE001
-        code = exit_code(exc)
-        if code == EXIT_FAILED:
-            _unexpected(exc, config.evaluation)
-        _fail(exc, code)
+        _failed(exc, config.evaluation)
     print_result(result, as_json=as_json)
     return result
 
@@ -200,7 +169,7 @@ def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> Non
     the flow run's URL at once (no wait)."""
     import yaml
 
-    from cli.prefect_api import submit_release
+    from deploy.prefect_api import submit_release
 
     items = {key: yaml.safe_load(value) for key, _, value in
              (item.partition("=") for item in overrides)}
@@ -210,22 +179,8 @@ def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> Non
     try:
         url = submit_release(str(Path(config_path).resolve()), items)
     except LookupError as exc:
-        _fail(exc)
+        fail(exc)
     click.echo(url)
-
-
-def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | None = None) -> Any:
-    """The validated config of the kind it declares, with its mechanism built once to refuse an
-    unknown or unbuildable model before any data is read."""
-    from conf.kinds import build_mechanism, load_any
-    from conf.models import ConfigError
-
-    try:
-        config = load_any(path, overrides, base=base)
-        build_mechanism(config)
-    except (ConfigError, ValueError, TypeError) as exc:
-        _fail(exc)
-    return config
 
 
 @click.command()
@@ -242,8 +197,8 @@ def _load(path: str | None, overrides: tuple[str, ...], base: dict[str, Any] | N
               help="Refuse the release (exit 2, nothing charged) if its public checks warn.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the result, or the error, as JSON.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
+@no_progress_option
+@verbose_option
 def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: bool, strict: bool,
         as_json: bool, no_progress: bool, verbose: bool) -> None:
     """Run the release of CONFIG (a conf/release/*.yaml file) through the dp_release flow; its
@@ -252,8 +207,8 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
 
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
     if submit and dry_run:
-        _fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
-    config = _load(config_path, overrides)
+        fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
+    config = load_config(config_path, overrides)
     if submit:
         submit_run(config, config_path, overrides)
         return
@@ -288,8 +243,8 @@ class KindChoice(click.Choice):
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a value of the embedded demo config.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("-v", "--verbose", is_flag=True, help="Show Prefect's and MLflow's logs.")
+@no_progress_option
+@verbose_option
 def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
          verbose: bool) -> None:
     """Write synthetic data, give the demo dataset its cap (if it has none), then run a full
@@ -306,7 +261,7 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
     example = Path(conf.__file__).parents[1] / KINDS[kind].example
     base = yaml.safe_load(example.read_text())
     base["data"] = {"path": str(path)}
-    config = _load(None, overrides, base=base)
+    config = load_config(None, overrides, base=base)
     set_initial_budget(config.ledger.dataset_id, **demo_cap(kind))
     if not as_json:
         click.echo(f"demo data: {path} ({kind} demo)", err=True)

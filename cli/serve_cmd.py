@@ -1,143 +1,15 @@
-"""``dpcausal serve`` / ``dpcausal stop``: a Prefect server, an MLflow tracking server (with its
-artifact store), the ``dpcausal-pool`` process work pool, the deployments of deploy/prefect.yaml
-and one worker, all on 127.0.0.1 (recipe §3, §5, §6). Each service runs in its own
-process group; its pid, pgid, URL and log file are recorded in ``<data>/services/<name>.json`` and
-``stop`` ends exactly those groups (worker first: it needs two signals), then checks that none is
-left."""
+"""``dpcausal serve`` / ``dpcausal stop``: the options and what they print; the stack itself
+(servers, work pool, deployments, worker, process groups) is deploy/servers.py."""
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import shlex
-import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 import click
-import psutil
 
-from conf.settings import PROJECT_ROOT, data_dir, default_tracking_uri
-
-POOL = "dpcausal-pool"
-PREFECT_FILE = PROJECT_ROOT / "deploy" / "prefect.yaml"
-STOP_ORDER = ("worker", "mlflow", "prefect")
-
-
-def services_dir() -> Path:
-    return data_dir() / "services"
-
-
-def _bin(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
-
-
-def _basic(auth: str | None) -> dict[str, str]:
-    return {} if not auth else {
-        "Authorization": "Basic " + base64.b64encode(auth.encode()).decode()}
-
-
-def answers(url: str, headers: dict[str, str] | None = None, timeout: float = 3.0) -> bool:
-    """Whether ``url`` answers 200 within ``timeout`` seconds."""
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}),
-                                    timeout=timeout) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _pgid_alive(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes in process group ``pgid`` (psutil: Linux and macOS)."""
-    pids = []
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
-                pids.append(proc.pid)
-        except (ProcessLookupError, PermissionError):
-            continue
-    return pids
-
-
-def _start(name: str, cmd: list[str], env: dict[str, str], url: str, extra: dict[str, Any]
-           ) -> dict[str, Any]:
-    logs = services_dir() / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{name}.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=PROJECT_ROOT, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    record = {"name": name, "pid": proc.pid, "pgid": os.getpgid(proc.pid), "url": url,
-              "log": str(log), "cmd": cmd, "started": time.time(), **extra}
-    (services_dir() / f"{name}.json").write_text(json.dumps(record, indent=2))
-    return record
-
-
-def _wait_healthy(checks: dict[str, tuple[str, dict[str, str]]], timeout: float) -> None:
-    """Poll each health URL until it answers 200; on timeout name the service and its log."""
-    pending = dict(checks)
-    deadline = time.monotonic() + timeout
-    while pending:
-        for name, (url, headers) in list(pending.items()):
-            if answers(url, headers):
-                del pending[name]
-            else:
-                rec = _record(name)
-                if rec and not _pgid_alive(rec["pgid"]):
-                    raise click.ClickException(f"{name} exited during start-up; see {rec['log']}")
-        if pending and time.monotonic() > deadline:
-            logs = ", ".join(str(services_dir() / "logs" / f"{n}.log") for n in pending)
-            raise click.ClickException(f"{', '.join(pending)} did not answer its health check "
-                                       f"within {timeout:.0f} s; see {logs}")
-        time.sleep(0.5)
-
-
-def _record(name: str) -> dict[str, Any] | None:
-    path = services_dir() / f"{name}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _run(cmd: list[str], env: dict[str, str], what: str, timeout: float = 300) -> None:
-    done = subprocess.run(cmd, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=timeout)
-    if done.returncode != 0:
-        raise click.ClickException(f"{what} failed (exit {done.returncode}):\n"
-                                   f"{(done.stdout + done.stderr)[-3000:]}")
-
-
-def _mlflow_auth_config(user: str, password: str) -> dict[str, str]:
-    """An auth config for MLflow's basic-auth app: its own user DB under the data folder, the
-    given admin user, no access for anyone else (default_permission NO_PERMISSIONS)."""
-    try:
-        import flask_wtf  # noqa: F401  (the basic-auth app needs it: pip install mlflow[auth])
-    except ImportError:
-        raise click.ClickException("--auth needs MLflow's basic-auth extra (Flask-WTF), which "
-                                   "is not installed: pip install 'mlflow[auth]==3.17.2'") from None
-    ini = services_dir() / "mlflow_basic_auth.ini"
-    ini.write_text("[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
-                   f"database_uri = sqlite:///{data_dir() / 'mlflow_auth.db'}\n"
-                   f"admin_username = {user}\nadmin_password = {password}\n"
-                   "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
-    ini.chmod(0o600)
-    secret = services_dir() / "mlflow_secret"
-    if not secret.is_file():
-        secret.write_text(base64.b64encode(os.urandom(24)).decode())
-        secret.chmod(0o600)
-    return {"MLFLOW_AUTH_CONFIG_PATH": str(ini),
-            "MLFLOW_FLASK_SERVER_SECRET_KEY": secret.read_text()}
-
-
-def running() -> list[dict[str, Any]]:
-    """Recorded services whose process group still has live processes."""
-    recs = [json.loads(p.read_text()) for p in sorted(services_dir().glob("*.json"))]
-    return [r for r in recs if _pgid_alive(r["pgid"])]
+from deploy import servers
+from deploy.servers import ServiceError
 
 
 @click.command()
@@ -159,101 +31,28 @@ def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, au
         raise click.BadParameter("expected USER:PASS with a password of at least 12 characters "
                                  "(MLflow's basic-auth app refuses shorter ones)",
                                  param_hint="--auth")
-    services_dir().mkdir(parents=True, exist_ok=True)
-    if live := running():
+    servers.services_dir().mkdir(parents=True, exist_ok=True)
+    if live := servers.running():
         raise click.ClickException("already running: " + ", ".join(
             f"{r['name']} (pid {r['pid']})" for r in live) + "; run `dpcausal stop` first")
     try:
-        _serve(prefect_port, mlflow_port, backend_store_uri, auth, no_deploy, timeout, t0)
-    except BaseException:
-        click.echo("start-up failed: stopping what was started", err=True)
-        _stop_recorded(grace=10)
-        raise
-
-
-def _serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, auth: str | None,
-           no_deploy: bool, timeout: float, t0: float) -> None:
-    data = data_dir()
-    prefect_api = f"http://127.0.0.1:{prefect_port}/api"
-    mlflow_url = f"http://127.0.0.1:{mlflow_port}"
-    env = {**os.environ, "PREFECT_API_URL": prefect_api, "MLFLOW_TRACKING_URI": mlflow_url,
-           "DPCAUSAL_ROOT": str(PROJECT_ROOT), "DPCAUSAL_DATA": str(data),
-           "PREFECT_WORKER_QUERY_SECONDS": os.environ.get("PREFECT_WORKER_QUERY_SECONDS", "3"),
-           "PREFECT_WORKER_PREFETCH_SECONDS": os.environ.get("PREFECT_WORKER_PREFETCH_SECONDS",
-                                                             "5")}
-    server_env = dict(env)
-    mlflow_cmd = [_bin("mlflow"), "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
-                  "--workers", "1", "--backend-store-uri",
-                  backend_store_uri or default_tracking_uri(),
-                  "--artifacts-destination", str(data / "mlartifacts")]
-    mlflow_env = dict(env)
-    if auth:
-        user, password = auth.split(":", 1)
-        server_env["PREFECT_SERVER_API_AUTH_STRING"] = auth
-        env.update({"PREFECT_API_AUTH_STRING": auth, "MLFLOW_TRACKING_USERNAME": user,
-                    "MLFLOW_TRACKING_PASSWORD": password})
-        mlflow_env.update(_mlflow_auth_config(user, password))
-        mlflow_cmd += ["--app-name", "basic-auth"]
-    headers = _basic(auth)
-    _start("prefect", [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port",
-                       str(prefect_port)], server_env, prefect_api.removesuffix("/api"), {})
-    _start("mlflow", mlflow_cmd, mlflow_env, mlflow_url, {"auth": bool(auth)})
-    _wait_healthy({"prefect": (f"{prefect_api}/health", headers),
-                   "mlflow": (f"{mlflow_url}/health", headers)}, timeout)
-    t_servers = time.monotonic() - t0
-    if not no_deploy:
-        _run([_bin("prefect"), "work-pool", "create", POOL, "--type", "process", "--overwrite"],
-             env, f"creating work pool {POOL}", timeout)
-        _run([_bin("prefect"), "--no-prompt", "deploy", "--all", "--prefect-file",
-              str(PREFECT_FILE)], env, "prefect deploy --all", timeout)
-        _start("worker", [_bin("prefect"), "worker", "start", "--pool", POOL, "--limit", "2",
-                          "--type", "process"], env, prefect_api, {})
-    elapsed = time.monotonic() - t0
-    (services_dir() / "stack.info").write_text(json.dumps(
-        {"prefect_ui": prefect_api.removesuffix("/api"), "prefect_api": prefect_api,
-         "mlflow_ui": mlflow_url, "auth": bool(auth), "servers_s": round(t_servers, 1),
-         "startup_s": round(elapsed, 1)}, indent=2))
-    click.echo(f"Prefect UI : {prefect_api.removesuffix('/api')}\nMLflow UI  : {mlflow_url}\n"
-               f"(servers healthy after {t_servers:.1f} s, stack ready after {elapsed:.1f} s; "
-               f"logs in {services_dir() / 'logs'})")
+        try:
+            stack = servers.start_stack(prefect_port, mlflow_port, backend_store_uri, auth,
+                                        not no_deploy, timeout, t0)
+        except BaseException:
+            click.echo("start-up failed: stopping what was started", err=True)
+            _stop(grace=10)
+            raise
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Prefect UI : {stack['prefect_ui']}\nMLflow UI  : {stack['mlflow_ui']}\n"
+               f"(servers healthy after {stack['servers_s']:.1f} s, stack ready after "
+               f"{stack['startup_s']:.1f} s; logs in {servers.services_dir() / 'logs'})")
     if not no_deploy:
         click.echo("Trigger a release: Prefect UI > Deployments > release_from_config/demo > "
-                   f"Run, or\n  {trigger_command(prefect_api)}\nor, for a config of yours: "
-                   "dpcausal run --submit CONFIG")
+                   f"Run, or\n  {servers.trigger_command(stack['prefect_api'])}\nor, for a "
+                   "config of yours: dpcausal run --submit CONFIG")
     click.echo("Stop everything: dpcausal stop")
-
-
-def trigger_command(prefect_api: str) -> str:
-    """A shell command that runs the demo deployment on the stack at ``prefect_api`` as printed
-    (the ``prefect`` of this environment, which need not be on PATH)."""
-    return f"PREFECT_API_URL={shlex.quote(prefect_api)} " + shlex.join(
-        [_bin("prefect"), "deployment", "run", "release_from_config/demo", "-p",
-         "settings=" + json.dumps({"zeta": 1.0})])
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _end(rec: dict[str, Any], grace: float) -> None:
-    """TERM the group (a worker also gets INT: it needs two signals, recipe §5), KILL after
-    ``grace`` seconds."""
-    pgid = rec["pgid"]
-    _signal_group(pgid, signal.SIGTERM)
-    if rec["name"] == "worker":
-        time.sleep(0.5)
-        _signal_group(pgid, signal.SIGINT)
-    deadline = time.monotonic() + grace
-    while _pgid_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _pgid_alive(pgid):
-        _signal_group(pgid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while _pgid_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
 
 
 @click.command()
@@ -261,22 +60,16 @@ def _end(rec: dict[str, Any], grace: float) -> None:
               help="Seconds before a service that ignored SIGTERM gets SIGKILL.")
 def stop(grace: float) -> None:
     """Stop the services `dpcausal serve` started (by their recorded process groups)."""
-    recs = _stop_recorded(grace)
+    try:
+        recs = _stop(grace)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from None
     if recs:
         click.echo("stopped: " + ", ".join(f"{n} (pgid {r['pgid']})" for n, r in recs.items()))
 
 
-def _stop_recorded(grace: float) -> dict[str, dict[str, Any]]:
-    recs = {p.stem: json.loads(p.read_text()) for p in services_dir().glob("*.json")}
+def _stop(grace: float) -> dict[str, dict[str, Any]]:
+    recs = servers.stop_recorded(grace)
     if not recs:
-        click.echo(f"nothing recorded in {services_dir()}: no services to stop")
-        return recs
-    for name in sorted(recs, key=lambda n: STOP_ORDER.index(n) if n in STOP_ORDER else -1):
-        _end(recs[name], grace)
-    left = {name: _pgid_alive(rec["pgid"]) for name, rec in recs.items()}
-    left = {k: v for k, v in left.items() if v}
-    if left:
-        raise click.ClickException(f"processes still alive after stop: {left}")
-    for name in recs:
-        (services_dir() / f"{name}.json").unlink(missing_ok=True)
+        click.echo(f"nothing recorded in {servers.services_dir()}: no services to stop")
     return recs

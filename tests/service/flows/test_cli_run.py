@@ -239,7 +239,7 @@ def test_serve_prints_a_trigger_command_that_works_as_printed(project, deploymen
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
     from prefect.settings import PREFECT_API_URL
 
-    from cli.serve_cmd import trigger_command
+    from deploy.servers import trigger_command
     from flows.deployed import release_from_config
 
     demo = DeploymentFilter(name=DeploymentFilterName(any_=["demo"]))

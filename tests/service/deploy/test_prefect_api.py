@@ -1,4 +1,4 @@
-"""Where ``dpcausal run`` sends its flow (cli/prefect_api.py): the caller's PREFECT_API_URL, else
+"""Where ``dpcausal run`` sends its flow (deploy/prefect_api.py): the caller's PREFECT_API_URL, else
 a running ``dpcausal serve`` stack that answers (without auth), else a temporary server."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from cli.prefect_api import use_served_stack
+from deploy.prefect_api import use_served_stack
 
 
 class _Health(BaseHTTPRequestHandler):
@@ -70,7 +70,7 @@ def test_cli_flow_runs_send_no_heartbeats_unless_the_caller_asks(monkeypatch, ca
     which reports its run's end itself, turns heartbeats off unless the caller set them."""
     from prefect.settings import get_current_settings
 
-    from cli.prefect_api import _settings
+    from deploy.prefect_api import _settings
 
     if caller is None:
         monkeypatch.delenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", raising=False)

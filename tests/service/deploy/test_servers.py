@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from cli.serve_cmd import _pgid_alive
+from deploy.servers import _pgid_alive
 
 
 def test_pgid_alive_lists_the_group_until_it_ends() -> None:

@@ -1,5 +1,6 @@
 """The Prefect API (and MLflow server) a CLI release talks to (issue 21: a CLI release at most 8 s
-cold, at most 3 s above the computation with a served stack):
+cold, at most 3 s above the computation with a served stack), and the start of a deployment run
+there (``dpcausal run --submit``):
 
 - ``PREFECT_API_URL`` when the caller set it;
 - else the stack ``dpcausal serve`` started, when it answers (without basic auth: a stack with
@@ -19,14 +20,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from cli.serve_cmd import answers, services_dir
 from conf.settings import PROJECT_ROOT, default_tracking_uri
+from deploy.servers import answers, services_dir, tool
 
 
 def use_served_stack() -> bool:
@@ -56,11 +55,10 @@ class TemporaryServer:
         logs = services_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         self.log = logs / "temporary-prefect.log"
-        prefect = str(Path(sys.executable).with_name("prefect"))
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--no-services", "--no-ui"], cwd=PROJECT_ROOT, stdout=out,
+                [tool("prefect"), "server", "start", "--host", "127.0.0.1", "--port",
+                 str(self.port), "--no-services", "--no-ui"], cwd=PROJECT_ROOT, stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def wait(self, timeout: float) -> None:
