@@ -123,12 +123,18 @@ def _read_sql(source: DataSource) -> pd.DataFrame:
         with engine.connect() as conn:
             return pd.read_sql_query(sqlalchemy.text(source.sql), conn)
     except (sqlalchemy.exc.SQLAlchemyError, pd.errors.DatabaseError) as exc:
-        cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
-        cause = getattr(cause, "orig", None) or cause
-        raise ValueError(f"data.sql failed against {_database_name(source)}: "
-                         f"{type(cause).__name__}{_query_error_text(cause)}") from None
+        raise query_error(source, exc) from None
     finally:
         engine.dispose()
+
+
+def query_error(source: DataSource, exc: BaseException) -> ValueError:
+    """The ``ValueError`` reported for a failed ``data.sql``: the driver's error class and, for
+    an error in the query or the schema only, its message (:func:`_query_error_text`)."""
+    cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
+    cause = getattr(cause, "orig", None) or cause
+    return ValueError(f"data.sql failed against {_database_name(source)}: "
+                      f"{type(cause).__name__}{_query_error_text(cause)}")
 
 
 # a database's message is shown only when it is about the query and the schema, never about the

@@ -173,18 +173,20 @@ def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str,
     return checked
 
 
-def check_footers(parts: list[str], footers: list[tuple[int, dict[str, str]]],
+def check_footers(parts: list[Any], footers: list[tuple[int, dict[str, str]]],
                   estimator: PrivateATE, *, id_column: str, treatment: str, outcome: str,
-                  covariates: list[str] | None, evaluation: bool) -> Checked:
+                  covariates: list[str] | None, evaluation: bool,
+                  identity: dict[str, Any] | None = None) -> Checked:
     """The checked input of a partitioned source from its partition list and their footers
     (wherever they were read): every public refusal
     (:func:`dpcausal.partitioned.plan_partitions`) and the charge; its data is the plan, its
-    identity the keyed partition list with footers."""
+    identity the keyed partition list with footers, or ``identity`` (a SQL source's:
+    :meth:`tasks.sql_partitions.SqlPartitions.identity`)."""
     plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,
                            outcome=outcome, covariates=covariates, evaluation=evaluation)
     return Checked(prepared=Prepared(public=ATEFacts(plan.n, plan.d), data=plan),
                    fingerprint=None,
-                   source=source_fingerprint(partition_identity(parts, footers)),
+                   source=source_fingerprint(identity or partition_identity(parts, footers)),
                    schema=tuple(plan.schema), charge=plan.estimator.privacy_charge(plan.n, plan.d),
                    planned=estimator.planned_params(plan.n, plan.d))
 
