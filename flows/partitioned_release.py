@@ -42,7 +42,7 @@ from prefect_dask import DaskTaskRunner
 
 import store
 from conf.kinds import KINDS, build_mechanism
-from conf.models import ReleaseConfig, RunnerConfig
+from conf.models import DataSource, ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import (
@@ -54,7 +54,6 @@ from dpcausal.partitioned import (
 )
 from dpcausal.session import Charged
 from flows import progress
-from conf.models import DataSource
 from tasks.partitioned import (
     PartitionedATE,
     all_fold_models,

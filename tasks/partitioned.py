@@ -73,8 +73,8 @@ def _read(part: str | SqlPartition, roles: Roles, key: bytes, evaluation: bool) 
 
 
 @task(**_OPTIONS)
-def fit_partition_folds(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes, folds: range,
-                        evaluation: bool = False) -> list[FoldModels]:
+def fit_partition_folds(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes,
+                        folds: range, evaluation: bool = False) -> list[FoldModels]:
     """Read one partition and fit the folds it owns (its fold models are the result)."""
     return fit_partition(_read(part, roles, key, evaluation), roles, est, key, folds,
                          evaluation)
@@ -89,8 +89,9 @@ def all_fold_models(per_partition: list[list[FoldModels]]) -> list[FoldModels]:
 
 
 @task(**_OPTIONS)
-def partition_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes, folds: range,
-                         fold_models: list[FoldModels], evaluation: bool = False) -> ScoreSums:
+def partition_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes,
+                         folds: range, fold_models: list[FoldModels],
+                         evaluation: bool = False) -> ScoreSums:
     """Read one partition again and return (n_p, sum Gamma, sum Gamma^2) given all K fold
     models."""
     return partition_sums(_read(part, roles, key, evaluation), roles, est, key, folds,
@@ -98,8 +99,8 @@ def partition_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE
 
 
 @task(**_OPTIONS)
-def block_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes, blocks: range,
-                     evaluation: bool = False) -> tuple[BlockSums, ...]:
+def block_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes,
+                     blocks: range, evaluation: bool = False) -> tuple[BlockSums, ...]:
     """Read one partition, fit, aggregate and score the blocks it owns (spec §2.5b) and return
     only (block, n_b, sum Gamma, sum Gamma^2) per block: no fold model leaves the worker."""
     return partition_block_sums(_read(part, roles, key, evaluation), roles, est, key, blocks,
