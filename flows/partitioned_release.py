@@ -67,7 +67,7 @@ from tasks.partitioned import (
 from tasks.preflight import Checked, check_footers, check_ledger
 from tasks.release import charged_release
 from tasks.runners import dask_security
-from tasks.sql_partitions import SqlPartition, SqlPartitions
+from tasks.sql_partitions import SqlPartition, SqlPartitions, sql_partitions
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
@@ -134,7 +134,7 @@ def partitioned_sql_release(
     id_column: str,
     treatment: str,
     outcome: str,
-    id_type: Literal["int", "str"] = "int",
+    id_type: Literal["int", "str"] = "str",
     covariates: list[str] | None = None,
     estimator: dict[str, Any],
     n_folds: int | None = None,
@@ -191,13 +191,19 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     MLflow run ``dp_release`` opened) in the ledger. ``dp_release`` checked the budget first
     and logs the release."""
     data, c = config.data, config.columns
-    parts, checked = _checked(str(data.partitions), build_mechanism(config),
-                              id_column=str(data.id_column), treatment=c.treatment,
-                              outcome=c.outcome, covariates=c.covariates,
-                              evaluation=config.evaluation)
+    key = _key(data.fold_key or "release")
+    roles = {"treatment": c.treatment, "outcome": c.outcome, "covariates": c.covariates,
+             "evaluation": config.evaluation}
+    parts: list[Any]
+    if data.sql_partitions is not None:   # a SQL query split by the keyed hash of its id
+        parts, checked = _checked_sql(sql_partitions(data), key, build_mechanism(config),
+                                      **roles)
+    else:
+        parts, checked = _checked(str(data.partitions), build_mechanism(config),
+                                  id_column=str(data.id_column), **roles)
     plan: PartitionPlan = checked.prepared.data
     return _charged(parts, checked, dataset=config.ledger.dataset_id, release_id=release_id,
-                    key=_key(data.fold_key or "release"), evaluation=config.evaluation,
+                    key=key, evaluation=config.evaluation,
                     detail={**KINDS["ate"].detail(config), "K": plan.n_folds,
                             "B": plan.n_blocks, "K'": plan.block_folds, "path": "partitioned"},
                     cap=KINDS["ate"].cap(config), run_url=run_url)

@@ -57,7 +57,7 @@ class SqlPartitions:
     source: DataSource
     id_column: str
     count: int
-    id_type: Literal["int", "str"] = "int"
+    id_type: Literal["int", "str"] = "str"
     dtypes: dict[str, str] = field(default_factory=dict)
     chunk_rows: int = 50_000
 
@@ -85,6 +85,21 @@ class SqlPartition:
     of: SqlPartitions
     index: int
     rows: int
+
+
+def sql_partitions(source: DataSource) -> SqlPartitions:
+    """The partitioned SQL source of a config's ``data`` (``sql_partitions`` and ``id_column``
+    set): the id's type is ``data.dtypes`` of the id column, else str (an id's role default,
+    issue 26 §1)."""
+    if source.sql_partitions is None or source.id_column is None:
+        raise ValueError("a partitioned SQL source needs data.sql_partitions and data.id_column")
+    id_type = source.dtypes.get(source.id_column, "str")
+    if id_type not in ("int", "str"):
+        raise ValueError(f"data.dtypes of the id column {source.id_column!r} must be int or "
+                         f"str, got {id_type}")
+    return SqlPartitions(source, id_column=source.id_column, count=source.sql_partitions,
+                         id_type=id_type, dtypes={k: v for k, v in source.dtypes.items()
+                                                  if k != source.id_column})
 
 
 def describe_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]

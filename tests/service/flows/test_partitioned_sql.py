@@ -39,7 +39,7 @@ def _sql_release(url, estimator=SEEDED, **kw):
 
     args = {"url": url, "sql_partitions": PARTS, "id_column": "id", "treatment": "A",
             "outcome": "Y", "estimator": estimator, "n_folds": K, "fold_key": "curator",
-            "evaluation": True, "chunk_rows": 256, **kw}
+            "evaluation": True, "chunk_rows": 256, "id_type": "int", **kw}
     return partitioned_sql_release("SELECT * FROM records", **args)
 
 
@@ -123,3 +123,37 @@ def test_a_release_charges_once_and_binds_the_source(tmp_path, project, monkeypa
         _sql_release(url, estimator=ESTIMATOR, evaluation=False, dataset_id="sql-parts",
                      fold_key="release")
     assert charges("sql-parts") == 2
+
+
+
+@pytest.fixture
+def sql_url(tmp_path, monkeypatch):
+    """A table's URL in ``$SQLPARTS_URL`` (set before ``invoke`` copies the environment)."""
+    monkeypatch.setenv("SQLPARTS_URL", _sqlite(tmp_path / "d.db", _table(4)))
+
+
+def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invoke):
+    """``data.sql`` with ``data.sql_partitions`` and ``data.id_column`` through ``dpcausal run``
+    (dp_release, its Dask subflow, the ledger), the URL from the environment."""
+    import json
+
+    import yaml
+    from _flowtools import charges, give_cap
+
+    dataset = "sql-parts-cli"
+    give_cap(dataset, zeta=1.5)
+    raw = {"name": "sqlparts",
+           "data": {"sql": "SELECT * FROM records", "url": "${SQLPARTS_URL}",
+                    "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
+           "columns": {"treatment": "A", "outcome": "Y", "covariates": ["x1", "x2"]},
+           "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
+           "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
+    path = tmp_path / "sqlparts.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    res = invoke("run", str(path), "--no-progress", "--json")
+    assert res.exit_code == 0, res.output
+    rel = json.loads(res.stdout)["release"]
+    assert rel["n"] == N and rel["nonprivate"] is None
+    assert rel["params"]["folds"] == "keyed_rank(id)" and rel["params"]["partitions"] == PARTS
+    assert (rel["params"]["n_blocks"], rel["params"]["block_folds"]) == (K // KB, KB)
+    assert charges(dataset) == 1

@@ -61,7 +61,7 @@ def _mac_partition(value: int | str, parts: int) -> int:
 
 
 def _partitions(source: DataSource, parts: int = 3, **kw):
-    sql = SqlPartitions(source, id_column="id", count=parts, **kw)
+    sql = SqlPartitions(source, id_column="id", count=parts, **{"id_type": "int", **kw})
     footers = describe_sql(sql, KEY, {"treatment": "A", "outcome": "Y"})
     return sql, footers, [SqlPartition(sql, p, rows) for p, (rows, _) in enumerate(footers)]
 
