@@ -283,8 +283,9 @@ class ReleaseCommon(_Strict):
     def _partitions_in_core_only(self) -> "ReleaseCommon":
         data, kind = getattr(self, "data", None), getattr(self, "kind", "ate")
         if kind != "ate" and data is not None and data.partitioned:
-            raise ValueError(f"data.partitions and data.sql_partitions work with the core "
-                             f"release (kind: ate) only, not with kind: {kind}")
+            key = "partitions" if data.partitions is not None else "sql_partitions"
+            raise ValueError(f"data.{key} works with the core release (kind: ate) only, "
+                             f"not with kind: {kind}")
         if kind != "ate" and data is not None and (data.missing, data.missing_fill) != (
                 "impute", 0.0):
             raise ValueError(f"data.missing and data.missing_fill configure the core release "
