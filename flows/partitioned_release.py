@@ -23,10 +23,16 @@ Progress of both phases is logged (partitions done / total) and shown as Prefect
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
 curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.partitioned`.
 
-Two entry points share these steps: :func:`partitioned_release` (plain parameters, from Python)
-and :func:`partitioned_config_release`, the subflow of ``dp_release`` for a release config whose
-``data.partitions`` is set (``dpcausal run``), which keeps dp_release's MLflow run, artifacts and
-result.
+A SQL query is a source too (issue 28 §3, :mod:`tasks.sql_partitions`): the fold key is drawn
+first, step 1 reads the query's column names and each partition's row count (from the id column
+alone: partition p holds the ids whose keyed hash is p mod P) on a worker, and every read of a
+partition streams the query in chunks, keeping that partition's rows.
+
+Three entry points share these steps: :func:`partitioned_release` (Parquet, plain parameters,
+from Python), :func:`partitioned_sql_release` (a SQL query, plain parameters) and
+:func:`partitioned_config_release`, the subflow of ``dp_release`` for a release config whose
+``data.partitions`` or ``data.sql_partitions`` is set (``dpcausal run``), which keeps
+dp_release's MLflow run, artifacts and result.
 """
 
 from __future__ import annotations
