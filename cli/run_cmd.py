@@ -127,7 +127,7 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     # run stop with it (their context managers and atexit hooks run)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        unit = "partitions" if config.data.partitions is not None else "folds"
+        unit = "partitions" if config.data.partitioned else "folds"
         with prefect_api(meanwhile=lambda: connect(config.mlflow.tracking_uri)), \
                 progress_bar(unit, enabled=show_progress and not as_json), \
                 checked_in_process(config, checked):
@@ -212,7 +212,7 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
     if submit:
         submit_run(config, config_path, overrides)
         return
-    partitioned = config.data.partitions is not None  # the check reads the outcome in memory
+    partitioned = config.data.partitioned  # the check reads the outcome in memory
     if dry_run:
         rehearse(config, config_path, strict=strict, bounds_notice=not partitioned,
                  as_json=as_json)

@@ -75,7 +75,7 @@ class Kind:
                 out.setdefault(name, declared.get(name, ROLE_DTYPES[role]))
         if "covariates" in roles and roles["covariates"] is None:  # every other column
             return Schema({**declared, **out}, ROLE_DTYPES["covariates"])
-        unread = sorted(set(declared) - set(out))
+        unread = sorted(set(declared) - set(out) - {getattr(config.data, "id_column", None)})
         if unread:
             raise ValueError(f"data.dtypes names {unread[0]!r}, which is not a column this "
                              f"release reads ({', '.join(out)}); remove it or fix its name")

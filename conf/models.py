@@ -77,7 +77,10 @@ class DataSource(_Strict):
     named ``secret/<name>`` (its value is the URL) or ``sqlalchemy-connector/<name>``
     (prefect-sqlalchemy), or ``partitions``, a directory of Parquet files read by Dask workers
     (the core release only, issue 19 §3), whose folds hash the record identity ``id_column``;
-    ``fold_key: curator`` takes the curator's fold key instead of a fresh one per release.
+    ``fold_key: curator`` takes the curator's fold key instead of a fresh one per release. A
+    ``sql`` source with ``sql_partitions: P`` and ``id_column`` is partitioned too (issue 28 §3):
+    P partitions by the keyed hash of the id, each streamed from the query by a Dask worker
+    (:mod:`tasks.sql_partitions`; the id's type is ``dtypes`` of the id column, else str).
     ``missing`` is the core release's declared missing-value policy (``impute``, the default:
     covariates take ``missing_fill`` plus an indicator, a row without treatment or outcome scores
     0; ``drop``: complete cases, whose count is published as n).
@@ -92,6 +95,7 @@ class DataSource(_Strict):
     url_block: str | None = None
     partitions: str | None = None
     id_column: str | None = None
+    sql_partitions: int | None = Field(None, ge=1)
     fold_key: Literal["release", "curator"] | None = None
     # the declared missing-value policy of the core release (dpcausal.missing): public
     missing: Literal["impute", "drop"] = "impute"
@@ -110,11 +114,15 @@ class DataSource(_Strict):
                              "sqlalchemy-connector/<name>)")
         if self.sql is None and (self.url or self.url_block):
             raise ValueError("data.url and data.url_block go with data.sql only")
-        if self.partitions is not None and not self.id_column:
-            raise ValueError("data.partitions needs data.id_column, the column of unique record "
-                             "ids whose keyed hash assigns each row its fold")
-        if self.partitions is None and (self.id_column is not None or self.fold_key is not None):
-            raise ValueError("data.id_column and data.fold_key go with data.partitions only")
+        if self.sql_partitions is not None and self.sql is None:
+            raise ValueError("data.sql_partitions splits a data.sql query: give data.sql")
+        if self.partitioned and not self.id_column:
+            raise ValueError(f"data.{'partitions' if self.partitions else 'sql_partitions'} "
+                             "needs data.id_column, the column of unique record ids whose keyed "
+                             "hash assigns each row its partition and fold")
+        if not self.partitioned and (self.id_column is not None or self.fold_key is not None):
+            raise ValueError("data.id_column and data.fold_key go with data.partitions or "
+                             "data.sql_partitions only")
         if self.partitions is not None and self.dtypes:
             raise ValueError("data.dtypes does not apply to data.partitions: a partitioned "
                              "source's types are the Parquet schema in its footers")
@@ -126,6 +134,12 @@ class DataSource(_Strict):
         if self.path is not None and not self.path.lower().endswith((".csv", ".parquet", ".pq")):
             raise ValueError(f"data.path must end in .csv or .parquet, got {self.path!r}")
         return self
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the release runs on the partitioned path: Parquet files (``partitions``) or
+        a SQL query split by the keyed hash of its id (``sql_partitions``)."""
+        return self.partitions is not None or self.sql_partitions is not None
 
 
 class Columns(_Strict):
@@ -268,8 +282,9 @@ class ReleaseCommon(_Strict):
     @model_validator(mode="after")
     def _partitions_in_core_only(self) -> "ReleaseCommon":
         data, kind = getattr(self, "data", None), getattr(self, "kind", "ate")
-        if kind != "ate" and data is not None and data.partitions is not None:
-            raise ValueError(f"data.partitions works with the core release (kind: ate) only, "
+        if kind != "ate" and data is not None and data.partitioned:
+            key = "partitions" if data.partitions is not None else "sql_partitions"
+            raise ValueError(f"data.{key} works with the core release (kind: ate) only, "
                              f"not with kind: {kind}")
         if kind != "ate" and data is not None and (data.missing, data.missing_fill) != (
                 "impute", 0.0):
@@ -304,7 +319,7 @@ class ReleaseConfig(ReleaseCommon):
                 "estimator.sensitivity='released_code' is not a valid privacy bound; "
                 "use it in evaluation mode only"
             )
-        if self.data.partitions is not None:
+        if self.data.partitioned:
             self._partitioned_rules()
         return self
 

@@ -23,10 +23,16 @@ Progress of both phases is logged (partitions done / total) and shown as Prefect
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
 curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.partitioned`.
 
-Two entry points share these steps: :func:`partitioned_release` (plain parameters, from Python)
-and :func:`partitioned_config_release`, the subflow of ``dp_release`` for a release config whose
-``data.partitions`` is set (``dpcausal run``), which keeps dp_release's MLflow run, artifacts and
-result.
+A SQL query is a source too (issue 28 §3, :mod:`tasks.sql_partitions`): the fold key is drawn
+first, step 1 reads the query's column names and each partition's row count (from the id column
+alone: partition p holds the ids whose keyed hash is p mod P) on a worker, and every read of a
+partition streams the query in chunks, keeping that partition's rows.
+
+Three entry points share these steps: :func:`partitioned_release` (Parquet, plain parameters,
+from Python), :func:`partitioned_sql_release` (a SQL query, plain parameters) and
+:func:`partitioned_config_release`, the subflow of ``dp_release`` for a release config whose
+``data.partitions`` or ``data.sql_partitions`` is set (``dpcausal run``), which keeps
+dp_release's MLflow run, artifacts and result.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from prefect_dask import DaskTaskRunner
 
 import store
 from conf.kinds import KINDS, build_mechanism
-from conf.models import ReleaseConfig, RunnerConfig
+from conf.models import DataSource, ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
 from dpcausal.estimator import PrivateATE
 from dpcausal.partitioned import (
@@ -59,6 +65,7 @@ from tasks.partitioned import (
     all_fold_models,
     block_score_sums,
     describe_partition,
+    describe_sql_partitions,
     fit_partition_folds,
     list_partitions,
     partition_score_sums,
@@ -66,6 +73,7 @@ from tasks.partitioned import (
 from tasks.preflight import Checked, check_footers, check_ledger
 from tasks.release import charged_release
 from tasks.runners import dask_security
+from tasks.sql_partitions import SqlPartition, SqlPartitions, sql_partitions
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
@@ -120,12 +128,63 @@ def partitioned_release(
     if dataset_id is not None:
         check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
                      evaluation=evaluation, cap="--zeta Z")
+    return _plain_release(parts, checked, dataset_id, _key(fold_key), evaluation)
+
+
+@flow(name="dp_partitioned_sql_release", task_runner=DEFAULT_RUNNER, persist_result=False)
+def partitioned_sql_release(
+    sql: str,
+    *,
+    url: str,
+    sql_partitions: int,
+    id_column: str,
+    treatment: str,
+    outcome: str,
+    id_type: Literal["int", "str"] = "str",
+    covariates: list[str] | None = None,
+    estimator: dict[str, Any],
+    n_folds: int | None = None,
+    compute_budget: float = 300.0,
+    dataset_id: str | None = None,
+    fold_key: Literal["release", "curator"] = "release",
+    evaluation: bool = False,
+    chunk_rows: int = 50_000,
+) -> dict[str, Any]:
+    """:func:`partitioned_release` from a SQL query instead of Parquet files (issue 28 §3):
+    ``url`` is a SQLAlchemy URL (``${VAR}`` expanded from the environment at load time), the
+    query is split into ``sql_partitions`` partitions by the keyed hash of ``id_column``
+    (declared ``int`` or ``str``), and each worker streams the query in chunks of
+    ``chunk_rows`` rows, keeping its partition's rows (:mod:`tasks.sql_partitions`). Before the
+    charge only the column names and the partitions' row counts are read."""
+    est = PrivateATE(**{"compute_budget": compute_budget, **estimator},
+                     n_folds=n_folds or "auto")
+    source = SqlPartitions(DataSource(sql=sql, url=url), id_column=id_column,
+                           count=sql_partitions, id_type=id_type, chunk_rows=chunk_rows)
+    key = _key(fold_key)
+    parts, checked = _checked_sql(source, key, est, treatment=treatment, outcome=outcome,
+                                  covariates=covariates, evaluation=evaluation)
+    if dataset_id is None and not evaluation:
+        raise ValueError("a release needs dataset_id (its budget in the ledger)")
+    if dataset_id is not None:
+        check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
+                     evaluation=evaluation, cap="--zeta Z")
+    return _plain_release(parts, checked, dataset_id, key, evaluation, source="sql")
+
+
+def _plain_release(parts: list[Any], checked: Checked, dataset_id: str | None, key: bytes,
+                   evaluation: bool, source: str = "parquet") -> dict[str, Any]:
     plan: PartitionPlan = checked.prepared.data
-    return _charged(parts, checked, dataset=dataset_id or "", fold_key=fold_key,
+    return _charged(parts, checked, dataset=dataset_id or "", key=key,
                     release_id=f"{flow_run.id}/partitioned-ate", evaluation=evaluation,
                     detail={"mechanism_class": "PrivateATE", "path": "partitioned",
-                            "n_folds": plan.n_folds, "n_blocks": plan.n_blocks,
+                            "source": source, "n_folds": plan.n_folds,
+                            "n_blocks": plan.n_blocks,
                             "block_folds": plan.block_folds}).release.to_dict()
+
+
+def _key(fold_key: str) -> bytes:
+    """The fold key: the curator's (``<data>/private/fold.key``) or a fresh one."""
+    return store.fold_key() if fold_key == "curator" else release_key()
 
 
 @flow(name="dp_partitioned_config_release", task_runner=DEFAULT_RUNNER, persist_result=False,
@@ -138,13 +197,19 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     MLflow run ``dp_release`` opened) in the ledger. ``dp_release`` checked the budget first
     and logs the release."""
     data, c = config.data, config.columns
-    parts, checked = _checked(str(data.partitions), build_mechanism(config),
-                              id_column=str(data.id_column), treatment=c.treatment,
-                              outcome=c.outcome, covariates=c.covariates,
-                              evaluation=config.evaluation)
+    key = _key(data.fold_key or "release")
+    roles = {"treatment": c.treatment, "outcome": c.outcome, "covariates": c.covariates,
+             "evaluation": config.evaluation}
+    parts: list[Any]
+    if data.sql_partitions is not None:   # a SQL query split by the keyed hash of its id
+        parts, checked = _checked_sql(sql_partitions(data), key, build_mechanism(config),
+                                      **roles)
+    else:
+        parts, checked = _checked(str(data.partitions), build_mechanism(config),
+                                  id_column=str(data.id_column), **roles)
     plan: PartitionPlan = checked.prepared.data
     return _charged(parts, checked, dataset=config.ledger.dataset_id, release_id=release_id,
-                    fold_key=data.fold_key or "release", evaluation=config.evaluation,
+                    key=key, evaluation=config.evaluation,
                     detail={**KINDS["ate"].detail(config), "K": plan.n_folds,
                             "B": plan.n_blocks, "K'": plan.block_folds, "path": "partitioned"},
                     cap=KINDS["ate"].cap(config), run_url=run_url)
@@ -161,13 +226,26 @@ def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, out
                                 evaluation=evaluation)
 
 
-def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: str,
-             fold_key: str, evaluation: bool, detail: dict[str, Any], cap: str = "--zeta Z",
+def _checked_sql(source: SqlPartitions, key: bytes, estimator: Any, *, treatment: str,
+                 outcome: str, covariates: list[str] | None, evaluation: bool
+                 ) -> tuple[list[SqlPartition], Checked]:
+    """Step 1 for a SQL source: the partitions' row counts and schema read on a worker
+    (:func:`tasks.sql_partitions.describe_sql`), then :func:`tasks.preflight.check_footers`,
+    the source bound by its database, query, id column and P."""
+    footers = describe_sql_partitions.submit(
+        source, key, {"treatment": treatment, "outcome": outcome}).result()
+    parts = [SqlPartition(source, p, rows) for p, (rows, _) in enumerate(footers)]
+    return parts, check_footers(parts, footers, estimator, id_column=source.id_column,
+                                treatment=treatment, outcome=outcome, covariates=covariates,
+                                evaluation=evaluation, identity=source.identity())
+
+
+def _charged(parts: list[Any], checked: Checked, *, dataset: str, release_id: str,
+             key: bytes, evaluation: bool, detail: dict[str, Any], cap: str = "--zeta Z",
              run_url: str | None = None) -> Charged:
-    """Steps 2-5: the fold key, then the one charged task, which runs both phases after the
-    reservation."""
+    """Steps 2-5: the one charged task, which runs the phases after the reservation, with the
+    fold key drawn before (a SQL source's partition counts need it)."""
     plan: PartitionPlan = checked.prepared.data
-    key = store.fold_key() if fold_key == "curator" else release_key()
     get_run_logger().info("partitioned release: %d partitions, n=%d, d=%d, K=%d, B=%d, K'=%d",
                           len(parts), plan.n, plan.d, plan.n_folds, plan.n_blocks,
                           plan.block_folds)
@@ -192,7 +270,7 @@ def _charged(parts: list[str], checked: Checked, *, dataset: str, release_id: st
 
 
 # ----------------------------------------------------------------- phases
-def _fit_phase(parts: list[str], plan: PartitionPlan, key: bytes, evaluation: bool
+def _fit_phase(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool
                ) -> PrefectFuture:
     """The future of all K fold models (gathered on a worker, never fetched by the flow)."""
     futures = [fit_partition_folds.submit(p, plan.roles, plan.estimator, key, f, evaluation)
@@ -201,7 +279,7 @@ def _fit_phase(parts: list[str], plan: PartitionPlan, key: bytes, evaluation: bo
     return all_fold_models.submit(futures)
 
 
-def _block_phase(parts: list[str], blocks: tuple[range, ...], plan: PartitionPlan, key: bytes,
+def _block_phase(parts: list[Any], blocks: tuple[range, ...], plan: PartitionPlan, key: bytes,
                  evaluation: bool) -> list[Any]:
     """Each partition's per-block sums (spec §2.5b), one task per partition."""
     futures = [block_score_sums.submit(p, plan.roles, plan.estimator, key, b, evaluation)
@@ -210,7 +288,7 @@ def _block_phase(parts: list[str], blocks: tuple[range, ...], plan: PartitionPla
     return [fut.result() for fut in futures]
 
 
-def _aggregation_phase(parts: list[str], plan: PartitionPlan, key: bytes,
+def _aggregation_phase(parts: list[Any], plan: PartitionPlan, key: bytes,
                        models: PrefectFuture, evaluation: bool) -> list[Any]:
     futures = [partition_score_sums.submit(p, plan.roles, plan.estimator, key, f, models,
                                            evaluation)

@@ -102,7 +102,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags, settings,
         lineage(dataset, source_description(config.data), kind.roles(config), checked.schema,
                 settings))
-    partitioned = config.data.partitions is not None
+    partitioned = config.data.partitioned
     steps = None if partitioned else extra_steps(mechanism)
     if steps is not None:
         mechanism = steps(config, mechanism, checked, release_id)

@@ -38,8 +38,8 @@ def read_frame(source: DataSource, schema: Schema) -> pd.DataFrame:
     elif source.partitions is not None:
         raw = pd.concat([pd.read_parquet(p) for p in partition_files(str(source.partitions))],
                         ignore_index=True).drop(columns=[source.id_column])
-    else:
-        raw = _read_sql(source)
+    else:  # a partitioned query's id column is dropped, as a partitioned Parquet source's
+        raw = _read_sql(source).drop(columns=[source.id_column or ""], errors="ignore")
     return coerce(select(raw, None if schema.rest is not None else list(schema.columns)), schema)
 
 
@@ -123,12 +123,18 @@ def _read_sql(source: DataSource) -> pd.DataFrame:
         with engine.connect() as conn:
             return pd.read_sql_query(sqlalchemy.text(source.sql), conn)
     except (sqlalchemy.exc.SQLAlchemyError, pd.errors.DatabaseError) as exc:
-        cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
-        cause = getattr(cause, "orig", None) or cause
-        raise ValueError(f"data.sql failed against {_database_name(source)}: "
-                         f"{type(cause).__name__}{_query_error_text(cause)}") from None
+        raise query_error(source, exc) from None
     finally:
         engine.dispose()
+
+
+def query_error(source: DataSource, exc: BaseException) -> ValueError:
+    """The ``ValueError`` reported for a failed ``data.sql``: the driver's error class and, for
+    an error in the query or the schema only, its message (:func:`_query_error_text`)."""
+    cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
+    cause = getattr(cause, "orig", None) or cause
+    return ValueError(f"data.sql failed against {_database_name(source)}: "
+                      f"{type(cause).__name__}{_query_error_text(cause)}")
 
 
 # a database's message is shown only when it is about the query and the schema, never about the
@@ -231,11 +237,10 @@ def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
     count of rows the release's reader parses (:func:`read_csv_table`), the Parquet footer (the
     sum of the partitions' footers, the id column not counted), or ``COUNT(*)`` and the result's
     column names for SQL."""
-    roles = (columns.treatment, columns.outcome)
+    roles = (columns.treatment, columns.outcome, *([source.id_column] if source.id_column else []))
     if source.partitions is not None:
         footers = partition_footers(source.partitions)
         n, names = sum(rows for rows, _ in footers), list(footers[0][1])
-        roles += (source.id_column,)
     elif source.path is not None:
         path = data_file(source.path)
         if path.suffix.lower() == ".csv":  # the release's own reader: its n is the release's

@@ -1,5 +1,6 @@
 """Prefect tasks of the partitioned release (issue 19 §3, issue 28 §3): each task reads ITS
-partition itself from the source (a path or fsspec URL the worker reaches) and returns only
+partition itself from the source (a path or fsspec URL the worker reaches, or a SQL query it
+streams, keeping its partition's rows: :mod:`tasks.sql_partitions`) and returns only
 public facts, fitted fold models or three sums (full ensemble), or three sums per block (block
 ensembles), as in-memory task results.
 
@@ -31,7 +32,9 @@ from dpcausal.partitioned import (
     partition_sums,
     read_partition,
 )
+from dpcausal.validation import private_failures
 from tasks.data import parquet_footer, partition_files
+from tasks.sql_partitions import SqlPartition, SqlPartitions, describe_sql, read_sql_partition
 
 _OPTIONS: dict[str, Any] = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 2,
                             "retry_delay_seconds": 1}
@@ -51,10 +54,30 @@ def describe_partition(part: str) -> tuple[int, dict[str, str]]:
 
 
 @task(**_OPTIONS)
-def fit_partition_folds(part: str, roles: Roles, est: PrivateATE, key: bytes, folds: range,
-                        evaluation: bool = False) -> list[FoldModels]:
+def describe_sql_partitions(parts: SqlPartitions, key: bytes, roles: dict[str, Any]
+                            ) -> list[tuple[int, dict[str, str]]]:
+    """(rows, {column: type}) of each partition of a SQL source
+    (:func:`tasks.sql_partitions.describe_sql`: the column names and one pass over the id
+    column, public facts; no other value is read)."""
+    return describe_sql(parts, key, roles)
+
+
+def _read(part: str | SqlPartition, roles: Roles, key: bytes, evaluation: bool) -> Any:
+    """One partition's declared columns: a Parquet file, or a SQL partition streamed and routed
+    by the keyed hash of its id (:func:`tasks.sql_partitions.read_sql_partition`), whose
+    failures after the charge are generic in a release."""
+    if isinstance(part, SqlPartition):
+        with private_failures(evaluation, "reading a SQL partition"):
+            return read_sql_partition(part, roles, key)
+    return read_partition(part, roles)
+
+
+@task(**_OPTIONS)
+def fit_partition_folds(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes,
+                        folds: range, evaluation: bool = False) -> list[FoldModels]:
     """Read one partition and fit the folds it owns (its fold models are the result)."""
-    return fit_partition(read_partition(part, roles), roles, est, key, folds, evaluation)
+    return fit_partition(_read(part, roles, key, evaluation), roles, est, key, folds,
+                         evaluation)
 
 
 @task(**_OPTIONS)
@@ -66,20 +89,22 @@ def all_fold_models(per_partition: list[list[FoldModels]]) -> list[FoldModels]:
 
 
 @task(**_OPTIONS)
-def partition_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, folds: range,
-                         fold_models: list[FoldModels], evaluation: bool = False) -> ScoreSums:
+def partition_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes,
+                         folds: range, fold_models: list[FoldModels],
+                         evaluation: bool = False) -> ScoreSums:
     """Read one partition again and return (n_p, sum Gamma, sum Gamma^2) given all K fold
     models."""
-    return partition_sums(read_partition(part, roles), roles, est, key, folds, fold_models,
-                          evaluation)
+    return partition_sums(_read(part, roles, key, evaluation), roles, est, key, folds,
+                          fold_models, evaluation)
 
 
 @task(**_OPTIONS)
-def block_score_sums(part: str, roles: Roles, est: PrivateATE, key: bytes, blocks: range,
-                     evaluation: bool = False) -> tuple[BlockSums, ...]:
+def block_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes,
+                     blocks: range, evaluation: bool = False) -> tuple[BlockSums, ...]:
     """Read one partition, fit, aggregate and score the blocks it owns (spec §2.5b) and return
     only (block, n_b, sum Gamma, sum Gamma^2) per block: no fold model leaves the worker."""
-    return partition_block_sums(read_partition(part, roles), roles, est, key, blocks, evaluation)
+    return partition_block_sums(_read(part, roles, key, evaluation), roles, est, key, blocks,
+                                evaluation)
 
 
 class PartitionedATE(Mechanism):

@@ -27,8 +27,8 @@ from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.estimator import ATEFacts, PrivateATE
 from dpcausal.ledger import BudgetExceededError, DatasetIdentityError, IncompatibleChargeError
-from dpcausal.partitioned import plan_partitions
-from store import content_fingerprint, frame_fingerprint, source_fingerprint
+from dpcausal.partitioned import plan_partitions, release_key
+from store import content_fingerprint, fold_key, frame_fingerprint, source_fingerprint
 from tasks import ledger_ops
 from tasks.data import (
     data_file,
@@ -39,6 +39,7 @@ from tasks.data import (
     select,
     source_identity,
 )
+from tasks.sql_partitions import SqlPartition, describe_sql, sql_partitions
 
 
 class EvaluationRefusedError(ValueError):
@@ -124,7 +125,7 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
         data_file(source.path)
     if not evaluation:
         ledger_ops.require_cap(dataset, cap)
-    if source.partitions is not None:
+    if source.partitioned:
         return check_partitioned(source, mechanism, roles, dataset=dataset,
                                  evaluation=evaluation, cap=cap)
     # every column, as its declared type (others as numbers), so that a release of fewer or
@@ -159,32 +160,47 @@ def check_data(config: Any) -> Any:
 def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str, Any], *,
                       dataset: str, evaluation: bool, cap: str) -> Checked:
     """Step 1 for a partitioned source (issue 19 §3), reading the Parquet footers only (rows and
-    schema: public, no value): :func:`check_footers`, then the ledger, which binds the source
-    (the partition list and footers), not the data (no process reads every value)."""
+    schema: public, no value), or a SQL source's column names and partition counts (the id
+    column only: :func:`tasks.sql_partitions.describe_sql`, under the release's kind of key; the
+    subflow counts again under its own): :func:`check_footers`, then the ledger, which binds
+    the source (the partition list and footers, or the database, query, id and P), not the
+    data (no process reads every value)."""
     if not isinstance(mechanism, PrivateATE) or source.id_column is None:
         raise TypeError("data.partitions needs the core release (PrivateATE) and data.id_column")
-    parts = partition_files(str(source.partitions))
-    checked = check_footers(parts, [parquet_footer(p) for p in parts], mechanism,
-                            id_column=source.id_column, treatment=roles["treatment"],
-                            outcome=roles["outcome"], covariates=roles.get("covariates"),
-                            evaluation=evaluation)
+    parts: list[Any]
+    identity = None
+    if source.sql_partitions is not None:
+        sql = sql_partitions(source)
+        footers = describe_sql(sql, fold_key() if source.fold_key == "curator" else
+                               release_key(), roles)
+        parts, identity = [SqlPartition(sql, p, r) for p, (r, _) in enumerate(footers)], \
+            sql.identity()
+    else:
+        parts = partition_files(str(source.partitions))
+        footers = [parquet_footer(p) for p in parts]
+    checked = check_footers(parts, footers, mechanism, id_column=source.id_column,
+                            treatment=roles["treatment"], outcome=roles["outcome"],
+                            covariates=roles.get("covariates"), evaluation=evaluation,
+                            identity=identity)
     check_ledger(dataset, checked.charge, unit=mechanism.unit, identity=checked.identity,
                  evaluation=evaluation, cap=cap)
     return checked
 
 
-def check_footers(parts: list[str], footers: list[tuple[int, dict[str, str]]],
+def check_footers(parts: list[Any], footers: list[tuple[int, dict[str, str]]],
                   estimator: PrivateATE, *, id_column: str, treatment: str, outcome: str,
-                  covariates: list[str] | None, evaluation: bool) -> Checked:
+                  covariates: list[str] | None, evaluation: bool,
+                  identity: dict[str, Any] | None = None) -> Checked:
     """The checked input of a partitioned source from its partition list and their footers
     (wherever they were read): every public refusal
     (:func:`dpcausal.partitioned.plan_partitions`) and the charge; its data is the plan, its
-    identity the keyed partition list with footers."""
+    identity the keyed partition list with footers, or ``identity`` (a SQL source's:
+    :meth:`tasks.sql_partitions.SqlPartitions.identity`)."""
     plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,
                            outcome=outcome, covariates=covariates, evaluation=evaluation)
     return Checked(prepared=Prepared(public=ATEFacts(plan.n, plan.d), data=plan),
                    fingerprint=None,
-                   source=source_fingerprint(partition_identity(parts, footers)),
+                   source=source_fingerprint(identity or partition_identity(parts, footers)),
                    schema=tuple(plan.schema), charge=plan.estimator.privacy_charge(plan.n, plan.d),
                    planned=estimator.planned_params(plan.n, plan.d))
 

@@ -59,7 +59,7 @@ def test_invalid_partitioned_configs_are_one_sentence(parts, overrides, match):
 def test_id_column_only_with_partitions(parts):
     base = {**_base(parts), "data": {"path": "x.csv", "id_column": "id"}}
     with pytest.raises(ConfigError, match="data.id_column and data.fold_key go with "
-                                          "data.partitions only"):
+                                          "data.partitions or data.sql_partitions only"):
         load_config(None, [], base=base)
 
 
@@ -161,3 +161,21 @@ def test_plan_on_partitions_shows_the_block_layout(parts, tmp_path, monkeypatch)
     full = json.loads(_plan(parts, tmp_path, monkeypatch, "--json", "--set",
                             "estimator.n_folds=12").output)["partitioned"]
     assert (full["n_folds"], full["n_blocks"], full["rows_per_fold"]) == (12, 1, None)
+
+
+def test_sql_partitions_need_a_query_an_id_and_dask(parts):
+    sql = {"sql": "SELECT * FROM t", "url": "sqlite:///x.db"}
+    with pytest.raises(ConfigError, match="data.sql_partitions splits a data.sql query"):
+        load_config(None, [], base={**_base(parts), "data": {"path": "x.csv",
+                                                              "sql_partitions": 2}})
+    with pytest.raises(ConfigError, match="data.sql_partitions needs data.id_column"):
+        load_config(None, [], base={**_base(parts), "data": {**sql, "sql_partitions": 2}})
+    with pytest.raises(ConfigError, match="data.sql_partitions works with the core release"):
+        load_any("conf/release/federated_demo.yaml",
+                 ["data.path=null", "data.sql='SELECT * FROM t'", "data.url=sqlite:///x.db",
+                  "data.sql_partitions=2", "data.id_column=id"])
+    config = load_config(None, [], base={**_base(parts), "data": {
+        **sql, "sql_partitions": 2, "id_column": "id", "dtypes": {"id": "int"}}})
+    assert config.data.partitioned and config.data.partitions is None
+    with pytest.raises(ConfigError, match="runs on Dask workers"):
+        load_config(None, ["runner.kind=threads"], base=config.model_dump(mode="json"))

@@ -1,0 +1,207 @@
+"""A SQL query as a partitioned source (issue 28 §3, tasks/sql_partitions.py) on SQLite: rows
+routed to partitions by the keyed hash of the id, the same blocks and block sums as Parquet
+partitions holding the same rows, nothing but the id read before the charge, row order
+irrelevant, errors as the in-memory SQL source reports them; and the PostgreSQL server of the
+ledger's tests (tests/library/ledger/conftest.py, the same fixture)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.util
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from conf.models import DataSource
+from dpcausal import PrivateATE
+from dpcausal.partitioned import Roles, assign_blocks, partition_block_sums, plan_partitions
+from tasks.sql_partitions import SqlPartition, SqlPartitions, describe_sql, read_sql_partition
+
+_LEDGER_CONFTEST = Path(__file__).parents[2] / "library" / "ledger" / "conftest.py"
+_spec = importlib.util.spec_from_file_location("ledger_conftest", _LEDGER_CONFTEST)
+assert _spec is not None and _spec.loader is not None
+_ledger = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ledger)
+postgres_server, postgres_url = _ledger.postgres_server, _ledger.postgres_url
+
+KEY = bytes(range(32))
+ROLES = Roles(id="id", treatment="A", outcome="Y", covariates=("x1", "x2"))
+EST = {"estimator": "aipw", "outcome_bounds": (-1.0, 1.0), "zeta": 1.0, "propensity_clip": 0.1,
+       "ci_share": 0.1, "n_folds": 12, "block_folds": 3}
+
+
+def _table(n: int = 1200, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    A = (rng.random(n) < 1 / (1 + np.exp(-X[:, 0]))).astype(np.int64)
+    return pd.DataFrame({"id": rng.permutation(10 * n)[:n].astype(np.int64) - 3 * n, "A": A,
+                         "Y": np.clip(0.3 * A + 0.2 * X[:, 1] + rng.normal(0, .2, n), -1, 1),
+                         "x1": X[:, 0], "x2": X[:, 1]})
+
+
+def _sqlite(path: Path, frame: pd.DataFrame, table: str = "t") -> DataSource:
+    with sqlite3.connect(path) as con:
+        frame.to_sql(table, con, index=False, if_exists="replace")
+    return DataSource(sql=f"SELECT * FROM {table}", url=f"sqlite:///{path}")
+
+
+def _mac_partition(value: int | str, parts: int) -> int:
+    """The partition of an id by the rule written out independently: the first 8 bytes of
+    HMAC-SHA256(key, id) (an int as 8-byte big-endian two's complement, text as UTF-8), read
+    big-endian, mod P."""
+    message = (value.to_bytes(8, "big", signed=True) if isinstance(value, int)
+               else value.encode("utf-8"))
+    mac = hmac.new(KEY, message, hashlib.sha256).digest()
+    return int.from_bytes(mac[:8], "big") % parts
+
+
+def _partitions(source: DataSource, parts: int = 3, **kw):
+    sql = SqlPartitions(source, id_column="id", count=parts, **{"id_type": "int", **kw})
+    footers = describe_sql(sql, KEY, {"treatment": "A", "outcome": "Y"})
+    return sql, footers, [SqlPartition(sql, p, rows) for p, (rows, _) in enumerate(footers)]
+
+
+def test_rows_go_to_the_partition_of_their_keyed_hash(tmp_path):
+    table = _table()
+    _, footers, parts = _partitions(_sqlite(tmp_path / "d.db", table), chunk_rows=97)
+    expected = [_mac_partition(int(i), 3) for i in table["id"]]
+    assert [rows for rows, _ in footers] == np.bincount(expected, minlength=3).tolist()
+    assert footers[0][1] == {"id": "int64", "A": "int64", "Y": "double", "x1": "double",
+                             "x2": "double"}
+    for p, part in enumerate(parts):
+        frame = read_sql_partition(part, ROLES, KEY)
+        mine = table[np.asarray(expected) == p].sort_values("id", ignore_index=True)
+        assert frame["id"].tolist() == mine["id"].tolist()
+        assert frame["id"].dtype == np.int64
+        np.testing.assert_array_equal(frame[["A", "Y", "x1", "x2"]].to_numpy(),
+                                      mine[["A", "Y", "x1", "x2"]].to_numpy(dtype=float))
+
+
+def test_text_ids_hash_as_utf8(tmp_path):
+    table = _table(300).assign(id=lambda t: [f"p-{i}é" for i in t["id"]])
+    _, footers, parts = _partitions(_sqlite(tmp_path / "d.db", table), parts=2, id_type="str")
+    expected = np.array([_mac_partition(i, 2) for i in table["id"]])
+    assert [rows for rows, _ in footers] == np.bincount(expected, minlength=2).tolist()
+    assert sorted(read_sql_partition(parts[1], ROLES, KEY)["id"]) == sorted(
+        table["id"][expected == 1])
+
+
+def test_same_rows_as_parquet_give_the_same_blocks_and_sums(tmp_path):
+    """Parquet partitions holding each SQL partition's rows (in another order) give every row
+    the same block and fold, and the same per-block sums up to summation order."""
+    table = _table()
+    sql, footers, parts = _partitions(_sqlite(tmp_path / "d.db", table))
+    est = PrivateATE(**EST)
+    plan = plan_partitions(footers, est, id_column="id", treatment="A", outcome="Y",
+                           covariates=None, evaluation=True)
+    assert plan.blocks is not None and plan.n_blocks == 4
+    label = np.array([_mac_partition(int(i), 3) for i in table["id"]])
+    for part, blocks in zip(parts, plan.blocks, strict=True):
+        from_sql = read_sql_partition(part, ROLES, KEY)
+        path = tmp_path / f"part-{part.index}.parquet"
+        table[label == part.index].sample(frac=1.0, random_state=1).to_parquet(path)
+        from_parquet = pd.read_parquet(path)
+        by_id = dict(zip(from_sql["id"], assign_blocks(from_sql["id"].to_numpy(), KEY, blocks,
+                                                       3), strict=True))
+        parquet_folds = assign_blocks(from_parquet["id"].to_numpy(), KEY, blocks, 3)
+        assert [by_id[i] for i in from_parquet["id"]] == parquet_folds.tolist()
+        a = partition_block_sums(from_sql, ROLES, plan.estimator, KEY, blocks, True)
+        b = partition_block_sums(from_parquet, ROLES, plan.estimator, KEY, blocks, True)
+        assert [(x.block, x.n) for x in a] == [(x.block, x.n) for x in b]
+        for x, y in zip(a, b, strict=True):
+            assert x.s1 == pytest.approx(y.s1, rel=1e-9, abs=1e-9)
+            assert x.s2 == pytest.approx(y.s2, rel=1e-9)
+
+
+def test_row_order_of_the_source_changes_nothing(tmp_path):
+    table = _table()
+    _, _, parts = _partitions(_sqlite(tmp_path / "a.db", table), chunk_rows=50)
+    _, _, shuffled = _partitions(_sqlite(tmp_path / "b.db", table.sample(frac=1.0,
+                                                                         random_state=4)),
+                                 chunk_rows=211)
+    for a, b in zip(parts, shuffled, strict=True):
+        pd.testing.assert_frame_equal(read_sql_partition(a, ROLES, KEY),
+                                      read_sql_partition(b, ROLES, KEY))
+
+
+class _Spy:
+    """A SQLAlchemy listener recording every statement the database runs."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __call__(self, conn, cursor, statement, *args) -> None:
+        self.statements.append(statement)
+
+
+def test_before_the_charge_only_the_id_column_is_read(tmp_path, monkeypatch):
+    import tasks.sql_partitions as module
+
+    spy, real = _Spy(), module.database_engine
+
+    def engine(source):
+        made = real(source)
+        sa.event.listen(made, "before_cursor_execute", spy)
+        return made
+
+    monkeypatch.setattr(module, "database_engine", engine)
+    _partitions(_sqlite(tmp_path / "d.db", _table()))
+    assert spy.statements == ['SELECT * FROM (SELECT * FROM t) AS q LIMIT 0',
+                              'SELECT id FROM (SELECT * FROM t) AS q']
+
+
+def test_a_missing_id_is_refused_before_the_charge_without_its_row(tmp_path):
+    table = _table(50).astype({"id": object})
+    table.loc[17, "id"] = None
+    with pytest.raises(ValueError, match="holds a missing id") as err:
+        _partitions(_sqlite(tmp_path / "d.db", table))
+    assert "17" not in str(err.value)
+
+
+def test_sql_errors_before_the_charge_withhold_data_messages(tmp_path):
+    source = _sqlite(tmp_path / "d.db", _table(50))
+    bad = DataSource(sql="SELECT * FROM nowhere", url=source.url)
+    with pytest.raises(ValueError, match="no such table: nowhere"):
+        _partitions(bad)
+    # a data error (a value the query cannot take: SQLite's overflow on abs(min int64))
+    with sqlite3.connect(tmp_path / "d.db") as con:
+        con.execute("UPDATE t SET id = -9223372036854775808 WHERE rowid = 3")
+    data_error = DataSource(sql="SELECT abs(id) AS id, A, Y, x1, x2 FROM t", url=source.url)
+    with pytest.raises(ValueError, match="withheld") as err:
+        _partitions(data_error)
+    assert "9223372036854775808" not in str(err.value)
+
+
+def test_a_changed_source_fails_the_partition_read(tmp_path):
+    path = tmp_path / "d.db"
+    _, _, parts = _partitions(_sqlite(path, _table()))
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM t WHERE rowid IN (SELECT rowid FROM t LIMIT 40)")
+    with pytest.raises(ValueError, match="the source changed"):
+        for part in parts:
+            read_sql_partition(part, ROLES, KEY)
+
+
+def test_postgresql_streams_the_same_partitions(postgres_url, tmp_path):
+    table = _table(600, seed=3)
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        table.to_sql("records", conn, index=False)
+    engine.dispose()
+    source = DataSource(sql='SELECT * FROM records', url=postgres_url)
+    _, pg_footers, pg_parts = _partitions(source, chunk_rows=64)
+    _, lite_footers, lite_parts = _partitions(_sqlite(tmp_path / "d.db", table))
+    assert [r for r, _ in pg_footers] == [r for r, _ in lite_footers]
+    assert pg_footers[0][1] == lite_footers[0][1]
+    for a, b in zip(pg_parts, lite_parts, strict=True):
+        pd.testing.assert_frame_equal(read_sql_partition(a, ROLES, KEY),
+                                      read_sql_partition(b, ROLES, KEY))
+    bad = DataSource(sql='SELECT id / 0 AS id, "A", "Y", x1, x2 FROM records',
+                     url=postgres_url)
+    with pytest.raises(ValueError, match=r"SQLSTATE 22012\); the database's message is"):
+        _partitions(bad)
