@@ -32,7 +32,7 @@ import pandas as pd
 from dpcausal.curator_log import attach
 
 # Bump when the fold fitting changes meaning or the pickled classes move (v3: the core moved to
-# dpcausal.ate, so a v2 chunk names dpcausal.nuisance.FoldModels): it is part of every chunk's key.
+# dpcausal.ate, so a v2 chunk names FoldModels by its old module): it is part of every chunk's key.
 CODE_VERSION = "fold-fit-v3"
 
 
