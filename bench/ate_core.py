@@ -32,8 +32,8 @@ CONFIGS = {
 
 def run(n: int, label: str) -> dict:
     from dpcausal import PrivateATE
+    from dpcausal.ate.planner import expected_halfwidth, predicted_seconds
     from dpcausal.datasets import make_large
-    from dpcausal.planner import expected_halfwidth, predicted_seconds
 
     X, A, Y, _ = make_large(n, 5, random_state=0)
     est = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, zeta=1.0, random_state=0,

@@ -52,7 +52,7 @@ def _usage() -> tuple[float, float]:
 
 
 def _generate(path: str, n: int, d: int, parts: int) -> None:
-    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.ate.partitioned import write_parquet_partitions
 
     write_parquet_partitions(path, n, d, parts, seed=2026)
 
@@ -74,7 +74,7 @@ def main() -> None:
     from prefect_dask import DaskTaskRunner
 
     from dpcausal import PrivateATE
-    from dpcausal.planner import predicted_seconds
+    from dpcausal.ate.planner import predicted_seconds
     from flows.partitioned_release import partitioned_release
 
     source, small = work / "source", work / "baseline"

@@ -7,7 +7,7 @@ the planner's K and K' (``n_folds="auto"``, ``block_folds="auto"``), zeta = 1, e
 Data are written one row group at a time (``--row-group`` rows, default 250,000) by pyarrow, so
 the generator never holds more than one row group; the ids are the global row numbers (the fold
 rule ranks them by keyed hash, so their order carries nothing). Same DGP as
-:func:`dpcausal.partitioned.write_parquet_partitions` (true ATE 0.15 up to the clip).
+:func:`dpcausal.ate.partitioned.write_parquet_partitions` (true ATE 0.15 up to the clip).
 
 Printed: generation time (not counted), the plan (K, K', B, rows per block and fold), the
 release's wall time, each worker's peak RSS (VmHWM) and CPU seconds, the flow process's peak

@@ -56,7 +56,7 @@ def _bounds_notice(config: Any) -> None:
     """A core release whose outcome bounds the ledger has never seen privately checked says so,
     once, before the charge (issue 19 §1), with the charged library call that checks them.
     Bounds [0, 1] declare a binary outcome (the library's public rule,
-    :func:`dpcausal.sensitivity.calibrate`), which nothing clips: no notice."""
+    :func:`dpcausal.ate.sensitivity.calibrate`), which nothing clips: no notice."""
     from tasks.ledger_ops import bounds_checked
 
     bounds, dataset = config.estimator.outcome_bounds, config.ledger.dataset_id

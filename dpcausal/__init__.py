@@ -1,9 +1,9 @@
 """dpcausal: differentially private causal-effect releases.
 
 Every mechanism is a scikit-learn style estimator whose ``fit`` is one privacy release returning a
-:class:`Release`: the central estimator :class:`PrivateATE` (Lebeda et al. 2025), and the
-mechanisms of the subpackages ``cluster_dp``, ``user_level`` and ``federated``. ``meta`` pools
-releases; :class:`Ledger` keeps a persistent privacy budget per dataset.
+:class:`Release`: the central estimator :class:`PrivateATE` (Lebeda et al. 2025, subpackage
+``ate``), and the mechanisms of the subpackages ``cluster_dp``, ``user_level`` and ``federated``.
+``meta`` pools releases; :class:`Ledger` keeps a persistent privacy budget per dataset.
 
 The names below are loaded on first use, so a light module (``dpcausal.location``, which the
 CLI reads before anything else) does not pull in scikit-learn and SciPy.
@@ -16,16 +16,15 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dpcausal.ate import ATEFacts, ATERelease, PrivateATE
     from dpcausal.contract import Mechanism, Prepared, Privacy, PublicFacts, Release
-    from dpcausal.estimator import ATEFacts, PrivateATE
     from dpcausal.ledger import Ledger
-    from dpcausal.release import ATERelease
 
 _HOME = {"Mechanism": "dpcausal.contract", "Prepared": "dpcausal.contract",
          "Privacy": "dpcausal.contract", "Release": "dpcausal.contract",
-         "PublicFacts": "dpcausal.contract", "ATEFacts": "dpcausal.estimator",
-         "PrivateATE": "dpcausal.estimator", "Ledger": "dpcausal.ledger",
-         "ATERelease": "dpcausal.release"}
+         "PublicFacts": "dpcausal.contract", "ATEFacts": "dpcausal.ate",
+         "PrivateATE": "dpcausal.ate", "Ledger": "dpcausal.ledger",
+         "ATERelease": "dpcausal.ate"}
 
 try:
     __version__ = version("dpcausal")

@@ -356,7 +356,7 @@ class Release(ResultMixin):
 
 _KINDS: dict[str, type[Release]] = {"release": Release}
 # where the results of the mechanisms outside the core live (imported on first need)
-_RESULT_MODULES = ("dpcausal.release", "dpcausal.bounds_check", "dpcausal.cluster_dp",
+_RESULT_MODULES = ("dpcausal.ate", "dpcausal.bounds_check", "dpcausal.cluster_dp",
                    "dpcausal.federated", "dpcausal.user_level")
 
 

@@ -254,7 +254,7 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
         raise ValueError(
             f"n_folds={K} is too large for n={n}: each fold needs at least 2 rows; "
             f"use n_folds <= {n // 2}, or n_folds='auto' (the planner's choice: "
-            "dpcausal.planner.auto_n_folds)"
+            "dpcausal.ate.planner.auto_n_folds)"
         )
     per_fold = n / K
     if per_fold < max(20, 5 * (d + 1)):

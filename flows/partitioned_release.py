@@ -2,7 +2,7 @@
 
 1. Public facts, on the workers: the partition list and each Parquet footer (rows, schema); the
    flow checks the schema and parameters, takes K from the planner (or the caller) and allocates
-   each partition its folds (:func:`dpcausal.partitioned.allocate_folds`).
+   each partition its folds (:func:`dpcausal.ate.partitioned.allocate_folds`).
 2. The charge is reserved in the ledger by the project's one charged-release task
    (:func:`tasks.release.charged_release`) before any task reads a data value; the phases below
    run inside it (their tasks still go to this flow's task runner).
@@ -21,7 +21,7 @@ calibrated on the plan's public block layout.
 
 Progress of both phases is logged (partitions done / total) and shown as Prefect progress
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
-curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.partitioned`.
+curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.ate.partitioned`.
 
 A SQL query is a source too (issue 28 §3, :mod:`tasks.sql_partitions`): the fold key is drawn
 first, step 1 reads the query's column names and each partition's row count (from the id column
@@ -50,8 +50,8 @@ import store
 from conf.kinds import KINDS, build_mechanism
 from conf.models import DataSource, ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
-from dpcausal.estimator import PrivateATE
-from dpcausal.partitioned import (
+from dpcausal.ate.estimator import PrivateATE
+from dpcausal.ate.partitioned import (
     PartitionPlan,
     combine,
     combine_blocks,

@@ -31,8 +31,9 @@ import pandas as pd
 
 from dpcausal.curator_log import attach
 
-# Bump when the fold fitting changes meaning: it is part of every stored chunk's key.
-CODE_VERSION = "fold-fit-v2"
+# Bump when the fold fitting changes meaning or the pickled classes move (v3: the core moved to
+# dpcausal.ate, so a v2 chunk names FoldModels by its old module): it is part of every chunk's key.
+CODE_VERSION = "fold-fit-v3"
 
 
 def private_dir() -> Path:
@@ -79,7 +80,7 @@ def _secret(name: str = "fingerprint.key") -> bytes:
 
 
 def fold_key() -> bytes:
-    """The curator's key of the partitioned fold rule (:mod:`dpcausal.partitioned`): the same
+    """The curator's key of the partitioned fold rule (:mod:`dpcausal.ate.partitioned`): the same
     folds in every release of the same ids."""
     return _secret("fold.key")
 

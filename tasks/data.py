@@ -217,7 +217,7 @@ def partition_files(source: str) -> list[str]:
 
 def parquet_footer(part: str) -> tuple[int, dict[str, str]]:
     """(rows, {column: type}) of one Parquet file from its footer: public facts (see
-    :mod:`dpcausal.partitioned`), no value is read."""
+    :mod:`dpcausal.ate.partitioned`), no value is read."""
     import fsspec
     import pyarrow.parquet as pq
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from conf.models import RunnerConfig
 from dpcausal import PrivateATE
-from dpcausal.nuisance import FoldModels
+from dpcausal.ate.nuisance import FoldModels
 from store import chunk_key, digest, load_chunk, save_chunk
 from tasks.runners import chunk_executor
 

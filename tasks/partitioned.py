@@ -9,7 +9,7 @@ Nothing is written to a local disk: results are not persisted and never cached
 needs a disk the flow can read. The tasks are idempotent (same partition, key and models give the
 same output), so retries are safe. Their failures that depend on data values are generic
 (:func:`dpcausal.validation.private_failures`); the library functions are in
-:mod:`dpcausal.partitioned`.
+:mod:`dpcausal.ate.partitioned`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from prefect.cache_policies import NO_CACHE
 
 from dpcausal import Mechanism, Prepared, Release
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.estimator import ATEFacts, PrivateATE
-from dpcausal.nuisance import FoldModels
-from dpcausal.partitioned import (
+from dpcausal.ate.estimator import ATEFacts, PrivateATE
+from dpcausal.ate.nuisance import FoldModels
+from dpcausal.ate.partitioned import (
     BlockSums,
     Roles,
     ScoreSums,

@@ -36,10 +36,10 @@ def best_per_k(table: pd.DataFrame) -> pd.DataFrame:
 def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget: float = 60.0,
                  target_halfwidth: float | None = None) -> dict[str, Any]:
     """``{"n", "d", "zeta", "recommended", "zeta_for_target", "table"}`` (JSON-ready): the shape
-    from metadata or a count, the planner's table (:func:`dpcausal.planner.plan`) for the
+    from metadata or a count, the planner's table (:func:`dpcausal.ate.planner.plan`) for the
     config's public parameters and its recommended row, and the zeta that reaches
     ``target_halfwidth`` at the recommended K (None when not asked, inf when unreachable)."""
-    from dpcausal.planner import plan, recommended, zeta_for_halfwidth
+    from dpcausal.ate.planner import plan, recommended, zeta_for_halfwidth
 
     n, d = source_shape(config.data, config.columns)
     p = public_params(config)
@@ -62,13 +62,13 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
 
 def partitioned_layout(config: Any) -> dict[str, Any] | None:
     """What a partitioned source's release will use (issue 28 §3), from the footers only
-    (:func:`dpcausal.partitioned.plan_partitions`, the release's own public plan): partitions,
+    (:func:`dpcausal.ate.partitioned.plan_partitions`, the release's own public plan): partitions,
     K, B, K', the rows of the largest block and of the smallest fold (None for the full
     ensemble, whose keyed-hash folds are not balanced). None for other sources."""
     if config.data.partitions is None:
         return None
     from conf.kinds import build_mechanism
-    from dpcausal.partitioned import plan_partitions
+    from dpcausal.ate.partitioned import plan_partitions
 
     footers = partition_footers(str(config.data.partitions))
     c = config.columns
@@ -88,7 +88,7 @@ def partitioned_layout(config: Any) -> dict[str, Any] | None:
 def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> list[str]:
     """The recommendation in words, and the warning when the release would not be informative
     (CI more than ``UNINFORMATIVE_RATIO`` times the non-private one)."""
-    from dpcausal.planner import UNINFORMATIVE_RATIO
+    from dpcausal.ate.planner import UNINFORMATIVE_RATIO
 
     best = summary["recommended"]
     spread = "worst case of the bounds" if outcome_sd is None else f"{outcome_sd:g}"

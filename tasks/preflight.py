@@ -25,9 +25,9 @@ from conf.kinds import KINDS
 from conf.models import DataSource, Schema
 from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.estimator import ATEFacts, PrivateATE
+from dpcausal.ate.estimator import ATEFacts, PrivateATE
+from dpcausal.ate.partitioned import plan_partitions, release_key
 from dpcausal.ledger import BudgetExceededError, DatasetIdentityError, IncompatibleChargeError
-from dpcausal.partitioned import plan_partitions, release_key
 from store import content_fingerprint, fold_key, frame_fingerprint, source_fingerprint
 from tasks import ledger_ops
 from tasks.data import (
@@ -193,7 +193,7 @@ def check_footers(parts: list[Any], footers: list[tuple[int, dict[str, str]]],
                   identity: dict[str, Any] | None = None) -> Checked:
     """The checked input of a partitioned source from its partition list and their footers
     (wherever they were read): every public refusal
-    (:func:`dpcausal.partitioned.plan_partitions`) and the charge; its data is the plan, its
+    (:func:`dpcausal.ate.partitioned.plan_partitions`) and the charge; its data is the plan, its
     identity the keyed partition list with footers, or ``identity`` (a SQL source's:
     :meth:`tasks.sql_partitions.SqlPartitions.identity`)."""
     plan = plan_partitions(footers, estimator, id_column=id_column, treatment=treatment,

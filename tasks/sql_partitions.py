@@ -1,12 +1,12 @@
 """A SQL query as the source of a partitioned release (issue 28 §3; spec dp_ate_ensemble.md §2.5b).
 
 The query is split into P partitions by the keyed hash of its declared id column: a row belongs
-to partition ``HMAC-SHA256(key, id) mod P`` (:func:`dpcausal.partitioned.assign_folds` over
+to partition ``HMAC-SHA256(key, id) mod P`` (:func:`dpcausal.ate.partitioned.assign_folds` over
 ``range(P)``, the id encoded as the Parquet path encodes it: integers as 8-byte big-endian, text
 as UTF-8). Every worker streams the query in chunks of ``chunk_rows`` rows (a server-side cursor
 where the driver has one) and keeps the rows of its own partition only, so a worker's memory
 holds its partition and one chunk, never the table. Inside a partition the blocks and folds are
-those of the Parquet path (:func:`dpcausal.partitioned.assign_blocks`: the partition's rows
+those of the Parquet path (:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows
 ranked by the same keyed hash): the same rows with the same key give the same blocks from a
 Parquet file or from SQL. A partition's rows are put in id order once read, so the order the
 database returns rows in changes nothing, not even the floating-point sums.
@@ -38,10 +38,10 @@ import numpy as np
 import pandas as pd
 
 from conf.models import DataSource, Schema
-from dpcausal.partitioned import Roles, assign_folds
+from dpcausal.ate.partitioned import Roles, assign_folds
 from tasks.data import coerce, database_engine, query_error, source_description
 
-#: Arrow type names of the declared types, as :func:`dpcausal.partitioned.check_roles` reads
+#: Arrow type names of the declared types, as :func:`dpcausal.ate.partitioned.check_roles` reads
 #: a partition's schema.
 _ARROW = {"float": "double", "int": "int64", "bool": "bool", "str": "string"}
 _INT = re.compile(r"\s*[+-]?\d+\s*")
@@ -106,7 +106,7 @@ def describe_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]
                  ) -> list[tuple[int, dict[str, str]]]:
     """The "footers" of the P partitions: each one's row count and the schema
     (``{column: Arrow type}`` of the declared types, for
-    :func:`dpcausal.partitioned.plan_partitions`), from the result's column names and one pass
+    :func:`dpcausal.ate.partitioned.plan_partitions`), from the result's column names and one pass
     over the id column (module docstring). ``roles`` are the release's treatment, outcome and
     covariates (None: every other column)."""
     names = _column_names(parts)

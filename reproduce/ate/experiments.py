@@ -19,6 +19,16 @@ from scipy.special import expit
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from dpcausal.ate.estimator import PrivateATE
+from dpcausal.ate.release import draw_release
+from dpcausal.ate.scores import ate_and_variance
+from dpcausal.ate.sensitivity import (
+    SENSITIVITY_MODES,
+    SIGMA2_MODES,
+    calibrate,
+    outcome_scale,
+    sqrt_variance_sensitivity,
+)
 from dpcausal.datasets import (
     BETA_PI_C,
     BETA_PI_D,
@@ -26,16 +36,6 @@ from dpcausal.datasets import (
     make_experiment_b,
     make_experiment_c,
     make_experiment_d,
-)
-from dpcausal.estimator import PrivateATE
-from dpcausal.release import draw_release
-from dpcausal.scores import ate_and_variance
-from dpcausal.sensitivity import (
-    SENSITIVITY_MODES,
-    SIGMA2_MODES,
-    calibrate,
-    outcome_scale,
-    sqrt_variance_sensitivity,
 )
 
 BOUNDS = (-1.0, 1.0)  # B_mu = 1 in all experiments (spec §6.1)
@@ -256,7 +256,8 @@ CI_MODES = tuple((ci, s2) for ci in ("paper", "conservative") for s2 in SIGMA2_M
 def privatise(estimates: pd.DataFrame, seed: int = 2025, ci_modes=POINT,
               modes=SENSITIVITY_MODES, zeta: float = ZETA, ci_share: float = 0.0) -> pd.DataFrame:
     """Each non-private (tau_hat, V_hat) released under each sensitivity mode and (ci, sigma2)
-    mode through :func:`dpcausal.release.draw_release`, with noise seeded by ``seed`` (spec §6.1).
+    mode through :func:`dpcausal.ate.release.draw_release`, with noise seeded by ``seed``
+    (spec §6.1).
 
     ``ci_share=0`` releases the point estimate only at zeta1 = zeta (the paper's figures); a CI
     needs ``ci_share > 0`` (spec §2.5: zeta1 = zeta sqrt(1-r), zeta2 = zeta sqrt(r)). The oracle
@@ -349,7 +350,7 @@ def _sigma_row(setting, est, B_pi, zeta, what, mode, ours, target) -> dict:
 
 
 def sigma_table() -> pd.DataFrame:
-    """Every §6.8(a) cell recomputed from :mod:`dpcausal.sensitivity` beside its printed target
+    """Every §6.8(a) cell recomputed from :mod:`dpcausal.ate.sensitivity` beside its printed target
     (pass = equal to the printed digits). Released-code rows: not a valid privacy claim."""
     rows = []
     for setting, est, n, K, B_pi, bounds, zeta, *targets in SIGMA1_TARGETS:

@@ -75,7 +75,7 @@ def render(results: dict[str, dict[str, Any]], seconds: float, report_dir: Path)
                      f"{r['seconds'] / reps:.1f} | {int(t['pass'].sum()) if len(t) else 0} / "
                      f"{len(t)} |")
     sig = ex.sigma_table()
-    lines += ["", "## σ1 / σ2 table (spec §6.8(a)), recomputed from `dpcausal.sensitivity`", "",
+    lines += ["", "## σ1 / σ2 table (spec §6.8(a)), recomputed from `dpcausal.ate.sensitivity`", "",
               ("Pass = equal to the digits printed in the spec. `released_code` rows: not a valid "
               "privacy claim."), "", _md(sig.assign(ours=sig["ours"].map(lambda v: f"{v:.6g}")))]
     bad = sig[~sig["pass"]]

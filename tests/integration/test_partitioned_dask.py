@@ -31,7 +31,7 @@ def setup(tmp_path_factory):
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.ate.partitioned import write_parquet_partitions
 
     root = tmp_path_factory.mktemp("partitioned")
     flow_dir = root / "flow"                                   # the flow's data folder
@@ -96,7 +96,7 @@ def test_workers_cannot_reach_the_flow_folder(setup):
 
 def test_evaluation_equals_the_in_memory_estimator(setup):
     from dpcausal import PrivateATE
-    from dpcausal.partitioned import allocate_folds, assign_folds
+    from dpcausal.ate.partitioned import allocate_folds, assign_folds
 
     out = _run(setup, fold_key="curator", evaluation=True)
     key = (setup["flow_dir"] / "data" / "private" / "fold.key").read_bytes()

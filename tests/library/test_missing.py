@@ -16,17 +16,17 @@ from sklearn.base import clone as sk_clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeRegressor
 
-import dpcausal.estimator as estimator_mod
+import dpcausal.ate.estimator as estimator_mod
 from dpcausal import Ledger, PrivateATE
-from dpcausal.curator_log import log_private_to, private_log_path
-from dpcausal.missing import FoldImputed, apply_missing
-from dpcausal.sensitivity import (
+from dpcausal.ate.sensitivity import (
     ate_sensitivity,
     score_bound,
     sqrt_variance_sensitivity,
 )
+from dpcausal.curator_log import log_private_to, private_log_path
+from dpcausal.missing import FoldImputed, apply_missing
 from dpcausal.validation import private_log
-from tests.library.test_privacy_properties import HashClassifier, HashRegressor
+from tests.library.ate.test_privacy_properties import HashClassifier, HashRegressor
 
 NAN, INF = np.nan, np.inf
 

@@ -20,7 +20,7 @@ N, D, PARTS = 3000, 2, 3
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory):
-    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.ate.partitioned import write_parquet_partitions
 
     path = tmp_path_factory.mktemp("parts")
     write_parquet_partitions(path, n=N, d=D, n_partitions=PARTS, seed=7)

@@ -62,7 +62,7 @@ def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path):
 
 def test_a_partitioned_config_without_n_folds_releases(tmp_path):
     from conf.models import load_config
-    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.ate.partitioned import write_parquet_partitions
     from flows.release import run_release
 
     dataset = "auto-folds-partitions"

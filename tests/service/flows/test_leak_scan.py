@@ -15,7 +15,7 @@ import pickle
 
 from _flowtools import Scanner, flow_logs
 
-import dpcausal.estimator as estimator_module
+import dpcausal.ate.estimator as estimator_module
 from flows.release import run_release
 
 

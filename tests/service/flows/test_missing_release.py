@@ -10,8 +10,8 @@ from _flowtools import give_cap, write_exp_a
 
 def test_a_drop_release_publishes_the_complete_case_count_and_plans_k_from_it(project):
     from conf.models import load_config
+    from dpcausal.ate.planner import auto_n_folds
     from dpcausal.ledger import Ledger
-    from dpcausal.planner import auto_n_folds
     from flows.release import run_release
 
     path = write_exp_a(project.root / "missing-drop.csv", 4242, n=2400)

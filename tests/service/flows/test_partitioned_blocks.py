@@ -32,7 +32,7 @@ def _release(source):
 def test_block_release_ships_only_sums_and_equals_in_memory(tmp_path, monkeypatch):
     import flows.partitioned_release as partitioned_flow
     from dpcausal import PrivateATE
-    from dpcausal.partitioned import BlockSums, assign_blocks, write_parquet_partitions
+    from dpcausal.ate.partitioned import BlockSums, assign_blocks, write_parquet_partitions
     from store import fold_key
 
     write_parquet_partitions(tmp_path / "a", n=N, d=2, n_partitions=PARTS, seed=5)

@@ -12,7 +12,7 @@ ESTIMATOR = {"estimator": "aipw", "outcome_bounds": [-1.0, 1.0]}
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
-    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.ate.partitioned import write_parquet_partitions
 
     path = tmp_path_factory.mktemp("partitioned-source")
     write_parquet_partitions(path, n=6000, d=2, n_partitions=3, seed=4)

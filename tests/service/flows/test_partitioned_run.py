@@ -25,7 +25,7 @@ ESTIMATOR = {"estimator": "aipw", "n_folds": K, "outcome_bounds": [-1.0, 1.0], "
 def parts(tmp_path_factory):
     """Each test's own partitions: the ledger binds a released source to its dataset id (issue
     26 §3), so another id, or evaluation mode, is refused on the same folder."""
-    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.ate.partitioned import write_parquet_partitions
 
     path = tmp_path_factory.mktemp("run-partitions")
     write_parquet_partitions(path, n=N, d=D, n_partitions=PARTS, seed=21)
@@ -96,7 +96,7 @@ def test_bad_partitioned_input_exits_2_before_any_charge(parts, tmp_path, invoke
 def test_evaluation_equals_the_in_memory_estimator_on_the_same_folds(parts, project):
     from conf.models import load_config
     from dpcausal import PrivateATE
-    from dpcausal.partitioned import allocate_folds, assign_folds
+    from dpcausal.ate.partitioned import allocate_folds, assign_folds
     from flows.release import run_release
     from store import fold_key
 
@@ -127,7 +127,7 @@ def test_partitioned_release_mode_leaks_no_nonprivate_value(parts, project, tmp_
     from _flowtools import Scanner, flow_logs
     from prefect.client.orchestration import get_client
 
-    import dpcausal.estimator as estimator_module
+    import dpcausal.ate.estimator as estimator_module
     import flows.partitioned_release as partitioned_flow
     from conf.models import load_config
     from flows.release import run_release

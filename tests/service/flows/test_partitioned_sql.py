@@ -51,7 +51,7 @@ def _partition(value: int, key: bytes) -> int:
 
 def test_sql_release_equals_parquet_on_the_same_partitions(tmp_path, monkeypatch):
     import flows.partitioned_release as partitioned_flow
-    from dpcausal.partitioned import BlockSums
+    from dpcausal.ate.partitioned import BlockSums
     from flows.partitioned_release import partitioned_release
     from store import fold_key
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from dpcausal import PrivateATE
+from dpcausal.ate.planner import plan
 from dpcausal.ledger import Ledger
-from dpcausal.planner import plan
 from flows.plan import dp_plan
 
 

@@ -222,7 +222,7 @@ def test_every_refusal_is_the_same_on_a_neighbour(seen, tmp_path, kind, path_):
 def test_a_partitioned_source_refuses_a_neighbour_alike(seen, tmp_path, path_):
     """The partitioned path reads footers only before the charge: a record whose value differs
     (here an outcome far outside the bounds) changes nothing before it."""
-    from dpcausal.partitioned import write_parquet_partitions
+    from dpcausal.ate.partitioned import write_parquet_partitions
 
     dataset = f"replay-partitioned-{path_.replace(' ', '-')}"
     clean, source = tmp_path / "clean", tmp_path / "parts"

@@ -280,7 +280,7 @@ def test_a_failure_after_the_charge_is_generic_and_logged_privately(make_config,
     """A failure after the charge (now only a bug: values cannot fail a release) is charged,
     and nothing data-dependent reaches the exception, the Prefect logs or MLflow (issue 18
     item 3); the message names the private log."""
-    import dpcausal.estimator as estimator_mod
+    import dpcausal.ate.estimator as estimator_mod
     from dpcausal.validation import ReleaseFailedError
 
     def broken(gamma):

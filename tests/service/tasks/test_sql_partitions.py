@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from conf.models import DataSource
 from dpcausal import PrivateATE
-from dpcausal.partitioned import Roles, assign_blocks, partition_block_sums, plan_partitions
+from dpcausal.ate.partitioned import Roles, assign_blocks, partition_block_sums, plan_partitions
 from tasks.sql_partitions import SqlPartition, SqlPartitions, describe_sql, read_sql_partition
 
 _LEDGER_CONFTEST = Path(__file__).parents[2] / "library" / "ledger" / "conftest.py"

@@ -6,12 +6,12 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from dpcausal import PrivateATE
-from tests.library._reference import reference_ate
+from tests.library.ate._reference import reference_ate
 
 
 def _converged_logistic():
     """scikit-learn's LogisticRegression() problem solved to convergence: the batched fit
-    (dpcausal.batched_fit) solves it exactly, where the default lbfgs stops at tol=1e-4."""
+    (dpcausal.ate.batched_fit) solves it exactly, where the default lbfgs stops at tol=1e-4."""
     return LogisticRegression(solver="newton-cholesky", tol=1e-12, max_iter=1000)
 
 

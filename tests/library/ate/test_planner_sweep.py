@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dpcausal import PrivateATE
+from dpcausal.ate.planner import rows_per_fold_floor
 from dpcausal.datasets import make_experiment_d
-from dpcausal.planner import rows_per_fold_floor
 
 pytestmark = pytest.mark.slow
 N, D, REPS = 50_000, 20, 3

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from dpcausal._results import ResultMixin
-from dpcausal.blocks import BlockLayout
+from dpcausal.ate.blocks import BlockLayout
 
 SENSITIVITY_MODES = ("theorem1", "lemma", "released_code")
 SIGMA2_MODES = ("paper", "tight")
@@ -93,7 +93,7 @@ def ate_sensitivity(
               \sigma_1 = \frac{\sqrt{C}}{\zeta_1} \left(\frac{1}{n} + \frac{1}{K-1}\right),
 
     with ``C`` from :func:`theorem1_constant`. For blocks (``layout`` with B > 1),
-    ``w = n_b,max / (n (K'-1))`` (:meth:`dpcausal.blocks.BlockLayout.other_fold_weight`).
+    ``w = n_b,max / (n (K'-1))`` (:meth:`dpcausal.ate.blocks.BlockLayout.other_fold_weight`).
     """
     K = n_folds
     w = 1.0 / (K - 1) if layout is None else layout.other_fold_weight()

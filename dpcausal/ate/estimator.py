@@ -25,18 +25,18 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
-from dpcausal.aggregation import EnsembleNuisances, aggregate
-from dpcausal.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
+from dpcausal.ate.aggregation import EnsembleNuisances, aggregate
+from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
+from dpcausal.ate.folds import make_folds
+from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
+from dpcausal.ate.planner import auto_folds, layout_for, narrowest_noise_modes, plan
+from dpcausal.ate.release import ATERelease, draw_release
+from dpcausal.ate.scores import ate_and_variance, scores
+from dpcausal.ate.sensitivity import NoiseCalibration, calibrate, outcome_scale
 from dpcausal.contract import Mechanism, Prepared, PublicFacts, columns, deprecated
 from dpcausal.data_check import DataCheck, check_ate_data
-from dpcausal.folds import make_folds
 from dpcausal.missing import MISSING_SCORE, FoldImputed, apply_missing, check_policy
 from dpcausal.noise import secure_rng
-from dpcausal.nuisance import FoldModels, fit_folds, take_rows
-from dpcausal.planner import auto_folds, layout_for, narrowest_noise_modes, plan
-from dpcausal.release import ATERelease, draw_release
-from dpcausal.scores import ate_and_variance, scores
-from dpcausal.sensitivity import NoiseCalibration, calibrate, outcome_scale
 from dpcausal.validation import (
     check_data,
     check_noise_scale,
@@ -81,16 +81,17 @@ class PrivateATE(Mechanism[ATEFacts]):
     propensity_model : classifier with ``fit``/``predict_proba`` (default ``LogisticRegression()``).
     outcome_model : regressor, or classifier for binary outcomes (default ``LinearRegression()``).
     n_folds : int or "auto"
-        K; "auto" (default) follows the data-free planner (:func:`dpcausal.planner.auto_n_folds`):
-        the largest K whose folds keep the rows-per-fold floor of the estimator and
-        model kind and whose predicted compute fits ``compute_budget``, never less than about
-        sqrt(n) when the floor allows. It needs n and d only; the K chosen is published.
+        K; "auto" (default) follows the data-free planner
+        (:func:`dpcausal.ate.planner.auto_n_folds`): the largest K whose folds keep the
+        rows-per-fold floor of the estimator and model kind and whose predicted compute fits
+        ``compute_budget``, never less than about sqrt(n) when the floor allows. It needs n and
+        d only; the K chosen is published.
     block_folds : int, None or "auto"
         K', the folds per block (spec §2.5b): the rows are split into B = K / K'
         public blocks of K' folds, and a row's nuisances average the K' - 1 models of its own
         block not trained on its fold, so each row meets K' - 1 models instead of K - 1.
         ``None`` (or K' = K) is the paper's full ensemble. "auto" (default): with
-        ``n_folds="auto"`` the planner's blocks (:func:`dpcausal.planner.auto_folds`: K from the
+        ``n_folds="auto"`` the planner's blocks (:func:`dpcausal.ate.planner.auto_folds`: K from the
         rows-per-fold floor, K' <= 256); with an int ``n_folds``, the full ensemble. An int must
         divide K. B, K', K and the rows per fold are published.
     folds : "secret" (default), "shuffle", "contiguous" or an int array of public fold ids.
@@ -107,7 +108,7 @@ class PrivateATE(Mechanism[ATEFacts]):
     zeta : total Gaussian-DP budget of the release.
     ci_share : r = zeta2^2 / zeta^2 spent on the variance; 0 releases the point estimate only;
         "auto" (default): the planner's share with the narrowest expected CI for this n and K
-        (:func:`dpcausal.planner.narrowest_noise_modes`, worst-case outcome spread; data-free).
+        (:func:`dpcausal.ate.planner.narrowest_noise_modes`, worst-case outcome spread; data-free).
     alpha, p1 : CI level 1 - alpha and the variance-noise slack p1 (eq. 11-12).
     sensitivity : "theorem1" (default), "lemma", or "released_code" (not a valid bound).
     sigma2 : "paper", "tight" (spec §2.5; both valid) or "auto" (default: the planner's
@@ -247,7 +248,7 @@ class PrivateATE(Mechanism[ATEFacts]):
              estimators: Sequence[str] | None = None,
              propensity_clips: Sequence[float] | None = None) -> pd.DataFrame:
         """The planner's table for this estimator's public parameters on n rows and d
-        covariates (:func:`dpcausal.planner.plan`): candidate K, rows per fold, sigma1, sigma2,
+        covariates (:func:`dpcausal.ate.planner.plan`): candidate K, rows per fold, sigma1, sigma2,
         the expected CI half-width under the stated outcome-spread assumption (``outcome_sd``,
         default the worst case of the bounds), its ratio to the non-private CI, predicted
         predictions and seconds, and the recommended row, which is what ``n_folds="auto"`` and
@@ -268,7 +269,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         Returns
         -------
         pandas.DataFrame
-            :func:`dpcausal.planner.plan`'s table; ``planner.recommended(table)`` is its
+            :func:`dpcausal.ate.planner.plan`'s table; ``planner.recommended(table)`` is its
             recommended row.
         """
         return plan(
@@ -357,7 +358,7 @@ class PrivateATE(Mechanism[ATEFacts]):
                     ) -> NoiseCalibration:
         """The data-free noise calibration for n rows and d covariates (spec §2.5; d is needed
         only by the "auto" K). ``layout``: a public block layout other than this estimator's
-        own (spec §2.5b; the partitioned path's blocks, :mod:`dpcausal.partitioned`), checked
+        own (spec §2.5b; the partitioned path's blocks, :mod:`dpcausal.ate.partitioned`), checked
         against n, K and K'."""
         K = self.resolved_n_folds(n, d)
         sigma2, share = self.resolved_noise_modes(n, d)

@@ -21,8 +21,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpcausal.aggregation import EnsembleNuisances
-from dpcausal.nuisance import FoldModels, take_rows
+from dpcausal.ate.aggregation import EnsembleNuisances
+from dpcausal.ate.nuisance import FoldModels, take_rows
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def check_block_folds(n_folds: int, block_folds: int) -> None:
 
 
 def balanced_layout(n: int, n_folds: int, block_folds: int) -> BlockLayout:
-    """The layout of :func:`dpcausal.folds.make_folds`'s balanced split: B blocks of
+    """The layout of :func:`dpcausal.ate.folds.make_folds`'s balanced split: B blocks of
     ``floor(n/B)`` or ``ceil(n/B)`` rows, each split into K' folds the same way."""
     check_block_folds(n_folds, block_folds)
     B = n_folds // block_folds

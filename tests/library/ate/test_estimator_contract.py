@@ -78,7 +78,7 @@ def test_privacy_charge_is_public_and_matches_the_release():
 def test_outcome_bounds_are_required_before_anything(monkeypatch):
     """Issue 20: no default bounds; the refusal names the argument and says why, before any
     charge or fold fit."""
-    import dpcausal.estimator as mod
+    import dpcausal.ate.estimator as mod
 
     monkeypatch.setattr(mod.PrivateATE, "fit_folds", lambda *a, **k: pytest.fail("fitted"))
     est = PrivateATE(n_folds=4)
@@ -124,7 +124,7 @@ def test_stacked_fast_path_only_for_numeric_input_and_plain_linear_models(monkey
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    import dpcausal.estimator as mod
+    import dpcausal.ate.estimator as mod
 
     seen = []
     real = mod.aggregate

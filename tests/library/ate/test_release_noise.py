@@ -14,8 +14,8 @@ import pytest
 from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
 
 from dpcausal.accounting import gdp_delta
+from dpcausal.ate.sensitivity import calibrate
 from dpcausal.noise import gaussian_lattice_step, gaussian_sigma_for
-from dpcausal.sensitivity import calibrate
 
 MARGIN = 1e-5
 

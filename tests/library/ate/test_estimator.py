@@ -12,8 +12,8 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 
 from dpcausal import ATERelease, PrivateATE
+from dpcausal.ate.release import clamp_to_feasible
 from dpcausal.datasets import make_experiment_a
-from dpcausal.release import clamp_to_feasible
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def test_bad_input_is_refused_before_any_noise(kwargs, data_edit, match, monkeyp
     if data_edit:
         X, A, Y = data_edit(X, A, Y)
     drawn = []
-    import dpcausal.estimator as mod
+    import dpcausal.ate.estimator as mod
     real = mod.draw_release
     monkeypatch.setattr(mod, "draw_release", lambda *a, **k: drawn.append(1) or real(*a, **k))
     params = {"n_folds": 5, "random_state": 0, "outcome_bounds": (-1, 1), **kwargs}

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from dpcausal.ci import critical_values, private_variance
-from dpcausal.sensitivity import (
+from dpcausal.ate.ci import critical_values, private_variance
+from dpcausal.ate.sensitivity import (
     ate_sensitivity,
     calibrate,
     outcome_scale,

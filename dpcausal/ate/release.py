@@ -14,10 +14,10 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from dpcausal.accounting import DEFAULT_DELTA, gdp_epsilon, gdp_to_zcdp
-from dpcausal.ci import confidence_interval, private_variance
+from dpcausal.ate.ci import confidence_interval, private_variance
+from dpcausal.ate.sensitivity import NoiseCalibration
 from dpcausal.contract import Privacy, Release
 from dpcausal.noise import gaussian_mechanism
-from dpcausal.sensitivity import NoiseCalibration
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +120,7 @@ def draw_release(
     ``Delta_j / sigma_j = zeta_j``. Each draw is then exactly ``zeta_j^2/2``-zCDP (Canonne, Kamath,
     Steinke 2020, Thm 4), and its exact (eps, delta) curve (dp_accounting's discrete Gaussian
     privacy loss) lies on or below the ``zeta_j``-GDP curve, within a relative 1e-5 of it
-    (``tests/library/test_release_noise.py``: lattice ``sigma/gamma >= 2^20``). The release
+    (``tests/library/ate/test_release_noise.py``: lattice ``sigma/gamma >= 2^20``). The release
     is charged as ``zeta = sqrt(zeta1^2 + zeta2^2)``-GDP (= ``zeta^2/2``-zCDP), which the ledger
     composes with other Gaussian releases by GDP composition (spec §2.6). ``rng`` is
     :func:`dpcausal.noise.secure_rng` in a release; a seeded generator only in evaluation.

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-import dpcausal.release as release_mod
+import dpcausal.ate.release as release_mod
 from dpcausal import PrivateATE
 from dpcausal.datasets import make_experiment_a
 

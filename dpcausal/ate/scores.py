@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpcausal.aggregation import EnsembleNuisances
+from dpcausal.ate.aggregation import EnsembleNuisances
 
 
 def scores(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dpcausal import PrivateATE
-from dpcausal.planner import recommended
+from dpcausal.ate.planner import recommended
 
 
 def _data(n=3000, d=2, seed=0):

@@ -21,7 +21,7 @@ from scipy import linalg
 from sklearn.base import is_classifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from dpcausal.batched_fit import batchable, fit_many, group_bounds
+from dpcausal.ate.batched_fit import batchable, fit_many, group_bounds
 from dpcausal.validation import guarded, private_log
 
 # A fitted nuisance is either a fitted estimator or a float constant (a §2.7 fallback).
@@ -106,7 +106,7 @@ def fit_folds(
 
     Rows need only cover the folds ``ks`` (a partition of the data may hold a subset of folds).
     Plain ``LinearRegression`` / L2 ``LogisticRegression`` models on a float array are fitted
-    in batches (:mod:`dpcausal.batched_fit`); other models fold by fold.
+    in batches (:mod:`dpcausal.ate.batched_fit`); other models fold by fold.
     """
     ks = [int(k) for k in ks]
     n_groups = max([int(fold_ids.max()) if fold_ids.size else 0, *ks]) + 1

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from dpcausal import PrivateATE
-from dpcausal.partitioned import (
+from dpcausal.ate.partitioned import (
     BlockSums,
     Roles,
     allocate_blocks,
@@ -28,8 +28,8 @@ from dpcausal.partitioned import (
     plan_partitions,
     write_parquet_partitions,
 )
-from tests.library.test_blocks import CONSTANTS, SQRT_C
-from tests.library.test_privacy_properties import HashClassifier, HashRegressor
+from tests.library.ate.test_blocks import CONSTANTS, SQRT_C
+from tests.library.ate.test_privacy_properties import HashClassifier, HashRegressor
 
 
 class _FrameHashClassifier(HashClassifier):

@@ -22,7 +22,7 @@ included, and X is a float array; they equal the blocked path up to floating-poi
   reciprocals' sum give the two harmonic means, since 1/p = 1 + e^-z and 1/(1-p) = 1 + e^z);
   the own fold's logit is set to exactly 0 (e^0 = 1, subtracted after the sum), so model k
   never touches fold k's aggregates;
-- outcomes: the exact collapse of the mean (:mod:`dpcausal.linear_collapse`) on every row where
+- outcomes: the exact collapse of the mean (:mod:`dpcausal.ate.linear_collapse`) on every row where
   no out-of-fold prediction can reach the bounds; the fused clipped-mean pass for the others.
 """
 
@@ -39,8 +39,8 @@ import numpy as np
 from scipy.special import expit
 from threadpoolctl import threadpool_limits
 
-from dpcausal.linear_collapse import collapsed_means
-from dpcausal.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
+from dpcausal.ate.linear_collapse import collapsed_means
+from dpcausal.ate.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
 from dpcausal.validation import guarded, private_log
 
 # Predictions per block: 2**17 float64 = 1 MiB for stacked linear/logistic models (stays in cache
@@ -143,7 +143,7 @@ def _fused_inverse_propensities(X, fold_ids, plan, eta, rows, threads):
 
 def _collapsed_outcome_means(X, fold_ids, plan, lo, hi, rows, threads) -> np.ndarray:
     """The out-of-fold clipped mean of stacked linear models: collapsed where provably exact
-    (:func:`dpcausal.linear_collapse.collapsed_means`), the fused pass on the other rows."""
+    (:func:`dpcausal.ate.linear_collapse.collapsed_means`), the fused pass on the other rows."""
     coef, intercept = plan.stacked[0], plan.stacked[1]
     means, exact = collapsed_means(X, fold_ids, coef, intercept, (lo, hi))
     rest = np.flatnonzero(~exact)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpcausal.linear_collapse import collapsed_means, leave_one_out
+from dpcausal.ate.linear_collapse import collapsed_means, leave_one_out
 
 
 def _brute(X, fold_ids, coef, intercept, lo, hi):
@@ -68,5 +68,5 @@ def test_leave_one_out_sums_and_boxes_by_hand():
     assert loo["min"][:, 0].tolist() == [2.0, 1.0, 1.0]
     assert loo["bsum"].tolist() == [2.0, 3.5, -0.5]
     with pytest.raises(ValueError, match="at least 2 folds"):
-        from dpcausal.linear_collapse import collapsed_means as cm
+        from dpcausal.ate.linear_collapse import collapsed_means as cm
         cm(np.zeros((2, 1)), np.zeros(2, dtype=int), coef[:, :1], np.zeros(1), (0, 1))

@@ -10,8 +10,8 @@ import pytest
 from scipy.stats import kstest, norm
 
 from dpcausal.accounting import gdp_epsilon
-from dpcausal.release import draw_release
-from dpcausal.sensitivity import calibrate
+from dpcausal.ate.release import draw_release
+from dpcausal.ate.sensitivity import calibrate
 
 CAL = calibrate("g", 5000, 200, (-1, 1), 0.2, zeta=1.5, ci_share=0.1)
 
@@ -79,7 +79,7 @@ def test_approximate_dp_histogram_test(factor, should_pass):
 def test_one_draw_per_release_whatever_the_split(monkeypatch):
     """The release makes exactly two exact discrete-Gaussian draws, with or without a CI
     (constant shape), each on the lattice of its own scale."""
-    import dpcausal.release as release_mod
+    import dpcausal.ate.release as release_mod
 
     point_only = calibrate("g", 5000, 200, (-1, 1), 0.2, zeta=1.5, ci_share=0.0)
     real = release_mod.gaussian_mechanism

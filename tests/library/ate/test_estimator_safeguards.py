@@ -13,9 +13,9 @@ import pytest
 from scipy.stats import chi2_contingency, chisquare
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
-import dpcausal.release as release_mod
+import dpcausal.ate.release as release_mod
 from dpcausal import PrivateATE
-from dpcausal.folds import make_folds
+from dpcausal.ate.folds import make_folds
 from dpcausal.noise import gaussian_lattice_step
 from dpcausal.validation import private_log, private_log_file
 
@@ -140,7 +140,7 @@ def test_value_conditions_release_in_both_modes(edit):
 def test_a_failure_after_the_charge_is_generic_in_release_mode(monkeypatch):
     """No counts, values or error text in a release-mode failure (a bug, now that values
     cannot fail a release); the details reach the curator's private log only."""
-    import dpcausal.estimator as estimator_mod
+    import dpcausal.ate.estimator as estimator_mod
 
     def broken(gamma):
         raise ValueError(f"{gamma.size} scores, first {gamma[0]}")

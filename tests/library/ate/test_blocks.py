@@ -17,16 +17,16 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from dpcausal import PrivateATE
-from dpcausal.aggregation import aggregate
-from dpcausal.blocks import aggregate_blocks, layout_of
+from dpcausal.ate.aggregation import aggregate
+from dpcausal.ate.blocks import aggregate_blocks, layout_of
+from dpcausal.ate.folds import make_folds
+from dpcausal.ate.nuisance import FoldModels
+from dpcausal.ate.release import draw_release
+from dpcausal.ate.scores import ate_and_variance, scores
+from dpcausal.ate.sensitivity import calibrate
 from dpcausal.datasets import make_large
-from dpcausal.folds import make_folds
-from dpcausal.nuisance import FoldModels
-from dpcausal.release import draw_release
-from dpcausal.scores import ate_and_variance, scores
-from dpcausal.sensitivity import calibrate
-from tests.library._reference import reference_block_ate
-from tests.library.test_privacy_properties import HashClassifier, HashRegressor, _best_corner
+from tests.library.ate._reference import reference_block_ate
+from tests.library.ate.test_privacy_properties import HashClassifier, HashRegressor, _best_corner
 
 # (Delta_=, kappa) of spec §2.4's table, B_mu = 1 (bounds (-1, 1)), B_pi = 5
 CONSTANTS = {"g": (4.0, 4.0), "ipw": (10.0, 5.0), "aipw": (24.0, 24.0)}
@@ -175,7 +175,7 @@ def test_adversarial_block_neighbours_stay_within_the_bounds(estimator, n, K, kb
     Delta_tau, ||dGamma||_2 within the l2 bound, |d sqrt V| <= Delta_V, each other row of the
     block moves by <= kappa/(K'-1), other blocks and the fold-mates do not move at all. "hash":
     black-box models jumping between beyond-the-clip values; "linear": the fused logistic and
-    collapsed linear paths of dpcausal.aggregation, pushed to the clip by an outlier."""
+    collapsed linear paths of dpcausal.ate.aggregation, pushed to the clip by an outlier."""
     rng = np.random.default_rng(n + 100 * K + kb)
     kw = dict(estimator=estimator, n_folds=K, block_folds=kb, folds="shuffle", random_state=K,
               propensity_clip=0.2, outcome_bounds=(-1, 1))
@@ -207,7 +207,7 @@ def test_adversarial_block_neighbours_stay_within_the_bounds(estimator, n, K, kb
         assert abs(math.sqrt(v) - math.sqrt(v2)) <= d_v + 1e-12
         same_block = ids // kb == ids[i] // kb
         mates = (ids == ids[i]) & (np.arange(n) != i)
-        # exact for black-box models; the batched linear fits (dpcausal.batched_fit) group the
+        # exact for black-box models; the batched linear fits (dpcausal.ate.batched_fit) group the
         # arms of all folds by size, so a flipped treatment moves other folds' fits by ~1e-17
         tol = 0.0 if models == "hash" else 1e-12
         assert np.abs(g - g2)[~same_block | mates].max(initial=0.0) <= tol

@@ -1,4 +1,5 @@
-"""Per-fold nuisance fitting (dpcausal.nuisance): the least-squares fast path is sklearn's fit."""
+"""Per-fold nuisance fitting (dpcausal.ate.nuisance): the least-squares fast path is sklearn's
+fit."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LinearRegression
 
-from dpcausal.nuisance import _fit_outcome
+from dpcausal.ate.nuisance import _fit_outcome
 
 
 def _shapes():

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from dpcausal import PrivateATE
+from dpcausal.ate.release import draw_release
+from dpcausal.ate.sensitivity import calibrate
 from dpcausal.datasets import make_experiment_a
-from dpcausal.release import draw_release
-from dpcausal.sensitivity import calibrate
 
 REPS = 100
 

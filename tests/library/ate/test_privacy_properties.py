@@ -14,10 +14,10 @@ import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from dpcausal import PrivateATE
-from dpcausal.aggregation import aggregate
-from dpcausal.nuisance import FoldModels
-from dpcausal.scores import ate_and_variance, scores
-from dpcausal.sensitivity import (
+from dpcausal.ate.aggregation import aggregate
+from dpcausal.ate.nuisance import FoldModels
+from dpcausal.ate.scores import ate_and_variance, scores
+from dpcausal.ate.sensitivity import (
     ate_sensitivity,
     lemma_constants,
     score_bound,

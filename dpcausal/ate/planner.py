@@ -14,7 +14,7 @@ Expected private variance (spec dp_ate_ensemble.md §3, eq. 11 and the conservat
 ``"paper"``: ``V + sigma1^2 + z sigma2^2``; ``"conservative"``: ``(sqrt(V) + z sigma2)^2 +
 sigma1^2`` with ``z = Phi^-1(1 - p1)``; the half-width is ``c sqrt(V_DP)`` with
 ``c = Phi^-1(1 - alpha/2 + p1/2)`` (eq. 12), against ``Phi^-1(1 - alpha/2) sqrt(V)`` without
-privacy. sigma1 and sigma2 come from :func:`dpcausal.sensitivity.calibrate` (Theorem 1, §2.5).
+privacy. sigma1 and sigma2 come from :func:`dpcausal.ate.sensitivity.calibrate` (Theorem 1, §2.5).
 
 Rows-per-fold floors (our decision, spec §7 is silent past its 5(d+1)/50 warning): the folds of a
 recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (5(d+1) before block ensembles),
@@ -28,8 +28,8 @@ cost no longer caps K, would reach that bias, which does not shrink with n while
 d = 20, 3 data sets, pre-noise estimates, true ATE 0.15): AIPW and G stay within 0.0005 of the
 truth up to K = 476 (105 rows per fold), while IPW's bias grows about linearly in K: 0.0006 at
 K = 10, 0.0041 at 50, 0.0090 at 100, 0.0145 at 158 and 0.0557 at 476 (about 0.25 d / rows per
-fold), hence its 50(d+1) floor (bias about 0.005 at d = 20). ``tests/library/test_planner_sweep.py``
-(slow) reruns the sweep at the recommended K.
+fold), hence its 50(d+1) floor (bias about 0.005 at d = 20).
+``tests/library/ate/test_planner_sweep.py`` (slow) reruns the sweep at the recommended K.
 
 Compute (this machine class, 2 cores; refitted to bench/ate_core.py with the fused aggregation
 kernels and batched fits): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
@@ -51,8 +51,8 @@ import pandas as pd
 from scipy.optimize import brentq
 from scipy.special import ndtri
 
-from dpcausal.blocks import BlockLayout, balanced_layout
-from dpcausal.sensitivity import calibrate
+from dpcausal.ate.blocks import BlockLayout, balanced_layout
+from dpcausal.ate.sensitivity import calibrate
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
 MODEL_KINDS = ("parametric", "other")
@@ -135,7 +135,7 @@ def expected_halfwidth(sigma_ate: float, sigma_var: float, variance: float, *,
     variance : float
         The assumed non-private variance of the estimate (:func:`nonprivate_variance`).
     ci : {"conservative", "paper"}
-        The private-variance form (:func:`dpcausal.ci.private_variance`), at the noise's mean.
+        The private-variance form (:func:`dpcausal.ate.ci.private_variance`), at the noise's mean.
     alpha, p1 : float
         Miscoverage of the CI and the share of it given to the variance noise.
 

@@ -1,4 +1,4 @@
-"""The partitioned ensemble (dpcausal.partitioned, issue 19 §3): fold rule, per-partition phases
+"""The partitioned ensemble (dpcausal.ate.partitioned, issue 19 §3): fold rule, per-partition phases
 against the in-memory estimator, and the Parquet generator."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dpcausal import PrivateATE
-from dpcausal.partitioned import (
+from dpcausal.ate.partitioned import (
     Roles,
     ScoreSums,
     allocate_folds,

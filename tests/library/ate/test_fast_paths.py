@@ -9,18 +9,18 @@ import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from dpcausal.aggregation import (
+from dpcausal.ate.aggregation import (
     _clipped,
     _inverse_propensities,
     _oof_means,
     _PredictionPlan,
     aggregate,
 )
-from dpcausal.batched_fit import batchable, fit_many, group_bounds
-from dpcausal.folds import fold_rows, make_folds
-from dpcausal.linear_collapse import collapsed_means
-from dpcausal.nuisance import FoldModels, fit_fold, fit_folds
-from dpcausal.scores import ate_and_variance, scores
+from dpcausal.ate.batched_fit import batchable, fit_many, group_bounds
+from dpcausal.ate.folds import fold_rows, make_folds
+from dpcausal.ate.linear_collapse import collapsed_means
+from dpcausal.ate.nuisance import FoldModels, fit_fold, fit_folds
+from dpcausal.ate.scores import ate_and_variance, scores
 
 
 def _converged(**params):

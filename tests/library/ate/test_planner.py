@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from dpcausal.planner import (
+from dpcausal.ate.planner import (
     auto_n_folds,
     expected_halfwidth,
     plan,

@@ -38,7 +38,7 @@ in-memory rule gives B > 1) every block lives inside one partition, so a partiti
 aggregates and scores its blocks alone and returns only per-block sums; no fold model travels.
 
 - :func:`partition_block_split`: ``"auto"`` takes B = max(B_mem, P) for P non-empty partitions
-  and the in-memory rule's B_mem = K / K' (:func:`dpcausal.planner.block_split`: ceil(K/256) of
+  and the in-memory rule's B_mem = K / K' (:func:`dpcausal.ate.planner.block_split`: ceil(K/256) of
   the planner's K), K' = K // B; an int K' is refused when B < P.
 - :func:`allocate_blocks`: partition p owns B_p blocks, one per non-empty partition and each
   further one to the partition with the largest blocks (which minimises n_b,max), and cuts its
@@ -48,7 +48,7 @@ aggregates and scores its blocks alone and returns only per-block sums; no fold 
   and K'-1, the tight sigma2) reads nothing else.
 - :func:`assign_blocks`: which rows fill those sizes: the partition's rows ranked by
   HMAC-SHA256(key, id) (as above; ties by the id), the ranked order cut as
-  :func:`dpcausal.folds.make_folds` cuts its permutation. A record replaced in place keeps its
+  :func:`dpcausal.ate.folds.make_folds` cuts its permutation. A record replaced in place keeps its
   id, hence its rank and its fold; a shuffled partition changes nothing. With a fresh secret key
   the ranking is a uniformly random permutation of the partition independent of the data, like
   the in-memory "secret" folds.
@@ -78,11 +78,11 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from dpcausal.blocks import BlockLayout, check_block_folds
-from dpcausal.estimator import PrivateATE
-from dpcausal.folds import make_folds
+from dpcausal.ate.blocks import BlockLayout, check_block_folds
+from dpcausal.ate.estimator import PrivateATE
+from dpcausal.ate.folds import make_folds
+from dpcausal.ate.nuisance import FoldModels, take_rows
 from dpcausal.missing import Completed, apply_missing
-from dpcausal.nuisance import FoldModels, take_rows
 from dpcausal.validation import (
     check_noise_scale,
     check_schema,
@@ -232,7 +232,7 @@ def allocate_blocks(partition_rows: Sequence[int], n_folds: int, block_folds: in
 def assign_blocks(ids: Any, key: bytes, blocks: range, block_folds: int) -> np.ndarray:
     """Global fold id of each row of one partition owning the blocks ``blocks`` (module
     docstring "Blocks"): the rows ranked by ``HMAC-SHA256(key, id)`` (ties, which need two ids
-    with one 64-bit MAC, by the id), the ranked order cut as :func:`dpcausal.folds.make_folds`
+    with one 64-bit MAC, by the id), the ranked order cut as :func:`dpcausal.ate.folds.make_folds`
     cuts its order into ``len(blocks)`` blocks of ``block_folds`` folds, then offset to the
     partition's first fold ``blocks.start * block_folds``. A function of the partition's set of
     ids and the key only: never of values or row order."""
