@@ -20,6 +20,7 @@ folder) and runs the same release: per-worker memory stays that of one 500,000-r
 and its blocks, so it is flat in n; wall time grows linearly.
 
     .venv/bin/python bench/partitioned_blocks.py [--n 10000000] [--baseline-n 1000000]
+        [--source DIR]   # files an earlier run wrote (--workdir DIR keeps them in DIR/source)
 
 Measured on 2026-11-26, 2 cores shared with other sessions (load average 12-17 throughout):
 n = 10^7 in 20 files, K = 207,570 = 814 blocks of K' = 255, 47 rows in the smallest fold:
@@ -122,6 +123,9 @@ def main() -> None:
     ap.add_argument("--row-group", type=int, default=250_000)
     ap.add_argument("--baseline-n", type=int, default=10**6, help="0: no baseline")
     ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
+    ap.add_argument("--source", default=None,
+                    help="release these Parquet files (written earlier by this script with the "
+                         "same --n, --d and --files) instead of generating them")
     args = ap.parse_args()
     files = args.files or max(2, args.n // ROWS_PER_FILE)
 
@@ -130,16 +134,20 @@ def main() -> None:
 
     ctx = mp.get_context("spawn")
     source, small = work / "source", work / "baseline"
-    t0 = time.perf_counter()
     queue: mp.Queue = ctx.Queue()
-    gen = ctx.Process(target=_generate, args=(str(source), args.n, args.d, files,
-                                              args.row_group, 2026, queue))
-    gen.start()
-    gen_rss = queue.get()
-    gen.join()
-    print(f"generated {args.n:,} rows in {files} Parquet files (row groups of "
-          f"{args.row_group:,}) in {time.perf_counter() - t0:.1f} s, generator peak RSS "
-          f"{gen_rss:.0f} MiB (not counted)")
+    if args.source is None:
+        t0 = time.perf_counter()
+        gen = ctx.Process(target=_generate, args=(str(source), args.n, args.d, files,
+                                                  args.row_group, 2026, queue))
+        gen.start()
+        gen_rss = queue.get()
+        gen.join()
+        print(f"generated {args.n:,} rows in {files} Parquet files (row groups of "
+              f"{args.row_group:,}) in {time.perf_counter() - t0:.1f} s, generator peak RSS "
+              f"{gen_rss:.0f} MiB (not counted)")
+    else:
+        source = Path(args.source)
+        print(f"releasing the {len(list(source.glob('*.parquet')))} Parquet files in {source}")
 
     from distributed import Client, Nanny, Scheduler, SpecCluster
     from prefect.server.api.server import SubprocessASGIServer
