@@ -57,18 +57,21 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
                                     block_folds=int(best["block_folds"]))
     return {"n": n, "d": d, "zeta": zeta, "recommended": plain_row(best.to_dict()),
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
-            "partitioned": partitioned_layout(config)}
+            "partitioned": partitioned_layout(config, outcome_sd)}
 
 
-def partitioned_layout(config: Any) -> dict[str, Any] | None:
+def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str, Any] | None:
     """What a partitioned source's release will use (issue 28 §3), from the footers only
     (:func:`dpcausal.ate.partitioned.plan_partitions`, the release's own public plan): partitions,
     K, B, K', the rows of the largest block and of the smallest fold (None for the full
-    ensemble, whose keyed-hash folds are not balanced). None for other sources."""
+    ensemble, whose keyed-hash folds are not balanced), and the CI half-width expected with that
+    layout (:func:`dpcausal.ate.planner.layout_halfwidth`; the table's rows assume balanced
+    blocks). None for other sources."""
     if config.data.partitions is None:
         return None
     from conf.kinds import build_mechanism
     from dpcausal.ate.partitioned import plan_partitions
+    from dpcausal.ate.planner import layout_halfwidth
 
     footers = partition_footers(str(config.data.partitions))
     c = config.columns
@@ -79,10 +82,14 @@ def partitioned_layout(config: Any) -> dict[str, Any] | None:
                                outcome=c.outcome, covariates=c.covariates,
                                evaluation=config.evaluation)
     layout = plan.layout
+    half, ratio = layout_halfwidth(plan.n, plan.n_folds, layout,
+                                   **public_params(config),
+                                   outcome_sd=outcome_sd)
     return {"partitions": len(footers), "n_folds": plan.n_folds, "n_blocks": plan.n_blocks,
             "block_folds": plan.block_folds,
             "rows_per_block": plan.n if layout is None else layout.block_rows,
-            "rows_per_fold": None if layout is None else layout.fold_rows}
+            "rows_per_fold": None if layout is None else layout.fold_rows,
+            "halfwidth": half, "ratio": ratio}
 
 
 def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> list[str]:
@@ -102,7 +109,9 @@ def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> l
             f"Partitioned path ({part['partitions']} partitions): K={part['n_folds']} in "
             f"B={part['n_blocks']} blocks of K'={part['block_folds']} folds, each block inside "
             f"one partition; largest block {part['rows_per_block']} rows, smallest fold "
-            f"{part['rows_per_fold']} rows (only per-block sums leave the workers).")
+            f"{part['rows_per_fold']} rows (only per-block sums leave the workers); expected "
+            f"95% CI half-width {part['halfwidth']:.4g}, {part['ratio']:.1f}x the non-private "
+            f"one.")
     elif part is not None:
         lines.append(
             f"Partitioned path ({part['partitions']} partitions): the full ensemble, "

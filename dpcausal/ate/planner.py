@@ -207,6 +207,26 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
     return best[1], best[2]
 
 
+def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
+                     outcome_bounds: Sequence[float], estimator: str = "aipw",
+                     propensity_clip: float = 0.2, zeta: float = 1.5, ci: str = "conservative",
+                     alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
+                     outcome_sd: float | None = None, treated_share: float = 0.5
+                     ) -> tuple[float, float]:
+    """``(halfwidth, ratio)``: the expected private CI half-width of a release of n rows in K
+    folds cut into ``layout`` (a layout not balanced by :func:`layout_for`, e.g. the partitioned
+    path's, whose blocks follow the partitions' row counts; None: the full ensemble), at its
+    narrowest sigma2 and ci_share (only ``"tight"`` with blocks, spec §2.5b), and its ratio to
+    the non-private ``z_{1-alpha/2} sqrt(V)`` under the stated outcome-spread assumption."""
+    variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    half = min(
+        expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha, p1=p1)
+        for mode in _sigma2_modes(None, layout) for share in _shares(estimator, None)
+        for cal in [calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip,
+                              zeta, share, sensitivity, mode, layout)])
+    return half, half / (float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance))
+
+
 def _sigma2_modes(sigma2: str | None, layout: BlockLayout | None) -> list[str]:
     """The sigma2 modes to try: the given one, else both, else only "tight" for blocks."""
     if sigma2 is not None:

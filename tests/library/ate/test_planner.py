@@ -8,6 +8,7 @@ import pytest
 from dpcausal.ate.planner import (
     auto_n_folds,
     expected_halfwidth,
+    layout_halfwidth,
     plan,
     recommended,
     rows_per_fold_floor,
@@ -34,6 +35,23 @@ def test_halfwidth_by_hand():
     assert expected_halfwidth(s1, s2, v) == pytest.approx(expected, rel=1e-6)
     assert expected_halfwidth(s1, s2, v, ci="paper") == pytest.approx(
         2.0537489 * math.sqrt(v + s1**2 + 2.3263479 * s2**2), rel=1e-6)
+
+
+def test_a_layout_of_unequal_blocks_widens_the_expected_ci():
+    """The partitioned path's layout follows its files' row counts: with balanced blocks its
+    half-width is the table's narrowest at that K and K'; a larger largest block (n_b,max in
+    the sensitivity, spec §2.5b) gives a wider one, and so does a smaller smallest fold."""
+    from dpcausal.ate.blocks import BlockLayout, balanced_layout
+
+    n, k, kb = 100_000, 500, 50
+    table = plan(n, 5, outcome_bounds=(-1, 1), zeta=1.0, n_folds=[k], block_folds=kb)
+    balanced = balanced_layout(n, k, kb)
+    half, ratio = layout_halfwidth(n, k, balanced, outcome_bounds=(-1, 1), zeta=1.0)
+    assert half == pytest.approx(table["halfwidth"].min(), rel=1e-12)
+    assert ratio == pytest.approx(half / table["nonprivate_halfwidth"].iloc[0], rel=1e-12)
+    lopsided = BlockLayout(n, k, kb, block_rows=2 * balanced.block_rows,
+                           fold_rows=balanced.fold_rows)
+    assert layout_halfwidth(n, k, lopsided, outcome_bounds=(-1, 1), zeta=1.0)[0] > half * 1.01
 
 
 def test_nonprivate_halfwidth_follows_the_stated_assumption():
