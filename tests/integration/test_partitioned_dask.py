@@ -125,7 +125,9 @@ def test_release_is_charged_once_and_matches_the_in_memory_calibration(setup):
         led.set_budget("partitioned-it", zeta=2.0)
     out = _run(setup, dataset_id="partitioned-it")
     assert out["evaluation"] is False and out["nonprivate"] is None
-    assert np.isfinite(out["ate"]) and out["ci"][0] < out["ate"] < out["ci"][1]
+    # closed: at n = 12,000 and K = 30 the noise sd is 1.07, so about 1 release in 13 is clamped
+    # to the public ATE range [-2, 2] and its CI ends at the same bound
+    assert np.isfinite(out["ate"]) and out["ci"][0] <= out["ate"] <= out["ci"][1]
     cal = PrivateATE(**ESTIMATOR, n_folds=30).calibration(12_000)
     assert out["noise"]["sigma_ate"] == cal.sigma_ate
     assert out["params"]["folds"] == "keyed_hash(id)" and out["params"]["partitions"] == 3
