@@ -123,11 +123,6 @@ def partitioned_release(
                      n_folds=n_folds or "auto")
     parts, checked = _checked(source, est, id_column=id_column, treatment=treatment,
                               outcome=outcome, covariates=covariates, evaluation=evaluation)
-    if dataset_id is None and not evaluation:
-        raise ValueError("a release needs dataset_id (its budget in the ledger)")
-    if dataset_id is not None:
-        check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
-                     evaluation=evaluation, cap="--zeta Z")
     return _plain_release(parts, checked, dataset_id, _key(fold_key), evaluation)
 
 
@@ -163,16 +158,19 @@ def partitioned_sql_release(
     key = _key(fold_key)
     parts, checked = _checked_sql(source, key, est, treatment=treatment, outcome=outcome,
                                   covariates=covariates, evaluation=evaluation)
-    if dataset_id is None and not evaluation:
-        raise ValueError("a release needs dataset_id (its budget in the ledger)")
-    if dataset_id is not None:
-        check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
-                     evaluation=evaluation, cap="--zeta Z")
     return _plain_release(parts, checked, dataset_id, key, evaluation, source="sql")
 
 
 def _plain_release(parts: list[Any], checked: Checked, dataset_id: str | None, key: bytes,
                    evaluation: bool, source: str = "parquet") -> dict[str, Any]:
+    """The checked partitions' release as a dict: the dataset's budget checked first (release
+    mode needs ``dataset_id``; evaluation mode is refused for a dataset the ledger knows), then
+    the charged release of :func:`_charged`."""
+    if dataset_id is None and not evaluation:
+        raise ValueError("a release needs dataset_id (its budget in the ledger)")
+    if dataset_id is not None:
+        check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
+                     evaluation=evaluation, cap="--zeta Z")
     plan: PartitionPlan = checked.prepared.data
     return _charged(parts, checked, dataset=dataset_id or "", key=key,
                     release_id=f"{flow_run.id}/partitioned-ate", evaluation=evaluation,

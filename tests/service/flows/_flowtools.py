@@ -154,3 +154,19 @@ def charges(dataset: str) -> int:
 
     with Ledger(create=True) as led:
         return led.spent(dataset).n_charges if led.has_dataset(dataset) else 0
+
+
+def spy_on_block_sums(monkeypatch) -> list:
+    """Record what reaches the flow's ``combine_blocks`` (the per-partition block sums the
+    workers return) while the release runs as it would; returns the list the calls fill."""
+    import flows.partitioned_release as partitioned_flow
+
+    reached: list = []
+    real_combine = partitioned_flow.combine_blocks
+
+    def spy(per_partition):
+        reached.append(per_partition)
+        return real_combine(per_partition)
+
+    monkeypatch.setattr(partitioned_flow, "combine_blocks", spy)
+    return reached

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _flowtools import spy_on_block_sums
 
 N, PARTS, K, KB = 4000, 4, 40, 5
 ESTIMATOR = {"estimator": "aipw", "block_folds": KB, "outcome_bounds": [-1.0, 1.0], "zeta": 1.0,
@@ -42,14 +43,7 @@ def test_block_release_ships_only_sums_and_equals_in_memory(tmp_path, monkeypatc
         f.sample(frac=1.0, random_state=p).to_parquet(tmp_path / "b" / f"part-{p:05d}.parquet",
                                                        index=False)
 
-    reached = []
-    real_combine = partitioned_flow.combine_blocks
-
-    def spy(per_partition):
-        reached.append(per_partition)
-        return real_combine(per_partition)
-
-    monkeypatch.setattr(partitioned_flow, "combine_blocks", spy)
+    reached = spy_on_block_sums(monkeypatch)
     for name in ("fit_partition_folds", "all_fold_models", "partition_score_sums"):
         monkeypatch.setattr(partitioned_flow, name, _Forbidden())
     out = _release(tmp_path / "a")

@@ -12,6 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
+from _flowtools import spy_on_block_sums
 
 N, PARTS, K, KB = 3000, 3, 30, 5
 ESTIMATOR = {"estimator": "aipw", "block_folds": KB, "outcome_bounds": [-1.0, 1.0], "zeta": 1.0,
@@ -50,7 +51,6 @@ def _partition(value: int, key: bytes) -> int:
 
 
 def test_sql_release_equals_parquet_on_the_same_partitions(tmp_path, monkeypatch):
-    import flows.partitioned_release as partitioned_flow
     from dpcausal.ate.partitioned import BlockSums
     from flows.partitioned_release import partitioned_release
     from store import fold_key
@@ -62,14 +62,7 @@ def test_sql_release_equals_parquet_on_the_same_partitions(tmp_path, monkeypatch
         table[label == p].sort_values("id").to_parquet(
             tmp_path / "parquet" / f"part-{p:05d}.parquet", index=False)
 
-    reached = []
-    real_combine = partitioned_flow.combine_blocks
-
-    def spy(per_partition):
-        reached.append(per_partition)
-        return real_combine(per_partition)
-
-    monkeypatch.setattr(partitioned_flow, "combine_blocks", spy)
+    reached = spy_on_block_sums(monkeypatch)
     out = _sql_release(_sqlite(tmp_path / "d.db", table))
     ref = partitioned_release(str(tmp_path / "parquet"), id_column="id", treatment="A",
                               outcome="Y", estimator=SEEDED, n_folds=K, fold_key="curator",
