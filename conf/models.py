@@ -178,7 +178,7 @@ class EstimatorConfig(_Strict):
     ci_share: float | None = None
     alpha: float | None = None
     p1: float | None = None
-    sensitivity: Literal["theorem1", "lemma", "released_code"] | None = None
+    sensitivity: Literal["tight", "theorem1", "lemma", "released_code"] | None = None
     sigma2: Literal["paper", "tight"] | None = None
     ci: Literal["paper", "conservative"] | None = None
     delta: float | None = None

@@ -232,7 +232,7 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     for name, allowed in (
-        ("sensitivity", ("theorem1", "lemma", "released_code")),
+        ("sensitivity", ("tight", "theorem1", "lemma", "released_code")),  # sensitivity.py
         ("sigma2", ("paper", "tight")),
         ("ci", ("paper", "conservative")),
     ):

@@ -110,7 +110,9 @@ class PrivateATE(Mechanism[ATEFacts]):
         "auto" (default): the planner's share with the narrowest expected CI for this n and K
         (:func:`dpcausal.ate.planner.narrowest_noise_modes`, worst-case outcome spread; data-free).
     alpha, p1 : CI level 1 - alpha and the variance-noise slack p1 (eq. 11-12).
-    sensitivity : "theorem1" (default), "lemma", or "released_code" (not a valid bound).
+    sensitivity : "tight" (default: :func:`dpcausal.ate.sensitivity.tight_constants`, the
+        tightest proven bound), "theorem1" (the paper's), "lemma", or "released_code" (not a valid
+        bound).
     sigma2 : "paper", "tight" (spec §2.5; both valid) or "auto" (default: the planner's
         narrower one, in practice "tight").
     ci : "conservative" (default; spec §3's valid construction) or "paper" (eq. 11, whose coverage
@@ -147,7 +149,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         ci_share: float | str = "auto",
         alpha: float = 0.05,
         p1: float = 0.01,
-        sensitivity: str = "theorem1",
+        sensitivity: str = "tight",
         sigma2: str = "auto",
         ci: str = "conservative",
         delta: float = DEFAULT_DELTA,

@@ -184,7 +184,7 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
                           estimator: str = "aipw", propensity_clip: float = 0.2,
                           zeta: float = 1.5, ci_share: float | None = None,
                           sigma2: str | None = None, ci: str = "conservative",
-                          alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
+                          alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                           outcome_sd: float | None = None, treated_share: float = 0.5,
                           block_folds: int | None = None) -> tuple[str, float]:
     """``(sigma2, ci_share)`` with the narrowest expected CI for a release of n rows in K folds
@@ -210,7 +210,7 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
 def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
                      outcome_bounds: Sequence[float], estimator: str = "aipw",
                      propensity_clip: float = 0.2, zeta: float = 1.5, ci: str = "conservative",
-                     alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
+                     alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                      outcome_sd: float | None = None, treated_share: float = 0.5
                      ) -> tuple[float, float]:
     """``(halfwidth, ratio)``: the expected private CI half-width of a release of n rows in K
@@ -255,7 +255,7 @@ def plan(
     ci: str = "conservative",
     alpha: float = 0.05,
     p1: float = 0.01,
-    sensitivity: str = "theorem1",
+    sensitivity: str = "tight",
     n_folds: Iterable[int] | None = None,
     estimators: Iterable[str] | None = None,
     propensity_clips: Iterable[float] | None = None,
@@ -403,7 +403,7 @@ def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "pa
 def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: Sequence[float],
                        estimator: str = "aipw", propensity_clip: float = 0.2,
                        ci_share: float = 0.1, sigma2: str = "tight", ci: str = "conservative",
-                       alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "theorem1",
+                       alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                        outcome_sd: float | None = None, treated_share: float = 0.5,
                        block_folds: int | None = None) -> float:
     """The smallest zeta whose expected half-width is at most ``target`` (by root finding).

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from dpcausal._results import ResultMixin
 from dpcausal.ate.blocks import BlockLayout
 
-SENSITIVITY_MODES = ("theorem1", "lemma", "released_code")
+PAPER_SENSITIVITY_MODES = ("theorem1", "lemma", "released_code")
+SENSITIVITY_MODES = ("tight",) + PAPER_SENSITIVITY_MODES
 SIGMA2_MODES = ("paper", "tight")
 
 
@@ -52,6 +53,46 @@ def lemma_constants(estimator: str, B_mu: float, B_pi: float) -> tuple[float, fl
     }[estimator]
 
 
+def tight_constants(estimator: str, B_mu: float, B_pi: float) -> tuple[float, float]:
+    r"""(Delta_=, kappa) from the clipped ranges of the fold models (spec §2.4, derived here; the
+    ``"tight"`` mode of :func:`ate_sensitivity`): valid for the mean (mu) and harmonic (pi,
+    1 - pi) aggregators, and at most the lemmas' constants.
+
+    Notes
+    -----
+    After the shift trick every fold model's outcome prediction and every Y lie in
+    ``[-B_mu, B_mu]`` (IPW: ``|Y| <= B_mu``), and every model's ``1/pi`` and ``1/(1-pi)`` lie in
+    ``[B_pi/(B_pi-1), B_pi]``, an interval of length ``R = B_pi - B_pi/(B_pi-1)``. For a treated
+    row, with ``a`` its aggregated ``1/pi``, the AIPW score is ``mu1 - mu0 + a (Y - mu1)``.
+    Replacing one model of the K-1 it averages moves mu1, mu0 by ``d1, d0`` with
+    ``|d_t| <= 2 B_mu/(K-1)`` and a by ``|da| <= R/(K-1)``, and the score by
+
+    .. math:: d_1 (1 - a') - d_0 + da (Y - \mu_1),
+
+    so ``kappa = 2 B_mu (B_pi - 1) + 2 B_mu + 2 B_mu R = 2 B_mu (B_pi + R)`` (control rows alike,
+    with ``1/(1-pi)``). The score itself is ``mu1 (1 - a) - mu0 + a Y``, at most ``2 a B_mu <=
+    2 B_pi B_mu`` in absolute value, so ``Delta_= = 4 B_mu B_pi``. IPW: ``a Y`` moves by at most
+    ``R B_mu / (K-1)`` and ``|a Y| <= B_pi B_mu``. G is the lemmas' ``4 B_mu`` twice. At
+    ``B_mu = 1, eta = 0.2``, AIPW's kappa is 17.5 against Lemma 7's 24; spec §2.4's exhaustive
+    corner search attains 17.48 at K = 500.
+    """
+    spread = B_pi - B_pi / (B_pi - 1.0)
+    return {
+        "g": (4.0 * B_mu, 4.0 * B_mu),
+        "ipw": (2.0 * B_mu * B_pi, B_mu * spread),
+        "aipw": (4.0 * B_mu * B_pi, 2.0 * B_mu * (B_pi + spread)),
+    }[estimator]
+
+
+def score_constants(estimator: str, B_mu: float, B_pi: float, sensitivity: str
+                    ) -> tuple[float, float]:
+    """(Delta_=, kappa) of a sensitivity mode: :func:`tight_constants` for ``"tight"``, else the
+    lemmas' (:func:`lemma_constants`), which the other modes' sigma2 has always used."""
+    if sensitivity == "tight":
+        return tight_constants(estimator, B_mu, B_pi)
+    return lemma_constants(estimator, B_mu, B_pi)
+
+
 def score_bound(estimator: str, B_mu: float, B_pi: float) -> float:
     """M = sup |Gamma_i|: 2 B_mu (G), B_mu B_pi (IPW), 2 B_mu (1 + B_pi) (AIPW); spec §1.2."""
     return {"g": 2.0 * B_mu, "ipw": B_mu * B_pi, "aipw": 2.0 * B_mu * (1.0 + B_pi)}[estimator]
@@ -59,7 +100,7 @@ def score_bound(estimator: str, B_mu: float, B_pi: float) -> float:
 
 def ate_sensitivity(
     estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float,
-    mode: str = "theorem1", binary_outcome: bool = False, layout: BlockLayout | None = None,
+    mode: str = "tight", binary_outcome: bool = False, layout: BlockLayout | None = None,
 ) -> float:
     r"""sup |tau_hat(D) - tau_hat(D')| over replace-one neighbours: spec §2.4, §2.5b.
 
@@ -70,9 +111,11 @@ def ate_sensitivity(
         Rows and folds K (public).
     B_mu, B_pi : float
         Outcome bound after the shift trick (:func:`outcome_scale`) and 1/propensity_clip.
-    mode : {"theorem1", "lemma", "released_code"}
-        ``"theorem1"``: ``sqrt(C) (1/n + w)``, what the paper calibrates with. ``"lemma"``:
-        ``Delta_=/n + kappa w``, valid and about half for IPW. ``"released_code"``: the
+    mode : {"tight", "theorem1", "lemma", "released_code"}
+        ``"tight"`` (default): ``Delta_=/n + kappa w`` with :func:`tight_constants`, about 0.73
+        of Theorem 1 for AIPW at eta = 0.2. ``"theorem1"``: ``sqrt(C) (1/n + w)``, what the
+        paper calibrates with. ``"lemma"``: ``Delta_=/n + kappa w`` with the lemmas' constants,
+        valid and about half for IPW. ``"released_code"``: the
         authors' plotting constants (1/K, halved AIPW), NOT a valid bound, for reproducing the
         paper's figures only (spec §2.4, §8 item 11); full ensemble only.
     binary_outcome : bool
@@ -99,8 +142,8 @@ def ate_sensitivity(
     w = 1.0 / (K - 1) if layout is None else layout.other_fold_weight()
     if mode == "theorem1":
         return math.sqrt(theorem1_constant(estimator, B_mu, B_pi)) * (1.0 / n + w)
-    if mode == "lemma":
-        d_eq, kappa = lemma_constants(estimator, B_mu, B_pi)
+    if mode in ("lemma", "tight"):
+        d_eq, kappa = score_constants(estimator, B_mu, B_pi, mode)
         return d_eq / n + kappa * w
     if mode == "released_code":
         if layout is not None and layout.n_blocks > 1:
@@ -115,7 +158,7 @@ def ate_sensitivity(
 
 def sqrt_variance_sensitivity(
     estimator: str, n: int, n_folds: int, B_mu: float, B_pi: float, mode: str = "paper",
-    layout: BlockLayout | None = None,
+    layout: BlockLayout | None = None, sensitivity: str = "tight",
 ) -> float:
     r"""sup |sqrt(V_hat) - sqrt(V_hat')|: spec §2.5, §2.5b.
 
@@ -123,6 +166,9 @@ def sqrt_variance_sensitivity(
     ----------
     estimator, n, n_folds, B_mu, B_pi, layout
         As in :func:`ate_sensitivity`.
+    sensitivity : str
+        The ATE's sensitivity mode: ``"tight"`` bounds the scores' changes with
+        :func:`tight_constants`, the others with the lemmas' (:func:`score_constants`).
     mode : {"paper", "tight"}
         ``"paper"``: Theorem 1's sigma2 times zeta2, full ensemble only (not shown valid for
         B > 1, spec §2.5b). ``"tight"``: the projection bound (spec §2.5); for blocks,
@@ -149,7 +195,7 @@ def sqrt_variance_sensitivity(
                              "not shown valid for blocks (spec §2.5b): use sigma2='tight' or "
                              "'auto' with block_folds, or block_folds=None")
         if mode == "tight":
-            d_eq, kappa = lemma_constants(estimator, B_mu, B_pi)
+            d_eq, kappa = score_constants(estimator, B_mu, B_pi, sensitivity)
             spread = layout.block_rows * kappa**2 / (layout.block_folds - 1) ** 2
             return math.sqrt(d_eq**2 + spread) / math.sqrt(n * (n - 1))
     if mode == "paper":
@@ -157,7 +203,7 @@ def sqrt_variance_sensitivity(
         C = theorem1_constant(estimator, B_mu, B_pi)
         return math.sqrt(2.0 * C / (n - 1)) * (s + math.sqrt(s))
     if mode == "tight":
-        d_eq, kappa = lemma_constants(estimator, B_mu, B_pi)
+        d_eq, kappa = score_constants(estimator, B_mu, B_pi, sensitivity)
         return math.sqrt(d_eq**2 + n * kappa**2 / (K - 1) ** 2) / math.sqrt(n * (n - 1))
     raise ValueError(f"sigma2 mode must be one of {SIGMA2_MODES}, got {mode!r}")
 
@@ -204,7 +250,7 @@ def calibrate(
     propensity_clip: float,
     zeta: float,
     ci_share: float = 0.1,
-    sensitivity: str = "theorem1",
+    sensitivity: str = "tight",
     sigma2: str = "paper",
     layout: BlockLayout | None = None,
 ) -> NoiseCalibration:
@@ -248,7 +294,8 @@ def calibrate(
     if layout is not None and layout.n_blocks == 1:
         layout = None
     d_tau = ate_sensitivity(estimator, n, n_folds, B_mu, B_pi, sensitivity, binary, layout)
-    d_var = sqrt_variance_sensitivity(estimator, n, n_folds, B_mu, B_pi, sigma2, layout)
+    d_var = sqrt_variance_sensitivity(estimator, n, n_folds, B_mu, B_pi, sigma2, layout,
+                                      sensitivity)
     zeta1, zeta2 = split_budget(zeta, ci_share)
     return NoiseCalibration(
         estimator=estimator, n=n, n_folds=n_folds,

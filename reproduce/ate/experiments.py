@@ -23,7 +23,7 @@ from dpcausal.ate.estimator import PrivateATE
 from dpcausal.ate.release import draw_release
 from dpcausal.ate.scores import ate_and_variance
 from dpcausal.ate.sensitivity import (
-    SENSITIVITY_MODES,
+    PAPER_SENSITIVITY_MODES,
     SIGMA2_MODES,
     calibrate,
     outcome_scale,
@@ -254,7 +254,8 @@ CI_MODES = tuple((ci, s2) for ci in ("paper", "conservative") for s2 in SIGMA2_M
 
 
 def privatise(estimates: pd.DataFrame, seed: int = 2025, ci_modes=POINT,
-              modes=SENSITIVITY_MODES, zeta: float = ZETA, ci_share: float = 0.0) -> pd.DataFrame:
+              modes=PAPER_SENSITIVITY_MODES, zeta: float = ZETA, ci_share: float = 0.0
+              ) -> pd.DataFrame:
     """Each non-private (tau_hat, V_hat) released under each sensitivity mode and (ci, sigma2)
     mode through :func:`dpcausal.ate.release.draw_release`, with noise seeded by ``seed``
     (spec §6.1).
@@ -354,7 +355,7 @@ def sigma_table() -> pd.DataFrame:
     (pass = equal to the printed digits). Released-code rows: not a valid privacy claim."""
     rows = []
     for setting, est, n, K, B_pi, bounds, zeta, *targets in SIGMA1_TARGETS:
-        for mode, target in zip(SENSITIVITY_MODES, targets, strict=True):
+        for mode, target in zip(PAPER_SENSITIVITY_MODES, targets, strict=True):
             if target is None:
                 continue
             b = _01 if mode == "released_code" and setting.startswith("C") else bounds

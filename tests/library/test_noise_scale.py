@@ -32,7 +32,7 @@ def test_threshold_is_the_whole_ate_range():
 
 def test_a_release_warns_before_any_charge_and_a_precise_one_does_not():
     X, A, Y, _ = make_experiment_a(2000, random_state=1)
-    noisy = PrivateATE(n_folds=20, zeta=1.0, outcome_bounds=(-1, 1))
+    noisy = PrivateATE(n_folds=20, zeta=0.7, outcome_bounds=(-1, 1))
     with pytest.warns(NoiseWiderThanBoundsWarning, match="Raise zeta"):
         noisy.check_input(X, A, Y)                      # the public checks, before any charge
     with pytest.warns(NoiseWiderThanBoundsWarning):

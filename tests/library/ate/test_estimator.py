@@ -252,7 +252,7 @@ def test_binary_release_stays_in_the_feasible_range_and_says_it_was_clamped():
     A = rng.binomial(1, 0.5, n)
     Y = rng.binomial(1, 0.3 + 0.2 * A)
     with pytest.warns(UserWarning, match="noise alone is wider"):
-        rel = PrivateATE(outcome_bounds=(0, 1), n_folds=10, zeta=0.3,
+        rel = PrivateATE(outcome_bounds=(0, 1), n_folds=10, zeta=0.2,
                          random_state=0).fit(X, A, Y, evaluation=True)
     assert rel.noise["sigma_ate"] > 4  # unclamped, the ATE would leave [-1, 1] most of the time
     assert -1.0 <= rel.ci[0] <= rel.ate <= rel.ci[1] <= 1.0

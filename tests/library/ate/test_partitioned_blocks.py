@@ -28,7 +28,7 @@ from dpcausal.ate.partitioned import (
     plan_partitions,
     write_parquet_partitions,
 )
-from tests.library.ate.test_blocks import CONSTANTS, SQRT_C
+from tests.library.ate.test_blocks import TIGHT
 from tests.library.ate.test_privacy_properties import HashClassifier, HashRegressor
 
 
@@ -224,8 +224,8 @@ def test_adversarial_neighbours_in_one_partition_stay_within_the_bounds(estimato
     n, kb = sum(rows), 3
     # 4 blocks over 150 : 241 : 90 rows -> 1, 2, 1 (blocks of 150 | 121, 120 | 90):
     # n_b,max = 150, partition 0's only block
-    d_eq, kappa = CONSTANTS[estimator]
-    d_tau = SQRT_C[estimator] * (1 / n + 150 / (n * (kb - 1)))
+    d_eq, kappa = TIGHT[estimator]
+    d_tau = d_eq / n + kappa * 150 / (n * (kb - 1))
     d_v = math.sqrt(d_eq**2 + 150 * kappa**2 / (kb - 1) ** 2) / math.sqrt(n * (n - 1))
     moved = 0.0
     for _ in range(4):

@@ -22,6 +22,7 @@ from dpcausal.ate.sensitivity import (
     lemma_constants,
     score_bound,
     sqrt_variance_sensitivity,
+    tight_constants,
 )
 
 
@@ -85,8 +86,9 @@ CASES = [(n, K) for n in (50, 203) for K in (2, 3, 7, 20)]
 @pytest.mark.parametrize("estimator", ["g", "ipw", "aipw"])
 @pytest.mark.parametrize("n, K", CASES)
 def test_adversarial_neighbours_respect_every_bound(estimator, n, K):
-    """Items 1-4: |dtau| <= Delta_thm1 and Delta_lemma; |d sqrt V| <= DeltaV_tight <= DeltaV_paper;
-    locality (exact); aggregator bounds; clip invariants and |Gamma| <= M."""
+    """Items 1-4: |dtau| <= Delta_thm1, Delta_lemma and Delta_tight (the default);
+    |d sqrt V| <= DeltaV_tight <= DeltaV_paper; locality (exact); aggregator bounds; clip
+    invariants and |Gamma| <= M, and <= Delta_=/2 of the tight constants."""
     rng = np.random.default_rng(n * 100 + K)
     eta = 0.2
     B_pi = 1 / eta
@@ -97,6 +99,8 @@ def test_adversarial_neighbours_respect_every_bound(estimator, n, K):
     B_mu = cal.B_mu
     d_thm1 = ate_sensitivity(estimator, n, K, B_mu, B_pi, "theorem1")
     d_lemma = ate_sensitivity(estimator, n, K, B_mu, B_pi, "lemma")
+    d_tight = ate_sensitivity(estimator, n, K, B_mu, B_pi, "tight")
+    assert cal.sensitivity == d_tight          # the default mode
     dv_tight = sqrt_variance_sensitivity(estimator, n, K, B_mu, B_pi, "tight")
     dv_paper = sqrt_variance_sensitivity(estimator, n, K, B_mu, B_pi, "paper")
     assert dv_tight <= dv_paper
@@ -119,6 +123,7 @@ def test_adversarial_neighbours_respect_every_bound(estimator, n, K):
         worst = max(worst, abs(tau - tau2))
         assert abs(tau - tau2) <= d_thm1 + 1e-12
         assert abs(tau - tau2) <= d_lemma + 1e-12
+        assert abs(tau - tau2) <= d_tight + 1e-12
         assert abs(np.sqrt(v) - np.sqrt(v2)) <= dv_tight + 1e-12
         # locality: rows of i's fold other than i keep their score bit for bit
         same = (folds == folds[i]) & (np.arange(n) != i)
@@ -136,6 +141,7 @@ def test_adversarial_neighbours_respect_every_bound(estimator, n, K):
             lo, hi = est.outcome_bounds
             assert np.all((nuis.mu0 >= lo) & (nuis.mu0 <= hi))
         assert np.all(np.abs(g) <= M + 1e-12)
+        assert np.all(np.abs(g) <= tight_constants(estimator, B_mu, B_pi)[0] / 2 + 1e-12)
     assert worst > 0            # the attack did move the estimate
 
 
@@ -154,6 +160,8 @@ def _best_corner(K, eta, estimator):
         inv1 = ((K - 2) / base[0] + 1 / c[0]) / (K - 1)
         m1 = ((K - 2) * base[1] + c[1]) / (K - 1)
         m0 = ((K - 2) * base[2] + c[2]) / (K - 1)
+        if estimator == "ipw":
+            return y * inv1
         return m1 - m0 + (0.0 if estimator == "g" else (y - m1) * inv1)
 
     return max(
@@ -205,3 +213,46 @@ def test_lemma7_kappa_bounds_the_attack():
     for K in (3, 20, 100, 500):
         per_point, _ = _best_corner(K, 0.2, "aipw")
         assert per_point * (K - 1) <= lemma_constants("aipw", 1.0, 5.0)[1] + 1e-9
+
+
+def test_tight_constants_by_hand():
+    """B_mu = 1, eta = 0.2 (1/pi in [1.25, 5], R = 3.75): AIPW (4 B_pi, 2 (B_pi + R)) =
+    (20, 17.5), IPW (2 B_pi, R) = (10, 3.75), G (4, 4); eta = 0.1 (R = 80/9) and B_mu = 0.5."""
+    assert tight_constants("aipw", 1.0, 5.0) == pytest.approx((20.0, 17.5), rel=1e-15)
+    assert tight_constants("ipw", 1.0, 5.0) == pytest.approx((10.0, 3.75), rel=1e-15)
+    assert tight_constants("g", 1.0, 5.0) == (4.0, 4.0)
+    assert tight_constants("aipw", 0.5, 10.0) == pytest.approx((20.0, 10 + 80 / 9), rel=1e-15)
+    for est in ("g", "ipw", "aipw"):         # never above the lemmas' constants
+        for B_pi in (2.0, 3.0, 5.0, 20.0):
+            tight, lemma = tight_constants(est, 1.0, B_pi), lemma_constants(est, 1.0, B_pi)
+            assert tight[0] <= lemma[0] and tight[1] <= lemma[1]
+
+
+@pytest.mark.parametrize("estimator", ["ipw", "aipw"])
+@pytest.mark.parametrize("eta", [0.05, 0.2, 0.4])
+def test_tight_kappa_bounds_the_corner_attack_and_is_nearly_attained(estimator, eta):
+    """Spec §2.4's exhaustive corner search (exact: the per-point change is multilinear in the
+    model outputs): at every K its per-point change is within kappa_tight/(K-1), and at K = 5,000
+    it reaches 99.5% of it, so a kappa 1% smaller would be violated."""
+    kappa = tight_constants(estimator, 1.0, 1 / eta)[1]
+    for K in (3, 20, 500, 5000):
+        per_point, _ = _best_corner(K, eta, estimator)
+        assert per_point * (K - 1) <= kappa + 1e-9
+    assert per_point * (K - 1) >= 0.995 * kappa
+
+
+@pytest.mark.parametrize("estimator", ["ipw", "aipw"])
+def test_tight_delta_eq_is_attained_by_the_replaced_row(estimator):
+    """The replaced row's score spans [-Delta_=/2, Delta_=/2] of the tight constants: extreme
+    nuisances and outcomes through the package's own scores (B_mu = 1, eta = 0.2)."""
+    from dpcausal.ate.aggregation import EnsembleNuisances
+
+    B_pi = 5.0
+    top = EnsembleNuisances(mu1=np.array([-1.0]), mu0=np.array([-1.0]),
+                            inv_pi1=np.array([B_pi]), inv_pi0=np.array([B_pi]))
+    bottom = EnsembleNuisances(mu1=np.array([1.0]), mu0=np.array([1.0]),
+                               inv_pi1=np.array([B_pi]), inv_pi0=np.array([B_pi]))
+    A = np.array([1])
+    hi = scores(estimator, A, np.array([1.0]), top)[0]
+    lo = scores(estimator, A, np.array([-1.0]), bottom)[0]
+    assert hi - lo == pytest.approx(tight_constants(estimator, 1.0, B_pi)[0], rel=1e-15)

@@ -59,7 +59,7 @@ def test_binary_outcomes_halve_g_noise_and_match_released_code():
                                               (200, 0.01353, 0.06767, 0.1489)])
 def test_experiment_d_sigma1(K, g, ipw, aipw):
     for est, target in (("g", g), ("ipw", ipw), ("aipw", aipw)):
-        cal = calibrate(est, 20000, K, (-1, 1), 0.1, 1.5, ci_share=0.0)
+        cal = calibrate(est, 20000, K, (-1, 1), 0.1, 1.5, ci_share=0.0, sensitivity="theorem1")
         assert cal.sigma_ate == pytest.approx(target, rel=1.5e-3)
 
 
