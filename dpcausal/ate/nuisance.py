@@ -137,9 +137,10 @@ def fit_folds(
         for arm in (1, 0):
             g = 2 * kk + arm
             fitted[f"mu{arm}"] = _fit_arms(outcome_model, Xs, Ys, starts2[g], sizes2[g])
-    return [FoldModels(k=k, propensity=fitted.get("propensity", [None] * len(ks))[i],
-                       mu1=fitted.get("mu1", [None] * len(ks))[i],
-                       mu0=fitted.get("mu0", [None] * len(ks))[i]) for i, k in enumerate(ks)]
+    none: list[Nuisance] = [None] * len(ks)     # once: a default per fold was O(K^2)
+    return [FoldModels(k=k, propensity=p, mu1=m1, mu0=m0) for k, p, m1, m0 in zip(
+        ks, fitted.get("propensity", none), fitted.get("mu1", none), fitted.get("mu0", none),
+        strict=True)]
 
 
 def _fit_arms(model: Any, Xs: np.ndarray, Ys: np.ndarray, starts: np.ndarray, sizes: np.ndarray
