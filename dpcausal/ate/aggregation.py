@@ -309,13 +309,15 @@ class _PredictionPlan:
         self.default = default
         self.kind: str | None = None
         self.stacked: tuple[np.ndarray, np.ndarray, bool] | None = None
-        forms = [linear_form(m) for m in self.models if m is not None and
-                 not isinstance(m, float)]
+        fitted = [m is not None and not isinstance(m, float) for m in self.models]
+        own = [linear_form(m) if f else None for m, f in zip(self.models, fitted, strict=True)]
+        forms = [form for form, f in zip(own, fitted, strict=True) if f]
         kinds = {f[0] if f else None for f in forms}
         first = forms[0] if forms else None
         if stackable and len(kinds) == 1 and first is not None:
             kind = first[0]
-            stacked = [self._form(m, kind, first[1].size) for m in self.models]
+            stacked = [form if f else self._constant_form(m, kind, first[1].size)
+                       for m, f, form in zip(self.models, fitted, own, strict=True)]
             if all(f is not None for f in stacked):
                 coef = np.column_stack([f[1] for f in stacked if f])      # (d, K)
                 intercept = np.array([f[2] for f in stacked if f])         # (K,)
@@ -325,11 +327,10 @@ class _PredictionPlan:
         entries = _BLOCK_ENTRIES if self.stacked is not None else _GENERIC_BLOCK_ENTRIES
         self.rows = max(1, entries // len(self.models))
 
-    def _form(self, model: Any, kind: str, d: int) -> tuple[str, np.ndarray, float] | None:
-        """The model's linear form; a constant c (or the default for ``None``) as a zero-slope
-        form of ``kind`` (logit c for logistic, which needs 0 < c < 1)."""
-        if model is not None and not isinstance(model, float):
-            return linear_form(model)
+    def _constant_form(self, model: float | None, kind: str, d: int
+                       ) -> tuple[str, np.ndarray, float] | None:
+        """A constant c (or the default for ``None``) as a zero-slope form of ``kind`` (logit c
+        for logistic, which needs 0 < c < 1)."""
         c = self.default if model is None else model
         if kind == "logistic":
             if not 0.0 < c < 1.0:

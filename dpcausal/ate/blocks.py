@@ -14,7 +14,6 @@ which only the rows of its block outside its fold use: at most ``n_b,max`` rows,
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -98,8 +97,7 @@ def aggregate_blocks(
         if rows.size == 0:
             continue
         first = b * block_folds
-        models = [dataclasses.replace(fm, k=fm.k - first)
-                  for fm in fold_models[first:first + block_folds]]
+        models = [fm.renumbered(fm.k - first) for fm in fold_models[first:first + block_folds]]
         part = aggregate(take_rows(X_sorted, slice(bounds[b], bounds[b + 1])),
                          fold_ids[rows] - first, models)
         for name in ("inv_pi1", "inv_pi0", "mu1", "mu0"):

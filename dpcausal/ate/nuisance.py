@@ -46,6 +46,11 @@ class FoldModels:
     mu0: Nuisance | None
     failed: int = 0   # nuisances whose fit raised and fell back (non-private: evaluation only)
 
+    def renumbered(self, k: int) -> FoldModels:
+        """The same models as fold ``k`` (``dataclasses.replace`` costs 15 us, at thousands of
+        folds per partition)."""
+        return FoldModels(k, self.propensity, self.mu1, self.mu0, self.failed)
+
 
 def fit_fold(
     X: np.ndarray,

@@ -65,7 +65,6 @@ non-private: in a release they stay in memory and never reach logs, results stor
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 import math
@@ -275,7 +274,7 @@ def partition_block_sums(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key
     with private_failures(evaluation, "scoring"):
         local = fold_ids - folds.start
         gamma = est.block_scores(done.X, done.A, done.Y, local,
-                                 [dataclasses.replace(m, k=m.k - folds.start) for m in models],
+                                 [m.renumbered(m.k - folds.start) for m in models],
                                  done.usable)
         block = local // kb
         count = np.bincount(block, minlength=len(blocks))
