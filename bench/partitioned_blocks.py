@@ -1,13 +1,16 @@
 """Benchmark of the partitioned block-ensemble release (issue 28 §3): n rows (default 10^7), d = 5,
 in Parquet files of about 500,000 rows (20 files at 10^7), on 2 Dask worker processes, each with
 its own temporary folder (no shared local disk), AIPW (LogisticRegression + LinearRegression),
-the planner's K and K' (``n_folds="auto"``, ``block_folds="auto"``), zeta = 1, evaluation mode
-(no ledger charge; the pre-noise estimate and variance are printed beside the release).
+the planner's K and K' (``n_folds="auto"``, ``block_folds="auto"``), outcome bounds (0, 1),
+zeta = 1, propensity clip eta = 0.2, evaluation mode (no ledger charge; the pre-noise estimate
+and variance are printed beside the release).
 
 Data are written one row group at a time (``--row-group`` rows, default 250,000) by pyarrow, so
 the generator never holds more than one row group; the ids are the global row numbers (the fold
-rule ranks them by keyed hash, so their order carries nothing). Same DGP as
-:func:`dpcausal.ate.partitioned.write_parquet_partitions` (true ATE 0.15 up to the clip).
+rule ranks them by keyed hash, so their order carries nothing). The DGP is
+:func:`dpcausal.datasets.make_large` (issue 28 §2's at n = 10^6: X ~ N(0, I_5), logistic
+propensity, Y in [0, 1], population ATE about 0.0992), called per row group with the seed
+``SeedSequence(2026, spawn_key=(g,))`` of the g-th row group.
 
 Printed: generation time (not counted), the plan (K, K', B, rows per block and fold), the
 release's wall time, each worker's peak RSS (VmHWM) and CPU seconds, the flow process's peak
@@ -22,11 +25,16 @@ and its blocks, so it is flat in n; wall time grows linearly.
     .venv/bin/python bench/partitioned_blocks.py [--n 10000000] [--baseline-n 1000000]
         [--source DIR]   # files an earlier run wrote (--workdir DIR keeps them in DIR/source)
 
-Measured on 2026-11-26, 2 cores shared with other sessions (load average 12-17 throughout):
+Measured on 2026-11-26, 2 cores shared with other sessions, data of ``make_large`` (above):
 n = 10^7 in 20 files, K = 207,570 = 814 blocks of K' = 255, 47 rows in the smallest fold:
-1,272 s wall (the workers got about 13% of a core each), 163 / 161 CPU s and 728 / 725 MiB
-peak RSS per worker, tau_hat 0.15001, CI half-width 0.00035 = 2.47x the non-private one. The
-in-memory block estimator at n = 10^6: 68.6 s wall, 18 CPU s, 675 MiB, 6.28x.
+206.5 s wall at load average 2.1 before, 4.5 after (14 s to the plan, of which the workers'
+cold imports; 190 s of block phase), 134 / 136 CPU s and 691 / 686 MiB peak RSS per worker,
+tau_hat 0.09904 (population ATE 0.0992), CI half-width 0.00028 = 1.34x the non-private one.
+The same run at load average 7-13: 468 s wall, 152 / 152 CPU s. One 500,000-row partition's
+block work costs about 10.5 CPU s under Dask's worker malloc setting (13.1 before the
+vectorised keyed hash and the per-block overheads were cut, same data and load).
+(Earlier, on the old generator with Y in [-1, 1] at load 12-17: 1,272 s, 163 / 161 CPU s;
+the in-memory baseline was not rerun on this generator: ``--baseline-n 0``.)
 """
 
 from __future__ import annotations
@@ -55,26 +63,26 @@ def _usage() -> tuple[float, float]:
 
 def write_source(path: Path, n: int, d: int, files: int, row_group: int, seed: int) -> None:
     """``files`` Parquet files of n rows in all, written row group by row group (columns id, A,
-    Y, x1..xd; the DGP of ``write_parquet_partitions``)."""
+    Y, x1..xd): each row group is ``dpcausal.datasets.make_large`` seeded by its global index g
+    (``SeedSequence(seed, spawn_key=(g,))``), its ids the global row numbers."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from dpcausal.datasets import make_large
+
     path.mkdir(parents=True, exist_ok=True)
-    b_pi = 0.2 * (-1.0) ** np.arange(d) / math.sqrt(d)
-    b_y = np.full(d, 0.1 / math.sqrt(d))
     bounds = np.linspace(0, n, files + 1).astype(np.int64)
-    seeds = np.random.SeedSequence(seed).spawn(files)
+    group = 0
     for p in range(files):
-        rng = np.random.default_rng(seeds[p])
         writer = None
         for start in range(int(bounds[p]), int(bounds[p + 1]), row_group):
             m = min(row_group, int(bounds[p + 1]) - start)
-            X = rng.standard_normal((m, d))
-            pi = np.clip(1.0 / (1.0 + np.exp(-(0.1 + X @ b_pi))), 0.1, 0.9)
-            A = (rng.random(m) < pi).astype(np.int8)
-            Y = np.clip(-0.05 + X @ b_y + 0.15 * A + rng.normal(0.0, 0.1, m), -1.0, 1.0)
-            table = pa.table({"id": np.arange(start, start + m, dtype=np.int64), "A": A, "Y": Y,
+            X, A, Y, _ = make_large(m, d, random_state=np.random.SeedSequence(
+                seed, spawn_key=(group,)))
+            group += 1
+            table = pa.table({"id": np.arange(start, start + m, dtype=np.int64),
+                              "A": A.astype(np.int8), "Y": Y,
                               **{f"x{j + 1}": X[:, j] for j in range(d)}})
             if writer is None:
                 writer = pq.ParquetWriter(path / f"part-{p:05d}.parquet", table.schema)
@@ -99,7 +107,7 @@ def _baseline(source: str, queue: mp.Queue) -> None:
                       ignore_index=True)
     covs = [c for c in frame.columns if c.startswith("x")]
     t0, c0 = time.perf_counter(), time.process_time()
-    rel = PrivateATE(outcome_bounds=(-1, 1), zeta=1.0).fit(
+    rel = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, zeta=1.0).fit(
         frame[covs].to_numpy(), frame["A"].to_numpy(), frame["Y"].to_numpy(), evaluation=True)
     queue.put((time.perf_counter() - t0, time.process_time() - c0, _usage()[0],
                rel.to_dict()))
@@ -172,7 +180,8 @@ def main() -> None:
             out = partitioned_release.with_options(
                 task_runner=DaskTaskRunner(address=cluster.scheduler_address))(
                 str(source), id_column="id", treatment="A", outcome="Y",
-                estimator={"estimator": "aipw", "outcome_bounds": [-1.0, 1.0], "zeta": 1.0},
+                estimator={"estimator": "aipw", "outcome_bounds": [0.0, 1.0],
+                           "propensity_clip": 0.2, "zeta": 1.0},
                 compute_budget=300.0, evaluation=True)
             wall = time.perf_counter() - t0
             usage = client.run(_usage)

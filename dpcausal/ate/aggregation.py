@@ -28,16 +28,17 @@ included, and X is a float array; they equal the blocked path up to floating-poi
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import numpy as np
 from scipy.special import expit
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from dpcausal.ate.linear_collapse import collapsed_means
 from dpcausal.ate.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
@@ -95,7 +96,7 @@ def aggregate(
     fused_rows = min(chunk_size or max(_FUSED_ROWS, _FUSED_ROWS * _FUSED_COLS // K),
                      _MAX_FUSED_ROWS)
     out: dict[str, np.ndarray | None] = {}
-    with threadpool_limits(limits=1, user_api="blas"):   # parallel over blocks, not in BLAS
+    with one_blas_thread():     # parallel over blocks, not in BLAS
         if estimator in ("ipw", "aipw"):
             plan = _PredictionPlan([fm.propensity for fm in fold_models], 0.5, stackable)
             if plan.kind == "logistic":
@@ -271,11 +272,31 @@ def _run_blocks(work: Callable[[int], None], n: int, rows: int, threads: int) ->
     """``work(start)`` for every block start, over ``threads`` threads when there are enough."""
     starts = range(0, n, rows)
     if threads > 1 and n > 4 * rows:
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(work, starts))
+        list(_pool(threads, os.getpid()).map(work, starts))
     else:
         for start in starts:
             work(start)
+
+
+@functools.cache
+def _pool(threads: int, pid: int) -> ThreadPoolExecutor:
+    """One pool of ``threads`` threads per process (``pid``: a forked child, whose copy of the
+    parent's pool has no threads, makes its own), reused: a block ensemble aggregates hundreds
+    of blocks per partition, and starting threads per call cost more than the call's work."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="dpcausal-aggregate")
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> ContextManager[Any]:
+    """``threadpool_limits(limits=1, user_api="blas")`` on a controller built once: building
+    one lists the process's loaded libraries (reading /proc/self/maps), about 1 ms per call,
+    which a block ensemble paid per block. The BLAS libraries are those numpy and scipy loaded
+    at import, before this module's first call."""
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 class _PredictionPlan:
@@ -288,13 +309,15 @@ class _PredictionPlan:
         self.default = default
         self.kind: str | None = None
         self.stacked: tuple[np.ndarray, np.ndarray, bool] | None = None
-        forms = [linear_form(m) for m in self.models if m is not None and
-                 not isinstance(m, float)]
+        fitted = [m is not None and not isinstance(m, float) for m in self.models]
+        own = [linear_form(m) if f else None for m, f in zip(self.models, fitted, strict=True)]
+        forms = [form for form, f in zip(own, fitted, strict=True) if f]
         kinds = {f[0] if f else None for f in forms}
         first = forms[0] if forms else None
         if stackable and len(kinds) == 1 and first is not None:
             kind = first[0]
-            stacked = [self._form(m, kind, first[1].size) for m in self.models]
+            stacked = [form if f else self._constant_form(m, kind, first[1].size)
+                       for m, f, form in zip(self.models, fitted, own, strict=True)]
             if all(f is not None for f in stacked):
                 coef = np.column_stack([f[1] for f in stacked if f])      # (d, K)
                 intercept = np.array([f[2] for f in stacked if f])         # (K,)
@@ -304,11 +327,10 @@ class _PredictionPlan:
         entries = _BLOCK_ENTRIES if self.stacked is not None else _GENERIC_BLOCK_ENTRIES
         self.rows = max(1, entries // len(self.models))
 
-    def _form(self, model: Any, kind: str, d: int) -> tuple[str, np.ndarray, float] | None:
-        """The model's linear form; a constant c (or the default for ``None``) as a zero-slope
-        form of ``kind`` (logit c for logistic, which needs 0 < c < 1)."""
-        if model is not None and not isinstance(model, float):
-            return linear_form(model)
+    def _constant_form(self, model: float | None, kind: str, d: int
+                       ) -> tuple[str, np.ndarray, float] | None:
+        """A constant c (or the default for ``None``) as a zero-slope form of ``kind`` (logit c
+        for logistic, which needs 0 < c < 1)."""
         c = self.default if model is None else model
         if kind == "logistic":
             if not 0.0 < c < 1.0:

@@ -14,7 +14,6 @@ which only the rows of its block outside its fold use: at most ``n_b,max`` rows,
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -92,14 +91,15 @@ def aggregate_blocks(
     order = np.argsort(blocks, kind="stable")
     bounds = np.searchsorted(blocks[order], np.arange(K // block_folds + 1))
     out: dict[str, np.ndarray] = {}
+    X_sorted = take_rows(X, order)      # one gather; each block is then a slice of it
     for b in range(K // block_folds):
         rows = order[bounds[b]:bounds[b + 1]]
         if rows.size == 0:
             continue
         first = b * block_folds
-        models = [dataclasses.replace(fm, k=fm.k - first)
-                  for fm in fold_models[first:first + block_folds]]
-        part = aggregate(take_rows(X, rows), fold_ids[rows] - first, models)
+        models = [fm.renumbered(fm.k - first) for fm in fold_models[first:first + block_folds]]
+        part = aggregate(take_rows(X_sorted, slice(bounds[b], bounds[b + 1])),
+                         fold_ids[rows] - first, models)
         for name in ("inv_pi1", "inv_pi0", "mu1", "mu0"):
             values = getattr(part, name)
             if values is not None:

@@ -22,10 +22,9 @@ import pandas as pd
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
-from dpcausal.ate.aggregation import EnsembleNuisances, aggregate
+from dpcausal.ate.aggregation import EnsembleNuisances, aggregate, one_blas_thread
 from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
@@ -479,7 +478,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         if self.missing == "impute" and not self._plain_linear():
             propensity = FoldImputed(propensity, self.missing_fill)
             outcome = FoldImputed(outcome, self.missing_fill)
-        with threadpool_limits(limits=1, user_api="blas"), config_context(
+        with one_blas_thread(), config_context(
             assume_finite=True, skip_parameter_validation=True
         ):
             return fit_folds(X, A, Y, fold_ids, ks, estimator=self.estimator,

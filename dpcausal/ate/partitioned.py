@@ -65,7 +65,6 @@ non-private: in a release they stay in memory and never reach logs, results stor
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 import math
@@ -81,6 +80,7 @@ from sklearn.base import clone
 from dpcausal.ate.blocks import BlockLayout, check_block_folds
 from dpcausal.ate.estimator import PrivateATE
 from dpcausal.ate.folds import make_folds
+from dpcausal.ate.keyed_hash import hmac_sha256_64
 from dpcausal.ate.nuisance import FoldModels, take_rows
 from dpcausal.missing import Completed, apply_missing
 from dpcausal.validation import (
@@ -147,17 +147,15 @@ def _keyed_digests(ids: Any, key: bytes) -> tuple[np.ndarray, np.ndarray]:
     values = np.asarray(ids)
     if values.ndim != 1:
         raise ValueError(f"ids must be one-dimensional, got shape {values.shape}")
-    if np.issubdtype(values.dtype, np.integer):
-        buf = values.astype(">i8").tobytes()
-        messages: Any = (buf[i:i + 8] for i in range(0, len(buf), 8))
-    elif values.dtype == object or np.issubdtype(values.dtype, np.str_):
+    if np.issubdtype(values.dtype, np.integer):     # vectorised, bit-identical to hmac
+        return values, hmac_sha256_64(values, key)
+    if values.dtype == object or np.issubdtype(values.dtype, np.str_):
         if not all(isinstance(v, str) for v in values):
             raise TypeError("an id column must hold integers or strings only")
-        messages = (v.encode("utf-8") for v in values)
     else:
         raise TypeError(f"an id column must hold integers or strings, got dtype {values.dtype}")
     keyed = hmac.new(key, digestmod=hashlib.sha256)
-    digests = np.fromiter((_mac64(keyed, m) for m in messages), dtype=np.uint64,
+    digests = np.fromiter((_mac64(keyed, v.encode("utf-8")) for v in values), dtype=np.uint64,
                           count=values.size)
     return values, digests
 
@@ -276,7 +274,7 @@ def partition_block_sums(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key
     with private_failures(evaluation, "scoring"):
         local = fold_ids - folds.start
         gamma = est.block_scores(done.X, done.A, done.Y, local,
-                                 [dataclasses.replace(m, k=m.k - folds.start) for m in models],
+                                 [m.renumbered(m.k - folds.start) for m in models],
                                  done.usable)
         block = local // kb
         count = np.bincount(block, minlength=len(blocks))
