@@ -87,6 +87,25 @@ class SqlPartition:
     rows: int
 
 
+@dataclass(frozen=True)
+class SqlCounted:
+    """The P partitions of a SQL source as counted before the charge, with their ``footers``
+    (rows, schema) and the fold ``key`` they were counted under: what the release reads its
+    partitions with, so that the counts are read once per release (one pass over the id
+    column). Held in memory only (the key is no parameter, result or repr)."""
+
+    parts: tuple[SqlPartition, ...]
+    footers: tuple[tuple[int, dict[str, str]], ...]
+    key: bytes = field(repr=False)
+
+
+def count_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]) -> SqlCounted:
+    """:func:`describe_sql` under ``key``, as the release's partitions."""
+    footers = describe_sql(parts, key, roles)
+    return SqlCounted(tuple(SqlPartition(parts, p, rows) for p, (rows, _) in enumerate(footers)),
+                      tuple(footers), key)
+
+
 def sql_partitions(source: DataSource) -> SqlPartitions:
     """The partitioned SQL source of a config's ``data`` (``sql_partitions`` and ``id_column``
     set): the id's type is ``data.dtypes`` of the id column, else str (an id's role default,
