@@ -106,14 +106,8 @@ def _sentinel_table(seed: int):
 
 
 def _secret_counts(table, key: bytes) -> dict[str, int]:
-    """The table's data-dependent counts, overall and per SQL partition (the partition rule
-    written out here: HMAC-SHA256(key, 8-byte big-endian id)[:8] mod P)."""
-    import hashlib
-    import hmac
-
-    label = [int.from_bytes(hmac.new(key, int(i).to_bytes(8, "big", signed=True),
-                                     hashlib.sha256).digest()[:8], "big") % SQL_PARTS
-             for i in table["id"]]
+    """The table's data-dependent counts, overall and per SQL partition (:func:`_partition_of`)."""
+    label = [_partition_of(int(i), key) for i in table["id"]]
     treated, missing = table["A"] == 1, table["x2"].eq("n/a")
     counts = {"treated": int(treated.sum()), "missing_x2": int(missing.sum())}
     for p in range(SQL_PARTS):
@@ -267,3 +261,88 @@ def test_partitioned_sql_release_failure_leaks_no_value(project, tmp_path, monke
     if project.results.exists():
         hits += scanner.tree_hits(project.results)
     assert hits == []
+
+
+def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_path,
+                                                                  monkeypatch):
+    """The same scan through ``dp_release`` (a ``data.sql_partitions`` config: its checks count
+    the partitions under a fresh fold key, its Dask subflow reads with them), also over the
+    MLflow store; the fold key itself (held in memory from the count to the reads) is a secret
+    too."""
+    import sqlite3
+
+    from _flowtools import give_cap
+    from mlflow import MlflowClient
+    from prefect.client.orchestration import get_client
+
+    import tasks.preflight as preflight
+    from conf.models import load_config
+
+    table = _sentinel_table(10)
+    with sqlite3.connect(tmp_path / "d.db") as con:
+        table.to_sql("records", con, index=False)
+    counted, drawn = [], []
+    real_count, real_draw = preflight.count_sql, estimator_module.draw_release
+
+    def spy_count(parts, key, roles):
+        counted.append(real_count(parts, key, roles))
+        return counted[-1]
+
+    def spy_draw(tau_hat, v_hat, *args, **kwargs):
+        drawn.append((tau_hat, v_hat))
+        return real_draw(tau_hat, v_hat, *args, **kwargs)
+
+    monkeypatch.setattr(preflight, "count_sql", spy_count)
+    monkeypatch.setattr(estimator_module, "draw_release", spy_draw)
+    dataset, uri = "sql-leak-config", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    give_cap(dataset, zeta=1.5)
+    raw = {"name": "sqlleak",
+           "data": {"sql": "SELECT * FROM records", "url": f"sqlite:///{tmp_path / 'd.db'}",
+                    "sql_partitions": SQL_PARTS, "id_column": "id", "dtypes": {"id": "int"}},
+           "columns": {"treatment": "A", "outcome": "Y", "covariates": ["x1", "x2"]},
+           "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
+           "estimator": {**SQL_ESTIMATOR, "n_folds": 30},
+           "mlflow": {"experiment": f"t-{dataset}", "tracking_uri": uri}}
+    out = run_release(load_config(None, [], base=raw))
+    [(tau_hat, v_hat)], [sql] = drawn, counted
+    rel = out["release"]
+    assert rel["nonprivate"] is None
+    counts = _secret_counts(table, sql.key)
+    assert [p.rows for p in sql.parts] == [
+        sum(1 for i in table["id"] if _partition_of(int(i), sql.key) == p)
+        for p in range(SQL_PARTS)]
+    public = {v for v in rel["params"].values() if isinstance(v, int)} | {rel["n"]}
+    assert min(counts.values()) >= 100 and not public & set(counts.values())
+    secrets = {"tau_hat": tau_hat, "V_hat": v_hat, "Y_sentinel": Y_SENTINEL,
+               "X_sentinel": X_SENTINEL}
+    scanner = Scanner(secrets, counts, keys={"fold key": sql.key})
+    binary = Scanner(secrets, keys={"fold key": sql.key})  # ints are not text in binary stores
+    assert Scanner({"se": rel["se"]}).mlflow_hits(uri)  # the control: the scanner sees values
+
+    parent = out["release_id"].split("/")[0]
+    with get_client(sync_client=True) as client:
+        runs = [str(r.id) for r in client.read_flow_runs()
+                if str(r.id) == parent or r.parent_task_run_id is not None]
+    assert len(runs) >= 2  # dp_release and its partitioned subflow
+    hits = [h for r in runs for where, text in _prefect_records(r)
+            for h in scanner.bytes_hits(text.encode(), where)]
+    client = MlflowClient(tracking_uri=uri)
+    records = [[r.data.params, r.data.tags, r.data.metrics] for e in client.search_experiments()
+               for r in client.search_runs([e.experiment_id])]
+    hits += scanner.bytes_hits(json.dumps(records).encode(), "MLflow params, tags, metrics")
+    hits += binary.mlflow_hits(uri) + binary.file_hits(tmp_path / "mlflow.db")
+    hits += scanner.bytes_hits(json.dumps(out, default=str).encode(), "flow result")
+    if project.results.exists():
+        hits += binary.tree_hits(project.results)
+    hits += binary.file_hits(project.root / "ledger.db")
+    assert hits == []
+
+
+def _partition_of(value: int, key: bytes) -> int:
+    """The SQL source's partition rule written out: HMAC-SHA256(key, 8-byte big-endian id)[:8]
+    mod P."""
+    import hashlib
+    import hmac
+
+    mac = hmac.new(key, value.to_bytes(8, "big", signed=True), hashlib.sha256).digest()
+    return int.from_bytes(mac[:8], "big") % SQL_PARTS

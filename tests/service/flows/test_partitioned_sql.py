@@ -152,7 +152,7 @@ def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invok
     assert charges(dataset) == 1
 
 
-def test_a_config_release_counts_the_partitions_once(tmp_path, sql_url, monkeypatch):
+def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch):
     """``dp_release`` of a partitioned SQL config (its checks, then its Dask subflow) reads the
     id column once, before the charge, and the query's declared columns once per partition
     after it: the subflow reads with the partitions and key its checks counted."""
@@ -173,7 +173,7 @@ def test_a_config_release_counts_the_partitions_once(tmp_path, sql_url, monkeypa
     dataset = "sql-parts-once"
     give_cap(dataset, zeta=1.5)
     raw = {"name": "sqlonce",
-           "data": {"sql": "SELECT * FROM records", "url": "${SQLPARTS_URL}",
+           "data": {"sql": "SELECT * FROM records", "url": _sqlite(tmp_path / "d.db", _table(5)),
                     "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
            "columns": {"treatment": "A", "outcome": "Y", "covariates": ["x1", "x2"]},
            "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
