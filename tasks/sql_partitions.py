@@ -255,7 +255,9 @@ def _chunks(parts: SqlPartitions, columns: list[str]) -> Iterator[pd.DataFrame]:
                                               max_row_buffer=parts.chunk_rows)
             result = streamed.execute(sqlalchemy.text(query))
             for rows in result.partitions(parts.chunk_rows):
-                yield pd.DataFrame.from_records(rows, columns=columns)
+                # plain tuples: pandas probes a SQLAlchemy Row for dict attributes, and each
+                # probe raises inside SQLAlchemy (10x the cost of the frame at 10^5 rows)
+                yield pd.DataFrame.from_records([tuple(r) for r in rows], columns=columns)
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise query_error(parts.source, exc) from None
     finally:
