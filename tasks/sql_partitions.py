@@ -100,7 +100,8 @@ class SqlCounted:
 
 
 def count_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]) -> SqlCounted:
-    """:func:`describe_sql` under ``key``, as the release's partitions."""
+    """:func:`describe_sql` under ``key``, as the release's partitions (issue 28 §3; the
+    README's privacy rule "A SQL source's partitions come from the id alone")."""
     footers = describe_sql(parts, key, roles)
     return SqlCounted(tuple(SqlPartition(parts, p, rows) for p, (rows, _) in enumerate(footers)),
                       tuple(footers), key)
