@@ -25,8 +25,9 @@ curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.
 
 A SQL query is a source too (issue 28 §3, :mod:`tasks.sql_partitions`): the fold key is drawn
 first, step 1 reads the query's column names and each partition's row count (from the id column
-alone: partition p holds the ids whose keyed hash is p mod P) on a worker, and every read of a
-partition streams the query in chunks, keeping that partition's rows.
+alone: partition p holds the ids whose keyed hash is p mod P) on a worker (under ``dp_release``,
+its checks did, and the subflow reads with their counts and key: one count per release), and
+every read of a partition streams the query in chunks, keeping that partition's rows.
 
 Three entry points share these steps: :func:`partitioned_release` (Parquet, plain parameters,
 from Python), :func:`partitioned_sql_release` (a SQL query, plain parameters) and
@@ -70,10 +71,10 @@ from tasks.partitioned import (
     list_partitions,
     partition_score_sums,
 )
-from tasks.preflight import Checked, check_footers, check_ledger
+from tasks.preflight import Checked, check_footers, check_ledger, checked_before
 from tasks.release import charged_release
 from tasks.runners import dask_security
-from tasks.sql_partitions import SqlPartition, SqlPartitions, sql_partitions
+from tasks.sql_partitions import SqlCounted, SqlPartition, SqlPartitions, sql_partitions
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
@@ -193,15 +194,19 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     config's Dask runner (:func:`dask_runner`): the public checks again on the footers the
     workers read, then the charged release under ``release_id``, recording ``run_url`` (the
     MLflow run ``dp_release`` opened) in the ledger. ``dp_release`` checked the budget first
-    and logs the release."""
+    and logs the release. A SQL source's partitions counted by ``dp_release``'s checks, held
+    in memory (:func:`tasks.preflight.checked_before`), are read with the key they were counted
+    under, not counted again."""
     data, c = config.data, config.columns
-    key = _key(data.fold_key or "release")
+    held = checked_before(config)
+    counted = held.counted if held is not None else None
+    key = counted.key if counted is not None else _key(data.fold_key or "release")
     roles = {"treatment": c.treatment, "outcome": c.outcome, "covariates": c.covariates,
              "evaluation": config.evaluation}
     parts: list[Any]
     if data.sql_partitions is not None:   # a SQL query split by the keyed hash of its id
         parts, checked = _checked_sql(sql_partitions(data), key, build_mechanism(config),
-                                      **roles)
+                                      counted=counted, **roles)
     else:
         parts, checked = _checked(str(data.partitions), build_mechanism(config),
                                   id_column=str(data.id_column), **roles)
@@ -225,13 +230,20 @@ def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, out
 
 
 def _checked_sql(source: SqlPartitions, key: bytes, estimator: Any, *, treatment: str,
-                 outcome: str, covariates: list[str] | None, evaluation: bool
-                 ) -> tuple[list[SqlPartition], Checked]:
+                 outcome: str, covariates: list[str] | None, evaluation: bool,
+                 counted: SqlCounted | None = None) -> tuple[list[SqlPartition], Checked]:
     """Step 1 for a SQL source: the partitions' row counts and schema read on a worker
-    (:func:`tasks.sql_partitions.describe_sql`), then :func:`tasks.preflight.check_footers`,
-    the source bound by its database, query, id column and P."""
-    footers = describe_sql_partitions.submit(
-        source, key, {"treatment": treatment, "outcome": outcome}).result()
+    (:func:`tasks.sql_partitions.describe_sql`; or ``counted`` under ``key`` before, by
+    ``dp_release``'s checks: the counts are read once per release), then
+    :func:`tasks.preflight.check_footers`, the source bound by its database, query, id column
+    and P."""
+    if counted is not None:
+        if counted.key != key or any(p.of != source for p in counted.parts):
+            raise AssertionError("bug: SQL partitions counted for another source or key")
+        footers = list(counted.footers)
+    else:
+        footers = describe_sql_partitions.submit(
+            source, key, {"treatment": treatment, "outcome": outcome}).result()
     parts = [SqlPartition(source, p, rows) for p, (rows, _) in enumerate(footers)]
     return parts, check_footers(parts, footers, estimator, id_column=source.id_column,
                                 treatment=treatment, outcome=outcome, covariates=covariates,

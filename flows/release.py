@@ -28,7 +28,13 @@ from tasks.artifacts import publish_refusal, publish_release
 from tasks.data import source_description
 from tasks.federated_encoding import EncodePlan, with_chunked_encoding
 from tasks.fold_fits import FitPlan, with_stored_fits
-from tasks.preflight import BUDGET_REFUSALS, Checked, checked_before, refusal_reason
+from tasks.preflight import (
+    BUDGET_REFUSALS,
+    Checked,
+    checked_before,
+    checked_in_process,
+    refusal_reason,
+)
 from tasks.release import charged_release, check_release_task
 from tasks.tracking import TrackedRun, lineage, log_refusal, log_release, open_release_run
 
@@ -112,8 +118,11 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         if partitioned:  # the workers read the partitions (issue 19 §3)
             from flows.partitioned_release import dask_runner, partitioned_config_release
 
-            published = partitioned_config_release.with_options(
-                task_runner=dask_runner(config.runner))(config, release_id, run.url)
+            # the checked input in memory (a SQL source's partitions counted once, under the
+            # fold key drawn for them: never a parameter)
+            with checked_in_process(config, checked):
+                published = partitioned_config_release.with_options(
+                    task_runner=dask_runner(config.runner))(config, release_id, run.url)
         else:
             published = charged_release(mechanism, checked, dataset=dataset,
                                         release_id=release_id, evaluation=evaluation,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conf.kinds import KINDS
@@ -39,7 +39,7 @@ from tasks.data import (
     select,
     source_identity,
 )
-from tasks.sql_partitions import SqlPartition, describe_sql, sql_partitions
+from tasks.sql_partitions import SqlCounted, count_sql, sql_partitions
 
 
 class EvaluationRefusedError(ValueError):
@@ -72,7 +72,8 @@ class Checked:
     header or the footers; no dtype, which a CSV reader infers from the values), the data-free
     charge and the public parameters the planner fixed for it (``Mechanism.planned_params``:
     resolved once, here, before the charge, then carried through the release and its
-    records)."""
+    records); for a partitioned SQL source, its partitions as ``counted`` under the release's
+    fold key (in memory only), which the release reads with instead of counting again."""
 
     prepared: Prepared = field(repr=False)
     fingerprint: str | None
@@ -81,6 +82,7 @@ class Checked:
     charge: PrivacyCharge
     content: str | None = None
     planned: dict[str, Any] = field(default_factory=dict)
+    counted: SqlCounted | None = field(default=None, repr=False)
 
     @property
     def identity(self) -> tuple[str, ...]:
@@ -161,27 +163,26 @@ def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str,
                       dataset: str, evaluation: bool, cap: str) -> Checked:
     """Step 1 for a partitioned source (issue 19 §3), reading the Parquet footers only (rows and
     schema: public, no value), or a SQL source's column names and partition counts (the id
-    column only: :func:`tasks.sql_partitions.describe_sql`, under the release's kind of key; the
-    subflow counts again under its own): :func:`check_footers`, then the ledger, which binds
-    the source (the partition list and footers, or the database, query, id and P), not the
-    data (no process reads every value)."""
+    column only: :func:`tasks.sql_partitions.count_sql`, under the release's fold key, drawn
+    here; the release reads with them, :attr:`Checked.counted`): :func:`check_footers`, then
+    the ledger, which binds the source (the partition list and footers, or the database,
+    query, id and P), not the data (no process reads every value)."""
     if not isinstance(mechanism, PrivateATE) or source.id_column is None:
         raise TypeError("data.partitions needs the core release (PrivateATE) and data.id_column")
     parts: list[Any]
-    identity = None
+    identity, counted = None, None
     if source.sql_partitions is not None:
         sql = sql_partitions(source)
-        footers = describe_sql(sql, fold_key() if source.fold_key == "curator" else
-                               release_key(), roles)
-        parts, identity = [SqlPartition(sql, p, r) for p, (r, _) in enumerate(footers)], \
-            sql.identity()
+        counted = count_sql(sql, fold_key() if source.fold_key == "curator" else release_key(),
+                            roles)
+        parts, footers, identity = list(counted.parts), list(counted.footers), sql.identity()
     else:
         parts = partition_files(str(source.partitions))
         footers = [parquet_footer(p) for p in parts]
-    checked = check_footers(parts, footers, mechanism, id_column=source.id_column,
-                            treatment=roles["treatment"], outcome=roles["outcome"],
-                            covariates=roles.get("covariates"), evaluation=evaluation,
-                            identity=identity)
+    checked = replace(check_footers(parts, footers, mechanism, id_column=source.id_column,
+                                    treatment=roles["treatment"], outcome=roles["outcome"],
+                                    covariates=roles.get("covariates"), evaluation=evaluation,
+                                    identity=identity), counted=counted)
     check_ledger(dataset, checked.charge, unit=mechanism.unit, identity=checked.identity,
                  evaluation=evaluation, cap=cap)
     return checked

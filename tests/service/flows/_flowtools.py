@@ -55,20 +55,35 @@ _NUMBER = re.compile(rb"[-+]?(?=[\d.]{7})(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 class Scanner:
     """Finds secret floats in text (as decimals with >= 6 significant digits, to relative 1e-6)
-    and in binary (IEEE-754 doubles, both byte orders, as pickle, sqlite and numpy store them)."""
+    and in binary (IEEE-754 doubles, both byte orders, as pickle, sqlite and numpy store them);
+    and secret ``counts`` (data-dependent integers) as whole decimal numbers in text (not part of
+    a longer number, a decimal, a word or a dash-separated id such as a UUID) or as a metric;
+    and secret ``keys`` (bytes) raw, as hex or as base64."""
 
-    def __init__(self, secrets: dict[str, float]) -> None:
+    def __init__(self, secrets: dict[str, float], counts: dict[str, int] | None = None,
+                 keys: dict[str, bytes] | None = None) -> None:
         self.secrets = {k: float(v) for k, v in secrets.items()}
         self.packed = {k: (struct.pack("<d", v), struct.pack(">d", v))
                        for k, v in self.secrets.items()}
+        self.counts = {k: re.compile(rb"(?<![\w.\-])%d(?![\w.\-])" % int(v))
+                       for k, v in (counts or {}).items()}
+        self.count_values = {k: int(v) for k, v in (counts or {}).items()}
+        self.keys = {k: (v, v.hex().encode(), base64.b64encode(v).rstrip(b"="),
+                         base64.urlsafe_b64encode(v).rstrip(b"="))
+                     for k, v in (keys or {}).items()}
 
     def value_hits(self, x: float, where: str) -> list[str]:
         return [f"{name} as number in {where}" for name, v in self.secrets.items()
-                if math.isfinite(x) and abs(x - v) <= 1e-9 * max(1e-12, abs(v))]
+                if math.isfinite(x) and abs(x - v) <= 1e-9 * max(1e-12, abs(v))] + [
+            f"{name} as number in {where}" for name, v in self.count_values.items() if x == v]
 
     def bytes_hits(self, blob: bytes, where: str) -> list[str]:
         hits = [f"{name} as binary double in {where}" for name, pk in self.packed.items()
                 if pk[0] in blob or pk[1] in blob]
+        hits += [f"{name} as text in {where}" for name, pattern in self.counts.items()
+                 if pattern.search(blob)]
+        hits += [f"{name} in {where}" for name, forms in self.keys.items()
+                 if any(f in blob for f in forms)]
         for m in _NUMBER.finditer(blob):
             digits = re.sub(rb"[^0-9]", b"", m.group().split(b"e")[0].split(b"E")[0]).lstrip(b"0")
             if len(digits) < 6:

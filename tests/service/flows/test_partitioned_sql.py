@@ -150,3 +150,36 @@ def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invok
     assert rel["params"]["folds"] == "keyed_rank(id)" and rel["params"]["partitions"] == PARTS
     assert (rel["params"]["n_blocks"], rel["params"]["block_folds"]) == (K // KB, KB)
     assert charges(dataset) == 1
+
+
+def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch):
+    """``dp_release`` of a partitioned SQL config (its checks, then its Dask subflow) reads the
+    id column once, before the charge, and the query's declared columns once per partition
+    after it: the subflow reads with the partitions and key its checks counted."""
+    from _flowtools import charges, give_cap
+
+    import tasks.sql_partitions as module
+    from conf.models import load_config
+    from flows.release import run_release
+
+    passes = []
+    real = module._chunks
+
+    def spy(parts, columns):
+        passes.append(tuple(columns))
+        return real(parts, columns)
+
+    monkeypatch.setattr(module, "_chunks", spy)
+    dataset = "sql-parts-once"
+    give_cap(dataset, zeta=1.5)
+    raw = {"name": "sqlonce",
+           "data": {"sql": "SELECT * FROM records", "url": _sqlite(tmp_path / "d.db", _table(5)),
+                    "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
+           "columns": {"treatment": "A", "outcome": "Y", "covariates": ["x1", "x2"]},
+           "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
+           "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
+    out = run_release(load_config(None, [f"mlflow.tracking_uri=sqlite:///{tmp_path}/m.db"],
+                                  base=raw))
+    assert out["release"]["n"] == N and charges(dataset) == 1
+    assert passes.count(("id",)) == 1
+    assert sorted(passes) == [("id",)] + [("id", "A", "Y", "x1", "x2")] * PARTS
