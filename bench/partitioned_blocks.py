@@ -51,6 +51,11 @@ from pathlib import Path
 from _workdir import isolated_workdir  # bench/ is the script's folder, on sys.path
 
 ROWS_PER_FILE = 500_000
+# deploy/README.md's worker settings: import the release code when the worker starts, not in the
+# first task; glibc's mmap threshold above the aggregation's temporaries (Dask's own
+# MALLOC_TRIM_THRESHOLD_ freezes it at 128 KiB, so each temporary would be a fresh mapping)
+WORKER_PRELOAD = ["dpcausal.ate.partitioned"]
+WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 * 2**20)}
 
 
 def _usage() -> tuple[float, float]:
@@ -166,8 +171,10 @@ def main() -> None:
     server = SubprocessASGIServer()
     server.start(timeout=120)
     os.environ["PREFECT_API_URL"] = server.api_url              # the workers inherit it
+    # workers as deploy/README.md starts them: the library preloaded, large temporaries on the heap
     workers = {f"worker-{i}": {"cls": Nanny, "options": {
-        "nthreads": 1, "memory_limit": 0, "local_directory": str(work / f"worker-{i}")}}
+        "nthreads": 1, "memory_limit": 0, "local_directory": str(work / f"worker-{i}"),
+        "preload": WORKER_PRELOAD, "env": WORKER_ENV}}
         for i in range(2)}
     try:
         with SpecCluster(workers=workers, scheduler={
