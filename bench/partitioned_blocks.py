@@ -135,6 +135,8 @@ def main() -> None:
                     help=f"Parquet files (default: n / {ROWS_PER_FILE:,}, at least 2)")
     ap.add_argument("--row-group", type=int, default=250_000)
     ap.add_argument("--baseline-n", type=int, default=10**6, help="0: no baseline")
+    ap.add_argument("--block-folds", default="auto",
+                    help="K' (folds per block): 'auto' (the planner's) or an int")
     ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
     ap.add_argument("--source", default=None,
                     help="release these Parquet files (written earlier by this script with the "
@@ -188,7 +190,9 @@ def main() -> None:
                 task_runner=DaskTaskRunner(address=cluster.scheduler_address))(
                 str(source), id_column="id", treatment="A", outcome="Y",
                 estimator={"estimator": "aipw", "outcome_bounds": [0.0, 1.0],
-                           "propensity_clip": 0.2, "zeta": 1.0},
+                           "propensity_clip": 0.2, "zeta": 1.0,
+                           "block_folds": (args.block_folds if args.block_folds == "auto"
+                                           else int(args.block_folds))},
                 compute_budget=300.0, evaluation=True)
             wall = time.perf_counter() - t0
             usage = client.run(_usage)

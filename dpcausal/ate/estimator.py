@@ -90,8 +90,9 @@ class PrivateATE(Mechanism[ATEFacts]):
         public blocks of K' folds, and a row's nuisances average the K' - 1 models of its own
         block not trained on its fold, so each row meets K' - 1 models instead of K - 1.
         ``None`` (or K' = K) is the paper's full ensemble. "auto" (default): with
-        ``n_folds="auto"`` the planner's blocks (:func:`dpcausal.ate.planner.auto_folds`: K from the
-        rows-per-fold floor, K' <= 256); with an int ``n_folds``, the full ensemble. An int must
+        ``n_folds="auto"`` the planner's blocks (:func:`dpcausal.ate.planner.auto_folds`: K from
+        the rows-per-fold floor; the full ensemble up to K = 256, above it K' <= 128); with an
+        int ``n_folds``, the full ensemble. An int must
         divide K. B, K', K and the rows per fold are published.
     folds : "secret" (default), "shuffle", "contiguous" or an int array of public fold ids.
         "secret": a fresh uniformly random balanced assignment per release, from OS entropy and

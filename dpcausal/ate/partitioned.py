@@ -38,8 +38,8 @@ in-memory rule gives B > 1) every block lives inside one partition, so a partiti
 aggregates and scores its blocks alone and returns only per-block sums; no fold model travels.
 
 - :func:`partition_block_split`: ``"auto"`` takes B = max(B_mem, P) for P non-empty partitions
-  and the in-memory rule's B_mem = K / K' (:func:`dpcausal.ate.planner.block_split`: ceil(K/256) of
-  the planner's K), K' = K // B; an int K' is refused when B < P.
+  and the in-memory rule's B_mem = K / K' (:func:`dpcausal.ate.planner.block_split`: ceil(K/128) of
+  the planner's K above K = 256), K' = K // B; an int K' is refused when B < P.
 - :func:`allocate_blocks`: partition p owns B_p blocks, one per non-empty partition and each
   further one to the partition with the largest blocks (which minimises n_b,max), and cuts its
   n_p rows into B_p blocks of ``floor(n_p/B_p)`` or ``ceil(n_p/B_p)`` rows, each into K' folds

@@ -22,6 +22,7 @@ from dpcausal.ate.aggregation import aggregate
 from dpcausal.ate.blocks import aggregate_blocks, layout_of
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.nuisance import FoldModels
+from dpcausal.ate.planner import block_split
 from dpcausal.ate.release import draw_release
 from dpcausal.ate.scores import ate_and_variance, scores
 from dpcausal.ate.sensitivity import calibrate
@@ -87,12 +88,17 @@ def test_one_block_through_the_block_path_equals_aggregate():
 
 
 def test_auto_blocks_at_small_k_are_the_full_ensemble():
-    """Planner: B = ceil(K/256), so K <= 256 is one block (the paper's estimator)."""
+    """Planner: K <= 256 is one block (the paper's estimator), above it B = ceil(K/128)."""
     est = PrivateATE(outcome_bounds=(0, 1))
     K, kb = est.resolved_folds(5000, 1)
     assert (K, kb) == (200, 200)
     assert est.calibration(5000, 1) == PrivateATE(outcome_bounds=(0, 1), block_folds=None
                                                   ).calibration(5000, 1)
+    # K = 256 is the last full ensemble; 257 folds make ceil(257/128) = 3 blocks of 85
+    assert block_split(256) == (256, 256)
+    assert block_split(257) == (255, 85)
+    assert block_split(20_828) == (20_701, 127)       # 163 blocks of 127
+    assert block_split(207_570) == (205_994, 127)     # 1,622 blocks of 127
 
 
 # ------------------------------------------------------------------ layout and reference
