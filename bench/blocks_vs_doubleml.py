@@ -18,6 +18,11 @@ and their ratio; the peak resident memory above the data of each fit (sampled ev
 /proc/self/statm); the load average.
 
     .venv/bin/python bench/blocks_vs_doubleml.py [n]
+
+Measured on 2026-11-26 (2 cores, load average 2.4 -> 1.8), n = 10^6: K = 20,701 = 163 blocks of
+K' = 127, 48 rows per fold; DoubleML 31.2 s wall / 34.7 CPU s / 598 MiB, PrivateATE 9.7 s /
+11.3 CPU s / 51 MiB (time ratio 0.31 wall, 0.33 CPU); released CI 2.13x DoubleML's and 1.89x
+its own non-private one; pre-noise estimate +0.10 DoubleML SE from DoubleML's.
 """
 
 from __future__ import annotations

@@ -25,16 +25,14 @@ and its blocks, so it is flat in n; wall time grows linearly.
     .venv/bin/python bench/partitioned_blocks.py [--n 10000000] [--baseline-n 1000000]
         [--source DIR]   # files an earlier run wrote (--workdir DIR keeps them in DIR/source)
 
-Measured on 2026-11-26, 2 cores shared with other sessions, data of ``make_large`` (above):
-n = 10^7 in 20 files, K = 207,570 = 814 blocks of K' = 255, 47 rows in the smallest fold:
-206.5 s wall at load average 2.1 before, 4.5 after (14 s to the plan, of which the workers'
-cold imports; 190 s of block phase), 134 / 136 CPU s and 691 / 686 MiB peak RSS per worker,
-tau_hat 0.09904 (population ATE 0.0992), CI half-width 0.00028 = 1.34x the non-private one.
-The same run at load average 7-13: 468 s wall, 152 / 152 CPU s. One 500,000-row partition's
-block work costs about 10.5 CPU s under Dask's worker malloc setting (13.1 before the
-vectorised keyed hash and the per-block overheads were cut, same data and load).
-(Earlier, on the old generator with Y in [-1, 1] at load 12-17: 1,272 s, 163 / 161 CPU s;
-the in-memory baseline was not rerun on this generator: ``--baseline-n 0``.)
+Measured on 2026-11-26, 2 cores shared with other sessions (load average 1.6-3.6), data of
+``make_large`` (above), the planner's defaults (``sensitivity="tight"``, K' <= 128): n = 10^7
+in 20 files, K = 206,756 = 1,628 blocks of K' = 127, 48 rows in the smallest fold. Two runs:
+120.2 s and 106.1 s wall, 107 / 108 and 95 / 96 CPU s and about 690 MiB peak RSS per worker,
+tau_hat 0.09905 (population ATE 0.0992), CI 1.22x / 1.21x the non-private one. The same files
+before (Theorem 1 noise, K' = 255, workers without preload): 206.5 s wall, 134 / 136 CPU s,
+CI 1.34x; with the perf changes, preload and the malloc setting but still K' = 255 and
+Theorem 1: 127 s, 114 / 115 CPU s.
 """
 
 from __future__ import annotations
