@@ -378,9 +378,9 @@ def test_public_warnings_print_once_in_plain_words_before_the_charge(cli_config,
 
 @pytest.mark.parametrize("setting, warning", [
     ("estimator.n_folds=125", "Warning: only 16 rows per fold"),
-    # n = 2000, K = 20, zeta = 1: 1.96 sigma_1 = 2.56 > hi - lo = 2 (issue 21)
-    ("estimator.zeta=1.0", "Warning: the privacy noise alone is wider than the outcome bounds: "
-                           "the released ATE's noise has a 95% half-width of 2.56, more than "
+    # n = 2000, K = 20, zeta = 0.7: 1.96 sigma_1 = 2.67 > hi - lo = 2 (issue 21; tight sensitivity)
+    ("estimator.zeta=0.7", "Warning: the privacy noise alone is wider than the outcome bounds: "
+                           "the released ATE's noise has a 95% half-width of 2.67, more than "
                            "the whole range of ATEs the bounds [-1, 1] allow (+/-2)"),
 ])
 def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path, invoke,
