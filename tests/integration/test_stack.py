@@ -159,7 +159,11 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
     assert stack.api("GET", f"/flow_runs/{release_run}")["state_type"] == "COMPLETED"
     assert ml["inputs"]["dataset_inputs"][0]["dataset"]["name"] == DATASET
     for key in ("ate", "epsilon"):
-        shown = [f"{metrics[key]:.{d}g}" for d in range(3, 17)]
+        # as the page may print it: 3-16 significant digits, or fixed-point (a value below 1e-4,
+        # e.g. -8.726e-05, is shown -0.0000872... by JavaScript's number formatting)
+        fixed = [f"{metrics[key]:.{d}f}".rstrip("0") for d in range(3, 21)]
+        shown = [f"{metrics[key]:.{d}g}" for d in range(3, 17)] + [
+            f for f in fixed if len(f.rstrip(".").lstrip("-").lstrip("0.")) >= 3]
         assert any(s in text for s in shown), f"MLflow page does not show {key}={metrics[key]}"
 
 
