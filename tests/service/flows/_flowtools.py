@@ -37,6 +37,23 @@ def task_states(flow_run_id: str, prefix: str = "fit_fold") -> dict[str, str]:
     return {r.name: r.state.name for r in runs if r.name.startswith(prefix)}
 
 
+def artifacts_of(flow_runs=None, key_like: str | None = None) -> list:
+    """The Prefect artifacts of these flow runs (ids), or whose key is ``LIKE key_like``,
+    filtered by the server: an unfiltered read returns one page (the API's default limit), which
+    a worker's session outgrows, so a test could miss its own artifacts."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+    )
+
+    flt = (ArtifactFilter(key=ArtifactFilterKey(like_=key_like)) if key_like is not None else
+           ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[str(r) for r in flow_runs])))
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=flt)
+
+
 def flow_logs(flow_run_id: str) -> list[str]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId

@@ -18,7 +18,7 @@ import base64
 import json
 import pickle
 
-from _flowtools import Scanner, flow_logs
+from _flowtools import Scanner, artifacts_of, flow_logs
 
 import dpcausal.ate.estimator as estimator_module
 from flows.release import run_release
@@ -44,11 +44,7 @@ def test_release_mode_leaks_no_nonprivate_value(make_config, project, tmp_path, 
     # positive control on the release itself: the scanner sees the private values it is shown
     assert Scanner({"ate": rel["ate"]}).mlflow_hits(rel_uri)
 
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        artifacts = [a for a in client.read_artifacts()
-                     if str(a.flow_run_id) == out["release_id"].split("/")[0]]
+    artifacts = artifacts_of([out["release_id"].split("/")[0]])
     assert artifacts
     hits = scanner.mlflow_hits(rel_uri)
     hits += scanner.file_hits(tmp_path / "release-mlflow.db")
@@ -127,7 +123,7 @@ def _prefect_records(flow_run_id: str) -> list[tuple[str, str]]:
         run = client.read_flow_run(flow_run_id)
         tasks = client.read_task_runs(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))
-        artifacts = [a for a in client.read_artifacts() if a.flow_run_id == run.id]
+        artifacts = artifacts_of([run.id])
     records = [("flow run", json.dumps({"name": run.name, "parameters": run.parameters,
                                         "state": run.state.name, "message": run.state.message},
                                        default=str))]

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from _flowtools import artifacts_of
 
 from conf.meta import load_meta_config
 from flows.meta import dp_meta_analysis
@@ -74,11 +75,7 @@ def test_pools_named_runs_with_inverse_variance_weights(releases, tmp_path):
     assert run.data.tags["privacy_cost"].startswith("0")
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"forest.png", "studies.csv", "privacy.json"} <= arts
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as prefect:
-        arts = {a.key: a for a in prefect.read_artifacts()
-                if a.key and a.key.startswith("meta-analysis")}
+    arts = {a.key: a for a in artifacts_of(key_like="meta-analysis%")}
     rows = arts["meta-analysis"].data
     rows = json.loads(rows) if isinstance(rows, str) else rows
     assert rows[-1]["label"] == "pooled" and float(rows[-1]["ate"]) == pytest.approx(r["ate"],

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from _flowtools import give_cap
+from _flowtools import artifacts_of, give_cap
 
 N, D, PARTS, K = 3000, 2, 3, 12
 ESTIMATOR = {"estimator": "aipw", "n_folds": K, "outcome_bounds": [-1.0, 1.0], "zeta": 1.0,
@@ -162,7 +162,7 @@ def test_partitioned_release_mode_leaks_no_nonprivate_value(parts, project, tmp_
         runs = [r for r in client.read_flow_runs()
                 if str(r.id) == parent or r.parent_task_run_id is not None]
         run_ids = {str(r.id) for r in runs}
-        artifacts = [a for a in client.read_artifacts() if str(a.flow_run_id) in run_ids]
+        artifacts = artifacts_of(run_ids)
     assert len(run_ids) >= 2 and artifacts  # dp_release and its partitioned subflow
     hits = scanner.mlflow_hits(uri) + scanner.file_hits(tmp_path / "mlflow.db")
     # the artifact folders of this store's experiments (other tests' figures share the parent, and

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _flowtools import artifacts_of
 
 from dpcausal import PrivateATE
 from dpcausal.ate.planner import plan
@@ -14,8 +15,6 @@ from flows.plan import dp_plan
 
 
 def test_plan_flow_publishes_the_table_and_charges_nothing(make_config):
-    from prefect.client.orchestration import get_client
-
     config = make_config("estimator.n_folds=auto", "estimator.zeta=1.0", dataset="Plan Me/1")
     out = dp_plan(config, target_halfwidth=0.2)
     assert (out["n"], out["d"], out["zeta"]) == (2000, 1, 1.0)   # experiment A: X1, A, Y
@@ -29,8 +28,7 @@ def test_plan_flow_publishes_the_table_and_charges_nothing(make_config):
     assert out["recommended"]["n_folds"] == int(best["n_folds"])
     assert out["recommended"]["halfwidth"] == pytest.approx(float(best["halfwidth"]), rel=1e-12)
     assert out["zeta_for_target"] > 0
-    with get_client(sync_client=True) as client:
-        [art] = [a for a in client.read_artifacts() if a.key == "plan-plan-me-1"]
+    [art] = artifacts_of(key_like="plan-plan-me-1")
     rows = json.loads(art.data) if isinstance(art.data, str) else art.data
     assert sorted(int(r["n_folds"]) for r in rows) == sorted(set(table["n_folds"]))
     [marked] = [r for r in rows if r["recommended"]]

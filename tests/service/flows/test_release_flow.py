@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from _flowtools import Recorder, flow_logs
+from _flowtools import Recorder, artifacts_of, flow_logs
 
 from dpcausal.ledger import BudgetExceededError, Ledger
 from flows import progress
@@ -222,7 +222,7 @@ def test_exhausted_budget_stops_before_any_fit_and_charges_nothing(make_config):
     flow_run_id = run.data.tags["prefect.flow_run_id"]
     with get_client(sync_client=True) as prefect:
         state = prefect.read_flow_run(flow_run_id).state
-        arts = prefect.read_artifacts()
+    arts = artifacts_of([flow_run_id])
     assert state.is_failed() and "budget exhausted" in state.message
     [md] = [a for a in arts if str(a.flow_run_id) == flow_run_id and a.type == "markdown"]
     assert md.key.startswith("refused-") and "Nothing was charged" in md.data
