@@ -279,3 +279,27 @@ def test_the_plan_ratio_of_dim_matches_its_formula():
     # h = 0.5, sd = h: sampling 1/n_a per arm, noise sigma^2 (1 + 0)/n_a^2, in scaled units
     var = 2 * (1 / 1000 + sigma**2 / 1000**2)
     assert row["halfwidth"] == pytest.approx(stats.norm.ppf(0.975) * 0.5 * math.sqrt(var))
+
+
+def test_a_comparator_module_joins_the_plan_but_not_auto(monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("dpcausal.ate.comparators.lpgm19")
+    fake.expected_halfwidth = lambda n, d, *, zeta, outcome_bounds, alpha=0.05, \
+        outcome_sd=None, **public: 1e-6                        # narrower than anything
+    monkeypatch.setitem(sys.modules, "dpcausal.ate.comparators.lpgm19", fake)
+    est = PrivateATE(outcome_bounds=(0, 1), design="randomized", zeta=1.0)
+    table = est.compare_estimators(2000, 3)
+    assert "lpgm19" in set(table["estimator"])
+    assert table.loc[table["chosen"], "estimator"].item() == "dim"
+    assert est.plan(2000, 3).query("recommended")["estimator"].item() == "dim"
+
+
+def test_dim_needs_no_covariate():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.integers(0, 2, 500), "y": rng.uniform(0, 1, 500)})
+    rel = PrivateATE(estimator="dim", design="randomized", outcome_bounds=(0, 1),
+                     noise_seed=1).fit(df, treatment="a", outcome="y", evaluation=True)
+    plain = df.y[df.a == 1].mean() - df.y[df.a == 0].mean()
+    assert rel.params["d"] == 0 and rel.nonprivate["ate"] == pytest.approx(plain, abs=1e-12)
