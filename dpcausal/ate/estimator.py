@@ -460,8 +460,13 @@ class PrivateATE(Mechanism[ATEFacts]):
         Returns
         -------
         pandas.DataFrame
-            :func:`dpcausal.ate.planner.plan`'s table; ``planner.recommended(table)`` is its
-            recommended row.
+            :func:`dpcausal.ate.planner.plan`'s table for the ensemble, plus one row per
+            other estimator valid for the declared design (:meth:`compare_estimators`: dim in
+            a randomized design, lin with ``covariate_bounds``, the comparators present), with
+            the columns ``design``, ``assumption`` (what a release by that estimator states),
+            ``outcome_spread`` (the stated ``outcome_sd`` or the worst case) and
+            ``selectable``; ``planner.recommended(table)`` is its recommended row: for
+            ``estimator="auto"`` the estimator auto takes, else the given ensemble's best K.
         """
         self._check_choice()
         outcome_sd = self.outcome_sd if outcome_sd is None else outcome_sd
