@@ -958,15 +958,22 @@ class PrivateATE(Mechanism[ATEFacts]):
         n, d = prepared.public.n, int(prepared.public.d or 0)
         columns = prepared.public.covariates
         with private_failures(evaluation, "summing"):
-            X, A, Y = prepared.data
-            done = apply_missing(np.asarray(X, dtype=float) if not isinstance(X, pd.DataFrame)
-                                 else X.to_numpy(dtype=float), A, Y, self.missing,
-                                 self.missing_fill, indicators="in_folds")
-            Xf = np.where(np.isnan(done.X), float(self.missing_fill), done.X)
-            stats = self.sum_statistics(Xf, done.A, done.Y, estimator=estimator,
-                                        usable=done.usable, columns=columns)
+            stats = self.completed_statistics(*prepared.data, estimator=estimator,
+                                              columns=columns)
         return self._release_statistics(n, stats, estimator=estimator, d=d,
                                         evaluation=evaluation, columns=columns)
+
+    def completed_statistics(self, X: Any, A: np.ndarray, Y: np.ndarray, *, estimator: str,
+                             columns: Sequence[Any] | None = None) -> np.ndarray:
+        """:meth:`sum_statistics` after the declared missing-value policy, row by row (so a
+        chunk's vector is the same as within the whole data): a row without a usable treatment
+        or outcome adds nothing; a missing covariate takes ``missing_fill`` (no indicator;
+        SPECS.md "Estimators from noisy sums"). Non-private: keep it in memory."""
+        Xa = X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else np.asarray(X, float)
+        done = apply_missing(Xa, A, Y, self.missing, self.missing_fill, indicators="in_folds")
+        Xf = np.where(np.isnan(done.X), float(self.missing_fill), done.X)
+        return self.sum_statistics(Xf, done.A, done.Y, estimator=estimator, usable=done.usable,
+                                   columns=columns)
 
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> ATERelease:
         """One private release on a DataFrame with roles or on (X, A, Y); kept as ``release_``.
