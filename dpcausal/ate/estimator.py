@@ -294,7 +294,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             raise ValueError("estimator='auto' compares estimators whose noise depends on the "
                              "number of covariates d: pass d (e.g. privacy_charge(n, d))")
         # the choice is a function of the public parameters, n and d: memoised per instance
-        key = (n, d, repr(sorted(self.get_params(deep=False).items())))
+        key = (n, d, repr(sorted((k, v) for k, v in self.get_params(deep=False).items()
+                                 if k not in ("noise_seed", "random_state"))))
         cache = self.__dict__.setdefault("_choices", {})
         if key not in cache:
             table = self.compare_estimators(n, d)
