@@ -1,0 +1,245 @@
+"""LPGM19: inverse propensity weighting with a DP-ERM logistic propensity (Lee, Gresele, Park &
+Muandet 2019), as the seed paper runs it against its own estimators (Lebeda et al. 2025, §6 and
+App. F; spec small_n_estimators.md §4, dp_ate_ensemble.md §6.6).
+
+Three Gaussian draws, composed in GDP (SPECS.md "Comparators: LPGM19" derives each sensitivity):
+
+1. the propensity ``theta`` of the L2-regularised logistic regression on ``z = (1, x)/sqrt 2``,
+   ``x`` the covariates scaled by the public radius ``R`` and projected into the unit ball, by
+   output perturbation (Chaudhuri, Monteleoni & Sarwate 2011, Cor. 8): ``Delta_theta = 2/(n
+   lambda)`` plus the solver's tolerance;
+2. the Horvitz-Thompson IPW mean of ``Gamma_i = A Y/pi - (1-A) Y/(1-pi)`` with the released
+   propensity (post-processing) clipped to ``[eta, 1-eta]``: ``Delta = (sup - inf)/n`` over the
+   range of ``Gamma``;
+3. its second moment, for the CI: ``Delta = max(sup^2, inf^2)/n``.
+
+The CI is for the IPW functional at the released propensity: it covers the ATE when the
+propensity is logistic in ``x`` and the released ``theta`` is close to the truth, so the
+comparison design's coverage is measured (``tests/library/ate/test_comparators_lpgm19.py``),
+not assumed. Departures from LPGM19 (decisions, SPECS.md): Gaussian noise at ``zeta``-GDP where
+the paper runs pure epsilon-DP at ``epsilon = 7.05`` (``1.5``-GDP implies ``(7.05, 1e-5)``-DP);
+the public radius ``R`` replaces the seed paper's data-driven 99 % rescaling; a CI is released.
+
+References
+----------
+Lee, S. K., Gresele, L., Park, M., Muandet, K. (2019). Privacy-preserving causal inference via
+inverse probability weighting. arXiv:1905.12592.
+Chaudhuri, K., Monteleoni, C., Sarwate, A. D. (2011). Differentially private empirical risk
+minimization. JMLR 12, 1069-1109.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+
+from dpcausal.ate.ci import critical_values
+from dpcausal.ate.comparators._mechanism import (
+    ComparatorRelease,
+    charge,
+    check_bounds,
+    check_clip,
+    gaussian_scalar,
+    gaussian_vector,
+    interval,
+    noise_rng,
+    prepare_data,
+    split_zeta,
+)
+
+NAME = "lpgm19"
+DEFAULT_SHARES = (0.45, 0.45, 0.1)  # of zeta^2: propensity, IPW mean, its second moment
+RIDGE_CONSTANT = 0.2  # lambda = RIDGE_CONSTANT / sqrt(n) unless given (decision, SPECS.md)
+ASSUMPTION = ("the propensity is logistic in the covariates (LPGM19's model), rows with "
+              "||x|| > covariate_radius are projected onto that ball")
+
+
+def valid_for(*, design: str, binary_outcome: bool) -> bool:
+    """Any design and outcome type: bounded outcomes; in an observational design it assumes
+    :data:`ASSUMPTION` (a randomized design's constant propensity is logistic)."""
+    return design in ("randomized", "observational")
+
+
+def default_regularization(n: int) -> float:
+    """``lambda = 0.2 / sqrt(n)``: the theta noise ``2/(n lambda zeta)`` and the ridge's
+    shrinkage both fall as ``n^{-1/2}`` (decision, SPECS.md "Comparators: LPGM19")."""
+    return RIDGE_CONSTANT / math.sqrt(n)
+
+
+def grad_tolerance(n: int) -> float:
+    """The solver stops at ``||grad J|| <= 1e-6 / n``; its error adds ``2 tol / lambda`` to the
+    propensity's sensitivity (one millionth of ``2/(n lambda)``)."""
+    return 1e-6 / n
+
+
+def ipw_range(outcome_bounds: tuple[float, float], propensity_clip: float
+              ) -> tuple[float, float]:
+    """``(inf, sup)`` of ``Gamma = A Y/pi - (1-A) Y/(1-pi)`` over ``Y`` in the bounds, ``A`` in
+    {0, 1}, ``pi`` in ``[eta, 1-eta]`` (SPECS.md "Comparators: LPGM19", eq. L2).
+
+    ``Y/pi`` is monotone in ``Y`` and in ``1/pi``, so the extremes sit at the corners.
+    """
+    lo, hi = outcome_bounds
+    eta = propensity_clip
+    weights = (1 / eta, 1 / (1 - eta))
+    treated = [y * w for y in (lo, hi) for w in weights]
+    control = [-y * w for y in (lo, hi) for w in weights]
+    return min(treated + control), max(treated + control)
+
+
+def sensitivities(n: int, outcome_bounds: tuple[float, float], propensity_clip: float,
+                  regularization: float) -> dict[str, float]:
+    """Replace-one sensitivities (SPECS.md "Comparators: LPGM19", eqs. L1-L3): ``theta`` (L2),
+    the IPW mean and its second moment."""
+    inf, sup = ipw_range(outcome_bounds, propensity_clip)
+    return {"theta": 2.0 / (n * regularization) + 2.0 * grad_tolerance(n) / regularization,
+            "mean": (sup - inf) / n,
+            "second_moment": max(sup * sup, inf * inf) / n}
+
+
+def features(X: np.ndarray, covariate_radius: float) -> np.ndarray:
+    """``z = (1, x)/sqrt 2`` with ``x = X/R`` projected into the unit ball: ``||z|| <= 1``
+    (LPGM19's ``||x|| <= 1`` with an intercept)."""
+    x = X / covariate_radius
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    x = x / np.maximum(norms, 1.0)[:, None]
+    return np.column_stack([np.ones(len(x)), x]) / math.sqrt(2.0)
+
+
+def fit_logistic(Z: np.ndarray, A: np.ndarray, regularization: float, tol: float
+                 ) -> np.ndarray:
+    """The minimiser of ``J(theta) = (1/n) sum log(1 + e^{z theta}) - a z theta + (lambda/2)
+    ||theta||^2`` (Chaudhuri et al. 2011, eq. 1), by damped Newton steps until ``||grad J|| <=
+    tol``: ``J`` is ``lambda``-strongly convex, so the result is within ``tol/lambda`` of the
+    exact minimiser."""
+    n, p = Z.shape
+    theta = np.zeros(p)
+
+    def objective(t: np.ndarray) -> float:
+        u = Z @ t
+        return float(np.mean(np.logaddexp(0.0, u) - A * u) + 0.5 * regularization * t @ t)
+
+    for _ in range(200):
+        prob = expit(Z @ theta)
+        grad = Z.T @ (prob - A) / n + regularization * theta
+        if np.linalg.norm(grad) <= tol:
+            return theta
+        hess = (Z * (prob * (1 - prob))[:, None]).T @ Z / n + regularization * np.eye(p)
+        step = np.linalg.solve(hess, grad)
+        size, current = 1.0, objective(theta)
+        while objective(theta - size * step) > current and size > 1e-10:
+            size /= 2
+        theta = theta - size * step
+    raise AssertionError("bug: Newton's method did not reach the gradient tolerance of a "
+                         "strongly convex objective in 200 steps")
+
+
+def ipw_terms(Z: np.ndarray, A: np.ndarray, Y: np.ndarray, theta: np.ndarray,
+              propensity_clip: float) -> np.ndarray:
+    """``Gamma_i = A Y/pi - (1-A) Y/(1-pi)`` with ``pi = clip(expit(z theta), eta, 1-eta)``
+    (the seed paper's eq. 2 with the released propensity)."""
+    pi = np.clip(expit(Z @ theta), propensity_clip, 1 - propensity_clip)
+    return A * Y / pi - (1 - A) * Y / (1 - pi)
+
+
+def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float, float],
+            covariate_radius: float, propensity_clip: float = 0.1,
+            regularization: float | None = None, shares: tuple[float, ...] = DEFAULT_SHARES,
+            alpha: float = 0.05, p1: float = 0.01, rng: np.random.Generator | None = None,
+            evaluation: bool = False) -> ComparatorRelease:
+    """The LPGM19 release at ``zeta``-GDP for the whole release: private ATE, CI and charge.
+
+    Parameters
+    ----------
+    X, A, Y : the covariates (n, d), the treatment in {0, 1} and the outcome.
+    zeta : the Gaussian-DP budget of the whole release, split as ``shares`` of ``zeta^2``
+        (propensity, IPW mean, second moment).
+    outcome_bounds : public ``(lo, hi)``; outcomes are clipped to it.
+    covariate_radius : public ``R``: covariates are divided by it and rows of norm above 1
+        projected onto the unit ball.
+    propensity_clip : ``eta``: the propensity is clipped to ``[eta, 1-eta]``.
+    regularization : ``lambda`` of the DP-ERM objective; ``None`` is
+        :func:`default_regularization`.
+    alpha, p1 : the CI's level ``1 - alpha``; ``p1`` of it goes to the noisy second moment (as
+        spec dp_ate_ensemble.md §3, eq. 11).
+    rng, evaluation : the noise generator, injectable in evaluation mode only (OS entropy
+        otherwise); evaluation keeps the pre-noise values in ``nonprivate``.
+
+    Notes
+    -----
+    .. math::
+
+        \\tilde\\tau = \\bar\\Gamma + N_1,\\quad \\tilde q = \\overline{\\Gamma^2} + N_2,\\quad
+        \\hat V = \\max(0, \\tilde q + z_{p_1}\\sigma_2 - \\tilde\\tau^2)/n + \\sigma_1^2,
+
+    the CI ``tau~ -/+ c sqrt(V)`` with ``c = Phi^-1(1 - alpha/2 + p1/2)``.
+    """
+    lo, hi = check_bounds(outcome_bounds)
+    eta = check_clip(propensity_clip)
+    if not (isinstance(covariate_radius, (int, float)) and covariate_radius > 0
+            and math.isfinite(covariate_radius)):
+        raise ValueError(f"covariate_radius must be a finite number > 0, got "
+                         f"{covariate_radius!r}")
+    n = int(np.shape(A)[0])
+    lam = default_regularization(n) if regularization is None else regularization
+    if not (isinstance(lam, (int, float)) and lam > 0 and math.isfinite(lam)):
+        raise ValueError(f"regularization must be a finite number > 0, got {regularization!r}")
+    if len(shares) != 3:
+        raise ValueError(f"shares must give three shares of zeta^2 (propensity, mean, second "
+                         f"moment), got {shares!r}")
+    z_theta, z_mean, z_second = split_zeta(zeta, shares)
+    sens = sensitivities(n, (lo, hi), eta, lam)
+    params = {"estimator": NAME, "zeta": zeta, "outcome_bounds": (lo, hi),
+              "covariate_radius": float(covariate_radius), "propensity_clip": eta,
+              "regularization": lam, "shares": tuple(shares), "alpha": alpha, "n": n,
+              "sensitivities": sens, "assumption": ASSUMPTION}
+    cost = charge([z_theta, z_mean, z_second], {"estimator": NAME, "zetas": (z_theta, z_mean,
+                                                                              z_second)})
+    gen = noise_rng(rng, evaluation)
+    X, A, Y = prepare_data(X, A, Y, (lo, hi))
+    Z = features(X, float(covariate_radius))
+    theta = fit_logistic(Z, A, lam, grad_tolerance(n))
+    noisy_theta = gaussian_vector(theta, sens["theta"], z_theta, gen)
+    gamma = ipw_terms(Z, A, Y, noisy_theta, eta)
+    mean, second = float(gamma.mean()), float(np.mean(gamma * gamma))
+    ate = gaussian_scalar(mean, sens["mean"], z_mean, gen)
+    noisy_second = gaussian_scalar(second, sens["second_moment"], z_second, gen)
+    sigma_mean, sigma_second = sens["mean"] / z_mean, sens["second_moment"] / z_second
+    _, z1 = critical_values(alpha, p1)
+    variance = max(0.0, noisy_second + z1 * sigma_second - ate * ate) / n + sigma_mean ** 2
+    nonprivate = ({"ate": mean, "second_moment": second, "theta_norm_error": float(
+        np.linalg.norm(noisy_theta - theta))} if evaluation else None)
+    return ComparatorRelease(NAME, ate, interval(ate, variance, alpha, p1), cost,
+                             {**params, "theta": tuple(noisy_theta.tolist())}, evaluation,
+                             nonprivate)
+
+
+def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],
+                       alpha: float = 0.05, outcome_sd: float | None = None,
+                       **public: Any) -> float:
+    """The CI half-width to expect from public facts (the planner's entry; SPECS.md
+    "Comparators: LPGM19", eq. L4).
+
+    Sampling: the IPW variance at propensity 1/2, ``4 E[Y^2] / n``, with ``E[Y^2]`` the worst
+    case ``max(lo^2, hi^2)``, or ``outcome_sd^2 + mid^2`` when ``outcome_sd`` is given (the mean
+    assumed at the bounds' centre ``mid``); noise: ``sigma_1^2`` of the IPW mean. The propensity's
+    noise and the clipping are not in it (they move the estimate, not its stated spread).
+    Public knobs read from ``public``: ``propensity_clip`` (0.1), ``shares``, ``p1`` (0.01).
+    """
+    lo, hi = check_bounds(outcome_bounds)
+    eta = check_clip(public.get("propensity_clip", 0.1))
+    shares = public.get("shares", DEFAULT_SHARES)
+    z_mean = split_zeta(zeta, shares)[1]
+    m2 = max(lo * lo, hi * hi)
+    if outcome_sd is not None:
+        m2 = min(m2, outcome_sd ** 2 + ((lo + hi) / 2) ** 2)
+    inf, sup = ipw_range((lo, hi), eta)
+    sigma = (sup - inf) / n / z_mean
+    c, _ = critical_values(alpha, public.get("p1", 0.01))
+    return c * math.sqrt(4 * m2 / n + sigma ** 2)
+
+
+__all__ = ["ASSUMPTION", "NAME", "expected_halfwidth", "release", "sensitivities", "valid_for"]
