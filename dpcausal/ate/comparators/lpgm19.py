@@ -130,7 +130,8 @@ def fit_logistic(Z: np.ndarray, A: np.ndarray, regularization: float, tol: float
         hess = (Z * (prob * (1 - prob))[:, None]).T @ Z / n + regularization * np.eye(p)
         step = np.linalg.solve(hess, grad)
         size, current = 1.0, objective(theta)
-        while objective(theta - size * step) > current and size > 1e-10:
+        slack = 1e-12 * (1.0 + abs(current))  # float noise must not stall the full step
+        while objective(theta - size * step) > current + slack and size > 1e-10:
             size /= 2
         theta = theta - size * step
     raise AssertionError("bug: Newton's method did not reach the gradient tolerance of a "
