@@ -2,7 +2,7 @@
 Muandet 2019), as the seed paper runs it against its own estimators (Lebeda et al. 2025, §6 and
 App. F; spec small_n_estimators.md §4, dp_ate_ensemble.md §6.6).
 
-Three Gaussian draws, composed in GDP (SPECS.md "Comparators: LPGM19" derives each sensitivity):
+Four Gaussian draws, composed in GDP (SPECS.md "Comparators: LPGM19" derives each sensitivity):
 
 1. the propensity ``theta`` of the L2-regularised logistic regression on ``z = (1, x)/sqrt 2``,
    ``x`` the covariates scaled by the public radius ``R`` and projected into the unit ball, by
@@ -11,12 +11,14 @@ Three Gaussian draws, composed in GDP (SPECS.md "Comparators: LPGM19" derives ea
 2. the Horvitz-Thompson IPW mean of ``Gamma_i = A Y/pi - (1-A) Y/(1-pi)`` with the released
    propensity (post-processing) clipped to ``[eta, 1-eta]``: ``Delta = (sup - inf)/n`` over the
    range of ``Gamma``;
-3. its second moment, for the CI: ``Delta = max(sup^2, inf^2)/n``.
+3. its second moment, for the CI: ``Delta = max(sup^2, inf^2)/n``;
+4. its gradient ``G`` in ``theta`` (L2), for the CI's propensity-noise term:
+   ``Delta = 2 B_mu (1-eta)/(eta n)``.
 
-The CI is for the IPW functional at the released propensity: it covers the ATE when the
-propensity is logistic in ``x`` and the released ``theta`` is close to the truth, so the
-comparison design's coverage is measured (``tests/library/ate/test_comparators_lpgm19.py``),
-not assumed. Departures from LPGM19 (decisions, SPECS.md): Gaussian noise at ``zeta``-GDP where
+The CI adds to the sampling variance and the mean's noise the delta-method variance of the
+propensity's noise, ``sigma_theta^2 ||G~||^2`` (without it the seed paper's binary design covered
+0.55). It assumes a logistic propensity in ``x``; the comparison design's coverage is measured
+(``tests/library/ate/test_comparators_lpgm19.py``), not assumed. Departures from LPGM19 (decisions, SPECS.md): Gaussian noise at ``zeta``-GDP where
 the paper runs pure epsilon-DP at ``epsilon = 7.05`` (``1.5``-GDP implies ``(7.05, 1e-5)``-DP);
 the public radius ``R`` replaces the seed paper's data-driven 99 % rescaling; a CI is released.
 
@@ -48,10 +50,11 @@ from dpcausal.ate.comparators._mechanism import (
     noise_rng,
     prepare_data,
     split_zeta,
+    vector_noise_sd,
 )
 
 NAME = "lpgm19"
-DEFAULT_SHARES = (0.45, 0.45, 0.1)  # of zeta^2: propensity, IPW mean, its second moment
+DEFAULT_SHARES = (0.45, 0.4, 0.05, 0.1)  # of zeta^2: propensity, IPW mean, 2nd moment, gradient
 RIDGE_CONSTANT = 0.2  # lambda = RIDGE_CONSTANT / sqrt(n) unless given (decision, SPECS.md)
 ASSUMPTION = ("the propensity is logistic in the covariates (LPGM19's model), rows with "
               "||x|| > covariate_radius are projected onto that ball")
@@ -92,12 +95,15 @@ def ipw_range(outcome_bounds: tuple[float, float], propensity_clip: float
 
 def sensitivities(n: int, outcome_bounds: tuple[float, float], propensity_clip: float,
                   regularization: float) -> dict[str, float]:
-    """Replace-one sensitivities (SPECS.md "Comparators: LPGM19", eqs. L1-L3): ``theta`` (L2),
-    the IPW mean and its second moment."""
+    """Replace-one sensitivities (SPECS.md "Comparators: LPGM19", eqs. L1-L3, L5): ``theta``
+    (L2), the IPW mean, its second moment and its gradient in ``theta`` (L2)."""
     inf, sup = ipw_range(outcome_bounds, propensity_clip)
+    b_mu = max(abs(b) for b in outcome_bounds)
+    eta = propensity_clip
     return {"theta": 2.0 / (n * regularization) + 2.0 * grad_tolerance(n) / regularization,
             "mean": (sup - inf) / n,
-            "second_moment": max(sup * sup, inf * inf) / n}
+            "second_moment": max(sup * sup, inf * inf) / n,
+            "gradient": 2.0 * b_mu * (1 - eta) / eta / n}
 
 
 def features(X: np.ndarray, covariate_radius: float) -> np.ndarray:
@@ -138,6 +144,18 @@ def fit_logistic(Z: np.ndarray, A: np.ndarray, regularization: float, tol: float
                          "strongly convex objective in 200 steps")
 
 
+def ipw_gradients(Z: np.ndarray, A: np.ndarray, Y: np.ndarray, theta: np.ndarray,
+                  propensity_clip: float) -> np.ndarray:
+    """Rows of ``d Gamma_i / d theta = -(A Y (1-pi)/pi + (1-A) Y pi/(1-pi)) z_i`` where the
+    propensity is inside ``(eta, 1-eta)``, 0 where it is clipped (SPECS.md "Comparators:
+    LPGM19", eq. L5): each row's norm is at most ``B_mu (1-eta)/eta``."""
+    raw = expit(Z @ theta)
+    pi = np.clip(raw, propensity_clip, 1 - propensity_clip)
+    inside = (raw > propensity_clip) & (raw < 1 - propensity_clip)
+    weight = np.where(inside, A * Y * (1 - pi) / pi + (1 - A) * Y * pi / (1 - pi), 0.0)
+    return -weight[:, None] * Z
+
+
 def ipw_terms(Z: np.ndarray, A: np.ndarray, Y: np.ndarray, theta: np.ndarray,
               propensity_clip: float) -> np.ndarray:
     """``Gamma_i = A Y/pi - (1-A) Y/(1-pi)`` with ``pi = clip(expit(z theta), eta, 1-eta)``
@@ -157,7 +175,7 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float,
     ----------
     X, A, Y : the covariates (n, d), the treatment in {0, 1} and the outcome.
     zeta : the Gaussian-DP budget of the whole release, split as ``shares`` of ``zeta^2``
-        (propensity, IPW mean, second moment).
+        (propensity, IPW mean, second moment, gradient).
     outcome_bounds : public ``(lo, hi)``; outcomes are clipped to it.
     covariate_radius : public ``R``: covariates are divided by it and rows of norm above 1
         projected onto the unit ball.
@@ -174,7 +192,8 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float,
     .. math::
 
         \\tilde\\tau = \\bar\\Gamma + N_1,\\quad \\tilde q = \\overline{\\Gamma^2} + N_2,\\quad
-        \\hat V = \\max(0, \\tilde q + z_{p_1}\\sigma_2 - \\tilde\\tau^2)/n + \\sigma_1^2,
+        \\hat V = \\max(0, \\tilde q + z_{p_1}\\sigma_2 - \\tilde\\tau^2)/n + \\sigma_1^2
+        + \\sigma_\\theta^2 \\|\\tilde G\\|^2,
 
     the CI ``tau~ -/+ c sqrt(V)`` with ``c = Phi^-1(1 - alpha/2 + p1/2)``.
     """
@@ -188,17 +207,17 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float,
     lam = default_regularization(n) if regularization is None else regularization
     if not (isinstance(lam, (int, float)) and lam > 0 and math.isfinite(lam)):
         raise ValueError(f"regularization must be a finite number > 0, got {regularization!r}")
-    if len(shares) != 3:
-        raise ValueError(f"shares must give three shares of zeta^2 (propensity, mean, second "
-                         f"moment), got {shares!r}")
-    z_theta, z_mean, z_second = split_zeta(zeta, shares)
+    if len(shares) != 4:
+        raise ValueError(f"shares must give four shares of zeta^2 (propensity, mean, second "
+                         f"moment, gradient), got {shares!r}")
+    z_theta, z_mean, z_second, z_grad = split_zeta(zeta, shares)
     sens = sensitivities(n, (lo, hi), eta, lam)
     params = {"estimator": NAME, "zeta": zeta, "outcome_bounds": (lo, hi),
               "covariate_radius": float(covariate_radius), "propensity_clip": eta,
               "regularization": lam, "shares": tuple(shares), "alpha": alpha, "n": n,
               "sensitivities": sens, "assumption": ASSUMPTION}
-    cost = charge([z_theta, z_mean, z_second], {"estimator": NAME, "zetas": (z_theta, z_mean,
-                                                                              z_second)})
+    zetas = (z_theta, z_mean, z_second, z_grad)
+    cost = charge(zetas, {"estimator": NAME, "zetas": zetas})
     gen = noise_rng(rng, evaluation)
     X, A, Y = prepare_data(X, A, Y, (lo, hi))
     Z = features(X, float(covariate_radius))
@@ -208,11 +227,15 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float,
     mean, second = float(gamma.mean()), float(np.mean(gamma * gamma))
     ate = gaussian_scalar(mean, sens["mean"], z_mean, gen)
     noisy_second = gaussian_scalar(second, sens["second_moment"], z_second, gen)
+    gradient = ipw_gradients(Z, A, Y, noisy_theta, eta).mean(axis=0)
+    noisy_gradient = gaussian_vector(gradient, sens["gradient"], z_grad, gen)
     sigma_mean, sigma_second = sens["mean"] / z_mean, sens["second_moment"] / z_second
+    sigma_theta = vector_noise_sd(sens["theta"], z_theta, len(theta))
     _, z1 = critical_values(alpha, p1)
-    variance = max(0.0, noisy_second + z1 * sigma_second - ate * ate) / n + sigma_mean ** 2
-    nonprivate = ({"ate": mean, "second_moment": second, "theta_norm_error": float(
-        np.linalg.norm(noisy_theta - theta))} if evaluation else None)
+    variance = (max(0.0, noisy_second + z1 * sigma_second - ate * ate) / n + sigma_mean ** 2
+                + sigma_theta ** 2 * float(noisy_gradient @ noisy_gradient))
+    nonprivate = ({"ate": mean, "second_moment": second,
+                   "gradient_norm": float(np.linalg.norm(gradient))} if evaluation else None)
     return ComparatorRelease(NAME, ate, interval(ate, variance, alpha, p1), cost,
                              {**params, "theta": tuple(noisy_theta.tolist())}, evaluation,
                              nonprivate)
@@ -224,23 +247,24 @@ def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[flo
     """The CI half-width to expect from public facts (the planner's entry; SPECS.md
     "Comparators: LPGM19", eq. L4).
 
-    Sampling: the IPW variance at propensity 1/2, ``4 E[Y^2] / n``, with ``E[Y^2]`` the worst
-    case ``max(lo^2, hi^2)``, or ``outcome_sd^2 + mid^2`` when ``outcome_sd`` is given (the mean
-    assumed at the bounds' centre ``mid``); noise: ``sigma_1^2`` of the IPW mean. The propensity's
-    noise and the clipping are not in it (they move the estimate, not its stated spread).
-    Public knobs read from ``public``: ``propensity_clip`` (0.1), ``shares``, ``p1`` (0.01).
+    At propensity 1/2: sampling ``4 E[Y^2] / n``; the mean's noise ``sigma_1^2``; the
+    propensity's noise ``sigma_theta^2 ||G||^2`` with ``||G||^2 = ||E[Y z]||^2 <= E[Y^2]``
+    (Cauchy-Schwarz, ``||z|| <= 1``). ``E[Y^2]`` is the worst case ``max(lo^2, hi^2)``, or
+    ``outcome_sd^2 + mid^2`` when ``outcome_sd`` is given (the mean assumed at the bounds' centre
+    ``mid``). Public knobs read from ``public``: ``propensity_clip`` (0.1), ``regularization``
+    (:func:`default_regularization`), ``shares``, ``p1`` (0.01).
     """
     lo, hi = check_bounds(outcome_bounds)
     eta = check_clip(public.get("propensity_clip", 0.1))
-    shares = public.get("shares", DEFAULT_SHARES)
-    z_mean = split_zeta(zeta, shares)[1]
+    z_theta, z_mean, _, _ = split_zeta(zeta, public.get("shares", DEFAULT_SHARES))
+    lam = public.get("regularization") or default_regularization(n)
     m2 = max(lo * lo, hi * hi)
     if outcome_sd is not None:
         m2 = min(m2, outcome_sd ** 2 + ((lo + hi) / 2) ** 2)
-    inf, sup = ipw_range((lo, hi), eta)
-    sigma = (sup - inf) / n / z_mean
+    sens = sensitivities(n, (lo, hi), eta, lam)
+    sigma_mean, sigma_theta = sens["mean"] / z_mean, sens["theta"] / z_theta
     c, _ = critical_values(alpha, public.get("p1", 0.01))
-    return c * math.sqrt(4 * m2 / n + sigma ** 2)
+    return c * math.sqrt(4 * m2 / n + sigma_mean ** 2 + sigma_theta ** 2 * m2)
 
 
 __all__ = ["ASSUMPTION", "NAME", "expected_halfwidth", "release", "sensitivities", "valid_for"]

@@ -39,6 +39,7 @@ def test_sensitivities_by_hand():
     assert s["theta"] == pytest.approx(2 / (1000 * 0.01) * (1 + 1e-6), rel=1e-12)
     assert s["mean"] == pytest.approx(20 / 1000, rel=1e-12)
     assert s["second_moment"] == pytest.approx(100 / 1000, rel=1e-12)
+    assert s["gradient"] == pytest.approx(2 * 1 * 9 / 1000, rel=1e-12)  # 2 B_mu (1-eta)/eta / n
 
 
 # ------------------------------------------------------------------ adversarial neighbours
@@ -79,6 +80,29 @@ def test_ipw_statistics_reach_their_sensitivity_and_never_exceed_it():
         assert move > 0.98 * sens[key], key
 
 
+def test_gradient_neighbours_reach_their_sensitivity_and_never_exceed_it():
+    """A row at ||z|| = 1 whose propensity sits just inside the clip (0.2001 for eta = 0.2),
+    treated, its outcome moved from +1 to -1: the mean gradient moves by 2 (1-eta)/eta ||z|| / n
+    up to 0.06 %, so the test fails at 0.98x."""
+    n, eta, R = 25, 0.2, 1.0
+    u = math.log(0.2001 / 0.7999)                 # logit of the propensity at z = (s, s)
+    theta = np.array([u / (2 * S), u / (2 * S)])
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, (n, 1))
+    A = rng.integers(0, 2, n).astype(float)
+    Y = rng.uniform(-1, 1, n)
+    sens = lpgm19.sensitivities(n, (-1.0, 1.0), eta, 1.0)["gradient"]
+    worst = 0.0
+    for (x1, a1, y1), (x2, a2, y2) in itertools.product(_corner_rows(R), _corner_rows(R)):
+        X[0], A[0], Y[0] = x1, a1, y1
+        g1 = lpgm19.ipw_gradients(lpgm19.features(X, R), A, Y, theta, eta).mean(axis=0)
+        X[0], A[0], Y[0] = x2, a2, y2
+        g2 = lpgm19.ipw_gradients(lpgm19.features(X, R), A, Y, theta, eta).mean(axis=0)
+        worst = max(worst, float(np.linalg.norm(g1 - g2)))
+    assert worst <= sens * (1 + 1e-12)
+    assert worst > 0.98 * sens
+
+
 def test_random_neighbours_never_exceed_the_ipw_sensitivities():
     rng = np.random.default_rng(5)
     n, eta, R = 30, 0.1, 1.5
@@ -94,6 +118,9 @@ def test_random_neighbours_never_exceed_the_ipw_sensitivities():
         g2 = lpgm19.ipw_terms(lpgm19.features(X2, R), A2, Y2, theta, eta)
         assert abs(g.mean() - g2.mean()) <= sens["mean"] * (1 + 1e-12)
         assert abs(np.mean(g * g) - np.mean(g2 * g2)) <= sens["second_moment"] * (1 + 1e-12)
+        G = lpgm19.ipw_gradients(lpgm19.features(X, R), A, Y, theta, eta).mean(axis=0)
+        G2 = lpgm19.ipw_gradients(lpgm19.features(X2, R), A2, Y2, theta, eta).mean(axis=0)
+        assert np.linalg.norm(G - G2) <= sens["gradient"] * (1 + 1e-12)
 
 
 def test_propensity_neighbours_never_exceed_the_dp_erm_bound():
@@ -193,8 +220,8 @@ def test_release_mode_draws_from_os_entropy_and_refuses_a_seed():
     ({"propensity_clip": 0.5}, r"propensity_clip must be in \(0, 0.5\)"),
     ({"outcome_bounds": (1, 0)}, "outcome_bounds must be finite with lo < hi"),
     ({"regularization": 0.0}, "regularization must be a finite number > 0"),
-    ({"shares": (0.5, 0.5)}, "shares must give three shares"),
-    ({"shares": (0.5, 0.4, 0.2)}, "summing to 1"),
+    ({"shares": (0.5, 0.5)}, "shares must give four shares"),
+    ({"shares": (0.5, 0.4, 0.1, 0.1)}, "summing to 1"),
 ])
 def test_bad_public_parameters_are_refused_by_name(kw, match):
     X, A, Y, _ = make_experiment_c(200, random_state=2)
@@ -204,14 +231,18 @@ def test_bad_public_parameters_are_refused_by_name(kw, match):
 
 
 def test_expected_halfwidth_by_hand():
-    # worst case E[Y^2] = 1 on [0, 1]; sigma_1 = (20/n) / (1.5 sqrt(0.45)); c = 2.0537
+    # worst case E[Y^2] = 1 on [0, 1]; sigma_1 = (20/n) / (1.5 sqrt(0.4)); c = 2.0537;
+    # sigma_theta = (2/(n lambda)) (1 + 1e-6) / (1.5 sqrt(0.45)) with lambda = 0.2/sqrt(n)
     n = 2000
     c = stats.norm.ppf(1 - 0.025 + 0.005)
-    sigma = 20 / n / (1.5 * math.sqrt(0.45))
+    sigma = 20 / n / (1.5 * math.sqrt(0.4))
+    theta = 2 / (n * 0.2 / math.sqrt(n)) * (1 + 1e-6) / (1.5 * math.sqrt(0.45))
     got = lpgm19.expected_halfwidth(n, 3, zeta=1.5, outcome_bounds=(0, 1))
-    assert got == pytest.approx(c * math.sqrt(4 / n + sigma ** 2), rel=1e-12)
+    assert got == pytest.approx(c * math.sqrt(4 / n + sigma ** 2 + theta ** 2), rel=1e-12)
     sd = lpgm19.expected_halfwidth(n, 3, zeta=1.5, outcome_bounds=(0, 1), outcome_sd=0.3)
-    assert sd == pytest.approx(c * math.sqrt(4 * (0.09 + 0.25) / n + sigma ** 2), rel=1e-12)
+    m2 = 0.09 + 0.25
+    assert sd == pytest.approx(c * math.sqrt(4 * m2 / n + sigma ** 2 + theta ** 2 * m2),
+                               rel=1e-12)
     assert lpgm19.valid_for(design="observational", binary_outcome=False)
 
 
