@@ -18,9 +18,11 @@ Four Gaussian draws, composed in GDP (SPECS.md "Comparators: LPGM19" derives eac
 The CI adds to the sampling variance and the mean's noise the delta-method variance of the
 propensity's noise, ``sigma_theta^2 ||G~||^2`` (without it the seed paper's binary design covered
 0.55). It assumes a logistic propensity in ``x``; the comparison design's coverage is measured
-(``tests/library/ate/test_comparators_lpgm19.py``), not assumed. Departures from LPGM19 (decisions, SPECS.md): Gaussian noise at ``zeta``-GDP where
-the paper runs pure epsilon-DP at ``epsilon = 7.05`` (``1.5``-GDP implies ``(7.05, 1e-5)``-DP);
-the public radius ``R`` replaces the seed paper's data-driven 99 % rescaling; a CI is released.
+(``tests/library/ate/test_comparators_lpgm19.py``), not assumed.
+
+Departures from LPGM19 (decisions, SPECS.md): Gaussian noise at ``zeta``-GDP where the paper runs
+pure epsilon-DP at ``epsilon = 7.05`` (``1.5``-GDP implies ``(7.05, 1e-5)``-DP); the public
+radius ``R`` replaces the seed paper's data-driven 99 % rescaling; a CI is released.
 
 References
 ----------
