@@ -248,6 +248,7 @@ def test_expected_halfwidth_by_hand():
 
 # ------------------------------------------------------------------ slow: coverage
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 500 releases at n = 50,000: longer than the suite's 600 s default
 def test_coverage_on_the_seed_papers_binary_design():
     """Exp. C (n = 50,000, d = 10, true ATE 0.1) at zeta = 1.5, R the 99 % radius of N(0, I_10)
     (public: the DGP's), eta = 0.1: 500 releases. Measured: see the report."""
