@@ -251,7 +251,8 @@ def test_expected_halfwidth_by_hand():
 @pytest.mark.timeout(3600)  # 500 releases at n = 50,000: longer than the suite's 600 s default
 def test_coverage_on_the_seed_papers_binary_design():
     """Exp. C (n = 50,000, d = 10, true ATE 0.1) at zeta = 1.5, R the 99 % radius of N(0, I_10)
-    (public: the DGP's), eta = 0.1: 500 releases. Measured: see the report."""
+    (public: the DGP's), eta = 0.1: 500 releases. Measured 2026-11-27: coverage 0.970, mean
+    half-width 0.0367 (0.55 before the CI had the propensity-noise term), 990 s at load 9-23."""
     R = float(np.sqrt(chi2.ppf(0.99, 10)))
     rng = np.random.default_rng(2025)
     hits, widths = [], []
