@@ -279,7 +279,7 @@ def run_comparator(experiment: str, method: Method, X: np.ndarray, A: np.ndarray
                     "propensity_clip": method.clip, "rng": rng, "evaluation": True}
     if method.estimator == "lpgm19":
         public["covariate_radius"] = covariate_radius(X.shape[1])
-    rel = COMPARATORS[method.estimator].release(X, A, Y, **public)
+    rel = COMPARATORS[method.estimator]._release(X, A, Y, **public)
     assert rel.nonprivate is not None
     return {"method": method.name, "estimator": method.estimator, "n_folds": 0,
             "clip": method.clip, "tau_hat": rel.nonprivate["ate"], "v_hat": float("nan"),

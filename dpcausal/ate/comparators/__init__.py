@@ -2,11 +2,13 @@
 small_n_estimators.md §4): :mod:`.lpgm19` (IPW with a DP-ERM logistic propensity, Lee et al.
 2019) and :mod:`.gr25` (per-split IPW aggregated as a meta-analysis, Guha & Reiter 2025).
 
-Each module offers ``release(X, A, Y, *, zeta, outcome_bounds, ..., rng=None,
-evaluation=False) -> ComparatorRelease``, ``expected_halfwidth(n, d, *, zeta, outcome_bounds,
-alpha=0.05, outcome_sd=None, **public) -> float`` from public facts (the planner's entry),
-``valid_for(*, design, binary_outcome) -> bool`` and its ``ASSUMPTION``. :data:`COMPARATORS`
-maps each name to its module.
+Each module offers the data-free ``charge_of(zeta, shares) -> PrivacyCharge``,
+``expected_halfwidth(n, d, *, zeta, outcome_bounds, alpha=0.05, outcome_sd=None, **public) ->
+float`` from public facts (the planner's entry), ``valid_for(*, design, binary_outcome) ->
+bool`` and its ``ASSUMPTION``; its noise-drawing body ``_release(X, A, Y, *, zeta,
+outcome_bounds, ..., rng=None, evaluation=False) -> ComparatorRelease`` is private (it draws
+uncharged): the public release goes through the accountant, as every ``fit`` does.
+:data:`COMPARATORS` maps each name to its module.
 """
 
 from __future__ import annotations

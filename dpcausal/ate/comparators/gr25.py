@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from dpcausal.accounting import PrivacyCharge
 from dpcausal.ate.ci import critical_values
 from dpcausal.ate.comparators._mechanism import (
     ComparatorRelease,
@@ -87,12 +88,16 @@ def split_estimate(X: np.ndarray, A: np.ndarray, Y: np.ndarray, propensity_clip:
     return float(w1 @ Y / w1.sum() - w0 @ Y / w0.sum())
 
 
-def release(X: Any, A: Any, Y: Any, *, zeta: float,
+def _release(X: Any, A: Any, Y: Any, *, zeta: float,
             outcome_bounds: tuple[float, float] = (0.0, 1.0), propensity_clip: float = 0.1,
             n_splits: int | None = None, shares: tuple[float, ...] = DEFAULT_SHARES,
             alpha: float = 0.05, p1: float = 0.01, rng: np.random.Generator | None = None,
             evaluation: bool = False) -> ComparatorRelease:
     """The GR25 release at ``zeta``-GDP for the whole release: private ATE, CI and charge.
+
+    Private, as every noise-drawing body of the library: it draws uncharged. The one public way
+    to release is through the accountant (``PrivateATE(estimator="gr25").fit``, which charges
+    :func:`charge_of` before calling it); the reproduction calls it in evaluation mode.
 
     Parameters
     ----------
@@ -129,7 +134,7 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float,
     params = {"estimator": NAME, "zeta": zeta, "outcome_bounds": (lo, hi),
               "propensity_clip": eta, "n_splits": int(M), "shares": tuple(shares),
               "alpha": alpha, "n": n, "sensitivities": sens, "assumption": ASSUMPTION}
-    cost = charge([z_mean, z_second], {"estimator": NAME, "zetas": (z_mean, z_second)})
+    cost = charge_of(zeta, shares)
     gen = noise_rng(rng, evaluation)
     X, A, Y = prepare_data(X, A, Y, (lo, hi))
     parts = np.array_split(gen.permutation(n), int(M))
@@ -143,6 +148,12 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float,
     nonprivate = {"ate": mean, "second_moment": second} if evaluation else None
     return ComparatorRelease(NAME, ate, interval(ate, variance, alpha, p1), cost, params,
                              evaluation, nonprivate)
+
+
+def charge_of(zeta: float, shares: tuple[float, ...] = DEFAULT_SHARES) -> PrivacyCharge:
+    """The data-free charge of :func:`_release`: its two draws composed, ``zeta``-GDP."""
+    zetas = tuple(split_zeta(zeta, shares))
+    return charge(zetas, {"estimator": NAME, "zetas": zetas})
 
 
 def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],
@@ -164,4 +175,5 @@ def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[flo
     return c * math.sqrt(4 * sd * sd / n + sigma ** 2)
 
 
-__all__ = ["ASSUMPTION", "NAME", "expected_halfwidth", "release", "sensitivities", "valid_for"]
+__all__ = ["ASSUMPTION", "NAME", "charge_of", "expected_halfwidth", "sensitivities",
+           "valid_for"]

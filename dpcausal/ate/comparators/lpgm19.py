@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from dpcausal.accounting import PrivacyCharge
 from dpcausal.ate.ci import critical_values
 from dpcausal.ate.comparators._mechanism import (
     ComparatorRelease,
@@ -166,12 +167,16 @@ def ipw_terms(Z: np.ndarray, A: np.ndarray, Y: np.ndarray, theta: np.ndarray,
     return A * Y / pi - (1 - A) * Y / (1 - pi)
 
 
-def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float, float],
+def _release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float, float],
             covariate_radius: float, propensity_clip: float = 0.1,
             regularization: float | None = None, shares: tuple[float, ...] = DEFAULT_SHARES,
             alpha: float = 0.05, p1: float = 0.01, rng: np.random.Generator | None = None,
             evaluation: bool = False) -> ComparatorRelease:
     """The LPGM19 release at ``zeta``-GDP for the whole release: private ATE, CI and charge.
+
+    Private, as every noise-drawing body of the library: it draws uncharged. The one public way
+    to release is through the accountant (``PrivateATE(estimator="lpgm19").fit``, which charges
+    :func:`charge_of` before calling it); the reproduction calls it in evaluation mode.
 
     Parameters
     ----------
@@ -218,8 +223,7 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float,
               "covariate_radius": float(covariate_radius), "propensity_clip": eta,
               "regularization": lam, "shares": tuple(shares), "alpha": alpha, "n": n,
               "sensitivities": sens, "assumption": ASSUMPTION}
-    zetas = (z_theta, z_mean, z_second, z_grad)
-    cost = charge(zetas, {"estimator": NAME, "zetas": zetas})
+    cost = charge_of(zeta, shares)
     gen = noise_rng(rng, evaluation)
     X, A, Y = prepare_data(X, A, Y, (lo, hi))
     Z = features(X, float(covariate_radius))
@@ -241,6 +245,12 @@ def release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float,
     return ComparatorRelease(NAME, ate, interval(ate, variance, alpha, p1), cost,
                              {**params, "theta": tuple(noisy_theta.tolist())}, evaluation,
                              nonprivate)
+
+
+def charge_of(zeta: float, shares: tuple[float, ...] = DEFAULT_SHARES) -> PrivacyCharge:
+    """The data-free charge of :func:`_release`: its four draws composed, ``zeta``-GDP."""
+    zetas = tuple(split_zeta(zeta, shares))
+    return charge(zetas, {"estimator": NAME, "zetas": zetas})
 
 
 def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],
@@ -269,4 +279,5 @@ def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[flo
     return c * math.sqrt(4 * m2 / n + sigma_mean ** 2 + sigma_theta ** 2 * m2)
 
 
-__all__ = ["ASSUMPTION", "NAME", "expected_halfwidth", "release", "sensitivities", "valid_for"]
+__all__ = ["ASSUMPTION", "NAME", "charge_of", "expected_halfwidth", "sensitivities",
+           "valid_for"]

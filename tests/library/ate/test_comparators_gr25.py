@@ -26,7 +26,7 @@ def test_sensitivities_by_hand():
 
 
 def _release(X, A, Y, M, seed=7):
-    return gr25.release(X, A, Y, zeta=1.0, n_splits=M, rng=np.random.default_rng(seed),
+    return gr25._release(X, A, Y, zeta=1.0, n_splits=M, rng=np.random.default_rng(seed),
                         evaluation=True)
 
 
@@ -108,15 +108,18 @@ def test_non_private_part_matches_a_hand_written_reference():
 
 def test_charge_release_mode_and_refusals():
     X, A, Y, _ = make_experiment_c(800, random_state=1)
-    a, b = gr25.release(X, A, Y, zeta=1.5), gr25.release(X, A, Y, zeta=1.5)
+    a, b = gr25._release(X, A, Y, zeta=1.5), gr25._release(X, A, Y, zeta=1.5)
     assert a.charge.zeta == pytest.approx(1.5) and a.ate != b.ate and a.nonprivate is None
+    assert gr25.charge_of(1.5) == a.charge
+    want = (1.5 * 0.9 ** 0.5, 1.5 * 0.1 ** 0.5)
+    assert gr25.charge_of(1.5).detail["zetas"] == pytest.approx(want)
     assert a.params["n_splits"] == 3  # 800 // 220
     with pytest.raises(ValueError, match="rng is for evaluation mode only"):
-        gr25.release(X, A, Y, zeta=1.5, rng=np.random.default_rng(0))
+        gr25._release(X, A, Y, zeta=1.5, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"n_splits must be an integer in \[2, n/2\]"):
-        gr25.release(X, A, Y, zeta=1.5, n_splits=1)
+        gr25._release(X, A, Y, zeta=1.5, n_splits=1)
     with pytest.raises(ValueError, match="shares must give two shares"):
-        gr25.release(X, A, Y, zeta=1.5, shares=(1.0,))
+        gr25._release(X, A, Y, zeta=1.5, shares=(1.0,))
 
 
 def test_expected_halfwidth_by_hand_and_validity():
@@ -140,7 +143,7 @@ def test_coverage_on_the_seed_papers_binary_design():
     hits, widths = [], []
     for rep in range(500):
         X, A, Y, _ = make_experiment_c(50_000, random_state=[42, rep])
-        rel = gr25.release(X, A, Y, zeta=1.5, rng=rng, evaluation=True)
+        rel = gr25._release(X, A, Y, zeta=1.5, rng=rng, evaluation=True)
         hits.append(rel.ci[0] <= 0.1 <= rel.ci[1])
         widths.append(rel.ci[1] - rel.ci[0])
     coverage = float(np.mean(hits))

@@ -172,7 +172,7 @@ def test_non_private_part_matches_a_hand_written_reference():
     sk = LogisticRegression(C=1 / (3000 * lam), fit_intercept=False, tol=1e-12,
                             max_iter=10_000).fit(Z, A)
     np.testing.assert_allclose(theta, sk.coef_.ravel(), atol=1e-6)
-    rel = lpgm19.release(X, A, Y, zeta=1.5, outcome_bounds=(0, 1), covariate_radius=R,
+    rel = lpgm19._release(X, A, Y, zeta=1.5, outcome_bounds=(0, 1), covariate_radius=R,
                          propensity_clip=eta, regularization=lam,
                          rng=np.random.default_rng(1), evaluation=True)
     mean, second = _reference_ipw(X, A, Y, rel.params["theta"], eta, R)
@@ -194,9 +194,11 @@ def test_vector_noise_has_the_calibrated_scale_and_mis_scaled_ones_are_caught():
 
 def test_the_charge_composes_to_zeta_and_its_epsilon_matches_dp_accounting():
     X, A, Y, _ = make_experiment_c(600, random_state=2)
-    rel = lpgm19.release(X, A, Y, zeta=1.5, outcome_bounds=(0, 1), covariate_radius=4.8,
+    rel = lpgm19._release(X, A, Y, zeta=1.5, outcome_bounds=(0, 1), covariate_radius=4.8,
                          rng=np.random.default_rng(0), evaluation=True)
     assert rel.charge.mechanism == "gaussian" and rel.charge.zeta == pytest.approx(1.5)
+    assert lpgm19.charge_of(1.5) == rel.charge  # the data-free charge a wrapper reserves first
+    assert lpgm19.charge_of(1.5).detail["zetas"] == rel.charge.detail["zetas"]
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
     for z in rel.charge.detail["zetas"]:
         acc.compose(dp_accounting.GaussianDpEvent(noise_multiplier=1.0 / z))
@@ -208,8 +210,8 @@ def test_release_mode_draws_from_os_entropy_and_refuses_a_seed():
     X, A, Y, _ = make_experiment_c(600, random_state=2)
     kw = {"zeta": 1.0, "outcome_bounds": (0, 1), "covariate_radius": 4.8}
     with pytest.raises(ValueError, match="rng is for evaluation mode only"):
-        lpgm19.release(X, A, Y, rng=np.random.default_rng(0), **kw)
-    a, b = lpgm19.release(X, A, Y, **kw), lpgm19.release(X, A, Y, **kw)
+        lpgm19._release(X, A, Y, rng=np.random.default_rng(0), **kw)
+    a, b = lpgm19._release(X, A, Y, **kw), lpgm19._release(X, A, Y, **kw)
     assert a.ate != b.ate and a.nonprivate is None
     assert a.ci[0] < a.ate < a.ci[1]
 
@@ -227,7 +229,7 @@ def test_bad_public_parameters_are_refused_by_name(kw, match):
     X, A, Y, _ = make_experiment_c(200, random_state=2)
     args = {"zeta": 1.0, "outcome_bounds": (0, 1), "covariate_radius": 4.8, **kw}
     with pytest.raises(ValueError, match=match):
-        lpgm19.release(X, A, Y, **args)
+        lpgm19._release(X, A, Y, **args)
 
 
 def test_expected_halfwidth_by_hand():
@@ -258,7 +260,7 @@ def test_coverage_on_the_seed_papers_binary_design():
     hits, widths = [], []
     for rep in range(500):
         X, A, Y, _ = make_experiment_c(50_000, random_state=[42, rep])
-        rel = lpgm19.release(X, A, Y, zeta=1.5, outcome_bounds=(0, 1), covariate_radius=R,
+        rel = lpgm19._release(X, A, Y, zeta=1.5, outcome_bounds=(0, 1), covariate_radius=R,
                              rng=rng, evaluation=True)
         hits.append(rel.ci[0] <= 0.1 <= rel.ci[1])
         widths.append(rel.ci[1] - rel.ci[0])
