@@ -490,6 +490,10 @@ COMPARATOR_TARGETS: dict[str, list[tuple[str, float, float | None]]] = {
 }
 
 
+COMPARATOR_COLUMNS = ["method", "reps", "ours", "our_sd", "pre-noise", "authors'", "authors' sd",
+                      "tolerance", "within", "coverage", "half-width"]
+
+
 def compare_comparators(estimates: pd.DataFrame, experiment: str) -> pd.DataFrame:
     """Our comparators' private releases beside the authors' arrays (spec §6.8(b)): mean, SD,
     coverage and mean CI half-width over repetitions; "within" = |our mean - the authors'| <=
@@ -510,4 +514,4 @@ def compare_comparators(estimates: pd.DataFrame, experiment: str) -> pd.DataFram
                      "within": bool(abs(x.mean() - target) <= tol),
                      "coverage": float(covered.mean()),
                      "half-width": float(np.mean(g["private_ci_high"] - g["private_ci_low"]) / 2)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COMPARATOR_COLUMNS)

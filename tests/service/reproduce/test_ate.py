@@ -261,6 +261,8 @@ def test_compare_comparators_against_hand_computation():
     assert bool(row["within"])  # |0.105 - 0.100| <= 0.0269
     assert row["coverage"] == pytest.approx(3 / 4)  # the second CI starts at 0.11
     assert row["half-width"] == pytest.approx((0.1 + 0.09 + 0.2 + 0.08) / 8)
+    none = ex.compare_comparators(est, "D")  # no comparator in D: an empty table, its columns
+    assert none.empty and list(none.columns) == ex.COMPARATOR_COLUMNS
 
 
 # ------------------------------------------------------------------ slow: §6.8(b)
