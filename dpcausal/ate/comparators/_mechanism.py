@@ -108,6 +108,22 @@ def gaussian_vector(values: np.ndarray, l2_sensitivity: float, zeta: float,
     return (np.rint(values / step) + noise) * step
 
 
+def noisy_moments(values: np.ndarray, sensitivities: dict[str, float], zeta_mean: float,
+                  zeta_second: float, rng: np.random.Generator, p1: float
+                  ) -> tuple[float, float, float]:
+    """The mean and second moment of ``values`` released by :func:`gaussian_scalar` (in that
+    order); returns ``(mean~, spread, sigma_mean)`` with ``spread = max(0, q~ + z_{p1} sigma_q -
+    mean~^2)``, the upper ``1 - p1`` bound on their variance (spec dp_ate_ensemble.md §3, eq. 11:
+    :func:`dpcausal.ate.ci.critical_values`), and ``sigma_mean = Delta_mean / zeta_mean``."""
+    mean = gaussian_scalar(float(values.mean()), sensitivities["mean"], zeta_mean, rng)
+    second = gaussian_scalar(float(np.mean(values * values)), sensitivities["second_moment"],
+                             zeta_second, rng)
+    _, z1 = critical_values(0.05, p1)
+    sigma_second = sensitivities["second_moment"] / zeta_second
+    return mean, max(0.0, second + z1 * sigma_second - mean * mean), (
+        sensitivities["mean"] / zeta_mean)
+
+
 def vector_noise_sd(l2_sensitivity: float, zeta: float, p: int) -> float:
     """The continuous-equivalent per-coordinate noise SD of :func:`gaussian_vector`."""
     step = gaussian_lattice_step(l2_sensitivity / zeta)

@@ -37,9 +37,9 @@ from dpcausal.ate.comparators._mechanism import (
     charge,
     check_bounds,
     check_clip,
-    gaussian_scalar,
     interval,
     noise_rng,
+    noisy_moments,
     prepare_data,
     split_zeta,
 )
@@ -107,7 +107,7 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float,
     outcome_bounds : public ``(lo, hi)``, ``(0, 1)`` for a binary outcome; clipped to it.
     propensity_clip : ``eta``.
     n_splits : ``M``, public; ``None`` is :func:`default_splits`.
-    alpha, p1, rng, evaluation : as :func:`dpcausal.ate.comparators.lpgm19.release`.
+    alpha, p1, rng, evaluation : as :func:`dpcausal.ate.comparators.lpgm19._release`.
 
     Notes
     -----
@@ -139,13 +139,10 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float,
     X, A, Y = prepare_data(X, A, Y, (lo, hi))
     parts = np.array_split(gen.permutation(n), int(M))
     t = np.array([split_estimate(X[p], A[p], Y[p], eta) for p in parts])
-    mean, second = float(t.mean()), float(np.mean(t * t))
-    ate = gaussian_scalar(mean, sens["mean"], z_mean, gen)
-    noisy_second = gaussian_scalar(second, sens["second_moment"], z_second, gen)
-    sigma_mean, sigma_second = sens["mean"] / z_mean, sens["second_moment"] / z_second
-    _, z1 = critical_values(alpha, p1)
-    variance = max(0.0, noisy_second + z1 * sigma_second - ate * ate) / (M - 1) + sigma_mean ** 2
-    nonprivate = {"ate": mean, "second_moment": second} if evaluation else None
+    ate, spread, sigma_mean = noisy_moments(t, sens, z_mean, z_second, gen, p1)
+    variance = spread / (M - 1) + sigma_mean ** 2
+    nonprivate = ({"ate": float(t.mean()), "second_moment": float(np.mean(t * t))}
+                  if evaluation else None)
     return ComparatorRelease(NAME, ate, interval(ate, variance, alpha, p1), cost, params,
                              evaluation, nonprivate)
 

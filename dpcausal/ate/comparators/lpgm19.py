@@ -47,10 +47,10 @@ from dpcausal.ate.comparators._mechanism import (
     charge,
     check_bounds,
     check_clip,
-    gaussian_scalar,
     gaussian_vector,
     interval,
     noise_rng,
+    noisy_moments,
     prepare_data,
     split_zeta,
     vector_noise_sd,
@@ -230,17 +230,13 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float
     theta = fit_logistic(Z, A, lam, grad_tolerance(n))
     noisy_theta = gaussian_vector(theta, sens["theta"], z_theta, gen)
     gamma = ipw_terms(Z, A, Y, noisy_theta, eta)
-    mean, second = float(gamma.mean()), float(np.mean(gamma * gamma))
-    ate = gaussian_scalar(mean, sens["mean"], z_mean, gen)
-    noisy_second = gaussian_scalar(second, sens["second_moment"], z_second, gen)
+    ate, spread, sigma_mean = noisy_moments(gamma, sens, z_mean, z_second, gen, p1)
     gradient = ipw_gradients(Z, A, Y, noisy_theta, eta).mean(axis=0)
     noisy_gradient = gaussian_vector(gradient, sens["gradient"], z_grad, gen)
-    sigma_mean, sigma_second = sens["mean"] / z_mean, sens["second_moment"] / z_second
     sigma_theta = vector_noise_sd(sens["theta"], z_theta, len(theta))
-    _, z1 = critical_values(alpha, p1)
-    variance = (max(0.0, noisy_second + z1 * sigma_second - ate * ate) / n + sigma_mean ** 2
+    variance = (spread / n + sigma_mean ** 2
                 + sigma_theta ** 2 * float(noisy_gradient @ noisy_gradient))
-    nonprivate = ({"ate": mean, "second_moment": second,
+    nonprivate = ({"ate": float(gamma.mean()), "second_moment": float(np.mean(gamma * gamma)),
                    "gradient_norm": float(np.linalg.norm(gradient))} if evaluation else None)
     return ComparatorRelease(NAME, ate, interval(ate, variance, alpha, p1), cost,
                              {**params, "theta": tuple(noisy_theta.tolist())}, evaluation,
