@@ -24,7 +24,7 @@ from reproduce.ate import experiments as ex
 from reproduce.ate.plots import plot_k_sweep, plot_violins
 from reproduce.ate.report import render
 
-CODE_VERSION = "experiments-v1"
+CODE_VERSION = "experiments-v2"  # v2: the comparators LPGM19, GR25 (own releases)
 POLICY = INPUTS + TASK_SOURCE + CacheKeyFnPolicy(cache_key_fn=lambda ctx, p: CODE_VERSION)
 
 
@@ -113,6 +113,7 @@ def summarise_experiment(experiment: str, rows: list[dict[str, Any]], out_dir: s
     private = ex.summarise(point, "ate", ["mode", "method"])
     coverage = ex.summarise(ci, "ate", ["mode", "ci_mode", "sigma2_mode", "method"])
     targets = ex.compare_means(nonprivate, experiment)
+    comparators = ex.compare_comparators(est, experiment)
     figs = Path(out_dir) / "figures"
     figures = {"violin": plot_violins(est, point, experiment, figs / f"ate_{experiment}.png")}
     if experiment == "D":
@@ -121,7 +122,8 @@ def summarise_experiment(experiment: str, rows: list[dict[str, Any]], out_dir: s
     csvs = [write_csv(est, scratch / f"experiment_{experiment}_reps.csv"),
             write_csv(point, scratch / f"experiment_{experiment}_private.csv"),
             write_csv(coverage, scratch / f"experiment_{experiment}_coverage.csv")]
-    tables = {"nonprivate": nonprivate, "private": private, "coverage": coverage}
+    tables = {"nonprivate": nonprivate, "private": private, "coverage": coverage,
+              "comparators": comparators}
     return {"tables": tables, "targets": targets, "figures": figures, "csvs": csvs,
             "estimates": est}
 
@@ -139,7 +141,12 @@ def finish_experiment(experiment: str, rows: list[dict[str, Any]], seconds: floa
                 "methods": [m.name for m in exp.methods], "max_folds": overrides["max_folds"],
                 "zeta": ex.ZETA, "ci_share": 0.1, "noise_seed": ex.NOISE_SEED, "data_seed": 42,
                 "folds": "contiguous", "code_version": CODE_VERSION}
-    metrics = summary_metrics(done["tables"])
+    tables = dict(done["tables"])
+    metrics = summary_metrics({k: v for k, v in tables.items() if k != "comparators"})
+    for row in tables["comparators"].to_dict("records"):
+        for stat in ("ours", "our_sd", "coverage", "half-width"):
+            if pd.notna(row[stat]):
+                metrics[metric_key("comparators", row["method"], stat)] = float(row[stat])
     metrics.update({"seconds": seconds, "seconds_per_rep": seconds / reps,
                     "targets_passed": float(done["targets"]["pass"].sum()) if len(done["targets"])
                     else 0.0, "targets_total": float(len(done["targets"]))})

@@ -6,6 +6,12 @@ scripts also run at sigma = 0 and add the noise at plot time). :func:`privatise`
 noise of each sensitivity mode, seeded, through the library's own release code, and
 :func:`summarise` reports spec §6.7's metrics. These are simulations (evaluation mode): the
 released-code constants appear for comparison only and are not a valid privacy claim.
+
+The seed paper's comparators (LPGM19, GR25; spec §6.6, small_n_estimators.md §4) run as our own
+implementations (:mod:`dpcausal.ate.comparators`): each repetition makes one complete
+``zeta``-GDP release of each (its own noise, seeded per repetition), and
+:func:`compare_comparators` sets their private means beside the values read from the authors'
+arrays (spec §6.8(b)).
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+from scipy.stats import chi2
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from dpcausal.ate.comparators import COMPARATORS
 from dpcausal.ate.estimator import PrivateATE
 from dpcausal.ate.release import draw_release
 from dpcausal.ate.scores import ate_and_variance
@@ -42,6 +50,7 @@ BOUNDS = (-1.0, 1.0)  # B_mu = 1 in all experiments (spec §6.1)
 ZETA = 1.5
 NOISE_SEED = 2025  # seed of the noise added at summary time (spec §6.1)
 NOT_A_CLAIM = "released_code (comparison only: not a valid privacy claim)"
+OWN_RELEASE = "own release (zeta-GDP)"  # a comparator's complete release, its noise included
 
 
 def model(spec: str, role: str):
@@ -60,8 +69,10 @@ def model(spec: str, role: str):
 class Method:
     """One estimator of a figure: its nuisance specs, K and propensity clip eta_c = 1/B_pi.
 
-    ``estimator`` is "g", "ipw", "aipw" (cross-fitted ensembles, spec §2.2) or "oracle_ipw"
-    (IPW with the true propensity, a sanity reference of spec §6.6).
+    ``estimator`` is "g", "ipw", "aipw" (cross-fitted ensembles, spec §2.2), "oracle_ipw"
+    (IPW with the true propensity, a sanity reference of spec §6.6) or a comparator of
+    :data:`dpcausal.ate.comparators.COMPARATORS` ("lpgm19", "gr25": complete private releases,
+    ``n_folds = 0``).
     """
 
     name: str
@@ -73,9 +84,18 @@ class Method:
     reference: bool = False  # a non-private sanity reference (spec §6.6): never noised
 
     @property
-    def group(self) -> tuple[str, str, int]:
-        """Methods of one group share one set of fold fits (the clip only acts after fitting)."""
+    def group(self) -> tuple:
+        """Methods of one group share one set of fold fits (the clip only acts after fitting);
+        the oracle and the comparators each form one group of their own."""
+        if self.estimator == "oracle_ipw":
+            return ("oracle",)
+        if self.comparator:
+            return ("comparators",)
         return (self.propensity or "logistic", self.outcome or "linear", self.n_folds)
+
+    @property
+    def comparator(self) -> bool:
+        return self.estimator in COMPARATORS
 
 
 @dataclass(frozen=True)
@@ -95,7 +115,7 @@ class Experiment:
 
     @property
     def n_folds(self) -> list[int]:
-        return sorted({m.n_folds for m in self.methods if m.estimator != "oracle_ipw"})
+        return sorted({m.n_folds for m in self.methods if len(m.group) == 3})
 
     @property
     def clips(self) -> list[float]:
@@ -117,6 +137,7 @@ def _exp_a() -> tuple[Method, ...]:
                 _m(f"IPW clip={c}", "ipw", "logistic", None, 200, c)]
     out += [_m(f"IPW K=2 clip={c}", "ipw", "logistic", None, 2, c, reference=True)
             for c in (0.0035, 0.1, 0.2)]
+    out += [_m(f"LPGM19 clip={c}", "lpgm19", "logistic", None, 0, c) for c in (0.0035, 0.05, 0.2)]
     return (*out, _m(ORACLE, "oracle_ipw", None, None, 2, 0.0))
 
 
@@ -127,6 +148,7 @@ def _exp_b() -> tuple[Method, ...]:
             ("AIPW_miss", "aipw", "logistic", "linear"), ("AIPW_log", "aipw", "logistic", "tree"),
             ("AIPW_lin", "aipw", "tree", "linear"), ("AIPW_correct", "aipw", "tree", "tree")]
     return (*(_m(n, e, p, o, 500, 0.2) for n, e, p, o in rows),
+            _m("LPGM19", "lpgm19", "logistic", None, 0, 0.2),
             _m(ORACLE, "oracle_ipw", None, None, 2, 0.0))
 
 
@@ -135,7 +157,9 @@ def _exp_c() -> tuple[Method, ...]:
     return (_m("IPW_log", "ipw", "logistic", None, 500, 0.1),
             _m("G_log", "g", None, "logistic", 500, 0.1),
             _m("G_lin", "g", None, "linear", 500, 0.1),
-            _m("AIPW_log", "aipw", "logistic", "logistic", 500, 0.1))
+            _m("AIPW_log", "aipw", "logistic", "logistic", 500, 0.1),
+            _m("LPGM19", "lpgm19", "logistic", None, 0, 0.1),
+            _m("GR25", "gr25", "logistic", None, 0, 0.1))
 
 
 def _exp_d() -> tuple[Method, ...]:
@@ -180,14 +204,14 @@ def methods(experiment: str, max_folds: int | None = None) -> tuple[Method, ...]
         return ms
     if max_folds < 2:
         raise ValueError(f"max_folds must be >= 2, got {max_folds!r}")
-    return tuple(replace(m, n_folds=min(m.n_folds, max_folds)) for m in ms)
+    return tuple(m if m.comparator else replace(m, n_folds=min(m.n_folds, max_folds)) for m in ms)
 
 
 def groups(experiment: str, max_folds: int | None = None) -> dict[tuple, list[Method]]:
     """The experiment's methods by shared fold-fit group, in a fixed order."""
     out: dict[tuple, list[Method]] = {}
     for m in methods(experiment, max_folds):
-        out.setdefault(("oracle",) if m.estimator == "oracle_ipw" else m.group, []).append(m)
+        out.setdefault(m.group, []).append(m)
     return out
 
 
@@ -215,6 +239,9 @@ def run_group(experiment: str, rep: int, group: tuple, n: int | None = None,
         tau, v = ate_and_variance(_oracle_scores(experiment, X, A, Y))
         return [{**base, "method": m.name, "estimator": m.estimator, "n_folds": 0, "clip": 0.0,
                  "tau_hat": tau, "v_hat": v} for m in members]
+    if tuple(group) == ("comparators",):
+        return [{**base, **run_comparator(experiment, m, X, A, Y, rep, i)}
+                for i, m in enumerate(members)]
     prop, out, K = group
     fitter = PrivateATE(estimator="aipw", propensity_model=model(prop, "propensity"),
                         outcome_model=model(out, "outcome"), n_folds=K, folds="contiguous",
@@ -233,6 +260,30 @@ def run_group(experiment: str, rep: int, group: tuple, n: int | None = None,
                      "clip": m.clip, "tau_hat": rel.nonprivate["ate"],
                      "v_hat": rel.nonprivate["variance"]})
     return rows
+
+
+def covariate_radius(d: int) -> float:
+    """LPGM19's public covariate radius: the 99 % quantile of ``||X||`` under the DGP's
+    ``X ~ N(0, I_d)`` (spec §6.1: "at least 99 % of samples have ||X|| <= 1" after scaling,
+    here from the public design rather than the data)."""
+    return float(np.sqrt(chi2.ppf(0.99, d)))
+
+
+def run_comparator(experiment: str, method: Method, X: np.ndarray, A: np.ndarray,
+                   Y: np.ndarray, rep: int, index: int) -> dict:
+    """One complete release of a comparator (evaluation mode, its noise seeded by
+    (NOISE_SEED, rep, index)) at zeta = :data:`ZETA`: the pre-noise and private ATE and the CI."""
+    exp = EXPERIMENTS[experiment]
+    rng = np.random.default_rng([NOISE_SEED, rep, index])
+    public: dict = {"zeta": ZETA, "outcome_bounds": exp.outcome_bounds,
+                    "propensity_clip": method.clip, "rng": rng, "evaluation": True}
+    if method.estimator == "lpgm19":
+        public["covariate_radius"] = covariate_radius(X.shape[1])
+    rel = COMPARATORS[method.estimator]._release(X, A, Y, **public)
+    assert rel.nonprivate is not None
+    return {"method": method.name, "estimator": method.estimator, "n_folds": 0,
+            "clip": method.clip, "tau_hat": rel.nonprivate["ate"], "v_hat": float("nan"),
+            "private_ate": rel.ate, "private_ci_low": rel.ci[0], "private_ci_high": rel.ci[1]}
 
 
 def _oracle_scores(experiment: str, X: np.ndarray, A: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -263,12 +314,14 @@ def privatise(estimates: pd.DataFrame, seed: int = 2025, ci_modes=POINT,
     ``ci_share=0`` releases the point estimate only at zeta1 = zeta (the paper's figures); a CI
     needs ``ci_share > 0`` (spec §2.5: zeta1 = zeta sqrt(1-r), zeta2 = zeta sqrt(r)). The oracle
     and K=2 references (spec §6.6) are not DP methods and are left out. Released-code rows are
-    labelled :data:`NOT_A_CLAIM`.
+    labelled :data:`NOT_A_CLAIM`. A comparator's row is its own complete release (mode
+    :data:`OWN_RELEASE`, its CI in the CI frames), not noised again.
     """
     rng = np.random.default_rng(seed)
     rows = []
     refs = {m.name for e in EXPERIMENTS.values() for m in e.methods if m.reference}
-    for r in estimates[~estimates["method"].isin(refs)].itertuples(index=False):
+    own = estimates["estimator"].isin(list(COMPARATORS))
+    for r in estimates[~estimates["method"].isin(refs) & ~own].itertuples(index=False):
         bounds = EXPERIMENTS[r.experiment].outcome_bounds
         for mode in modes:
             for ci, sigma2 in ci_modes:
@@ -282,6 +335,12 @@ def privatise(estimates: pd.DataFrame, seed: int = 2025, ci_modes=POINT,
                     row.update(ci_mode=ci, sigma2_mode=sigma2, ci_low=rel.ci[0],
                                ci_high=rel.ci[1])
                 rows.append(row)
+    for r in estimates[own].itertuples(index=False):
+        row = {**r._asdict(), "mode": OWN_RELEASE, "ate": r.private_ate, "sigma_ate": np.nan}
+        if ci_modes != POINT:
+            row.update(ci_mode="own", sigma2_mode="own", ci_low=r.private_ci_low,
+                       ci_high=r.private_ci_high)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -419,3 +478,40 @@ def compare_means(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
                      "pass": bool(abs(s["mean"] - target) <= tol)})
     return pd.DataFrame(rows)
 
+
+
+# spec §6.8(b): the comparators' private means (and SD where read) from the authors' arrays, with
+# their noise (they are complete releases): experiment -> [(method, mean, SD or None)]
+COMPARATOR_TARGETS: dict[str, list[tuple[str, float, float | None]]] = {
+    "A": [("LPGM19 clip=0.0035", 0.12, 0.15), ("LPGM19 clip=0.05", 0.175, None),
+          ("LPGM19 clip=0.2", 0.242, None)],
+    "B": [("LPGM19", 0.077, None)],
+    "C": [("LPGM19", 0.100, 0.0075), ("GR25", 0.100, 0.0075)],
+}
+
+
+COMPARATOR_COLUMNS = ["method", "reps", "ours", "our_sd", "pre-noise", "authors'", "authors' sd",
+                      "tolerance", "within", "coverage", "half-width"]
+
+
+def compare_comparators(estimates: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """Our comparators' private releases beside the authors' arrays (spec §6.8(b)): mean, SD,
+    coverage and mean CI half-width over repetitions; "within" = |our mean - the authors'| <=
+    0.003 + 3 SE of our mean + 3 SE of theirs (their SD over 100 repetitions, when read)."""
+    rows = []
+    for method, target, target_sd in COMPARATOR_TARGETS.get(experiment, []):
+        g = estimates[estimates["method"] == method]
+        if g.empty:
+            continue
+        x, truth = g["private_ate"].to_numpy(float), g["true_ate"].to_numpy(float)
+        sd = float(x.std(ddof=1)) if len(x) > 1 else np.nan
+        se = sd / np.sqrt(len(x)) if len(x) > 1 else 0.0
+        tol = MEAN_TOLERANCE + 3 * se + (3 * target_sd / 10 if target_sd else 0.0)
+        covered = (g["private_ci_low"] <= truth) & (truth <= g["private_ci_high"])
+        rows.append({"method": method, "reps": len(x), "ours": float(x.mean()), "our_sd": sd,
+                     "pre-noise": float(g["tau_hat"].mean()), "authors'": target,
+                     "authors' sd": target_sd, "tolerance": tol,
+                     "within": bool(abs(x.mean() - target) <= tol),
+                     "coverage": float(covered.mean()),
+                     "half-width": float(np.mean(g["private_ci_high"] - g["private_ci_low"]) / 2)})
+    return pd.DataFrame(rows, columns=COMPARATOR_COLUMNS)

@@ -11,7 +11,8 @@ import pandas as pd
 from plots.figures import pyplot, save
 from reproduce.ate import experiments as ex
 
-MODE_LABEL = {"theorem1": "Theorem 1", "lemma": "lemma", ex.NOT_A_CLAIM: "released code *"}
+MODE_LABEL = {"theorem1": "Theorem 1", "lemma": "lemma", ex.NOT_A_CLAIM: "released code *",
+              ex.OWN_RELEASE: "comparators' own releases (LPGM19, GR25)"}
 
 
 def plot_violins(estimates: pd.DataFrame, private: pd.DataFrame, experiment: str,

@@ -50,10 +50,14 @@ def test_experiment_flow_smoke(letter, tmp_path):
     well = {"A": "AIPW clip=0.2", "B": "AIPW_correct", "C": "AIPW_log", "D": "AIPW_log K=2"}
     assert abs(nonprivate.loc[well[letter], "mean"] - exp.true_ate) < 0.15
     private = out["tables"]["private"]
-    assert set(private["mode"]) == {"theorem1", "lemma", ex.NOT_A_CLAIM}
+    own = {ex.OWN_RELEASE} if letter != "D" else set()  # the comparators' own releases
+    assert set(private["mode"]) == {"theorem1", "lemma", ex.NOT_A_CLAIM} | own
+    comparators = out["tables"]["comparators"]
+    assert set(comparators["method"]) == {m.name for m in exp.methods if m.comparator}
     assert ex.ORACLE not in set(private["method"])
     cov = out["tables"]["coverage"]
-    assert set(zip(cov["ci_mode"], cov["sigma2_mode"], strict=True)) == set(ex.CI_MODES)
+    assert set(zip(cov["ci_mode"], cov["sigma2_mode"], strict=True)) == set(ex.CI_MODES) | (
+        {("own", "own")} if own else set())  # a comparator's own CI
     assert cov["coverage"].between(0, 1).all() and (cov["ci_width"] > 0).all()
     # figures on disk under <out_dir>/figures/ate_*.png
     figs = {k: tmp_path / "figures" / p.split("/figures/")[-1] for k, p in out["figures"].items()}
@@ -70,6 +74,9 @@ def test_experiment_flow_smoke(letter, tmp_path):
     assert run.data.metrics[metric_key("nonprivate", well[letter], "mean")] == pytest.approx(
         nonprivate.loc[well[letter], "mean"])
     assert run.data.metrics["targets_total"] >= 1
+    for row in comparators.to_dict("records"):
+        assert run.data.metrics[metric_key("comparators", row["method"], "ours")] == (
+            pytest.approx(row["ours"]))
     names = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert f"ate_{letter}.png" in names and f"experiment_{letter}_reps.csv" in names
     exp_name = mlflow.get_experiment(run.info.experiment_id).name
@@ -108,7 +115,8 @@ def test_parent_flow_writes_the_report(tmp_path):
     text = (tmp_path / "reproduction.md").read_text()
     for needle in ("## Experiment A", "## Experiment D", "§6.8(a)", "not a valid privacy claim",
                    "Total run time", "![violin](figures/ate_A.png)",
-                   "![k_sweep](figures/ate_D_ksweep.png)", "CI coverage"):
+                   "![k_sweep](figures/ate_D_ksweep.png)", "CI coverage",
+                   "our implementations beside the authors' arrays", "LPGM19 clip=0.2"):
         assert needle in text, needle
     assert "## Experiment B" not in text
 

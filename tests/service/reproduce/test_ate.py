@@ -39,6 +39,8 @@ def test_experiment_a_sweeps_b_pi_and_has_the_references():
     assert {(x.n_folds, x.clip) for x in m.values() if x.name.startswith("IPW K=2")} == {
         (2, 0.0035), (2, 0.1), (2, 0.2)}
     assert m["oracle-pi IPW"].estimator == "oracle_ipw"
+    assert {(x.estimator, x.clip) for x in m.values() if x.comparator} == {
+        ("lpgm19", 0.0035), ("lpgm19", 0.05), ("lpgm19", 0.2)}
 
 
 def test_experiment_b_has_the_eight_methods_named_for_the_misspecified_part():
@@ -54,8 +56,9 @@ def test_experiment_b_has_the_eight_methods_named_for_the_misspecified_part():
 
 def test_experiments_c_and_d():
     c = _by_name("C")
-    assert set(c) == {"IPW_log", "G_log", "G_lin", "AIPW_log"}
+    assert set(c) == {"IPW_log", "G_log", "G_lin", "AIPW_log", "LPGM19", "GR25"}
     assert c["AIPW_log"].outcome == "logistic" and all(x.clip == 0.1 for x in c.values())
+    assert (c["LPGM19"].estimator, c["GR25"].estimator) == ("lpgm19", "gr25")
     assert ex.EXPERIMENTS["C"].outcome_bounds == (0.0, 1.0)
     d = _by_name("D")
 
@@ -72,7 +75,9 @@ def test_groups_share_fits_across_clips_only():
     assert [m.name for m in g[("logistic", "linear", 200)]][:3] == ["G_lin", "AIPW clip=0.0035",
                                                                     "IPW clip=0.0035"]
     assert len(g[("logistic", "linear", 200)]) == 7
-    assert len(ex.groups("B")) == 5  # 4 model pairs + oracle
+    assert len(ex.groups("B")) == 6  # 4 model pairs + oracle + the comparators
+    assert [m.name for m in ex.groups("C")[("comparators",)]] == ["LPGM19", "GR25"]
+    assert ex.EXPERIMENTS["C"].n_folds == [500]  # the comparators have no folds
 
 
 def test_bad_experiment_and_max_folds_are_refused():
@@ -211,10 +216,53 @@ def test_compare_means_tolerance_and_verdict():
 def test_one_small_repetition_returns_every_method():
     df = ex.run_repetition("A", 0, n=800, max_folds=5)
     assert list(df["method"]) == [m.name for g in ex.groups("A", 5).values() for m in g]
-    assert np.isfinite(df[["tau_hat", "v_hat"]].to_numpy()).all()
+    assert np.isfinite(df["tau_hat"]).all()
+    own = df["estimator"].isin(["lpgm19", "gr25"])  # own releases: a private CI, no V_hat
+    assert np.isfinite(df.loc[~own, "v_hat"]).all() and own.sum() == 3
     assert set(df["n_folds"]) == {0, 2, 5}
     again = ex.run_repetition("A", 0, n=800, max_folds=5)
     pd.testing.assert_frame_equal(df, again)  # data seeded by (42, rep)
+
+
+# ------------------------------------------------------------------ the comparators
+def test_comparators_run_as_our_own_seeded_releases_and_pass_through_privatise():
+    rows = ex.run_group("C", 0, ("comparators",), n=3000)
+    again = ex.run_group("C", 0, ("comparators",), n=3000)
+    # noise seeded by (NOISE_SEED, rep, method) in evaluation mode
+    pd.testing.assert_frame_equal(pd.DataFrame(rows), pd.DataFrame(again))
+    for r in rows:
+        assert r["private_ci_low"] <= r["private_ate"] <= r["private_ci_high"]
+        assert r["private_ate"] != r["tau_hat"]  # a private release, noise included
+    est = pd.DataFrame(rows)
+    point = ex.privatise(est)
+    assert set(point["mode"]) == {ex.OWN_RELEASE}
+    assert point["ate"].tolist() == [r["private_ate"] for r in rows]  # not noised again
+    ci = ex.privatise(est, ci_modes=ex.CI_MODES, ci_share=0.1)
+    assert ci["ci_low"].tolist() == [r["private_ci_low"] for r in rows]
+
+
+def test_radius_is_the_99_percent_norm_quantile_of_the_design():
+    rng = np.random.default_rng(0)
+    for d in (1, 2, 10):
+        norms = np.linalg.norm(rng.normal(size=(200_000, d)), axis=1)
+        assert np.mean(norms <= ex.covariate_radius(d)) == pytest.approx(0.99, abs=1e-3)
+
+
+def test_compare_comparators_against_hand_computation():
+    est = pd.DataFrame({"method": ["GR25"] * 4, "true_ate": [0.1] * 4,
+                        "tau_hat": [0.1, 0.1, 0.1, 0.1],
+                        "private_ate": [0.09, 0.11, 0.10, 0.12],
+                        "private_ci_low": [0.05, 0.11, 0.0, 0.08],
+                        "private_ci_high": [0.15, 0.2, 0.2, 0.16]})
+    row = ex.compare_comparators(est, "C").set_index("method").loc["GR25"]
+    sd = float(np.std([0.09, 0.11, 0.10, 0.12], ddof=1))
+    assert row["ours"] == pytest.approx(0.105) and row["our_sd"] == pytest.approx(sd)
+    assert row["tolerance"] == pytest.approx(0.003 + 3 * sd / 2 + 3 * 0.0075 / 10)
+    assert bool(row["within"])  # |0.105 - 0.100| <= 0.0269
+    assert row["coverage"] == pytest.approx(3 / 4)  # the second CI starts at 0.11
+    assert row["half-width"] == pytest.approx((0.1 + 0.09 + 0.2 + 0.08) / 8)
+    none = ex.compare_comparators(est, "D")  # no comparator in D: an empty table, its columns
+    assert none.empty and list(none.columns) == ex.COMPARATOR_COLUMNS
 
 
 # ------------------------------------------------------------------ slow: §6.8(b)
