@@ -28,6 +28,7 @@ from dpcausal.ate.aggregation import EnsembleNuisances, aggregate, one_blas_thre
 from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
+from dpcausal.ate.params import check_params
 from dpcausal.ate.planner import auto_folds, layout_for, narrowest_noise_modes, plan
 from dpcausal.ate.release import ATERelease, draw_release
 from dpcausal.ate.scores import ate_and_variance, scores
@@ -39,7 +40,6 @@ from dpcausal.noise import secure_rng
 from dpcausal.validation import (
     check_data,
     check_noise_scale,
-    check_params,
     check_schema,
     outcome_bounds,
     private_failures,
