@@ -69,6 +69,9 @@ def test_dry_run_exits_3_when_the_budget_has_no_headroom(env):
     out = _invoke("run", "--dry-run", *_args(env, "small"))
     assert out.exit_code == 3, out.output
     assert "budget exhausted for dataset small" in out.stderr
+    # the CLI's refusal names the CLI's command, not the Python call (issue 34)
+    assert "`dpcausal ledger set-budget small --zeta Z`" in out.stderr
+    assert "Ledger.set_budget" not in out.stderr
     assert _charges(env, "small") == 0
 
 
