@@ -170,14 +170,30 @@ def lineage(dataset: str, source: str, roles: Mapping[str, Any], columns: Sequen
             "profile": json.dumps({"config_digest": digest(dict(config))})}
 
 
+#: Config values that leave a setting to the release ("unset", "the planner's"): never logged
+#: as params; the release's own public parameters give their values (:func:`release_params`).
+UNRESOLVED = ("None", "auto")
+
+
+def release_params(release: Release) -> dict[str, str]:
+    """The public parameters a release used, as MLflow params (issue 34 §3): the core's
+    ``params`` (the values it resolved: ``sigma2``, ``ci_share``, ``delta``, ``block_folds``
+    ...) under the config's section ``estimator``; the other kinds publish theirs as fields and
+    take every value from their config, which the run's params hold."""
+    out: dict[str, str] = {}
+    flatten_params("estimator", dict(getattr(release, "params", None) or {}), out)
+    return {k: v for k, v in out.items() if v != "None"}  # None: a setting it did not use
+
+
 @task(name="open_release_run", cache_policy=NO_CACHE, persist_result=False, retries=2,
       retry_delay_seconds=1)
 def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
                      tags: dict[str, str], config: dict[str, Any],
                      dataset: dict[str, str]) -> TrackedRun:
     """An MLflow run for one release (public values only): ``tags`` plus the system tags, the
-    config flattened as params and logged as ``config.json``, and ``dataset``
-    (:func:`lineage`) as the run's dataset input."""
+    config flattened as params (but its :data:`UNRESOLVED` values: the release logs what it
+    used) and logged as ``config.json``, and ``dataset`` (:func:`lineage`) as the run's dataset
+    input."""
     from mlflow.entities import Dataset, DatasetInput, InputTag, Param
 
     client = _client(tracking_uri)
@@ -187,7 +203,8 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
                                tags={**system_tags(), **tags}).info.run_id
     params: dict[str, str] = {}
     flatten_params("", config, params)
-    client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in params.items()])
+    client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in params.items()
+                                     if v not in UNRESOLVED])
     client.log_dict(run_id, config, "config.json")
     client.log_inputs(run_id, datasets=[DatasetInput(
         Dataset(name=dataset["name"], digest=dataset["digest"], source_type="dpcausal",
@@ -201,10 +218,11 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
       retry_delay_seconds=1)
 def log_release(run: TrackedRun, release: Release, evaluation: bool,
                 spent: dict[str, Any] | None, tables: dict[str, Any] | None = None) -> None:
-    """The released values into ``run`` (metrics, ``release.json`` = ``release.to_dict()``,
+    """The released values into ``run`` (metrics, the public parameters the release used as
+    params (:func:`release_params`), ``release.json`` = ``release.to_dict()``,
     ``release.png`` = ``release.plot()`` and the kind's published ``tables``, as CSV or Parquet
     by their names); ends it FINISHED. Idempotent: a retry logs the same values again."""
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric, Param
 
     from plots.figures import pyplot, save
 
@@ -213,8 +231,11 @@ def log_release(run: TrackedRun, release: Release, evaluation: bool,
     as_dict = release.to_dict()
     client = _client(run.tracking_uri)
     now = int(time.time() * 1000)
+    logged = client.get_run(run.run_id).data.params  # the config's (a retry: also these)
     client.log_batch(run.run_id, metrics=[Metric(k, v, now, 0)
-                                          for k, v in release_metrics(as_dict, spent).items()])
+                                          for k, v in release_metrics(as_dict, spent).items()],
+                     params=[Param(k, v[:6000]) for k, v in release_params(release).items()
+                             if k not in logged])
     client.log_dict(run.run_id, as_dict, "release.json")
     with tempfile.TemporaryDirectory() as tmp:
         pyplot()  # the headless backend, before the release draws its figure

@@ -223,3 +223,21 @@ def spy_on_block_sums(monkeypatch) -> list:
 
     monkeypatch.setattr(partitioned_flow, "combine_blocks", spy)
     return reached
+
+
+def params_disagreeing(params: dict[str, str], release: dict) -> list[str]:
+    """The MLflow params of a release's run that do not hold what the release used (issue 34):
+    a param logged as ``None`` (an unset config field: the release resolved it), and a param of
+    the mechanism's section (``estimator.*`` or ``mechanism.*``) whose name the release's JSON
+    also publishes (its ``params``, its fields or its privacy detail) with another value."""
+    published = {**(release.get("privacy") or {}).get("detail", {}), **release,
+                 **(release.get("params") or {})}
+    bad = [f"{k}=None" for k, v in params.items() if v == "None"]
+    for key, value in params.items():
+        section, _, name = key.partition(".")
+        if section in ("estimator", "mechanism") and name in published:
+            want = published[name]
+            want = json.dumps(want) if isinstance(want, (list, tuple)) else str(want)
+            if value != want:
+                bad.append(f"{key}={value} but release.json has {want}")
+    return bad
