@@ -70,10 +70,17 @@ def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> di
             if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
-# MLflow 3's experiment kind (the tag its UI reads): a model-development experiment opens in the
-# model-training runs view, not the GenAI view whose "Evaluation runs" would read as the
-# project's non-private evaluation mode (issue 25 §5).
+# MLflow 3's experiment kind: a model-development experiment (the tag the UI read before its
+# workflow switch, and what other clients read; issue 25 §5).
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+#: The query that opens an MLflow 3 UI page in its model-training view. Since its workflow switch
+#: (MLflow >= 3.5; 3.17 checked) the UI ignores the experiment's kind tag: it takes the view from
+#: the URL's ``workflowType`` (``genai`` or ``machine_learning``), else from the browser's
+#: localStorage ``mlflow.workflowType``, whose default is ``genai`` (its Traces/Token usage view,
+#: and "Evaluation runs", which would read as the project's non-private evaluation mode). So a
+#: fresh browser opens every link the project prints in the right view (issue 34 §4).
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
 
 
 def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
@@ -102,7 +109,8 @@ def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
 
 def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     if tracking_uri.startswith(("http://", "https://")):
-        return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+        return (f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+                f"?{MODEL_TRAINING_VIEW}")
     return f"runs:/{run_id}"
 
 
