@@ -618,15 +618,15 @@ class PrivateATE(Mechanism[ATEFacts]):
         if treatment is None or outcome is None or roles:
             raise TypeError("check_data takes the roles treatment= and outcome= (required) and "
                             f"covariates=; got {sorted(roles) or 'no treatment or outcome'}")
-        if covariates is None:
-            columns(data, treatment=treatment, outcome=outcome)
-            covariates = [c for c in data.columns if c not in (treatment, outcome)]
-        columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
+        left_out = [] if covariates is not None else [
+            c for c in _other_columns(data, treatment, outcome) if not _is_number(data[c])]
+        covariates = _covariates(data, treatment, outcome, covariates)
         check_policy(self.missing, self.missing_fill)
         bounds = self._bounds() if outcome_bounds is None else outcome_bounds
         return check_ate_data(data, treatment=treatment, outcome=outcome,
-                              covariates=list(covariates), outcome_bounds=bounds,
-                              missing=self.missing, n_folds=self.resolved_n_folds)
+                              covariates=covariates, outcome_bounds=bounds,
+                              missing=self.missing, n_folds=self.resolved_n_folds,
+                              left_out=left_out)
 
     # ------------------------------------------------------------------ contract
     def check_input(self, data: Any, *args: Any, treatment: str | None = None,
@@ -741,13 +741,38 @@ def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcom
     if treatment is None or outcome is None:
         raise TypeError("fit(df, ...) needs the column roles treatment= and outcome= "
                         "(covariates= defaults to every other column); or pass fit(X, A, Y)")
-    if covariates is None:
-        columns(data, treatment=treatment, outcome=outcome)    # names the missing role first
-        covariates = [c for c in data.columns if c not in (treatment, outcome)]
-    cols = columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
-    if cols["covariates"].shape[1] == 0:
-        raise ValueError("no covariate columns: name them with covariates=[...]")
+    covariates = _covariates(data, treatment, outcome, covariates)
+    cols = columns(data, treatment=treatment, outcome=outcome, covariates=covariates)
     return cols["covariates"], cols["treatment"], cols["outcome"]
+
+
+def _other_columns(data: pd.DataFrame, treatment: str, outcome: str) -> list[Any]:
+    columns(data, treatment=treatment, outcome=outcome)    # names a missing role first
+    return [c for c in data.columns if c not in (treatment, outcome)]
+
+
+def _is_number(col: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col))
+
+
+def _covariates(data: pd.DataFrame, treatment: str, outcome: str,
+                covariates: Sequence[str] | None) -> list[Any]:
+    """The covariates of a DataFrame release, one meaning for ``fit``, ``check_input`` and
+    ``check_data`` (issue 34 §1): the columns named, or, when ``covariates`` is omitted, every
+    other column whose dtype is a number or bool (never a text or id column, which would be
+    missing in every row); none at all is refused (``covariates=[]`` names none)."""
+    if covariates is None:
+        covariates = [c for c in _other_columns(data, treatment, outcome)
+                      if _is_number(data[c])]
+        if not covariates:
+            raise ValueError("no covariate columns: no column besides the treatment and the "
+                             "outcome is numeric; name them with covariates=[...]")
+    elif len(covariates) == 0:
+        raise ValueError("no covariate columns: covariates=[] names none; name at least one "
+                         "(covariates=[...]), or omit covariates= to take every other numeric "
+                         "column")
+    columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
+    return list(covariates)
 
 
 def _check_finite(tau_hat: float, v_hat: float) -> None:
