@@ -28,10 +28,10 @@ def survey_csv(tmp_path):
     return path
 
 
-def _run(args, tmp_path, monkeypatch):
+def _run(args, tmp_path, monkeypatch, command="check-data"):
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
-    return CliRunner().invoke(main, ["check-data", *args])
+    return CliRunner().invoke(main, [command, *args])
 
 
 def test_counts_missing_values_and_writes_nothing(survey_csv, tmp_path, monkeypatch):
@@ -124,12 +124,6 @@ def wages_csv(tmp_path):
     return path
 
 
-def _plan(args, tmp_path, monkeypatch):
-    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
-    return CliRunner().invoke(main, ["plan", *args])
-
-
 def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_path, monkeypatch):
     """``covariates: []`` is no covariates for every command (refused alike); omitted, the
     covariates are the other columns declared numbers, never one declared str (issue 34 §1);
@@ -138,8 +132,7 @@ def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_pat
             "--set", "estimator.n_folds=10", "--set", "estimator.outcome_bounds=[4, 8]"]
     empty = [*base, "--set", "columns.covariates=[]"]
     for command in ("check-data", "plan"):
-        out = (_run(empty, tmp_path, monkeypatch) if command == "check-data"
-               else _plan(empty, tmp_path, monkeypatch))
+        out = _run(empty, tmp_path, monkeypatch, command)
         assert out.exit_code == 2, (command, out.output)
         assert "no covariate columns" in out.output, (command, out.output)
     from dpcausal.ledger import Ledger
@@ -151,7 +144,7 @@ def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_pat
 
     declared = [*base, "--set", "columns.covariates=null",
                 "--set", "data.dtypes={address: str, village: str}"]
-    planned = _plan(declared, tmp_path, monkeypatch)
+    planned = _run(declared, tmp_path, monkeypatch, "plan")
     assert planned.exit_code == 0, planned.output
     assert "n=400, d=2" in planned.output  # educ, exper: never the text columns
     looked = _run(declared, tmp_path, monkeypatch)
