@@ -169,8 +169,9 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
 
 def test_mlflow_pages_open_in_the_model_training_view(stack: Stack) -> None:
     """A fresh browser opens the run link the project prints, and its experiment, in MLflow's
-    model-training view: no GenAI view (Traces, Token usage) nor its "Evaluation runs", which
-    would read as the project's non-private evaluation mode (issue 34 §4). The run is made here
+    model-training view: no GenAI view (Token usage, Judges) nor its "Evaluation runs", which
+    would read as the project's non-private evaluation mode (issue 34 §4); the run's breadcrumb
+    says "Runs". The run is made here
     with the project's own experiment tags, so the test stands alone."""
     from tasks.tracking import EXPERIMENT_KIND, MODEL_TRAINING_VIEW, run_url
 
@@ -185,7 +186,10 @@ def test_mlflow_pages_open_in_the_model_training_view(stack: Stack) -> None:
         "run_id": run_id, "params": [{"key": "estimator.sigma2", "value": "tight"}],
         "metrics": [{"key": "released_ate", "value": 0.125, "timestamp": 0, "step": 0}]})
     stack.ml("POST", "/runs/update", {"run_id": run_id, "status": "FINISHED"})
-    forbidden = ("Traces", "Token usage", "Evaluation runs", "Detect Issues")
+    # the GenAI view's own words (its Overview: Traces/Latency/Token usage; its side bar:
+    # Observability, Judges, Evaluation runs); the model-training view keeps a Traces tab
+    forbidden = ("Token usage", "Latency", "Evaluation runs", "Detect Issues", "Observability",
+                 "Judges")
     headers = {"Authorization": stack.headers["Authorization"]}
     with browser(headers) as page:  # its own profile: nothing in localStorage
         page.goto(run_url(stack.mlflow, exp_id, run_id))
@@ -195,6 +199,7 @@ def test_mlflow_pages_open_in_the_model_training_view(stack: Stack) -> None:
         page.screenshot(ARTIFACTS / "mlflow_run_training_view.png")
         text = page.text()
         assert not [w for w in forbidden if w in text], text[:1500]
+        assert "Model training" in text and "\nRuns\n" in text, text[:1500]
         page.goto(f"{stack.mlflow}/#/experiments/{exp_id}?{MODEL_TRAINING_VIEW}")
         page.wait_text(["it-view-release", name], 60, "MLflow experiment page")
         time.sleep(2)
