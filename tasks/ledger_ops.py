@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import BudgetExceededError, Cap, Ledger, schema
+from dpcausal.ledger import BudgetExceededError, Cap, IncompatibleChargeError, Ledger, schema
+from dpcausal.ledger.composition import EPSILON_CAP_CALL
 from dpcausal.ledger.store import Fingerprint
 
 
@@ -46,13 +47,18 @@ def _no_cap(dataset: str, cap: str, ledger: str) -> str:
 @contextmanager
 def in_cli_words(dataset: str, cap: str) -> Iterator[None]:
     """Within: a budget refusal names the CLI's command that raises the cap (``dpcausal ledger
-    set-budget DATASET --zeta Z``, its flags those of ``cap`` with placeholders) instead of the
-    library's Python call: the orchestration is run from the CLI (issue 34 §6)."""
+    set-budget DATASET --zeta Z``, its flags those of ``cap`` with placeholders), and a charge
+    the cap can never admit the one that gives an (epsilon, delta) cap, instead of the library's
+    Python calls: the orchestration is run from the CLI (issue 34 §6)."""
     try:
         yield
     except BudgetExceededError as exc:
         flags = re.sub(r"--(\w+) \S+", lambda m: f"--{m[1]} {m[1][0].upper()}", cap)
         raise exc.in_words_of(f"dpcausal ledger set-budget {dataset} {flags}") from None
+    except IncompatibleChargeError as exc:
+        reason = exc.reason.replace(
+            EPSILON_CAP_CALL, f"dpcausal ledger set-budget {dataset} --epsilon E --delta D")
+        raise IncompatibleChargeError(exc.dataset, reason, exc.ledger) from None
 
 
 def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | None = None,
