@@ -89,8 +89,8 @@ public_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON document instead of the table.")
 
-BUDGET_COLUMNS = ["dataset", "unit", "public", "cap", "charges", "unfinished", "spent_epsilon",
-                  "next_zeta", "next_epsilon", "next_pure_epsilon"]
+BUDGET_COLUMNS = ["dataset", "unit", "public", "cap", "charges", "unfinished", "spent_zeta",
+                  "spent_epsilon", "next_zeta", "next_epsilon", "next_pure_epsilon"]
 HISTORY_COLUMNS = ["release_id", "status", "mechanism", "unit", "public", "epsilon", "delta",
                    "detail", "reserved_at", "run_url"]
 

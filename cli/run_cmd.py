@@ -55,12 +55,13 @@ def _failed(exc: BaseException, evaluation: bool) -> NoReturn:
 def _bounds_notice(config: Any) -> None:
     """A core release whose outcome bounds the ledger has never seen privately checked says so,
     once, before the charge (issue 19 §1), with the charged library call that checks them.
-    Bounds [0, 1] declare a binary outcome (the library's public rule,
-    :func:`dpcausal.ate.sensitivity.calibrate`), which nothing clips: no notice."""
+    Only an outcome declared binary (``data.dtypes`` gives it ``bool``: its reader makes any
+    value but 0/1 missing, so nothing is clipped) needs no check; bounds [0, 1] alone declare
+    nothing, as they are easily copied onto a continuous outcome (issue 34 §2)."""
     from tasks.ledger_ops import bounds_checked
 
     bounds, dataset = config.estimator.outcome_bounds, config.ledger.dataset_id
-    if bounds is None or tuple(map(float, bounds)) == (0.0, 1.0) or \
+    if bounds is None or config.data.dtypes.get(config.columns.outcome) == "bool" or \
             bounds_checked(dataset, tuple(bounds)):
         return
     click.echo(f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been "

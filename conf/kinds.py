@@ -64,7 +64,9 @@ class Kind:
 
     def schema(self, config: Any) -> Schema:
         """The columns the release reads with their declared types (every other column is
-        dropped at load, except the core's default covariates: every other column, as floats).
+        dropped at load, except the core's default covariates: every other column, floats unless
+        ``data.dtypes`` declares another type; the id column as text: the library takes the
+        number columns, :func:`default_covariates`).
         A role's type is ``data.dtypes`` of its column, else :data:`ROLE_DTYPES` of its role; a
         ``data.dtypes`` entry for a column the release does not read is refused (a typo)."""
         roles = self.roles(config)
@@ -73,13 +75,37 @@ class Kind:
         for role, value in roles.items():
             for name in [value] if isinstance(value, str) else (value or []):
                 out.setdefault(name, declared.get(name, ROLE_DTYPES[role]))
-        if "covariates" in roles and roles["covariates"] is None:  # every other column
-            return Schema({**declared, **out}, ROLE_DTYPES["covariates"])
+        if "covariates" in roles and roles["covariates"] is None:  # every other number column
+            ids = {config.data.id_column: "str"} if config.data.id_column else {}
+            return Schema({**ids, **declared, **out}, ROLE_DTYPES["covariates"])
         unread = sorted(set(declared) - set(out) - {getattr(config.data, "id_column", None)})
         if unread:
             raise ValueError(f"data.dtypes names {unread[0]!r}, which is not a column this "
                              f"release reads ({', '.join(out)}); remove it or fix its name")
         return Schema(out)
+
+
+NUMBER_TYPES = ("float", "int", "bool")
+
+
+def default_covariates(names: list[str], c: Any, data: Any) -> list[str]:
+    """The core's covariates among the source's columns ``names``: ``columns.covariates`` as
+    given, or, omitted, every other column whose declared type (``data.dtypes``, else float) is
+    a number, never the id column or one declared ``str`` (issue 34 §1: one meaning for
+    ``plan``, ``check-data``, ``run`` and the library's DataFrame default). None at all is a
+    ValueError, as the library's. ``c`` is the config's ``columns``, ``data`` its source."""
+    if c.covariates is not None:
+        if not c.covariates:
+            raise ValueError("no covariate columns: columns.covariates is [], which names none; "
+                             "name at least one, or omit the key to take every other column "
+                             "declared a number")
+        return list(c.covariates)
+    taken = {c.treatment, c.outcome, data.id_column}
+    found = [n for n in names if n not in taken and data.dtypes.get(n, "float") in NUMBER_TYPES]
+    if not found:
+        raise ValueError("no covariate columns: no column besides the treatment and the outcome "
+                         "is declared a number; name them in columns.covariates")
+    return found
 
 
 #: The type of a column by its role when ``data.dtypes`` does not declare it (issue 26 §1).

@@ -75,6 +75,16 @@ class BoundsCheckRelease(Release):
                                             f"{100 * self.noise_sd:.2f}%)"),
                 ("verdict", self.message())]
 
+    def table_rows(self) -> list[dict[str, Any]]:
+        """The released shares (the verdict in the last row's name): each count's noise sd is
+        ``noise_sd / sqrt(2)``, as the two counts' noises are independent."""
+        one = self.noise_sd / math.sqrt(2)
+        return [{"name": name, "estimate": share, "se": sd, "ci_lower": None, "ci_upper": None}
+                for name, share, sd in (("share below", self.share_below, one),
+                                        ("share above", self.share_above, one),
+                                        (f"share outside (verdict: {self.verdict})",
+                                         self.share_outside, self.noise_sd))]
+
     def message(self) -> str:
         """The verdict in plain words."""
         pct = f"{100 * self.tolerance:g}%"

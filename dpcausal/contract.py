@@ -164,16 +164,21 @@ class Release(ResultMixin):
         return [{"name": "ATE", "estimate": self.ate, "se": self.se,
                  "ci_lower": lo, "ci_upper": hi}]
 
+    def table_rows(self) -> list[dict[str, Any]]:
+        """The rows of :meth:`summary`: the released estimates (:meth:`estimate_rows`); a
+        mechanism that releases no estimate gives its released figures instead."""
+        return self.estimate_rows()
+
     def summary(self) -> pd.DataFrame:
         """The released estimates as a table (DoubleML's layout).
 
         Returns
         -------
         pandas.DataFrame
-            One row per estimate (:meth:`estimate_rows`), columns ``estimate``, ``se``,
+            One row per estimate (:meth:`table_rows`), columns ``estimate``, ``se``,
             ``ci_lower``, ``ci_upper``, ``epsilon``, ``delta``.
         """
-        rows = self.estimate_rows()
+        rows = self.table_rows()
         frame = pd.DataFrame(rows, columns=["name", "estimate", "se", "ci_lower", "ci_upper"])
         frame = frame.set_index("name").astype(float)
         frame.index.name = None

@@ -111,9 +111,12 @@ def check_roles_data(frame: pd.DataFrame, roles: dict[str, Any],
 
 def check_ate_data(frame: pd.DataFrame, *, treatment: str, outcome: str,
                    covariates: Sequence[str], outcome_bounds: tuple[float, float],
-                   missing: str, n_folds: Callable[[int, int], int]) -> DataCheck:
+                   missing: str, n_folds: Callable[[int, int], int],
+                   left_out: Sequence[str] = ()) -> DataCheck:
     """:class:`DataCheck` of the core release: per-column counts, arms, what the policy
-    ``missing`` does (rows dropped or scored 0), n and rows per fold at ``n_folds(n, d)``."""
+    ``missing`` does (rows dropped or scored 0), n and rows per fold at ``n_folds(n, d)``; the
+    covariates missing in every row (each adds an indicator, raises d and lowers K: a text or id
+    column read as a number?) and the ``left_out`` columns the default covariates skipped."""
     table = describe(frame, {"treatment": treatment, "outcome": outcome,
                              "covariate": list(covariates)},
                      treatment="treatment", outcome="outcome", outcome_bounds=outcome_bounds)
@@ -137,6 +140,15 @@ def check_ate_data(frame: pd.DataFrame, *, treatment: str, outcome: str,
     else:
         facts["share of rows scored 0 (bias toward 0)"] = float(bad_ay.mean()) if rows else 0.0
     facts["n of the release"] = n
+    empty = [str(c) for c in covariates if bool(frame[c].isna().all())]
+    if empty:
+        facts["covariates missing in every row: " + ", ".join(empty)] = (
+            "each adds an indicator column and raises d, which lowers K and widens the CI; a text "
+            "or id column? leave it out (name columns.covariates / covariates=, or declare it "
+            "str in data.dtypes)")
+    if left_out:
+        facts["not covariates (not a number): " + ", ".join(map(str, left_out))] = (
+            "name them in covariates= to use them")
     try:
         K = n_folds(n, d)
         facts["n_folds (planned K)"] = K

@@ -2,8 +2,8 @@
 argument and the fix, split by what the check reads (a refusal after the charge would depend on
 data):
 
-- :func:`check_schema` and :func:`check_params` read public facts only (shapes, dtypes, n, d,
-  parameters) and run before anything is charged;
+- :func:`check_schema` reads public facts only (shapes, dtypes, n, d) and runs before anything
+  is charged (the core's parameters: :func:`dpcausal.ate.params.check_params`);
 - :func:`check_values` reads data values (finiteness, the 0/1 coding, both arms non-empty); in a
   release it runs after the charge, inside :func:`private_failures`, so that a failure publishes
   a generic message and its details go only to the curator's private log.
@@ -21,15 +21,6 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
-
-ESTIMATORS = ("g", "ipw", "aipw")
-
-# Why the G-formula releases no CI (dpcausal/SPECS.md, "G-formula: point estimate only").
-G_NO_CI = (
-    "estimator='g' releases the point estimate only (ci_share=0, or 'auto'): its variance "
-    "estimate V_hat is the spread of the predicted effects mu1_hat - mu0_hat and omits the "
-    "outcome models' own estimation error, so its CI under-covers once the privacy noise stops "
-    "dominating (0.83-0.91 at zeta = 5, n = 5,000, K = 200); estimator='aipw' gives a valid CI")
 
 #: The curator's private log: details of data-dependent failures (counts, values, a user
 #: model's error text). It never propagates to the root logger (Prefect's, the CLI's) and has
@@ -204,84 +195,6 @@ def check_noise_scale(sigma_ate: float, bounds: tuple[float, float], level: floa
             NoiseWiderThanBoundsWarning, stacklevel=4)
 
 
-def check_params(params: dict[str, Any], n: int, d: int) -> None:
-    """Check the public parameters of :class:`~dpcausal.PrivateATE` against n and d."""
-    est = params["estimator"]
-    if est not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {est!r}")
-    lo, hi = outcome_bounds(params["outcome_bounds"])
-    if est == "ipw" and max(abs(lo), abs(hi)) == 0:
-        raise ValueError("outcome_bounds must not be (0, 0)")
-    clip = params["propensity_clip"]
-    if not (isinstance(clip, (int, float)) and 0 < clip <= 0.5):
-        raise ValueError(
-            f"propensity_clip (eta_c, B_pi = 1/eta_c) must be in (0, 0.5], got {clip!r}"
-        )
-    _positive("zeta", params["zeta"])
-    r = params["ci_share"]
-    if not (isinstance(r, (int, float)) and 0 <= r < 1):
-        raise ValueError(f"ci_share must be in [0, 1) (0 = point estimate only), got {r!r}")
-    if params["estimator"] == "g" and r > 0:
-        raise ValueError(G_NO_CI)
-    alpha, p1 = params["alpha"], params["p1"]
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if not (isinstance(p1, (int, float)) and 0 < p1 < alpha / 2):
-        raise ValueError(f"p1 must be in (0, alpha/2) = (0, {alpha / 2}), got {p1!r}")
-    delta = params["delta"]
-    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    for name, allowed in (
-        ("sensitivity", ("tight", "theorem1", "lemma", "released_code")),  # sensitivity.py
-        ("sigma2", ("paper", "tight")),
-        ("ci", ("paper", "conservative")),
-    ):
-        if params[name] not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {params[name]!r}")
-    if params["sensitivity"] == "released_code":
-        warnings.warn(
-            "sensitivity='released_code' reproduces the paper's plotting constants, which are "
-            "NOT a valid privacy bound for AIPW (spec §2.4); never use it for a release",
-            UserWarning,
-            stacklevel=3,
-        )
-    K = params["n_folds"]
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-        raise TypeError(f"n_folds must be an integer, got {type(K).__name__}")
-    if K < 2:
-        raise ValueError(f"n_folds must be >= 2, got {K}")
-    if K > n // 2:
-        raise ValueError(
-            f"n_folds={K} is too large for n={n}: each fold needs at least 2 rows; "
-            f"use n_folds <= {n // 2}, or n_folds='auto' (the planner's choice: "
-            "dpcausal.ate.planner.auto_n_folds)"
-        )
-    per_fold = n / K
-    if per_fold < max(20, 5 * (d + 1)):
-        warnings.warn(
-            f"only {per_fold:.0f} rows per fold for {d} covariates (n={n}, n_folds={K}): fold "
-            f"models will be poor; consider n_folds <= {max(2, n // max(20, 5 * (d + 1)))}",
-            UserWarning,
-            stacklevel=3,
-        )
-    _check_model(params, "propensity_model", needed=est in ("ipw", "aipw"), method="predict_proba")
-    _check_model(params, "outcome_model", needed=est in ("g", "aipw"), method="predict")
-
-
-def _check_model(params: dict[str, Any], name: str, needed: bool, method: str) -> None:
-    model = params[name]
-    if not needed:
-        return
-    if model is None:
-        raise ValueError(f"estimator={params['estimator']!r} needs {name}; got None")
-    missing = [m for m in ("fit", method) if not callable(getattr(model, m, None))]
-    if missing:
-        raise TypeError(
-            f"{name} must implement fit and {method} (any scikit-learn-style estimator or "
-            f"Pipeline); {type(model).__name__} lacks {missing}"
-        )
-
-
 def outcome_bounds(bounds: Any) -> tuple[float, float]:
     """The public outcome bounds as floats; ``None`` (unset) and malformed pairs raise a
     ``ValueError`` naming the argument and why it is required."""
@@ -298,8 +211,3 @@ def outcome_bounds(bounds: Any) -> tuple[float, float]:
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"outcome_bounds must be finite with low < high, got {bounds!r}")
     return lo, hi
-
-
-def _positive(name: str, value: Any) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from conf.kinds import default_covariates
 from conf.models import DataSource, Schema
 
 
@@ -237,7 +238,6 @@ def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
     count of rows the release's reader parses (:func:`read_csv_table`), the Parquet footer (the
     sum of the partitions' footers, the id column not counted), or ``COUNT(*)`` and the result's
     column names for SQL."""
-    roles = (columns.treatment, columns.outcome, *([source.id_column] if source.id_column else []))
     if source.partitions is not None:
         footers = partition_footers(source.partitions)
         n, names = sum(rows for rows, _ in footers), list(footers[0][1])
@@ -261,8 +261,7 @@ def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
                     f"SELECT COUNT(*) FROM ({source.sql}) AS q")).scalar_one())
         finally:
             engine.dispose()
-    covariates = columns.covariates or [c for c in names if c not in roles]
-    return n, len(covariates)
+    return n, len(default_covariates(names, columns, source))
 
 
 def select(frame: pd.DataFrame, columns: list[str] | None) -> pd.DataFrame:

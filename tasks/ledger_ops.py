@@ -4,10 +4,13 @@ demo's own cap. Reserving and committing a charge happens in one place only:
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from dpcausal.accounting import PrivacyCharge
-from dpcausal.ledger import Cap, Ledger, schema
+from dpcausal.ledger import BudgetExceededError, Cap, IncompatibleChargeError, Ledger, schema
+from dpcausal.ledger.composition import EPSILON_CAP_CALL
 from dpcausal.ledger.store import Fingerprint
 
 
@@ -41,6 +44,23 @@ def _no_cap(dataset: str, cap: str, ledger: str) -> str:
             "creates a cap: a new dataset id must not start with a fresh budget)")
 
 
+@contextmanager
+def in_cli_words(dataset: str, cap: str) -> Iterator[None]:
+    """Within: a budget refusal names the CLI's command that raises the cap (``dpcausal ledger
+    set-budget DATASET --zeta Z``, its flags those of ``cap`` with placeholders), and a charge
+    the cap can never admit the one that gives an (epsilon, delta) cap, instead of the library's
+    Python calls: the orchestration is run from the CLI (issue 34 §6)."""
+    try:
+        yield
+    except BudgetExceededError as exc:
+        flags = re.sub(r"--(\w+) \S+", lambda m: f"--{m[1]} {m[1][0].upper()}", cap)
+        raise exc.in_words_of(f"dpcausal ledger set-budget {dataset} {flags}") from None
+    except IncompatibleChargeError as exc:
+        reason = exc.reason.replace(
+            EPSILON_CAP_CALL, f"dpcausal ledger set-budget {dataset} --epsilon E --delta D")
+        raise IncompatibleChargeError(exc.dataset, reason, exc.ledger) from None
+
+
 def set_initial_budget(dataset: str, *, zeta: float | None = None, rho: float | None = None,
                        epsilon: float | None = None, delta: float | None = None,
                        unit: str = "row", fingerprint: Fingerprint = None) -> Cap:
@@ -61,7 +81,7 @@ def check_budget(dataset: str, charge: PrivacyCharge, *, unit: str,
     DatasetIdentityError, or no cap at all) before any model is fitted. ``unit`` is the charge's
     unit of privacy, ``fingerprint`` the keyed identities of the data and of their source. The
     reservation at release time stays authoritative."""
-    with open_ledger(dataset, cap) as led:
+    with in_cli_words(dataset, cap), open_ledger(dataset, cap) as led:
         led.check(dataset, charge, unit=unit, fingerprint=fingerprint)
 
 

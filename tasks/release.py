@@ -56,7 +56,7 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
     if evaluation:
         return Charged(evaluation_release(mechanism, checked.prepared).of_dataset(dataset))
     log_private_errors()
-    with ledger_ops.open_ledger(dataset, cap) as led:
+    with ledger_ops.in_cli_words(dataset, cap), ledger_ops.open_ledger(dataset, cap) as led:
         return charge_to_ledger(led, dataset, release_id, mechanism, checked.prepared,
                                 checked.charge, fingerprint=checked.identity,
                                 run_url=run_url, detail=detail)

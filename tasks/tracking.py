@@ -70,10 +70,17 @@ def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> di
             if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
-# MLflow 3's experiment kind (the tag its UI reads): a model-development experiment opens in the
-# model-training runs view, not the GenAI view whose "Evaluation runs" would read as the
-# project's non-private evaluation mode (issue 25 §5).
+# MLflow 3's experiment kind: a model-development experiment (the tag the UI read before its
+# workflow switch, and what other clients read; issue 25 §5).
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+#: The query that opens an MLflow 3 UI page in its model-training view. Since its workflow switch
+#: (MLflow >= 3.5; 3.17 checked) the UI ignores the experiment's kind tag: it takes the view from
+#: the URL's ``workflowType`` (``genai`` or ``machine_learning``), else from the browser's
+#: localStorage ``mlflow.workflowType``, whose default is ``genai`` (its Traces/Token usage view,
+#: and "Evaluation runs", which would read as the project's non-private evaluation mode). So a
+#: fresh browser opens every link the project prints in the right view (issue 34 §4).
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
 
 
 def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
@@ -102,7 +109,8 @@ def ensure_experiment(name: str, tracking_uri: str | None = None) -> str:
 
 def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     if tracking_uri.startswith(("http://", "https://")):
-        return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+        return (f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+                f"?{MODEL_TRAINING_VIEW}")
     return f"runs:/{run_id}"
 
 
@@ -170,14 +178,30 @@ def lineage(dataset: str, source: str, roles: Mapping[str, Any], columns: Sequen
             "profile": json.dumps({"config_digest": digest(dict(config))})}
 
 
+#: Config values that leave a setting to the release ("unset", "the planner's"): never logged
+#: as params; the release's own public parameters give their values (:func:`release_params`).
+UNRESOLVED = ("None", "auto")
+
+
+def release_params(release: Release) -> dict[str, str]:
+    """The public parameters a release used, as MLflow params (issue 34 §3): the core's
+    ``params`` (the values it resolved: ``sigma2``, ``ci_share``, ``delta``, ``block_folds``
+    ...) under the config's section ``estimator``; the other kinds publish theirs as fields and
+    take every value from their config, which the run's params hold."""
+    out: dict[str, str] = {}
+    flatten_params("estimator", dict(getattr(release, "params", None) or {}), out)
+    return {k: v for k, v in out.items() if v != "None"}  # None: a setting it did not use
+
+
 @task(name="open_release_run", cache_policy=NO_CACHE, persist_result=False, retries=2,
       retry_delay_seconds=1)
 def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
                      tags: dict[str, str], config: dict[str, Any],
                      dataset: dict[str, str]) -> TrackedRun:
     """An MLflow run for one release (public values only): ``tags`` plus the system tags, the
-    config flattened as params and logged as ``config.json``, and ``dataset``
-    (:func:`lineage`) as the run's dataset input."""
+    config flattened as params (but its :data:`UNRESOLVED` values: the release logs what it
+    used) and logged as ``config.json``, and ``dataset`` (:func:`lineage`) as the run's dataset
+    input."""
     from mlflow.entities import Dataset, DatasetInput, InputTag, Param
 
     client = _client(tracking_uri)
@@ -187,7 +211,8 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
                                tags={**system_tags(), **tags}).info.run_id
     params: dict[str, str] = {}
     flatten_params("", config, params)
-    client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in params.items()])
+    client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in params.items()
+                                     if v not in UNRESOLVED])
     client.log_dict(run_id, config, "config.json")
     client.log_inputs(run_id, datasets=[DatasetInput(
         Dataset(name=dataset["name"], digest=dataset["digest"], source_type="dpcausal",
@@ -201,10 +226,11 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
       retry_delay_seconds=1)
 def log_release(run: TrackedRun, release: Release, evaluation: bool,
                 spent: dict[str, Any] | None, tables: dict[str, Any] | None = None) -> None:
-    """The released values into ``run`` (metrics, ``release.json`` = ``release.to_dict()``,
+    """The released values into ``run`` (metrics, the public parameters the release used as
+    params (:func:`release_params`), ``release.json`` = ``release.to_dict()``,
     ``release.png`` = ``release.plot()`` and the kind's published ``tables``, as CSV or Parquet
     by their names); ends it FINISHED. Idempotent: a retry logs the same values again."""
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric, Param
 
     from plots.figures import pyplot, save
 
@@ -213,8 +239,11 @@ def log_release(run: TrackedRun, release: Release, evaluation: bool,
     as_dict = release.to_dict()
     client = _client(run.tracking_uri)
     now = int(time.time() * 1000)
+    logged = client.get_run(run.run_id).data.params  # the config's (a retry: also these)
     client.log_batch(run.run_id, metrics=[Metric(k, v, now, 0)
-                                          for k, v in release_metrics(as_dict, spent).items()])
+                                          for k, v in release_metrics(as_dict, spent).items()],
+                     params=[Param(k, v[:6000]) for k, v in release_params(release).items()
+                             if k not in logged])
     client.log_dict(run.run_id, as_dict, "release.json")
     with tempfile.TemporaryDirectory() as tmp:
         pyplot()  # the headless backend, before the release draws its figure

@@ -30,6 +30,7 @@ from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds
 from dpcausal.ate.choice import DESIGNS, ENSEMBLE_ASSUMPTION, compare
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
+from dpcausal.ate.params import check_params
 from dpcausal.ate.planner import (
     UNINFORMATIVE_RATIO,
     auto_folds,
@@ -47,7 +48,6 @@ from dpcausal.noise import secure_rng
 from dpcausal.validation import (
     check_data,
     check_noise_scale,
-    check_params,
     check_schema,
     outcome_bounds,
     private_failures,
@@ -863,15 +863,16 @@ class PrivateATE(Mechanism[ATEFacts]):
         if treatment is None or outcome is None or roles:
             raise TypeError("check_data takes the roles treatment= and outcome= (required) and "
                             f"covariates=; got {sorted(roles) or 'no treatment or outcome'}")
-        if covariates is None:
-            columns(data, treatment=treatment, outcome=outcome)
-            covariates = [c for c in data.columns if c not in (treatment, outcome)]
-        columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
+        left_out = [] if covariates is not None else [
+            c for c in _other_columns(data, treatment, outcome) if not _is_number(data[c])]
+        covariates = _covariates(data, treatment, outcome, covariates,
+                                 none_needed=self.estimator == "dim")
         check_policy(self.missing, self.missing_fill)
         bounds = self._bounds() if outcome_bounds is None else outcome_bounds
         return check_ate_data(data, treatment=treatment, outcome=outcome,
-                              covariates=list(covariates), outcome_bounds=bounds,
-                              missing=self.missing, n_folds=self.resolved_n_folds)
+                              covariates=covariates, outcome_bounds=bounds,
+                              missing=self.missing, n_folds=self.resolved_n_folds,
+                              left_out=left_out)
 
     # ------------------------------------------------------------------ contract
     def check_input(self, data: Any, *args: Any, treatment: str | None = None,
@@ -1023,13 +1024,39 @@ def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcom
     if treatment is None or outcome is None:
         raise TypeError("fit(df, ...) needs the column roles treatment= and outcome= "
                         "(covariates= defaults to every other column); or pass fit(X, A, Y)")
-    if covariates is None:
-        columns(data, treatment=treatment, outcome=outcome)    # names the missing role first
-        covariates = [c for c in data.columns if c not in (treatment, outcome)]
-    cols = columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
-    if cols["covariates"].shape[1] == 0 and not none_needed:
-        raise ValueError("no covariate columns: name them with covariates=[...]")
+    covariates = _covariates(data, treatment, outcome, covariates, none_needed)
+    cols = columns(data, treatment=treatment, outcome=outcome, covariates=covariates)
     return cols["covariates"], cols["treatment"], cols["outcome"]
+
+
+def _other_columns(data: pd.DataFrame, treatment: str, outcome: str) -> list[Any]:
+    columns(data, treatment=treatment, outcome=outcome)    # names a missing role first
+    return [c for c in data.columns if c not in (treatment, outcome)]
+
+
+def _is_number(col: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col))
+
+
+def _covariates(data: pd.DataFrame, treatment: str, outcome: str,
+                covariates: Sequence[str] | None, none_needed: bool = False) -> list[Any]:
+    """The covariates of a DataFrame release, one meaning for ``fit``, ``check_input`` and
+    ``check_data`` (issue 34 §1): the columns named, or, when ``covariates`` is omitted, every
+    other column whose dtype is a number or bool (never a text or id column, which would be
+    missing in every row); none at all is refused (``covariates=[]`` names none) unless
+    ``none_needed`` (the difference in means uses none)."""
+    if covariates is None:
+        covariates = [c for c in _other_columns(data, treatment, outcome)
+                      if _is_number(data[c])]
+        if not covariates and not none_needed:
+            raise ValueError("no covariate columns: no column besides the treatment and the "
+                             "outcome is numeric; name them with covariates=[...]")
+    elif len(covariates) == 0 and not none_needed:
+        raise ValueError("no covariate columns: covariates=[] names none; name at least one "
+                         "(covariates=[...]), or omit covariates= to take every other numeric "
+                         "column")
+    columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
+    return list(covariates)
 
 
 def _positive_zeta(zeta: Any) -> None:

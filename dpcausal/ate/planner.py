@@ -52,7 +52,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtri
 
 from dpcausal.ate.blocks import BlockLayout, balanced_layout
-from dpcausal.ate.sensitivity import calibrate
+from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
 MODEL_KINDS = ("parametric", "other")
@@ -64,7 +64,6 @@ _OUTCOME_ARMS = {"g": 2, "ipw": 0, "aipw": 2}
 _K_GRID = (2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000,
            100_000, 200_000)
 CI_SHARES = (0.05, 0.1, 0.2, 0.3)
-SIGMA2_MODES = ("paper", "tight")
 UNINFORMATIVE_RATIO = 10.0
 FULL_ENSEMBLE_FOLDS = 256   # block_folds="auto" keeps the paper's full ensemble up to this K
 MAX_BLOCK_FOLDS = 128       # ... and above it, blocks of at most this many folds (block_split)
@@ -241,7 +240,7 @@ def _sigma2_modes(sigma2: str | None, layout: BlockLayout | None) -> list[str]:
 
 def _shares(estimator: str, ci_share: float | None) -> list[float]:
     """The CI shares a plan tries: the given one, else :data:`CI_SHARES`, or 0 for the
-    G-formula, which releases the point estimate only (``dpcausal.validation.G_NO_CI``)."""
+    G-formula, which releases the point estimate only (``dpcausal.ate.params.G_NO_CI``)."""
     if ci_share is not None:
         return [ci_share]
     return [0.0] if estimator == "g" else list(CI_SHARES)
@@ -333,7 +332,7 @@ def plan(
                                         sensitivity, mode, layout)
                         half = (expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance,
                                                    ci=ci, alpha=alpha, p1=p1)
-                                if est != "g" else math.nan)  # G: no CI (validation.G_NO_CI)
+                                if est != "g" else math.nan)  # G: no CI (params.G_NO_CI)
                         seconds = predicted_seconds(n, k, est, kb)
                         rows.append({
                             "estimator": est, "propensity_clip": eta, "n_folds": k,

@@ -237,6 +237,11 @@ def relation_admissible(charge: Relation, cap: Relation) -> str | None:
     return None
 
 
+#: How the library says to give a dataset an (epsilon, delta) cap (the CLI says it its own way:
+#: ``tasks.ledger_ops.in_cli_words``)
+EPSILON_CAP_CALL = "Ledger.set_budget(dataset, epsilon=..., delta=...)"
+
+
 def admissible(charge: PrivacyCharge, cap: Cap) -> str | None:
     """Why ``charge`` can never count against ``cap`` (None if it can): caps compare in their own
     currency (module docstring), so a GDP cap admits Gaussian charges only and a zCDP cap charges
@@ -245,11 +250,11 @@ def admissible(charge: PrivacyCharge, cap: Cap) -> str | None:
         return (f"a zeta-GDP cap admits Gaussian charges only, got a {charge.mechanism} charge "
                 "(GDP is a promise about the whole tradeoff curve, which an epsilon at one delta "
                 "does not keep); give the dataset a rho-zCDP cap (zeta-GDP = zeta^2/2-zCDP) or an "
-                "(epsilon, delta) cap with `Ledger.set_budget(dataset, epsilon=..., delta=...)`")
+                f"(epsilon, delta) cap with `{EPSILON_CAP_CALL}`")
     if cap.kind == "rho" and zcdp_rho(charge) is None:
         return (f"a rho-zCDP cap admits gaussian, laplace and pure charges only, got a "
                 f"{charge.mechanism} charge (it has no zCDP bound); give the dataset an "
-                "(epsilon, delta) cap with `Ledger.set_budget(dataset, epsilon=..., delta=...)`")
+                f"(epsilon, delta) cap with `{EPSILON_CAP_CALL}`")
     return None
 
 

@@ -11,16 +11,24 @@ class BudgetExceededError(ValueError):
     """A release would exceed a dataset's cap; nothing was recorded and no noise may be drawn."""
 
     def __init__(self, dataset: str, spent: str, requested: str, cap: str, total: str,
-                 most: str = "", ledger: str = "") -> None:
+                 most: str = "", ledger: str = "", raise_with: str | None = None) -> None:
         self.dataset, self.spent, self.requested, self.cap = dataset, spent, requested, cap
         self.total, self.most, self.ledger = total, most, ledger
+        #: the command that raises the cap, in the words of the interface that raised this
+        #: refusal (the library's: the Python call; the CLI's: :meth:`in_words_of`)
+        self.raise_with = raise_with or f"Ledger.set_budget({dataset!r}, ...)"
         left = f" The most one more release could spend: {most}." if most else ""
         super().__init__(
             f"budget exhausted for dataset {dataset}: spent {spent}, requested {requested}, "
             f"cap {cap} (together: {total}). No noise was drawn and nothing was charged.{left} "
-            f"Raise the cap with `Ledger.set_budget({dataset!r}, ...)` or request a smaller "
+            f"Raise the cap with `{self.raise_with}` or request a smaller "
             f"release.{_at(ledger)}"
         )
+
+    def in_words_of(self, raise_with: str) -> BudgetExceededError:
+        """The same refusal naming ``raise_with`` (another interface's command) as the fix."""
+        return BudgetExceededError(self.dataset, self.spent, self.requested, self.cap,
+                                   self.total, self.most, self.ledger, raise_with)
 
 
 class IncompatibleChargeError(ValueError):

@@ -167,6 +167,47 @@ def test_browser_shows_the_flow_run_and_the_mlflow_metrics(stack: Stack) -> None
         assert any(s in text for s in shown), f"MLflow page does not show {key}={metrics[key]}"
 
 
+def test_mlflow_pages_open_in_the_model_training_view(stack: Stack) -> None:
+    """A fresh browser opens the run link the project prints, and its experiment, in MLflow's
+    model-training view: no GenAI view (Token usage, Judges) nor its "Evaluation runs", which
+    would read as the project's non-private evaluation mode (issue 34 §4); the run's breadcrumb
+    says "Runs". The run is made here
+    with the project's own experiment tags, so the test stands alone."""
+    from tasks.tracking import EXPERIMENT_KIND, MODEL_TRAINING_VIEW, run_url
+
+    name = f"it-view-{int(time.time())}"
+    exp_id = stack.ml("POST", "/experiments/create", {
+        "name": name, "tags": [{"key": k, "value": v} for k, v in EXPERIMENT_KIND.items()]}
+    )["experiment_id"]
+    run_id = stack.ml("POST", "/runs/create", {
+        "experiment_id": exp_id, "run_name": "it-view-release",
+        "start_time": int(time.time() * 1000)})["run"]["info"]["run_id"]
+    stack.ml("POST", "/runs/log-batch", {
+        "run_id": run_id, "params": [{"key": "estimator.sigma2", "value": "tight"}],
+        "metrics": [{"key": "released_ate", "value": 0.125, "timestamp": 0, "step": 0}]})
+    stack.ml("POST", "/runs/update", {"run_id": run_id, "status": "FINISHED"})
+    # the GenAI view's own words (its Overview: Traces/Latency/Token usage; its side bar:
+    # Observability, Judges, Evaluation runs); the model-training view keeps a Traces tab
+    forbidden = ("Token usage", "Latency", "Evaluation runs", "Detect Issues", "Observability",
+                 "Judges")
+    headers = {"Authorization": stack.headers["Authorization"]}
+    with browser(headers) as page:  # its own profile: nothing in localStorage
+        page.goto(run_url(stack.mlflow, exp_id, run_id))
+        text = page.wait_text(["released_ate", "estimator.sigma2", "it-view-release"], 60,
+                              "MLflow run page (the printed link)")
+        time.sleep(2)  # the view's own widgets render after the run's data
+        page.screenshot(ARTIFACTS / "mlflow_run_training_view.png")
+        text = page.text()
+        assert not [w for w in forbidden if w in text], text[:1500]
+        assert "Model training" in text and "\nRuns\n" in text, text[:1500]
+        page.goto(f"{stack.mlflow}/#/experiments/{exp_id}?{MODEL_TRAINING_VIEW}")
+        page.wait_text(["it-view-release", name], 60, "MLflow experiment page")
+        time.sleep(2)
+        page.screenshot(ARTIFACTS / "mlflow_experiment_training_view.png")
+        text = page.text()
+        assert not [w for w in forbidden if w in text], text[:1500]
+
+
 def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
     """Issue 25 §5: the Run form of ``release_from_config/demo``, filled in Chromium as a user
     fills it: an out-of-bounds zeta is refused by the form (no run), a valid one triggers a

@@ -175,6 +175,7 @@ def check_prints_as_text_html_and_a_table(release: Release) -> None:
     assert name in html and "<table" in html
     table = release.summary()
     assert isinstance(table, pd.DataFrame) and list(table.columns) == SUMMARY_COLUMNS
+    assert len(table) > 0 and table["estimate"].notna().all(), f"{name}.summary() is empty"
     if release.ate is not None:
         assert table.iloc[0]["estimate"] == release.ate
         assert table.iloc[0]["epsilon"] == release.privacy.epsilon

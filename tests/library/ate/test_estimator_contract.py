@@ -110,7 +110,9 @@ def test_named_columns_and_categoricals_reach_a_pipeline_fold_locally():
                                 ("cat", OneHotEncoder(), ["colour"])])
     est = PrivateATE(estimator="g", outcome_model=make_pipeline(encode, LinearRegression()),
                      n_folds=3, folds="contiguous", outcome_bounds=(-1, 1))
-    rel = est.fit(df, treatment="a", outcome="y", evaluation=True)
+    # a categorical column is a covariate when named (omitted covariates are numbers only)
+    rel = est.fit(df, treatment="a", outcome="y", covariates=["x1", "x2", "colour"],
+                  evaluation=True)
     assert rel.nonprivate["failed_fits"] == 0
     design = pd.get_dummies(df[["x1", "x2", "colour"]], dtype=float).to_numpy()
     manual = PrivateATE(estimator="g", n_folds=3, folds="contiguous", outcome_bounds=(-1, 1)
@@ -138,5 +140,5 @@ def test_stacked_fast_path_only_for_numeric_input_and_plain_linear_models(monkey
                ).fit(df, treatment="a", outcome="y", evaluation=True)
     assert seen == [np.ndarray, pd.DataFrame]
     with pytest.raises(ValueError, match="non-numeric columns .*Pipeline"):
-        PrivateATE(n_folds=4, outcome_bounds=(-1, 1)).fit(_with_colour(), treatment="a",
-                                                          outcome="y")
+        PrivateATE(n_folds=4, outcome_bounds=(-1, 1)).fit(
+            _with_colour(), treatment="a", outcome="y", covariates=["x1", "x2", "colour"])

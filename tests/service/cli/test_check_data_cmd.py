@@ -28,10 +28,10 @@ def survey_csv(tmp_path):
     return path
 
 
-def _run(args, tmp_path, monkeypatch):
+def _run(args, tmp_path, monkeypatch, command="check-data"):
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
-    return CliRunner().invoke(main, ["check-data", *args])
+    return CliRunner().invoke(main, [command, *args])
 
 
 def test_counts_missing_values_and_writes_nothing(survey_csv, tmp_path, monkeypatch):
@@ -106,3 +106,55 @@ def test_a_partitioned_source_is_read_whole_as_a_file_is(tmp_path, monkeypatch):
     assert set(row) == {"A", "Y", "X1"}             # the id column is no covariate
     assert row["A"][:2] == ["5", "1"]               # 'x' is no 0/1 integer: missing
     assert row["Y"][:4] == ["5", "1", "0", "1"]     # 3.0 is outside the bounds [-1, 1]
+
+
+@pytest.fixture()
+def wages_csv(tmp_path):
+    """A public-data-like survey: missing values, text id columns, a log-wage outcome."""
+    rng = np.random.default_rng(2)
+    n = 400
+    frame = pd.DataFrame({"educ": rng.integers(8, 18, n).astype(float),
+                          "exper": rng.normal(10, 3, n),
+                          "address": [f"{i} Main St" for i in range(n)],
+                          "village": [f"v{i % 7}" for i in range(n)],
+                          "A": rng.integers(0, 2, n), "Y": rng.uniform(4.6, 7.8, n)})
+    frame.loc[:19, "exper"] = np.nan
+    path = tmp_path / "wages.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_path, monkeypatch):
+    """``covariates: []`` is no covariates for every command (refused alike); omitted, the
+    covariates are the other columns declared numbers, never one declared str (issue 34 §1);
+    check-data says what it left out and flags a column missing in every row."""
+    base = ["conf/release/demo.yaml", "--set", f"data.path={wages_csv}",
+            "--set", "estimator.n_folds=10", "--set", "estimator.outcome_bounds=[4, 8]"]
+    empty = [*base, "--set", "columns.covariates=[]"]
+    for command in ("check-data", "plan"):
+        out = _run(empty, tmp_path, monkeypatch, command)
+        assert out.exit_code == 2, (command, out.output)
+        assert "no covariate columns" in out.output, (command, out.output)
+    from dpcausal.ledger import Ledger
+
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True) as led:
+        led.set_budget("demo-experiment-a", zeta=15.0)
+    dry = CliRunner().invoke(main, ["run", "--dry-run", *empty])
+    assert dry.exit_code == 2 and "no covariate columns" in dry.output, dry.output
+
+    declared = [*base, "--set", "columns.covariates=null",
+                "--set", "data.dtypes={address: str, village: str}"]
+    planned = _run(declared, tmp_path, monkeypatch, "plan")
+    assert planned.exit_code == 0, planned.output
+    assert "n=400, d=2" in planned.output  # educ, exper: never the text columns
+    looked = _run(declared, tmp_path, monkeypatch)
+    assert looked.exit_code == 0, looked.output
+    covariates = [line.split()[1] for line in looked.output.splitlines()
+                  if line.split()[:1] == ["covariate"]]
+    assert covariates == ["educ", "exper"]
+    assert "not covariates (not a number): address, village" in looked.output
+    # an undeclared text column is read as a number, missing in every row: flagged
+    undeclared = _run([*base, "--set", "columns.covariates=null",
+                       "--set", "data.dtypes={address: str}"], tmp_path, monkeypatch)
+    assert undeclared.exit_code == 0, undeclared.output
+    assert "covariates missing in every row: village" in undeclared.output

@@ -69,6 +69,9 @@ def test_dry_run_exits_3_when_the_budget_has_no_headroom(env):
     out = _invoke("run", "--dry-run", *_args(env, "small"))
     assert out.exit_code == 3, out.output
     assert "budget exhausted for dataset small" in out.stderr
+    # the CLI's refusal names the CLI's command, not the Python call (issue 34)
+    assert "`dpcausal ledger set-budget small --zeta Z`" in out.stderr
+    assert "Ledger.set_budget" not in out.stderr
     assert _charges(env, "small") == 0
 
 
@@ -139,3 +142,28 @@ def test_plan_and_dry_run_import_neither_prefect_nor_mlflow(env):
                              env=dict(os.environ), timeout=120)
         assert out.returncode == 0, out.stdout + out.stderr
         assert out.stdout.strip().splitlines()[-1] == "[]", (command, out.stdout)
+
+
+def test_bounds_0_1_are_noticed_unless_the_outcome_is_declared_bool(env, tmp_path):
+    """Bounds [0, 1] on a continuous outcome (a log wage: every value in [4.6, 7.8]) get the
+    notice that they were never checked privately; only an outcome declared ``bool`` (whose
+    reader turns any other value into a missing one, so nothing is clipped) skips it (issue 34)."""
+    _cap(env, "wage", 5.0)
+    rng = np.random.default_rng(4)
+    n = 2000
+    wage = tmp_path / "wage.csv"
+    pd.DataFrame({"X1": rng.normal(size=n), "A": rng.integers(0, 2, n),
+                  "Y": rng.uniform(4.6, 7.8, n)}).to_csv(wage, index=False)
+    base = [DEMO, "--set", "ledger.dataset_id=wage", "--set", "estimator.n_folds=20",
+            "--set", "estimator.outcome_bounds=[0, 1]"]
+    continuous = _invoke("run", "--dry-run", *base, "--set", f"data.path={wage}")
+    assert continuous.exit_code == 0, continuous.output
+    assert "Notice: the outcome bounds [0, 1] have never been checked" in continuous.stderr
+    binary = tmp_path / "binary.csv"
+    pd.DataFrame({"X1": rng.normal(size=n), "A": rng.integers(0, 2, n),
+                  "Y": rng.integers(0, 2, n)}).to_csv(binary, index=False)
+    declared = _invoke("run", "--dry-run", *base, "--set", f"data.path={binary}",
+                       "--set", "data.dtypes={Y: bool}")
+    assert declared.exit_code == 0, declared.output
+    assert "Notice:" not in declared.stderr
+    assert _charges(env, "wage") == 0

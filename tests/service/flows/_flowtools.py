@@ -26,21 +26,38 @@ class Recorder:
         self.events.append(("advance", n, cached))
 
 
+#: the most rows one read returns (PREFECT_SERVER_API_DEFAULT_LIMIT): every read pages by it
+PAGE = 200
+
+
+def _paged(read, **filters) -> list:
+    """Every row a Prefect client ``read`` (``read_logs``, ``read_task_runs``,
+    ``read_artifacts``) returns for ``filters`` (filtered on the server), page by page: an
+    unpaged read returns one page, which a long run's logs or a worker's session outgrow, so a
+    test could miss its own rows."""
+    rows: list = []
+    while True:
+        page = read(**filters, limit=PAGE, offset=len(rows))
+        rows += page
+        if len(page) < PAGE:
+            return rows
+
+
 def task_states(flow_run_id: str, prefix: str = "fit_fold") -> dict[str, str]:
-    """{task run name: state name} of one flow run's tasks whose name starts with ``prefix``."""
+    """{task run name: state name} of one flow run's tasks whose name starts with ``prefix``
+    (None while the server has not recorded a state: it records task runs from events)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-    return {r.name: r.state.name for r in runs if r.name.startswith(prefix)}
+        runs = _paged(client.read_task_runs,
+                      flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return {r.name: r.state and r.state.name for r in runs if r.name.startswith(prefix)}
 
 
 def artifacts_of(flow_runs=None, key_like: str | None = None) -> list:
     """The Prefect artifacts of these flow runs (ids), or whose key is ``LIKE key_like``,
-    filtered by the server: an unfiltered read returns one page (the API's default limit), which
-    a worker's session outgrows, so a test could miss its own artifacts."""
+    filtered by the server and paged (:func:`_paged`)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
         ArtifactFilter,
@@ -51,16 +68,20 @@ def artifacts_of(flow_runs=None, key_like: str | None = None) -> list:
     flt = (ArtifactFilter(key=ArtifactFilterKey(like_=key_like)) if key_like is not None else
            ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[str(r) for r in flow_runs])))
     with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=flt)
+        return _paged(client.read_artifacts, artifact_filter=flt)
 
 
 def flow_logs(flow_run_id: str) -> list[str]:
+    """Every log line of one flow run (its tasks' included), filtered by the server and paged,
+    after the log handler has sent what it holds."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
 
+    APILogWorker.drain_all(timeout=30)
     with get_client(sync_client=True) as client:
-        logs = client.read_logs(
-            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+        logs = _paged(client.read_logs,
+                      log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
     return [log.message for log in logs]
 
 
@@ -202,3 +223,21 @@ def spy_on_block_sums(monkeypatch) -> list:
 
     monkeypatch.setattr(partitioned_flow, "combine_blocks", spy)
     return reached
+
+
+def params_disagreeing(params: dict[str, str], release: dict) -> list[str]:
+    """The MLflow params of a release's run that do not hold what the release used (issue 34):
+    a param logged as ``None`` (an unset config field: the release resolved it), and a param of
+    the mechanism's section (``estimator.*`` or ``mechanism.*``) whose name the release's JSON
+    also publishes (its ``params``, its fields or its privacy detail) with another value."""
+    published = {**(release.get("privacy") or {}).get("detail", {}), **release,
+                 **(release.get("params") or {})}
+    bad = [f"{k}=None" for k, v in params.items() if v == "None"]
+    for key, value in params.items():
+        section, _, name = key.partition(".")
+        if section in ("estimator", "mechanism") and name in published:
+            want = published[name]
+            want = json.dumps(want) if isinstance(want, (list, tuple)) else str(want)
+            if value != want:
+                bad.append(f"{key}={value} but release.json has {want}")
+    return bad

@@ -431,9 +431,9 @@ def test_unchecked_bounds_are_noticed_once_before_the_charge_until_checked(cli_c
                            "--set", "estimator.outcome_bounds=[-2, 2]"))
     assert len(wider) == 1 and "[-2, 2] have never been checked" in wider[0]
     assert "BoundsCheck(outcome_bounds=(-2, 2), zeta=0.1)" in wider[0]
-    # bounds [0, 1] declare a binary outcome: no paid check is asked for (issue 25 §6)
-    assert notices(invoke("run", path, "--no-progress",
-                          "--set", "estimator.outcome_bounds=[0, 1]")) == []
+    # bounds [0, 1] alone declare nothing (issue 34 §2: they were copied onto a log wage)
+    assert len(notices(invoke("run", path, "--no-progress",
+                              "--set", "estimator.outcome_bounds=[0, 1]"))) == 1
     assert charges(dataset) == 5  # four releases and the check
 
 

@@ -13,7 +13,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from _flowtools import Scanner, flow_logs, give_cap
+from _flowtools import Scanner, flow_logs, give_cap, params_disagreeing
 
 from conf.kinds import load_any
 from conf.models import ConfigError
@@ -118,6 +118,7 @@ def test_release_is_charged_once_in_its_unit_and_tracked(make, draws, kind):
     assert m["epsilon"] == pytest.approx(rel["privacy"]["epsilon"])
     assert m["ate"] == rel["ate"] and m["se"] == rel["se"]
     assert m["dataset_n_charges"] == 1
+    assert params_disagreeing(run.data.params, rel) == []  # what the release used (issue 34)
 
 
 @pytest.mark.parametrize("kind", KINDS)

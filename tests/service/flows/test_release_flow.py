@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from _flowtools import Recorder, artifacts_of, flow_logs
+from _flowtools import Recorder, artifacts_of, flow_logs, params_disagreeing
 
 from dpcausal.ledger import BudgetExceededError, Ledger
 from flows import progress
@@ -125,6 +125,9 @@ def test_mlflow_run_holds_public_params_released_metrics_lineage_and_links(make_
     assert (p["estimator.estimator"], p["estimator.n_folds"], p["estimator.fold_seed"]) == (
         "aipw", "20", "3")
     assert p["models.propensity.name"] == "logistic" and p["mode"] == "release"
+    assert params_disagreeing(p, out["release"]) == []  # what the release used (issue 34)
+    assert (p["estimator.sigma2"], p["estimator.ci"], p["estimator.delta"]) == (
+        out["release"]["params"]["sigma2"], "conservative", "1e-05")
     m = run.data.metrics
     rel = out["release"]
     assert m["ate"] == rel["ate"] and (m["ci_low"], m["ci_high"]) == tuple(rel["ci"])

@@ -46,9 +46,11 @@ def test_set_budget_budgets_history(run, tmp_path: Path) -> None:
     out = run("ledger", "budgets")
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[1].split()[:6] == ["dataset", "unit", "public", "cap", "charges", "unfinished"]
+    assert lines[1].split()[:8] == ["dataset", "unit", "public", "cap", "charges", "unfinished",
+                                    "spent_zeta", "spent_epsilon"]  # zeta beside epsilon
     row_a = next(line for line in lines if line.startswith("trial-A"))
     assert "zeta=1.5 (GDP)" in row_a and "1.41421" in row_a  # sqrt(1.5^2 - 0.5^2)
+    assert row_a.split()[5:8] == ["1", "0", "0.5"], row_a  # charges, unfinished, spent_zeta
     row_c = next(line for line in lines if line.startswith("trial-C"))
     assert "rho=0.5 (zCDP)" in row_c
 

@@ -118,3 +118,20 @@ def test_a_bounds_check_charged_through_the_library_is_known_to_the_notice(url: 
         assert led.history("scores")["status"].tolist() == ["committed"]
     assert ledger_ops.bounds_checked("scores", (0.0, 50.0))
     assert not ledger_ops.bounds_checked("scores", (0.0, 60.0))
+
+
+def test_refusals_in_the_orchestration_name_the_cli_command(url: str) -> None:
+    """The CLI's refusals name ``dpcausal ledger set-budget``, never the Python call
+    ``Ledger.set_budget`` (issue 34 §6)."""
+    from dpcausal.ledger import BudgetExceededError, IncompatibleChargeError
+
+    with Ledger(url, create=True) as led:
+        led.set_budget("cli-words", zeta=1.0)
+    cases = [(PrivacyCharge("gaussian", zeta=2.0), BudgetExceededError,
+              "`dpcausal ledger set-budget cli-words --zeta Z`"),
+             (PrivacyCharge("laplace", epsilon=1.0), IncompatibleChargeError,
+              "`dpcausal ledger set-budget cli-words --epsilon E --delta D`")]
+    for charge, error, command in cases:
+        with pytest.raises(error) as caught:
+            ledger_ops.check_budget("cli-words", charge, unit="row", cap="--zeta 15")
+        assert command in str(caught.value) and "Ledger.set_budget" not in str(caught.value)
