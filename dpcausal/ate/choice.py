@@ -65,9 +65,12 @@ def _comparator(name: str) -> Candidate | None:
         module = importlib.import_module(f"dpcausal.ate.comparators.{name}")
     except ImportError:
         return None
-    return Candidate(name, lambda design, public: True, module.expected_halfwidth,
-                     selectable=False,
-                     assumption=lambda design: f"{name}: the comparator's own (not run by auto)")
+    return Candidate(name,
+                     lambda design, public: module.valid_for(
+                         design=design, binary_outcome=public["binary_outcome"]),
+                     module.expected_halfwidth, selectable=False,
+                     assumption=lambda design: f"{module.ASSUMPTION} (a comparator: not run by "
+                                               "auto)")
 
 
 def candidates() -> list[Candidate]:
@@ -104,7 +107,10 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
     (propensity_clip, sensitivity, ...)."""
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
-    public = {"covariate_bounds": covariate_bounds, "treated_share": treated_share}
+    # a comparator for binary outcomes (GR25) is listed where the bounds are (0, 1): a planning
+    # row only, never auto's pick
+    public = {"covariate_bounds": covariate_bounds, "treated_share": treated_share,
+              "binary_outcome": tuple(outcome_bounds) == (0, 1)}
     base = float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(
         nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share))
     rows = []

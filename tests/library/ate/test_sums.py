@@ -261,14 +261,18 @@ def test_auto_follows_the_design_and_the_stated_assumptions():
     lin = PrivateATE(outcome_bounds=(0, 1), covariate_bounds=[(0, 1)] * 3, zeta=1.0)
     assert lin.resolved_estimator(3000, 3) == "lin"
     table = lin.plan(3000, 3)
-    assert set(table["estimator"]) == {"aipw", "lin"}          # no dim without randomization
+    # no dim without randomization; the comparators are listed, never auto's pick
+    assert set(table["estimator"]) == {"aipw", "lin", "lpgm19", "gr25"}
+    assert not table.set_index("estimator").loc[["lpgm19", "gr25"], "selectable"].any()
     chosen = table[table["recommended"]]
     assert list(chosen["estimator"]) == ["lin"]
     assert "linear in the covariates" in chosen["assumption"].iloc[0]
     assert table["outcome_spread"].iloc[0].startswith("worst case")
     stated = PrivateATE(outcome_bounds=(0, 1), outcome_sd=0.3, design="randomized").plan(500, 2)
     assert set(stated["outcome_spread"]) == {"stated outcome_sd = 0.3"}
-    assert set(stated["estimator"]) == {"aipw", "dim"}
+    assert set(stated["estimator"]) == {"aipw", "dim", "lpgm19", "gr25"}
+    wide = PrivateATE(outcome_bounds=(0, 60), design="randomized").plan(500, 2)
+    assert "gr25" not in set(wide["estimator"])                # binary outcomes only
 
 
 def test_the_plan_ratio_of_dim_matches_its_formula():
@@ -288,6 +292,8 @@ def test_a_comparator_module_joins_the_plan_but_not_auto(monkeypatch):
     fake = types.ModuleType("dpcausal.ate.comparators.lpgm19")
     fake.expected_halfwidth = lambda n, d, *, zeta, outcome_bounds, alpha=0.05, \
         outcome_sd=None, **public: 1e-6                        # narrower than anything
+    fake.valid_for = lambda *, design, binary_outcome: True
+    fake.ASSUMPTION = "a fake comparator's own"
     monkeypatch.setitem(sys.modules, "dpcausal.ate.comparators.lpgm19", fake)
     est = PrivateATE(outcome_bounds=(0, 1), design="randomized", zeta=1.0)
     table = est.compare_estimators(2000, 3)
