@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def complete_case_release(base: ATERelease, count: int, zeta_count: float,
     sigma_c = count_sigma(zeta_count)
     noisy_count = gaussian_mechanism(float(count), sigma_c, 1.0, rng)
     share = min(max(noisy_count, 1.0), float(n)) / n   # post-processing of the noisy count
-    ate = base.ate / share
+    ate = cast(float, base.ate) / share
     ci = variance = se = None
     if base.variance is not None:
         v_count = share * (1.0 - share) / n + (sigma_c / n) ** 2

@@ -447,9 +447,13 @@ def test_check_data_counts_by_hand_and_charges_nothing(tmp_path):
     assert f["rows without a usable treatment or outcome"] == 3        # NaN A, A = 2, NaN Y
     assert f["n of the release"] == 8 and f["rows per fold"] == 4
     assert f["share of rows scored 0 (bias toward 0)"] == pytest.approx(3 / 8)
+    public = PrivateATE(outcome_bounds=(-1, 1), n_folds=2, missing="drop_public_count"
+                        ).check_data(df, treatment="a", outcome="y", covariates=["x1", "x2"])
+    assert public.facts["n of the release"] == 3 and public.facts["rows dropped"] == 5
     drop = PrivateATE(outcome_bounds=(-1, 1), n_folds=2, missing="drop").check_data(
         df, treatment="a", outcome="y", covariates=["x1", "x2"])
-    assert drop.facts["n of the release"] == 3 and drop.facts["rows dropped"] == 5
+    assert drop.facts["n of the release"] == 8
+    assert drop.facts["complete cases (released noisy)"] == 3
     assert "NON-PRIVATE" in str(check) and "<table" in check._repr_html_()
     assert led.history("d").empty
     assert led.spent("d").zeta == 0

@@ -72,6 +72,30 @@ def test_dry_run_exits_3_when_the_budget_has_no_headroom(env):
     assert _charges(env, "small") == 0
 
 
+def test_dry_run_under_drop_prints_no_complete_case_count(env, tmp_path):
+    """Issue 32 Why 3: ``run --dry-run --set data.missing=drop --set estimator.n_folds=100000``
+    on an exhausted budget printed "too large for n=558", the exact complete-case count. Two
+    tables that differ only in whether one person's outcome is missing now give the same exit
+    code and message, which names all rows."""
+    frame = pd.read_csv(env["csv"])
+    frame.loc[:99, "Y"] = np.nan                 # other people's missing outcomes
+    outs = []
+    for target_missing in (False, True):
+        table = frame.copy()
+        if target_missing:
+            table.loc[500, "Y"] = np.nan
+        path = tmp_path / f"t{int(target_missing)}.csv"
+        table.to_csv(path, index=False)
+        _cap(env, f"spent{int(target_missing)}", 1.0)   # the release asks 1.5: no headroom
+        outs.append(_invoke("run", "--dry-run", DEMO, "--set", f"data.path={path}",
+                            "--set", f"ledger.dataset_id=spent{int(target_missing)}",
+                            "--set", "data.missing=drop", "--set", "estimator.n_folds=100000"))
+    (a, b) = outs
+    assert a.exit_code == b.exit_code == 2, a.output
+    assert a.output.replace("spent0", "spent1") == b.output
+    assert "n=2000" in a.output and "1900" not in a.output and "1899" not in b.output
+
+
 @pytest.mark.parametrize("setting, message", [
     ("columns.treatment=arm", "column 'arm' named in the config's columns is not in the data"),
     ("estimator.zeta=-1", "zeta must be a finite number > 0"),
