@@ -41,9 +41,9 @@ def test_frame_fingerprint_sees_names_and_values():
     import pandas as pd
 
     df = pd.DataFrame({"a": [1.0, 2.0], "b": [3, 4]})
-    assert ms.frame_fingerprint(df) == ms.frame_fingerprint(df.copy())
-    assert ms.frame_fingerprint(df) != ms.frame_fingerprint(df.rename(columns={"b": "c"}))
-    assert ms.frame_fingerprint(df) != ms.frame_fingerprint(df.assign(a=[1.0, 2.5]))
+    assert ms.frame_identities(df)[0] == ms.frame_identities(df.copy())[0]
+    assert ms.frame_identities(df)[0] != ms.frame_identities(df.rename(columns={"b": "c"}))[0]
+    assert ms.frame_identities(df)[0] != ms.frame_identities(df.assign(a=[1.0, 2.5]))[0]
 
 
 def test_chunk_key_depends_on_each_part():
