@@ -96,6 +96,22 @@ def test_dry_run_under_drop_prints_no_complete_case_count(env, tmp_path):
     assert "n=2000" in a.output and "1900" not in a.output and "1899" not in b.output
 
 
+@pytest.mark.parametrize("setting", ["runner.address=tcp://attacker.example:8786",
+                                     "runner.kind=dask", "runner.cleartext=true",
+                                     "mlflow.tracking_uri=http://attacker.example:5000",
+                                     "mlflow.experiment=elsewhere"])
+def test_set_may_not_change_where_the_data_go(env, setting):
+    """Issue 32 item 6: `run --set` named any runner address or tracking server (exit 0); now
+    exit 2 naming the key, with or without --dry-run, before anything is read or charged."""
+    _cap(env, "rehearsed", 5.0)
+    key = setting.split("=")[0]
+    for dry in (["--dry-run"], []):
+        out = _invoke("run", *dry, *_args(env, "rehearsed", "--set", setting))
+        assert out.exit_code == 2, out.output
+        assert f"--set {key}: where a release's data go" in out.stderr
+    assert _charges(env, "rehearsed") == 0
+
+
 @pytest.mark.parametrize("setting, message", [
     ("columns.treatment=arm", "column 'arm' named in the config's columns is not in the data"),
     ("estimator.zeta=-1", "zeta must be a finite number > 0"),

@@ -46,6 +46,25 @@ def test_frame_fingerprint_sees_names_and_values():
     assert ms.frame_identities(df)[0] != ms.frame_identities(df.assign(a=[1.0, 2.5]))[0]
 
 
+def test_the_cli_and_the_library_bind_the_same_identities(tmp_path, monkeypatch):
+    """Issue 32 item 7: the CLI's key file (<data>/private/fingerprint.key) is the one the
+    library finds beside the default ledger, so a CLI run and a library fit bind alike."""
+    import pandas as pd
+
+    from dpcausal.fingerprints import identities
+    from dpcausal.ledger import Ledger
+
+    monkeypatch.delenv("DPCAUSAL_LEDGER_URL", raising=False)
+    df = pd.DataFrame({"a": np.arange(50.0), "b": np.arange(50) % 2})
+    cli = ms.frame_identities(df)
+    with Ledger(create=True) as led:
+        assert identities(df, key=(tmp_path / "data" / "private" / "fingerprint.key")
+                          .read_bytes()) == cli
+        import dpcausal
+
+        assert dpcausal.fingerprint(df, ledger=led) == cli[0]
+
+
 def test_chunk_key_depends_on_each_part():
     base = ms.chunk_key("fp", "plan", [0, 1], "models")
     assert base == ms.chunk_key("fp", "plan", [np.int64(0), 1], "models")
