@@ -407,7 +407,9 @@ class Ledger:
         dataset : str
             The dataset id to charge; it must have a cap.
         fingerprint : str or sequence of str, optional
-            The data's keyed identities, bound to ``dataset`` on first use.
+            Further keyed identities, bound to ``dataset`` on first use; each fit also binds
+            its input's own (:class:`dpcausal.session.LedgerAccountant`), so the same data, or a
+            near copy, are refused under another id.
 
         Yields
         ------

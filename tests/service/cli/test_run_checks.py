@@ -96,6 +96,35 @@ def test_dry_run_under_drop_prints_no_complete_case_count(env, tmp_path):
     assert "n=2000" in a.output and "1900" not in a.output and "1899" not in b.output
 
 
+@pytest.mark.parametrize("copy", ["shuffled, one row short", "a constant column added"])
+def test_a_near_copy_in_another_file_is_refused_under_another_id(env, tmp_path, copy):
+    """Issue 32 item 7: the CLI bound the exact table and its source only, so a copy of a
+    budgeted file one row short, or with a column added, got a fresh budget under a new id. It
+    now binds the keyed row sketch too, as the library does: exit 3, nothing charged."""
+    import store
+
+    frame = pd.read_csv(env["csv"])
+    _cap(env, "original", 5.0)
+    with Ledger(env["ledger"]) as led:      # what a release of the original bound
+        led.set_budget("original", zeta=5.0, fingerprint=store.frame_identities(frame))
+    other = (frame.sample(frac=1.0, random_state=1).iloc[1:] if copy.startswith("shuffled")
+             else frame.assign(site=3))
+    path = tmp_path / "copy.csv"
+    other.to_csv(path, index=False)
+    _cap(env, "fresh", 5.0)
+    out = _invoke("run", "--dry-run", DEMO, "--set", f"data.path={path}",
+                  "--set", "ledger.dataset_id=fresh", "--set", "estimator.n_folds=20")
+    assert out.exit_code == 3, out.output
+    assert "already budgeted as dataset 'original'" in out.stderr
+    unrelated = tmp_path / "unrelated.csv"
+    rng = np.random.default_rng(11)
+    pd.DataFrame({"X1": rng.normal(size=2000), "A": rng.integers(0, 2, 2000),
+                  "Y": rng.uniform(-1, 1, 2000)}).to_csv(unrelated, index=False)
+    ok = _invoke("run", "--dry-run", DEMO, "--set", f"data.path={unrelated}",
+                 "--set", "ledger.dataset_id=fresh", "--set", "estimator.n_folds=20")
+    assert ok.exit_code == 0, ok.output
+
+
 @pytest.mark.parametrize("setting", ["runner.address=tcp://attacker.example:8786",
                                      "runner.kind=dask", "runner.cleartext=true",
                                      "mlflow.tracking_uri=http://attacker.example:5000",
