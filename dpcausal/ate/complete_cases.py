@@ -63,7 +63,7 @@ def complete_case_release(base: ATERelease, count: int, zeta_count: float,
     Returns
     -------
     ATERelease
-        ``ate = T~ / c~`` with ``c~ = max(C~, 1)/n``; zeta the GDP composition of both parts.
+        ``ate = T~ / c~`` with ``c~ = clip(C~, 1, n)/n``; zeta the GDP composition of both parts.
 
     Notes
     -----

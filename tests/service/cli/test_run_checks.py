@@ -193,7 +193,7 @@ def test_plan_json_error_and_submit_without_a_stack(env, tmp_path):
     plan = _invoke("plan", "--json", DEMO, "--set", f"data.path={tmp_path / 'nope.csv'}")
     assert plan.exit_code == 2 and json.loads(plan.stdout)["exit_code"] == 2
     os.environ.pop("PREFECT_API_URL", None)
-    submit = _invoke("run", "--submit", *_args(env))
+    submit = _invoke("run", "--submit", DEMO, "--set", "estimator.zeta=1.0")
     assert submit.exit_code == 2, submit.output
     assert "--submit needs a running stack: start one with `dpcausal serve`" in submit.stderr
 
