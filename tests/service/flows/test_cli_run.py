@@ -96,12 +96,14 @@ def test_exhausted_budget_exits_3_before_any_flow_and_without_charge(cli_config,
     assert f"in the ledger at {where};" in no_cap.stderr
 
 
-def test_values_never_fail_a_charged_release(cli_config, exp_a_csv, tmp_path, invoke):
+def test_values_never_fail_a_charged_release(cli_config, tmp_path, invoke):
     """A treatment coded 0/2 passes every public check; after the charge the missing-value
     policy treats the 2s as missing (a public rule), so the release completes (issue 26 §2)."""
     dataset = "cli-nonbinary"
     give_cap(dataset)
-    frame = pd.read_csv(exp_a_csv)
+    # data of their own: with A doubled, the session's exp-A table keeps half its rows, a near
+    # copy the ledger binds to this dataset (issue 32 item 7)
+    frame = pd.read_csv(write_exp_a(tmp_path / "own.csv", 977))
     nonbinary = tmp_path / "nonbinary.csv"
     frame.assign(A=frame["A"] * 2).to_csv(nonbinary, index=False)
     out = invoke("run", cli_config(nonbinary, ledger={"dataset_id": dataset}), "--no-progress",
