@@ -84,8 +84,8 @@ url_option = click.option("--url", default=None, metavar="URL",
 public_option = click.option(
     "--public", default=None, metavar="FACTS",
     help="What the neighbouring relation holds public besides n, comma-separated among arm, "
-         "arm_sizes, cluster, occupancy (default: the unit's mechanisms': user occupancy, client "
-         "arm_sizes, label arm,cluster, row none; '' for none).")
+         "arm_sizes, cluster, complete_cases, occupancy (default: the unit's mechanisms': user "
+         "occupancy, client arm_sizes, label arm,cluster, row none; '' for none).")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON document instead of the table.")
 

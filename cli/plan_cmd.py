@@ -57,9 +57,9 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     click.echo(f"Plan for {config_path}: n={summary['n']}, d={summary['d']}, "
                f"estimator={best['estimator']}, zeta={summary['zeta']:g} "
                "(nothing loaded beyond the shape, nothing charged)")
-    if config.data.missing == "drop":  # the declared policy makes the complete-case count n
-        click.echo("data.missing: drop: the release's n is the complete-case count, and K is "
-                   f"resolved from it; this table uses all {summary['n']} rows "
+    if config.data.missing == "drop_public_count":  # the curator declared the count public
+        click.echo("data.missing: drop_public_count: the release's n is the exact complete-case "
+                   f"count, and K is resolved from it; this table uses all {summary['n']} rows "
                    f"(`dpcausal check-data {config_path}` shows the count; it charges nothing)")
     shown = best_per_k(pd.DataFrame(summary["table"]))
     text = shown[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}")

@@ -167,19 +167,29 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
 
 def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> None:
     """``run --submit``: the config's release through the served stack's deployment; prints
-    the flow run's URL at once (no wait)."""
+    the flow run's URL at once (no wait). The deployment runs registered configs only, with
+    analysis keys only (:mod:`conf.deployment`): anything else is refused here (exit 2), before
+    anything is submitted."""
     import yaml
 
+    from conf.deployment import REGISTERED_CONFIGS, check_analysis_key
+    from conf.settings import PROJECT_ROOT
     from deploy.prefect_api import submit_release
 
     items = {key: yaml.safe_load(value) for key, _, value in
              (item.partition("=") for item in overrides)}
-    for key in ("path", "partitions"):  # resolved here, against the caller's folder
-        if getattr(config.data, key) is not None:
-            items[f"data.{key}"] = getattr(config.data, key)
+    resolved = Path(config_path).resolve()
+    registered = (resolved.relative_to(PROJECT_ROOT).as_posix()
+                  if resolved.is_relative_to(PROJECT_ROOT) else str(resolved))
     try:
-        url = submit_release(str(Path(config_path).resolve()), items)
-    except LookupError as exc:
+        if registered not in REGISTERED_CONFIGS:
+            raise ValueError(f"--submit runs one of the deployment's registered configs "
+                             f"({', '.join(REGISTERED_CONFIGS)}), not {config_path}; run it "
+                             "here without --submit, or have the curator register it")
+        for key, value in items.items():
+            check_analysis_key(key, value)
+        url = submit_release(registered, items)
+    except (LookupError, ValueError) as exc:
         fail(exc)
     click.echo(url)
 
@@ -209,6 +219,7 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
     if submit and dry_run:
         fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
+    check_where_data_go(overrides)
     config = load_config(config_path, overrides)
     if submit:
         submit_run(config, config_path, overrides)
@@ -220,6 +231,20 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
         return
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
             strict=strict, bounds_notice=not partitioned)
+
+
+#: Config sections that say where a run's data go (a Dask scheduler, a tracking server): the
+#: curator's, in the config file; ``run --set`` may not change them (issue 32 item 6).
+CURATOR_SECTIONS = ("runner", "mlflow")
+
+
+def check_where_data_go(overrides: tuple[str, ...]) -> None:
+    """Exit 2 naming the key when a ``--set`` item changes :data:`CURATOR_SECTIONS`."""
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        if key.split(".", 1)[0] in CURATOR_SECTIONS:
+            fail(ValueError(f"--set {key}: where a release's data go (runner.*, mlflow.*) is the "
+                            "curator's, set in the config file, not by a run; remove the --set"))
 
 
 class KindChoice(click.Choice):

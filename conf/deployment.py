@@ -2,17 +2,54 @@
 asks for. Prefect renders this model as a form with its descriptions and validates the bounds
 before a run is created; each field left empty keeps the config file's value. Everything here is
 public: it is recorded as the flow run's parameters.
+
+The form asks, the curator decides (issue 32 item 6): a run chooses one of the deployment's
+registered configs (:data:`REGISTERED_CONFIGS`, never a free path) and may set only the analysis
+(:data:`ANALYSIS_KEYS`: the budget, the bounds, K, the estimator, its CI settings, models by their
+registry names). Where the data are and what is read (``data.*``), where they go (``runner.*``,
+``mlflow.*``), the mode, the ledger and ``module:Class`` models come from the config only.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from conf.kinds import KINDS
+from conf.registry import NAMES
+
+#: The configs a deployment run may choose: the curator's release configs in conf/release/,
+#: relative to the project root (adding a file there registers it).
+REGISTERED_CONFIGS: tuple[str, ...] = tuple(sorted(
+    f"conf/release/{p.name}" for p in (Path(__file__).parent / "release").glob("*.yaml")))
+
+#: The dotted config keys a run's parameters may set: the analysis, per kind (issue 32 item 6).
+ANALYSIS_KEYS = frozenset({
+    "name", "estimator.zeta", "estimator.outcome_bounds", "estimator.n_folds",
+    "estimator.block_folds", "estimator.estimator", "estimator.propensity_clip",
+    "estimator.ci_share", "estimator.sigma2", "estimator.ci", "estimator.alpha", "estimator.p1",
+    "models.propensity.name", "models.outcome.name", "models.propensity.params",
+    "models.outcome.params", "mechanism.epsilon", "mechanism.delta", "mechanism.alpha",
+    "mechanism.outcome_bounds", "mechanism.bounds", "mechanism.ci_form", "estimate.alpha"})
+_MODEL_PARAMS = ("models.propensity.params.", "models.outcome.params.")
+
+
+def check_analysis_key(key: str, value: Any) -> None:
+    """ValueError unless a run may set ``key`` to ``value``: a key of :data:`ANALYSIS_KEYS` (or
+    one model parameter), a model by a registry name (:data:`conf.registry.NAMES`)."""
+    if key not in ANALYSIS_KEYS and not key.startswith(_MODEL_PARAMS):
+        raise ValueError(
+            f"overrides: {key!r} is not an analysis key a run may set; data.*, runner.*, "
+            "mlflow.*, mode, ledger.* and the model classes come from the deployment's config "
+            f"(the curator's). A run may set: {', '.join(sorted(ANALYSIS_KEYS))}, "
+            "models.<role>.params.<name>")
+    if key.endswith(".name") and key.startswith("models.") and value not in NAMES:
+        raise ValueError(f"overrides: {key} must be a model of the registry ({', '.join(NAMES)}), "
+                         f"got {value!r}; a module:Class model is the curator's, in the config")
 
 # An empty form field is None, "keep the config's value". The schema Prefect renders leaves the
 # None out (SkipJsonSchema), so the form shows a plain input instead of a "type | None" switch.
@@ -34,15 +71,10 @@ class ReleaseParameters(BaseModel):
 
     config: str = Field(
         "conf/release/demo.yaml", min_length=1,
-        description="The release config (YAML), relative to the project root; its kind "
-                    f"({', '.join(KINDS)}) picks the mechanism.")
-    mode: Literal["release", "evaluation"] | _Unset = Field(
-        None, description="release: private and charged to the dataset's budget. evaluation: "
-                          "NOT private, for simulated or public data only, never charged. "
-                          "Empty: the config's mode.")
-    dataset_id: Annotated[str, Field(min_length=1)] | _Unset = Field(
-        None, description="The ledger's dataset this release is charged to. Empty: "
-                                        "the config's ledger.dataset_id.")
+        description="One of the deployment's registered release configs; its kind "
+                    f"({', '.join(KINDS)}) picks the mechanism, and its data, mode, dataset, "
+                    "runner and tracking are the curator's.",
+        json_schema_extra={"enum": list(REGISTERED_CONFIGS)})
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")] | _Unset = Field(
         None, description="The release's name (MLflow run and params). Empty: the config's name.")
     zeta: Annotated[float, Field(gt=0, le=100)] | _Unset = Field(
@@ -60,15 +92,26 @@ class ReleaseParameters(BaseModel):
         None,
         description="K, the number of folds (public). Core release only. Empty: the config's "
                     "estimator.n_folds (auto: the planner's choice from n and d).")
-    missing: Literal["impute", "drop"] | _Unset = Field(
-        None, description="What a missing or non-finite value becomes (public rule): impute (a "
-                          "declared fill plus a missingness indicator for covariates) or drop "
-                          "(complete cases; n is then the complete-case count). Empty: the "
-                          "config's data.missing.")
     overrides: dict[str, Any] = Field(
         default_factory=dict,
-        description='Advanced: further dotted config keys, e.g. {"runner.max_workers": 1, '
-                    '"folds_per_task": 10}.')
+        description='Advanced: further analysis keys, e.g. {"estimator.propensity_clip": 0.1, '
+                    '"models.outcome.name": "random_forest"}; data, runner, tracking, mode and '
+                    "ledger are the config's.")
+
+    @field_validator("config")
+    @classmethod
+    def _registered(cls, config: str) -> str:
+        if config not in REGISTERED_CONFIGS:
+            raise ValueError(f"config must be one of the deployment's registered configs "
+                             f"({', '.join(REGISTERED_CONFIGS)}), got {config!r}")
+        return config
+
+    @field_validator("overrides")
+    @classmethod
+    def _analysis_only(cls, overrides: dict[str, Any]) -> dict[str, Any]:
+        for key, value in overrides.items():
+            check_analysis_key(key, value)
+        return overrides
 
     @model_validator(mode="after")
     def _bounds_together(self) -> "ReleaseParameters":
@@ -83,9 +126,7 @@ class ReleaseParameters(BaseModel):
         """The settings as ``dotted.key=value`` items (values as JSON, which the loader reads as
         YAML), typed fields after the advanced ``overrides`` so that they win."""
         typed: dict[str, Any] = {
-            "mode": self.mode, "ledger.dataset_id": self.dataset_id, "name": self.name,
-            "estimator.zeta": self.zeta, "estimator.n_folds": self.n_folds,
-            "data.missing": self.missing,
+            "name": self.name, "estimator.zeta": self.zeta, "estimator.n_folds": self.n_folds,
             "estimator.outcome_bounds": (None if self.outcome_lower is None
                                          else [self.outcome_lower, self.outcome_upper])}
         items = {**self.overrides, **{k: v for k, v in typed.items() if v is not None}}

@@ -98,7 +98,7 @@ class DataSource(_Strict):
     sql_partitions: int | None = Field(None, ge=1)
     fold_key: Literal["release", "curator"] | None = None
     # the declared missing-value policy of the core release (dpcausal.missing): public
-    missing: Literal["impute", "drop"] = "impute"
+    missing: Literal["impute", "drop", "drop_public_count"] = "impute"
     missing_fill: float = 0.0
     dtypes: dict[str, DType] = Field(default_factory=dict)
 
@@ -332,10 +332,10 @@ class ReleaseConfig(ReleaseCommon):
         if self.estimator.folds is not None:
             raise ValueError("estimator.folds does not apply to data.partitions, whose folds "
                              "are a keyed hash of data.id_column: leave it out")
-        if self.data.missing == "drop":
-            raise ValueError("data.missing: drop does not apply to data.partitions, whose n is "
-                             "fixed by the partitions' footers before any value is read: use "
-                             "data.missing: impute (the default)")
+        if self.data.missing != "impute":
+            raise ValueError(f"data.missing: {self.data.missing} does not apply to "
+                             "data.partitions, whose n is fixed by the partitions' footers "
+                             "before any value is read: use data.missing: impute (the default)")
         c = self.columns
         if self.data.id_column in (c.treatment, c.outcome, *(c.covariates or [])):
             raise ValueError(f"data.id_column {self.data.id_column!r} is the record identity, "

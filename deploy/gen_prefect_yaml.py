@@ -34,8 +34,9 @@ def render() -> str:
     deps = [
       {"name": "demo", "entrypoint": "flows/deployed.py:release_from_config",
        "description": "Core DP ATE release of conf/release/demo.yaml; the UI's Run > Custom run "
-                      "form sets zeta, the outcome bounds, K, the missing-value policy, the "
-                      "mode and the dataset (empty fields keep the config's values).",
+                      "form sets the analysis: zeta, the outcome bounds, K, registry models "
+                      "(empty fields keep the config's values). The data, the mode, the dataset, "
+                      "the runner and the tracking server are the config's (the curator's).",
        "parameters": {"settings": settings("conf/release/demo.yaml"),
                       "refresh_demo_data": True},
        "tags": ["release", "ate"]},
@@ -48,22 +49,11 @@ def render() -> str:
        "schedules": [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}],
        "tags": ["release", "ate", "nightly"]},
       {"name": "from-config", "entrypoint": "flows/deployed.py:release_from_config",
-       "description": f"Any release kind from a config file ({', '.join(KINDS)}), with the "
-                      "Run form's settings.",
+       "description": f"Any release kind ({', '.join(KINDS)}) from one of the registered "
+                      "configs (conf/release/), with the Run form's analysis settings.",
        "parameters": {"settings": settings("conf/release/cluster_dp_demo.yaml"),
                       "refresh_demo_data": False},
        "tags": ["release"]},
-      *[{"name": kind, "entrypoint": "flows/release.py:dp_release",
-         "description": f"dp_release of {path} with the full config as JSON (data path "
-                        "relative to the project root); edit it in the UI's Run > Custom run.",
-         "parameters": {"config": {"kind": kind, **conf(path)}}, "tags": ["release", kind]}
-        for kind, path in ((k.name, k.example) for k in KINDS.values())],
-      {"name": "demo", "entrypoint": "flows/plan.py:dp_plan",
-       "description": "Plan of the demo release (conf/release/demo.yaml): the table over K and "
-                      "the recommendation as an artifact; reads the data's shape only, charges "
-                      "nothing.",
-       "parameters": {"config": {"kind": "ate", **conf("conf/release/demo.yaml")}},
-       "tags": ["plan", "ate"]},
       {"name": "demo", "entrypoint": "flows/meta.py:dp_meta_analysis",
        "parameters": {"config": conf("conf/meta/demo.yaml")}, "tags": ["meta"]},
       {"name": "default", "entrypoint": "flows/experiments.py:reproduce_experiments",
@@ -85,10 +75,10 @@ def render() -> str:
             "or by hand\n"
             "# from the project root:   DPCAUSAL_ROOT=$PWD prefect --no-prompt deploy --all "
             "--prefect-file deploy/prefect.yaml\n"
-            "# Parameters are JSON: `dp_release/<kind>` carries conf/release/*.yaml as a dict "
-            "(Prefect validates it\n"
-            "# into the pydantic config of its kind); `release_from_config/*` take typed "
-            "`settings` (conf/deployment.py).\n"
+            "# Parameters are JSON: `release_from_config/*` take typed `settings` "
+            "(conf/deployment.py): a registered\n"
+            "# config and analysis keys only; no deployment takes a whole release config "
+            "(data, runner, mlflow are the curator's).\n"
             "# Regenerate the config dicts after editing conf/:  python deploy/gen_prefect_yaml.py "
             "> deploy/prefect.yaml\n"
             "# Work pool: `dpcausal-pool` (type process):  prefect work-pool create dpcausal-pool "

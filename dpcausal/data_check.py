@@ -127,7 +127,8 @@ def check_ate_data(frame: pd.DataFrame, *, treatment: str, outcome: str,
     bad_x = missing_covariates(frame[list(covariates)]).any(axis=1)
     bad_ay = unusable_rows(A, Y)
     rows, d = len(frame), len(covariates)
-    n = int((~(bad_x | bad_ay)).sum()) if missing == "drop" else rows
+    complete = int((~(bad_x | bad_ay)).sum())
+    n = complete if missing == "drop_public_count" else rows
     facts: dict[str, Any] = {
         "rows": rows,
         "treated": int((A == 1).sum()), "control": int((A == 0).sum()),
@@ -135,8 +136,10 @@ def check_ate_data(frame: pd.DataFrame, *, treatment: str, outcome: str,
         "rows without a usable treatment or outcome": int(bad_ay.sum()),
         "missing-value policy": missing,
     }
-    if missing == "drop":
+    if missing == "drop_public_count":
         facts["rows dropped"] = rows - n
+    elif missing == "drop":
+        facts["complete cases (released noisy)"] = complete
     else:
         facts["share of rows scored 0 (bias toward 0)"] = float(bad_ay.mean()) if rows else 0.0
     facts["n of the release"] = n

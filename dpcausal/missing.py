@@ -10,9 +10,14 @@ before it, so what a missing or non-finite value becomes is decided by public ru
   same as applying them inside each fold (no statistic of other rows is used). A row whose
   treatment is missing, non-finite or not 0/1, or whose outcome is missing or non-finite, stays
   in n, is left out of its fold's training and contributes the public constant score 0.
-- ``"drop"``: complete cases on the roles used (every covariate, the treatment coded 0/1, a
-  finite outcome). The release's n is the complete-case count, published as n is: the curator
-  declares, by choosing the policy, that this count may be public.
+- ``"drop"``: the complete-case estimate, released privately. A row with a missing covariate, or
+  without a usable treatment or outcome, stays in n (all rows: public), trains no model and
+  scores 0, as under "impute"; the complete-case count is released with its own noise and the
+  estimate is the ratio (:mod:`dpcausal.ate.complete_cases`). Whether a row is complete stays
+  protected.
+- ``"drop_public_count"``: complete cases only; the release's n is their exact count. The
+  curator declares completeness public: the charge's relation holds the fact "complete_cases",
+  and a ledger refuses it under a cap whose relation does not.
 
 :func:`apply_missing` is the one function every release path calls on its (X, A, Y); unparseable
 cells that a reader turned into NaN are handled the same way. What it did (counts) goes to the
@@ -33,7 +38,7 @@ from sklearn.utils.metaestimators import available_if
 
 from dpcausal.validation import private_log
 
-POLICIES = ("impute", "drop")
+POLICIES = ("impute", "drop", "drop_public_count")
 
 #: The public constant score of a row whose treatment or outcome is unusable (SPECS.md).
 MISSING_SCORE = 0.0
@@ -47,7 +52,8 @@ class Completed:
     """(X, A, Y) after the policy: covariates imputed with their indicator columns ("impute")
     or complete cases ("drop"); ``A`` int8 0/1 and ``Y`` finite (0 on an unusable row, which
     never reaches a model or a score); ``usable`` marks the rows that train their fold and
-    score (all True under "drop"). Non-private: never published."""
+    score (all True under "drop_public_count", the complete cases under "drop"). Non-private:
+    never published."""
 
     X: Any
     A: np.ndarray
@@ -61,7 +67,8 @@ def check_policy(missing: Any, fill: Any) -> None:
     if missing not in POLICIES:
         raise ValueError(f"missing must be one of {POLICIES}, got {missing!r}: 'impute' fills "
                          "covariates and scores rows without treatment or outcome as 0, 'drop' "
-                         "keeps complete cases (their count is then published as n)")
+                         "releases the complete-case estimate privately, 'drop_public_count' "
+                         "keeps complete cases and publishes their exact count as n")
     if isinstance(fill, bool) or not (isinstance(fill, (int, float)) and math.isfinite(fill)):
         raise ValueError(f"missing_fill must be a finite number (the public value of a missing "
                          f"covariate), got {fill!r}")
@@ -89,7 +96,7 @@ def unusable_rows(A: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 
 def complete_cases(X: Any, A: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """(n,) bool: the rows "drop" keeps (no missing covariate, usable treatment and outcome)."""
+    """(n,) bool: the complete cases (no missing covariate, usable treatment and outcome)."""
     return ~(missing_covariates(X).any(axis=1) | unusable_rows(A, Y))
 
 
@@ -110,10 +117,13 @@ def apply_missing(X: Any, A: np.ndarray, Y: np.ndarray, policy: str = "impute",
     private_log.info("missing-value policy %r: %d rows with a missing covariate (%s), %d rows "
                      "without a usable treatment or outcome (%s)", policy,
                      int(bad_x.any(axis=1).sum()),
-                     "dropped" if policy == "drop" else f"filled with {fill:g} + indicator",
+                     f"filled with {fill:g} + indicator" if policy == "impute" else "dropped",
                      int(bad_ay.sum()),
-                     "dropped" if policy == "drop" else f"scored {MISSING_SCORE:g}")
-    if policy == "drop":
+                     f"scored {MISSING_SCORE:g}" if policy == "impute" else "dropped")
+    if policy == "drop":    # every row stays in n; an incomplete one trains nothing, scores 0
+        X = _impute(X, bad_x, float(fill), np.zeros(bad_x.shape[1], dtype=bool))
+        bad_ay = bad_ay | bad_x.any(axis=1)
+    elif policy == "drop_public_count":
         keep = ~(bad_x.any(axis=1) | bad_ay)
         X = X.iloc[keep].reset_index(drop=True) if isinstance(X, pd.DataFrame) else X[keep]
         A, Y = np.asarray(A)[keep], np.asarray(Y)[keep]

@@ -94,8 +94,14 @@ class SessionAccountant:
 
 class LedgerAccountant:
     """Charges every fit to ``dataset`` in a persistent ledger through :func:`charged_release`
-    (in the mechanism's unit of privacy, binding ``fingerprint`` if given); a refused
-    reservation raises before anything is drawn."""
+    (in the mechanism's unit of privacy); a refused reservation raises before anything is drawn.
+
+    Each fit binds the keyed identities of its checked input, computed here as the CLI does
+    (:func:`dpcausal.fingerprints.identities` under the key beside the ledger: the exact
+    order-invariant fingerprint and the row sketch that catches a near copy), with
+    ``fingerprint`` if given; so the same data, shuffled or a few rows apart, are refused under
+    another dataset id. An input that is not a table or arrays of one length binds only
+    ``fingerprint``."""
 
     def __init__(self, ledger: Ledger, dataset: str, fingerprint: Fingerprint = None) -> None:
         self.ledger = ledger
@@ -107,10 +113,24 @@ class LedgerAccountant:
         if evaluation:
             raise ValueError("evaluation mode is refused while fits are charged to a ledger: "
                              "it is a non-private read of the data")
+        given = () if self.fingerprint is None else (
+            (self.fingerprint,) if isinstance(self.fingerprint, str) else tuple(self.fingerprint))
         return charged_release(
             self.ledger, self.dataset, f"notebook/{uuid.uuid4()}", mechanism, prepared, charge,
-            fingerprint=self.fingerprint, detail={"mechanism_class": type(mechanism).__name__},
-            draw=draw).release
+            fingerprint=(*given, *_identities(prepared.data, self.ledger.url)),
+            detail={"mechanism_class": type(mechanism).__name__}, draw=draw).release
+
+
+def _identities(data: Any, ledger_url: str) -> tuple[str, ...]:
+    """The keyed identities of a checked input (:class:`LedgerAccountant`), () for an input that
+    is not a table or arrays of one length."""
+    from dpcausal.fingerprints import as_frame, fingerprint_key, identities
+
+    try:
+        frame = as_frame(data)
+    except (TypeError, ValueError):
+        return ()
+    return identities(frame, key=fingerprint_key(ledger_url))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from prefect import flow
 
 from conf.deployment import ReleaseParameters
-from conf.kinds import load_any
+from conf.kinds import KINDS, load_any
 from conf.settings import PROJECT_ROOT, data_dir
 from dpcausal import Release
 from flows.release import dp_release, refusal_reason
@@ -26,23 +26,29 @@ DEFAULT_SETTINGS = ReleaseParameters()
 @flow(name="release_from_config", persist_result=False, retries=0)
 def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
                         refresh_demo_data: bool = False) -> dict[str, Any]:
-    """Load ``settings.config`` (relative to the project root) with ``settings`` and release.
+    """Load ``settings.config`` (one of the registered configs, relative to the project root)
+    with ``settings`` (analysis keys only: :mod:`conf.deployment`) and release.
 
     ``refresh_demo_data`` first re-writes the demo dataset of the config's kind under the data
     folder, points the config at it and gives the demo dataset its cap if it has none (the demo's
-    own data only): the nightly deployment's stand-in for an upstream job that refreshes a
-    dataset before its scheduled release. A refused release ends this run Failed with the
-    ledger's message, recorded in MLflow and as an artifact here and on the subflow.
+    own data only: refused for any config but its kind's demo config): the nightly deployment's
+    stand-in for an upstream job that refreshes a dataset before its scheduled release. A refused
+    release ends this run Failed with the ledger's message, recorded in MLflow and as an artifact
+    here and on the subflow.
     """
     from demo import demo_cap, write_demo
     from tasks.ledger_ops import set_initial_budget
 
     items = settings.override_items()
     path = PROJECT_ROOT / settings.config
-    dataset = settings.dataset_id or "dataset"
+    dataset = "dataset"
     try:
         config = load_any(path, items)
         dataset = config.ledger.dataset_id
+        if refresh_demo_data and KINDS[config.kind].example != settings.config:
+            raise ValueError(f"refresh_demo_data rewrites the demo data of the {config.kind} "
+                             f"demo config ({KINDS[config.kind].example}) only, not "
+                             f"{settings.config}")
         if refresh_demo_data:
             data = write_demo(config.kind, data_dir() / "demo")
             if not config.evaluation:  # a cap would (rightly) refuse an evaluation of the data

@@ -6,7 +6,9 @@ What it holds is NON-PRIVATE and stays on the curator's disk, readable by the cu
 * ``fold.key``: the curator's key of the partitioned fold rule (per-release keys are never stored).
 * ``fingerprint.key``: the secret of the keyed dataset fingerprints. A fingerprint is an
   HMAC-SHA256 of the data under it, so it reveals nothing about the data to whoever sees it in the
-  ledger or MLflow (a plain content hash would let anyone confirm a guessed dataset);
+  ledger or MLflow (a plain content hash would let anyone confirm a guessed dataset). The code is
+  the library's (:mod:`dpcausal.fingerprints`), which finds the same file beside the default
+  ledger, so a library fit and a CLI run bind the same identities;
 * ``fold_models/<key>.pkl``: fitted fold models of the core release (each one a function of one
   fold's rows: a tree can memorise rows). They are pickles, which execute code when loaded, so a
   file not owned by the current user, or writable by others, is refused;
@@ -17,11 +19,9 @@ What it holds is NON-PRIVATE and stays on the curator's disk, readable by the cu
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 import pickle
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from dpcausal.curator_log import attach
+from dpcausal.fingerprints import identities, keyed_hash, secret
 
 # Bump when the fold fitting changes meaning or the pickled classes move (v3: the core moved to
 # dpcausal.ate, so a v2 chunk names FoldModels by its old module): it is part of every chunk's key.
@@ -67,16 +68,8 @@ def _private_file(path: Path) -> int:
 
 def _secret(name: str = "fingerprint.key") -> bytes:
     """A 32-byte secret of the private store (the fingerprint key by default), created once
-    from OS entropy (0600)."""
-    path = private_dir() / name
-    if not path.exists():
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # created concurrently
-            return path.read_bytes()
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(32))
-    return path.read_bytes()
+    from OS entropy (0600; :func:`dpcausal.fingerprints.secret`)."""
+    return secret(private_dir(), name)
 
 
 def fold_key() -> bytes:
@@ -87,32 +80,14 @@ def fold_key() -> bytes:
 
 def fingerprint(*arrays: np.ndarray) -> str:
     """Keyed content hash of arrays (values, shape and dtype; not the memory layout)."""
-    mac = hmac.new(_secret(), digestmod=hashlib.sha256)
-    for arr in arrays:
-        arr = np.ascontiguousarray(arr)
-        mac.update(f"{arr.dtype.str}{arr.shape}".encode())
-        mac.update(arr.tobytes())
-    return mac.hexdigest()[:32]
+    return keyed_hash(_secret(), *arrays)
 
 
-def frame_fingerprint(frame: pd.DataFrame) -> str:
-    """Keyed identity of a table, the ledger binds it to one dataset id (issue 26 §3): invariant
-    to the order of the rows and of the columns and to the numeric dtype, so a shuffled or
-    re-saved copy keeps it. The columns are taken in sorted name order, numbers as float64 (1 and
-    1.0 alike), everything else as text; each row is hashed and the row hashes are sorted (the
-    rows as a multiset) before the keyed hash."""
-    canonical = frame[sorted(frame.columns, key=str)]
-    canonical = pd.DataFrame({str(c): _canonical_column(canonical[c]) for c in canonical},
-                             index=pd.RangeIndex(len(canonical)))
-    names = np.array([json.dumps(list(canonical.columns))]).astype("U")
-    rows = np.sort(pd.util.hash_pandas_object(canonical, index=False).to_numpy())
-    return fingerprint(names, rows)
-
-
-def _canonical_column(column: pd.Series) -> pd.Series:
-    if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
-        return column.astype("float64").reset_index(drop=True)
-    return column.astype(str).reset_index(drop=True)
+def frame_identities(frame: pd.DataFrame) -> tuple[str, ...]:
+    """What the ledger binds for a table (issue 26 §3, issue 32 item 7): its keyed
+    order-invariant fingerprint (:func:`dpcausal.fingerprint`), then its keyed row sketch, which
+    catches a near copy (:func:`dpcausal.fingerprints.identities`), under the curator's key."""
+    return identities(frame, key=_secret())
 
 
 def content_fingerprint(frame: pd.DataFrame) -> str:

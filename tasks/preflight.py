@@ -28,7 +28,7 @@ from dpcausal.accounting import PrivacyCharge
 from dpcausal.ate.estimator import ATEFacts, PrivateATE
 from dpcausal.ate.partitioned import plan_partitions, release_key
 from dpcausal.ledger import BudgetExceededError, DatasetIdentityError, IncompatibleChargeError
-from store import content_fingerprint, fold_key, frame_fingerprint, source_fingerprint
+from store import content_fingerprint, fold_key, frame_identities, source_fingerprint
 from tasks import ledger_ops
 from tasks.data import (
     data_file,
@@ -83,11 +83,14 @@ class Checked:
     content: str | None = None
     planned: dict[str, Any] = field(default_factory=dict)
     counted: SqlCounted | None = field(default=None, repr=False)
+    sketch: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def identity(self) -> tuple[str, ...]:
-        """What the ledger binds to one dataset id: the data's fingerprint and the source's."""
-        return tuple(x for x in (self.fingerprint, self.source) if x is not None)
+        """What the ledger binds to one dataset id: the data's fingerprint, the source's, and
+        the table's keyed row ``sketch``, which catches a near copy under another id as the
+        library does (:mod:`dpcausal.fingerprints`; issue 32 item 7)."""
+        return (*(x for x in (self.fingerprint, self.source) if x is not None), *self.sketch)
 
 
 #: (config, its checked input) handed from the CLI's preflight to the flow in this context: held in
@@ -133,13 +136,14 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
     # every column, as its declared type (others as numbers), so that a release of fewer or
     # reordered columns keeps the table's identity
     table = read_frame(source, Schema(schema.columns, rest=schema.rest or "float"))
-    fingerprint, where = frame_fingerprint(table), source_fingerprint(source_identity(source))
+    (fingerprint, *sketch), where = (frame_identities(table),
+                                     source_fingerprint(source_identity(source)))
     frame = select(table, None if schema.rest is not None else list(schema.columns))
     prepared = mechanism.check_input(frame, **roles)
     charge = mechanism.charge_of(prepared)
-    check_ledger(dataset, charge, unit=mechanism.unit, identity=(fingerprint, where),
+    check_ledger(dataset, charge, unit=mechanism.unit, identity=(fingerprint, where, *sketch),
                  evaluation=evaluation, cap=cap)
-    return Checked(prepared=prepared, fingerprint=fingerprint, source=where,
+    return Checked(prepared=prepared, fingerprint=fingerprint, source=where, sketch=tuple(sketch),
                    schema=tuple(map(str, frame.columns)), charge=charge,
                    content=content_fingerprint(frame),
                    planned=mechanism.planned_params(prepared.public))

@@ -28,6 +28,7 @@ from dpcausal.ate import sums
 from dpcausal.ate.aggregation import EnsembleNuisances, aggregate, one_blas_thread
 from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
 from dpcausal.ate.choice import DESIGNS, ENSEMBLE_ASSUMPTION, compare
+from dpcausal.ate.complete_cases import complete_case_release, split_zeta
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
 from dpcausal.ate.params import check_params
@@ -149,12 +150,15 @@ class PrivateATE(Mechanism[ATEFacts]):
     chunk_size : rows per aggregation block (default: about 2M predictions per block).
     compute_budget : seconds of fit + aggregation the "auto" K may take on this machine class
         (the planner's compute model); public.
-    missing : {"impute", "drop"}
+    missing : {"impute", "drop", "drop_public_count"}
         The declared missing-value policy (:mod:`dpcausal.missing`; SPECS.md "Missing and
         non-finite values"), public. "impute" (default): a missing or non-finite covariate takes
         ``missing_fill`` plus an indicator column; a row without a usable treatment or outcome
-        stays in n, trains no model and scores 0. "drop": complete cases, whose count is
-        published as n (choosing it declares that count public).
+        stays in n, trains no model and scores 0. "drop": the complete-case estimate, with the
+        complete-case count noisy and charged (:mod:`dpcausal.ate.complete_cases`); n, K and the
+        folds come from all rows. "drop_public_count": complete cases, whose exact count is
+        published as n; its charge holds completeness public ("complete_cases"), which a ledger
+        admits only under a cap whose relation holds it.
     missing_fill : the public value of a missing covariate under "impute" (default 0).
     design : {"observational", "randomized"}
         The declared design, public (default "observational"). "randomized" declares the
@@ -593,8 +597,13 @@ class PrivateATE(Mechanism[ATEFacts]):
         sigma2, share = self.resolved_noise_modes(n, d)
         return calibrate(
             self._ensemble(), n, K, self._bounds(), self.propensity_clip,
-            self.zeta, share, self.sensitivity, sigma2, self._layout(n, d, layout),
+            self._estimate_zeta(), share, self.sensitivity, sigma2, self._layout(n, d, layout),
         )
+
+    def _estimate_zeta(self) -> float:
+        """The zeta of the estimate and its CI: all of it, or under ``missing="drop"`` what the
+        complete-case count leaves (:func:`dpcausal.ate.complete_cases.split_zeta`)."""
+        return split_zeta(self.zeta)[0] if self.missing == "drop" else self.zeta
 
     def _layout(self, n: int, d: int | None, layout: BlockLayout | None) -> BlockLayout | None:
         """``layout`` checked against (n, K, K'), else :meth:`block_layout`."""
@@ -615,13 +624,22 @@ class PrivateATE(Mechanism[ATEFacts]):
         chosen = self.resolved_estimator(n, d)
         if chosen in sums.SUM_ESTIMATORS:
             cal_s = self._sums_calibration(chosen, n, d or 0)
+            sums_detail: dict[str, Any] = {"estimator": chosen, "sensitivity": cal_s.sensitivity}
+            # under "drop" the arms' counts are noisy statistics already (no extra draw); an
+            # exact complete-case n publishes completeness
+            if self.missing == "drop_public_count":
+                sums_detail["public_facts"] = ["complete_cases"]
             return PrivacyCharge("gaussian", zeta=cal_s.zeta, delta=self.delta,
-                                 detail={"estimator": chosen,
-                                         "sensitivity": cal_s.sensitivity})
+                                 detail=sums_detail)
         cal = self.calibration(n, d)
         zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
-        return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta,
-                             detail={"zeta1": cal.zeta1, "zeta2": cal.zeta2})
+        detail: dict[str, Any] = {"zeta1": cal.zeta1, "zeta2": cal.zeta2}
+        if self.missing == "drop":      # the complete-case count's own draw
+            detail["zeta_count"] = split_zeta(self.zeta)[1]
+            zeta = math.hypot(zeta, detail["zeta_count"])
+        elif self.missing == "drop_public_count":     # its n publishes completeness exactly
+            detail["public_facts"] = ["complete_cases"]
+        return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta, detail=detail)
 
     def public_params(self, n: int, d: int | None, layout: BlockLayout | None = None
                       ) -> dict[str, Any]:
@@ -831,21 +849,29 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def _draw(self, tau_hat: float, v_hat: float, n: int, d: int | None, evaluation: bool,
               diagnostics: dict[str, float] | None = None, n_folds: int | None = None,
-              params: dict[str, Any] | None = None, layout: BlockLayout | None = None
-              ) -> ATERelease:
+              params: dict[str, Any] | None = None, layout: BlockLayout | None = None,
+              complete: int | None = None) -> ATERelease:
         """The noise, calibrated to the K the nuisances were aggregated over (checked) and to
-        the block ``layout`` (:meth:`calibration`)."""
+        the block ``layout`` (:meth:`calibration`); with the ``complete``-case count (under
+        ``missing="drop"``) the private complete-case estimate
+        (:func:`dpcausal.ate.complete_cases.complete_case_release`)."""
         cal = self.calibration(n, d, layout)
         if n_folds is not None and n_folds != cal.n_folds:
             raise ValueError(
                 f"the nuisances were aggregated over {n_folds} folds but the release is "
                 f"calibrated for {cal.n_folds}: pass the same n_folds (and d for 'auto')")
-        return draw_release(
-            tau_hat, v_hat, cal, self._noise_rng(evaluation), alpha=self.alpha,
+        rng = self._noise_rng(evaluation)
+        release = draw_release(
+            tau_hat, v_hat, cal, rng, alpha=self.alpha,
             p1=self.p1, ci_mode=self.ci, delta=self.delta,
             params={**self.public_params(n, d, layout), **(params or {})},
-            evaluation=evaluation, diagnostics=diagnostics, outcome_bounds=self._bounds(),
+            evaluation=evaluation, diagnostics=diagnostics,
+            outcome_bounds=self._bounds() if complete is None else None,
         )
+        if complete is None:
+            return release
+        return complete_case_release(release, complete, split_zeta(self.zeta)[1], rng,
+                                     outcome_bounds=self._bounds())
 
     def check_data(self, data: pd.DataFrame, *, treatment: str | None = None,
                    outcome: str | None = None, covariates: Sequence[str] | None = None,
@@ -904,8 +930,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         self._check_choice(np.shape(X)[1], names)
         Xa, Aa, Ya = check_schema(X, A, Y, keep_frame=not self._plain_linear())
         check_policy(self.missing, self.missing_fill)
-        if self.missing == "drop":  # n is the complete-case count, declared public by the policy
-            kept = apply_missing(Xa, Aa, Ya, "drop")
+        if self.missing == "drop_public_count":  # n is the complete-case count, declared public
+            kept = apply_missing(Xa, Aa, Ya, "drop_public_count")
             Xa, Aa, Ya = kept.X, kept.A, kept.Y
         n, d = Xa.shape
         if self.resolved_estimator(n, d) in sums.SUM_ESTIMATORS:
@@ -950,7 +976,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         if evaluation:
             diagnostics = {"n_clipped": n_clipped,
                            "failed_fits": sum(fm.failed for fm in models)}
-        return self._draw(tau_hat, v_hat, n, d, evaluation, diagnostics)
+        complete = int(done.usable.sum()) if self.missing == "drop" else None
+        return self._draw(tau_hat, v_hat, n, d, evaluation, diagnostics, complete=complete)
 
     def _private_sums_release(self, prepared: Prepared[ATEFacts], estimator: str,
                               evaluation: bool) -> ATERelease:

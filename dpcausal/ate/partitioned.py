@@ -384,10 +384,11 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
     roles = check_roles([s for _, s in footers], id_column, treatment, outcome, covariates)
     rows = tuple(int(r) for r, _ in footers)
     n, d = sum(rows), len(roles.covariates)
-    if estimator.missing == "drop":
+    if estimator.missing != "impute":
         raise ValueError(
-            "missing='drop' does not apply to data.partitions: n is the sum of the partitions' "
-            "footer counts, fixed before any value is read; use missing='impute' (the default)")
+            f"missing={estimator.missing!r} does not apply to data.partitions: n is the sum of "
+            "the partitions' footer counts, fixed before any value is read; use "
+            "missing='impute' (the default)")
     est = clone(estimator).set_params(folds="secret")
     K, kb = est.resolved_folds(n, d)
     if kb == K:     # the full ensemble: block_folds=None, or "auto" at K <= 256

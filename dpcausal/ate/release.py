@@ -88,8 +88,11 @@ class ATERelease(Release):
             rows.append(("CI", "not released (ci_share=0)"))
         policy = self.params.get("missing")
         if policy == "drop":
-            rows.append(("missing values", "dropped: n is the complete-case count, published "
-                                           "as the curator declared by choosing missing='drop'"))
+            rows.append(("missing values", "complete cases: their count noisy and charged, n "
+                                           "all rows"))
+        elif policy == "drop_public_count":
+            rows.append(("missing values", "dropped: n is the exact complete-case count, "
+                                           "declared public (relation fact complete_cases)"))
         elif policy == "impute":
             rows.append(("missing values", f"imputed: covariates {self.params['missing_fill']:g}"
                                            " + indicator; no treatment/outcome: score 0"))

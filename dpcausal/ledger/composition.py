@@ -149,9 +149,10 @@ UNIT_BOUNDS = {"row": {"row", "label"}, "user": {"user", "row", "label"},
 # What a neighbouring relation can hold public besides n (every relation here is a replacement,
 # so n is public under all of them): the occupancy (records per user and cell, cells split by
 # arm; user_level_clip.md §1.3), the arm sizes n_t, n_c (federated_secagg.md Def 2.1), each
-# unit's arm and cluster (cluster_dp.md Def 2.2). Holding a fact public also holds what it
-# determines.
-FACTS = ("arm", "arm_sizes", "cluster", "occupancy")
+# unit's arm and cluster (cluster_dp.md Def 2.2), which rows are complete cases (a core release
+# with ``missing="drop_public_count"`` publishes their count; SPECS.md "Missing and non-finite
+# values"). Holding a fact public also holds what it determines.
+FACTS = ("arm", "arm_sizes", "cluster", "complete_cases", "occupancy")
 _IMPLIES = {"occupancy": {"arm_sizes"}, "arm": {"arm_sizes"}}
 # The relation each unit's mechanisms are proved under (dpcausal/ledger/README.md "Units").
 DEFAULT_PUBLIC = {"row": frozenset(), "user": frozenset({"occupancy"}),
@@ -180,16 +181,19 @@ class Relation:
         ``public`` None: the relation the unit's mechanisms are proved under
         (:data:`DEFAULT_PUBLIC`), except a charge converted by :func:`group_privacy` (its
         ``detail`` holds ``group_privacy_k``): k whole rows replaced, nothing but n public.
-        ``public`` may be a comma-separated string or an iterable of :data:`FACTS`.
+        ``public`` may be a comma-separated string or an iterable of :data:`FACTS`. A charge
+        whose ``detail["public_facts"]`` names facts it publishes exactly (the complete-case count
+        of ``missing="drop_public_count"``) holds them public too.
         """
         check_unit(unit)
         if public is None:
             if detail is not None and "group_privacy_k" in detail:
                 return cls(unit, frozenset())
-            return cls(unit, DEFAULT_PUBLIC[unit])
+            public = DEFAULT_PUBLIC[unit]
         if isinstance(public, str):
             public = [f for f in public.split(",") if f.strip()]
-        facts = frozenset(str(f).strip() for f in public)  # type: ignore[attr-defined]
+        facts = frozenset(str(f).strip() for f in [*public,  # type: ignore[misc]
+                                                   *(detail or {}).get("public_facts", ())])
         unknown = sorted(facts - set(FACTS))
         if unknown:
             raise ValueError(f"public must name facts among {list(FACTS)} (n is always public), "
@@ -206,9 +210,10 @@ class Relation:
 
     def held(self) -> frozenset[str]:
         """Every fact a neighbouring pair of this relation leaves unchanged: a label pair changes
-        one outcome only, so it holds every fact; else ``public`` and what it determines."""
+        one outcome only, so it holds every fact but completeness (an outcome may go missing);
+        else ``public`` and what it determines."""
         if self.unit == "label":
-            return frozenset(FACTS)
+            return frozenset(FACTS) - {"complete_cases"} | self.public
         return self.public.union(*(_IMPLIES.get(f, set()) for f in self.public))
 
 

@@ -42,14 +42,16 @@ class IncompatibleChargeError(ValueError):
 
 
 class DatasetIdentityError(ValueError):
-    """The data's keyed fingerprint (or their source's) is bound to another dataset id: the same
-    data must not start with a fresh budget under a new id. Nothing was recorded or drawn."""
+    """The data's keyed fingerprint (or their source's, or a near copy's row sketch) is bound to
+    another dataset id: the same data must not start with a fresh budget under a new id. Nothing
+    was recorded or drawn."""
 
     def __init__(self, dataset: str, original: str, ledger: str = "") -> None:
         self.dataset, self.original, self.ledger = dataset, original, ledger
         super().__init__(
-            f"refused for dataset {dataset}: these data (their keyed fingerprint, or their "
-            f"source's: the same file, query or partitions) are already budgeted as dataset "
+            f"refused for dataset {dataset}: these data (their keyed fingerprint, a near copy by "
+            f"their keyed row sketch, or their source's: the same file, query or partitions) are "
+            f"already budgeted as dataset "
             f"{original!r}; release them under {original!r} (the same data under a new id would "
             f"start with a fresh budget). No noise was drawn and nothing was charged.{_at(ledger)}")
 

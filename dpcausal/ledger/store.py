@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
+from dpcausal.fingerprints import SKETCH_PREFIX, near_copy
 from dpcausal.ledger import schema
 from dpcausal.ledger.composition import (
     Cap,
@@ -207,9 +208,8 @@ class Ledger:
         if dataset is None and not fingerprints:
             raise ValueError("give a dataset id, a fingerprint or both")
         with self.engine.connect() as conn:
-            for fp in fingerprints:
-                if (owner := _owner_of(conn, fp)) is not None:
-                    return owner
+            if (owner := _other_owner(conn, None, fingerprints)) is not None:
+                return owner
             if dataset is not None and _read_dataset(conn, dataset) is not None:
                 return dataset
         return None
@@ -407,7 +407,9 @@ class Ledger:
         dataset : str
             The dataset id to charge; it must have a cap.
         fingerprint : str or sequence of str, optional
-            The data's keyed identities, bound to ``dataset`` on first use.
+            Further keyed identities, bound to ``dataset`` on first use; each fit also binds
+            its input's own (:class:`dpcausal.session.LedgerAccountant`), so the same data, or a
+            near copy, are refused under another id.
 
         Yields
         ------
@@ -581,7 +583,7 @@ class Ledger:
         conn.execute(_T.insert().values(
             release_id=release_id, dataset=dataset, status="reserved", token=token,
             owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=relation.unit,
-            public=relation.text, fingerprint=",".join(fingerprints) or None,
+            public=relation.text, fingerprint=",".join(_split_sketch(fingerprints)[0]) or None,
             reserved_at=datetime.now(UTC), **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
@@ -693,13 +695,33 @@ def _fingerprints(fingerprint: Fingerprint) -> tuple[str, ...]:
     return given
 
 
-def _other_owner(conn: Connection, dataset: str, fingerprints: tuple[str, ...],
+def _other_owner(conn: Connection, dataset: str | None, fingerprints: tuple[str, ...],
                  lock: bool = False) -> str | None:
-    """The first dataset id other than ``dataset`` that one of ``fingerprints`` is bound to."""
-    for fp in fingerprints:
+    """The first dataset id other than ``dataset`` that one of ``fingerprints`` is bound to, or
+    whose row sketch says these data are a near copy of its own
+    (:func:`dpcausal.fingerprints.near_copy`)."""
+    exact, sketch = _split_sketch(fingerprints)
+    for fp in exact:
         if (owner := _owner_of(conn, fp, lock)) not in (None, dataset):
             return owner
+    if not sketch:
+        return None
+    is_sketch = _F.c.fingerprint.like(f"{SKETCH_PREFIX}%")
+    shared = conn.execute(
+        sa.select(_F.c.dataset, sa.func.count()).where(_F.c.fingerprint.in_(sketch))
+        .where(_F.c.dataset != (dataset or "")).group_by(_F.c.dataset)).all()
+    for other, count in sorted(shared, key=lambda r: -r[1]):
+        theirs = conn.execute(sa.select(sa.func.count()).where(_F.c.dataset == other)
+                              .where(is_sketch)).scalar() or 0
+        if near_copy(len(sketch), theirs, count):
+            return str(other)
     return None
+
+
+def _split_sketch(fingerprints: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the exact identities, the row-sketch entries) among ``fingerprints``."""
+    sketch = tuple(fp for fp in fingerprints if fp.startswith(SKETCH_PREFIX))
+    return tuple(fp for fp in fingerprints if not fp.startswith(SKETCH_PREFIX)), sketch
 
 
 def _check_fingerprints(conn: Connection, dataset: str, fingerprints: tuple[str, ...],

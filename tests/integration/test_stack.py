@@ -16,10 +16,10 @@ from _stack import ARTIFACTS, AUTH, Stack
 
 pytestmark = pytest.mark.integration
 
-DATASET = "it-demo"
+DATASET = "demo-experiment-a"   # the demo config's: a run's form may not name another dataset
 # zeta 1.0 per release against a cap of 1.2 (GDP composes as sqrt(sum zeta^2)): the first release
 # fits, a second one (sqrt 2 = 1.41) is over the budget. The curator sets the cap explicitly.
-RELEASE = {"name": "it-release", "zeta": 1.0, "dataset_id": DATASET}  # the typed Run form
+RELEASE = {"name": "it-release", "zeta": 1.0}  # the typed Run form: analysis keys only
 state: dict[str, object] = {}
 
 
@@ -102,7 +102,7 @@ def test_cron_schedule_fires_and_exhausted_budget_is_refused(stack: Stack) -> No
             stack.api("DELETE", f"/deployments/{dep['id']}/schedules/{s['id']}")
     assert run["auto_scheduled"] is True
     assert run["state_type"] == "FAILED"
-    assert "budget exhausted for dataset it-demo" in run["state"]["message"]
+    assert f"budget exhausted for dataset {DATASET}" in run["state"]["message"]
     assert _spent(stack) == before  # nothing charged
     assert _runs_of(stack, "it-scheduled") == []  # no released run
     exp_id = state["exp_id"]
@@ -231,7 +231,7 @@ def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
         page.goto(f"{stack.prefect}/deployments/deployment/{dep['id']}/run")
         page.wait_text(["Zeta (Optional)", "Gaussian-DP budget of this release", "Submit"], 60,
                        "the deployment's Run form")
-        typed = {"Zeta": "0", "Dataset Id": DATASET, "Name": "it-form", "N Folds": "30"}
+        typed = {"Zeta": "0", "Name": "it-form", "N Folds": "30"}
         for label, value in typed.items():
             page.fill(label, value)
         assert {label: page.field_value(label) for label in typed} == typed
@@ -254,8 +254,7 @@ def test_the_run_form_validates_and_triggers_a_release(stack: Stack) -> None:
             time.sleep(1)
     (run,) = new
     assert run["parameters"]["settings"] == {"config": "conf/release/demo.yaml", "zeta": 0.8,
-                                             "dataset_id": DATASET, "name": "it-form",
-                                             "n_folds": 30}
+                                             "name": "it-form", "n_folds": 30}
     done = stack.wait_flow_run(run["id"], timeout=240)
     assert done["state_type"] == "COMPLETED", done["state"]["message"]
     (ml,) = _runs_of(stack, "it-form")
@@ -277,41 +276,23 @@ def test_unauthenticated_requests_are_refused(stack: Stack, service: str) -> Non
     assert stack.call(base, "POST", path, body) is not None  # with credentials: 200
 
 
-def test_deployed_release_on_an_existing_dask_cluster_matches_threads(
-        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The documented scale-out route through a deployment: ``runner.kind=dask`` at a running
-    scheduler's address gives the threads release (evaluation mode, same noise seed; the flow-level
-    equality test is tests/service/flows/test_release_flow.py)."""
-    from distributed import LocalCluster
-
-    # the Dask workers run Prefect tasks: they report to the served API and share the data dir
-    for key, value in {**stack.env, "PREFECT_API_URL": stack.prefect + "/api",
-                       "PREFECT_API_AUTH_STRING": AUTH}.items():
-        monkeypatch.setenv(key, value)
-    from demo import write_core_demo
-
+def test_a_deployment_run_may_not_choose_where_the_data_go(stack: Stack) -> None:
+    """Issue 32 item 6: a run's ``overrides`` named a Dask scheduler, the mode and the data
+    path, so whoever could trigger a run could ship X, A, Y and the fold ids to a host of their
+    choice. The run now fails on its parameters, naming the key, before anything is read; the
+    Dask route is the curator's, in the config (tests/service/flows/test_release_flow.py checks
+    that Dask and threads give the same release)."""
     dep = _deployment(stack, "demo")
-    # evaluation is refused for data the ledger knows: other data than the released demo's
-    data = write_core_demo(stack.data / "it-dask.csv", 3000)
-    base = {"noise_seed": 7, "data.path": str(data)}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster:
-        ids = {}
-        for name, extra in (("it-threads", {}), ("it-dask", {
-                "runner.kind": "dask", "runner.address": cluster.scheduler_address,
-                # the same models under another cache key: the Dask workers fit every fold
-                "models.outcome.params.fit_intercept": True})):
-            ids[name] = stack.api("POST", f"/deployments/{dep['id']}/create_flow_run", {
-                "parameters": {"settings": {"mode": "evaluation", "dataset_id": "it-dask",
-                                            "name": name, "overrides": {**base, **extra}}}})["id"]
-        done = {name: stack.wait_flow_run(i, timeout=180) for name, i in ids.items()}
-    for name, run in done.items():
-        assert run["state_type"] == "COMPLETED", f"{name}: {run['state']['message']}"
-    ate = {}
-    for name in done:
-        (run,) = _runs_of(stack, name, "dpcausal-demo/evaluation")
-        ate[name] = {m["key"]: m["value"] for m in run["data"]["metrics"]}["ate"]
-    assert ate["it-dask"] == ate["it-threads"]
+    before = _spent(stack)
+    for key, value in (("runner.address", "tcp://127.0.0.1:1"), ("mode", "evaluation"),
+                       ("data.path", "/etc/hostname")):
+        run = stack.api("POST", f"/deployments/{dep['id']}/create_flow_run", {
+            "parameters": {"settings": {"name": "it-exfiltrate", "overrides": {key: value}}}})
+        done = stack.wait_flow_run(run["id"], timeout=120)
+        assert done["state_type"] == "FAILED", done["state"]
+        assert f"'{key}' is not an analysis key a run may set" in done["state"]["message"]
+    assert _spent(stack) == before
+    assert _runs_of(stack, "it-exfiltrate") == []
 
 
 def _proc_matches(data: Path, pgids: set[int]) -> list[str]:

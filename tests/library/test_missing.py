@@ -44,10 +44,13 @@ def test_impute_fills_adds_indicators_and_marks_unusable_rows():
     assert done.A.tolist() == [1, 0, 0, 0] and done.Y.tolist() == [0.5, 0.0, 0.0, 0.0]
     every = apply_missing(X, A, Y, "impute", fill=-1.0, indicators="all")
     assert every.X[:, 5].tolist() == [0, 0, 0, 0]             # one column per covariate
-    drop = apply_missing(X, A, Y, "drop")
-    assert drop.X.shape == (0, 3)                              # row 3 has A = 2: none is left
+    public = apply_missing(X, A, Y, "drop_public_count")
+    assert public.X.shape == (0, 3)                            # row 3 has A = 2: none is left
+    drop = apply_missing(X, A, Y, "drop", fill=-1.0)           # every row stays, none usable
+    assert drop.X.tolist() == [[1, -1, 5], [-1, 2, 6], [3, 4, 7], [8, 9, 1]]
+    assert not drop.usable.any() and drop.Y.tolist() == [0, 0, 0, 0]
     kept = apply_missing(X[[0, 2, 3]], np.array([1.0, 0.0, 1.0]), np.array([0.1, 0.2, 0.3]),
-                         "drop")
+                         "drop_public_count")
     assert kept.X.tolist() == [[3.0, 4.0, 7.0], [8.0, 9.0, 1.0]] and kept.usable.all()
     assert kept.A.tolist() == [0, 1] and kept.Y.tolist() == [0.2, 0.3]
 
@@ -140,18 +143,169 @@ def test_rows_without_treatment_or_outcome_score_zero(estimator, models):
                                                        rel=1e-9)
 
 
-def test_drop_releases_on_the_complete_cases_with_their_count_as_n():
+def test_drop_public_count_releases_on_the_complete_cases_with_their_count_as_n():
     n, K = 200, 5
     X, A, Y = _data(n, seed=4)
     X[3, 1], A[8], Y[9] = NAN, NAN, INF
-    rel = PrivateATE(n_folds=K, outcome_bounds=(-1, 1), missing="drop", folds="contiguous",
-                     random_state=0).fit(X, A, Y, evaluation=True)
+    rel = PrivateATE(n_folds=K, outcome_bounds=(-1, 1), missing="drop_public_count",
+                     folds="contiguous", random_state=0).fit(X, A, Y, evaluation=True)
     keep = np.ones(n, bool)
     keep[[3, 8, 9]] = False
     ref = PrivateATE(n_folds=K, outcome_bounds=(-1, 1), folds="contiguous", random_state=0
                      ).fit(X[keep], A[keep], Y[keep], evaluation=True)
     assert rel.n == ref.n == n - 3 and rel.params["n"] == n - 3
     assert rel.nonprivate["ate"] == pytest.approx(ref.nonprivate["ate"], rel=1e-12)
+
+
+# ---------------------------------------------------------------- "drop": no public count
+def _quiet_fit(est, *data, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(*data, **kw)
+
+
+def test_drop_publishes_nothing_that_tells_whether_a_row_is_complete():
+    """Issue 32 Why 3, the old leak: an attacker who knows every other record told from the
+    released n whether the target's outcome is missing (40 of 40 trials). Now the public facts,
+    the charge and every published parameter are the same for the two neighbours, and n is all
+    rows."""
+    n = 300
+    X, A, Y = _data(n, seed=5)
+    Y[40] = NAN                                 # someone else's missing outcome
+    Y2 = Y.copy()
+    Y2[17] = NAN                                # the target's
+    est = PrivateATE(outcome_bounds=(-1, 1), n_folds=6, missing="drop")
+    p1, p2 = est.check_input(X, A, Y), est.check_input(X, A, Y2)
+    assert p1.public == p2.public and p1.public.n == n
+    assert est.charge_of(p1) == est.charge_of(p2)
+    r1, r2 = _quiet_fit(est, X, A, Y), _quiet_fit(est, X, A, Y2)
+    assert r1.n == r2.n == n
+    assert r1.params == r2.params and r1.n_folds == r2.n_folds
+    assert r1.privacy == r2.privacy and r1.noise == r2.noise
+
+
+def test_drop_is_the_complete_case_mean_and_charges_the_count():
+    """Evaluation: the pre-noise estimate is the complete cases' mean score S/C over folds laid
+    out on all n rows (checked against "impute" on the same folds, whose S/n it rescales), and
+    the charge is the GDP composition of the estimate's zeta and the count's."""
+    n, K = 240, 6
+    X, A, Y = _data(n, seed=6)
+    X[3, 0], A[8], Y[9], Y[10] = NAN, NAN, INF, NAN
+    folds = np.arange(n) % K
+    kw = dict(n_folds=K, outcome_bounds=(-1, 1), folds=folds, zeta=2.0)
+    rel = PrivateATE(missing="drop", **kw).fit(X, A, Y, evaluation=True)
+    X2 = X.copy()
+    keep = np.ones(n, bool)
+    keep[[3, 8, 9, 10]] = False
+    Y2 = np.where(keep, Y, NAN)                 # row 3 incomplete under "impute" too
+    imp = PrivateATE(**kw).fit(X2, A, Y2, evaluation=True)
+    assert rel.n == n and rel.nonprivate["complete_cases"] == n - 4
+    assert rel.nonprivate["score_mean"] == pytest.approx(imp.nonprivate["ate"], rel=1e-12)
+    assert rel.nonprivate["ate"] == pytest.approx(imp.nonprivate["ate"] * n / (n - 4),
+                                                  rel=1e-12)
+    charge = PrivateATE(missing="drop", **kw).privacy_charge(n, 2)
+    assert charge.zeta == pytest.approx(2.0, rel=1e-12)
+    assert charge.detail["zeta_count"] == pytest.approx(2.0 * 0.1, rel=1e-12)
+    assert rel.privacy.zeta == pytest.approx(2.0, rel=1e-12)
+
+
+def test_drop_ci_is_the_delta_method_by_hand(monkeypatch):
+    """The ratio and its CI (complete_cases.py Notes), with the count's noise replaced by 0:
+    V_R = (V_T + R^2 (c(1-c)/n + sigma_c^2/n^2)) / c^2, by hand."""
+    from scipy.stats import norm
+
+    import dpcausal.ate.complete_cases as cc
+    from dpcausal.ate.release import ATERelease
+    from dpcausal.contract import Privacy
+
+    monkeypatch.setattr(cc, "gaussian_mechanism", lambda value, sigma, sens, rng: value)
+    base = ATERelease(ate=0.12, ci=(0.0, 0.24), se=0.05, level=0.95, n=1000, evaluation=False,
+                      privacy=Privacy(epsilon=1.0, delta=1e-5, unit="row",
+                                      mechanism="gaussian", zeta=1.2),
+                      variance=0.0025, noise={"sigma_ate": 0.01}, n_folds=10, estimator="aipw",
+                      params={"p1": 0.01})
+    rel = cc.complete_case_release(base, 800, 0.5, np.random.default_rng(0))
+    c, r, sigma_c = 0.8, 0.12 / 0.8, 1 / 0.5
+    v = (0.0025 + r * r * (c * (1 - c) / 1000 + (sigma_c / 1000) ** 2)) / c ** 2
+    half = norm.ppf(1 - 0.05 / 2 + 0.01 / 2) * np.sqrt(v)
+    assert rel.ate == pytest.approx(r, rel=1e-12)
+    assert rel.variance == pytest.approx(v, rel=1e-12)
+    assert rel.ci == pytest.approx((r - half, r + half), rel=1e-12)
+    assert rel.privacy.zeta == pytest.approx(np.hypot(1.2, 0.5), rel=1e-12)
+
+
+def _toggle(rng, X, A, Y, i, kind):
+    """Row i's neighbour under the replace-one relation of "drop": it goes from complete to
+    incomplete (a blanked role), or back (restored at a corner: the extreme outcome of the
+    other sign and the other arm), or to the opposite corner while staying complete."""
+    X2, A2, Y2 = X.copy(), A.copy(), Y.copy()
+    if kind == "back":
+        X2[i], A2[i], Y2[i] = rng.standard_normal(X.shape[1]), 1 - A[i], -np.sign(Y[i] or 1)
+    elif kind == "corner":
+        A2[i], Y2[i] = 1 - A[i], -np.sign(Y[i] or 1)
+    else:
+        return _missing_neighbour(rng, X, A, Y, i, kind)
+    return X2, A2, Y2
+
+
+@pytest.mark.parametrize("estimator", ["g", "ipw", "aipw"])
+@pytest.mark.parametrize("n, K", [(50, 3), (60, 7)])
+def test_drop_count_and_score_sum_keep_their_sensitivities(estimator, n, K):
+    """SPECS.md "drop": the score mean S/n moves by at most the "impute" Delta_tau and the
+    complete-case count by at most 1 when one row switches between complete and incomplete
+    (either way, at the corners), with models whose outputs jump between the clip bounds. The
+    count's bound is met exactly, so a count sensitivity of 0.98 would be caught."""
+    rng = np.random.default_rng(n * 100 + K)
+    eta = 0.2
+    est = PrivateATE(estimator=estimator, propensity_model=HashClassifier(),
+                     outcome_model=HashRegressor(), n_folds=K, folds=np.arange(n) % K,
+                     propensity_clip=eta, outcome_bounds=(-1, 1), missing="drop")
+    B_mu = est.calibration(n).B_mu
+    d_tau = ate_sensitivity(estimator, n, K, B_mu, 1 / eta, "tight")
+    worst_tau = worst_count = 0.0
+    for kind in ("outcome", "treatment", "covariates", "all", "back", "corner"):
+        for _ in range(2):
+            X = rng.standard_normal((n, 2))
+            A = rng.binomial(1, 0.5, n).astype(float)
+            Y = rng.choice([-1.0, 1.0], n)
+            i = int(rng.integers(0, n))
+            if kind == "back":
+                Y[i] = NAN                       # incomplete in D, complete in D'
+            r1 = _quiet_fit(est, X, A, Y, evaluation=True).nonprivate
+            r2 = _quiet_fit(est, *_toggle(rng, X, A, Y, i, kind), evaluation=True).nonprivate
+            worst_tau = max(worst_tau, abs(r1["score_mean"] - r2["score_mean"]) / d_tau)
+            worst_count = max(worst_count, abs(r1["complete_cases"] - r2["complete_cases"]))
+    assert worst_tau <= 1 + 1e-12
+    assert worst_count == 1.0 > 0.98
+
+
+def test_a_public_complete_case_count_needs_a_cap_that_holds_it(tmp_path):
+    """"drop_public_count" publishes completeness exactly: its charge holds the relation fact
+    complete_cases public, so a ledger refuses it under a cap whose relation does not, and
+    admits it where the curator declared it."""
+    from dpcausal.ledger import IncompatibleChargeError
+
+    X, A, Y = _data(400, seed=7)
+    Y[3] = NAN
+    led = Ledger(f"sqlite:///{tmp_path / 'l.db'}", create=True)
+    led.set_budget("plain", zeta=5.0)
+    led.set_budget("declared", zeta=5.0, public="complete_cases")
+    est = PrivateATE(outcome_bounds=(-1, 1), n_folds=8, missing="drop_public_count")
+    with pytest.raises(IncompatibleChargeError, match="complete_cases"):
+        _quiet_fit_ledger(led, "plain", est, X, A, Y)
+    assert led.history("plain").empty
+    rel = _quiet_fit_ledger(led, "declared", est, X, A, Y)
+    assert rel.n == 399
+    X, A, Y = _data(400, seed=8)                # other data: a copy is bound to "declared"
+    Y[3] = NAN
+    drop = PrivateATE(outcome_bounds=(-1, 1), n_folds=8, missing="drop")
+    assert _quiet_fit_ledger(led, "plain", drop, X, A, Y).n == 400
+
+
+def _quiet_fit_ledger(led, dataset, est, *data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return led.fit(dataset, est, *data)
 
 
 # ---------------------------------------------------------------- sensitivity (Prop. 2)
@@ -293,9 +447,13 @@ def test_check_data_counts_by_hand_and_charges_nothing(tmp_path):
     assert f["rows without a usable treatment or outcome"] == 3        # NaN A, A = 2, NaN Y
     assert f["n of the release"] == 8 and f["rows per fold"] == 4
     assert f["share of rows scored 0 (bias toward 0)"] == pytest.approx(3 / 8)
+    public = PrivateATE(outcome_bounds=(-1, 1), n_folds=2, missing="drop_public_count"
+                        ).check_data(df, treatment="a", outcome="y", covariates=["x1", "x2"])
+    assert public.facts["n of the release"] == 3 and public.facts["rows dropped"] == 5
     drop = PrivateATE(outcome_bounds=(-1, 1), n_folds=2, missing="drop").check_data(
         df, treatment="a", outcome="y", covariates=["x1", "x2"])
-    assert drop.facts["n of the release"] == 3 and drop.facts["rows dropped"] == 5
+    assert drop.facts["n of the release"] == 8
+    assert drop.facts["complete cases (released noisy)"] == 3
     assert "NON-PRIVATE" in str(check) and "<table" in check._repr_html_()
     assert led.history("d").empty
     assert led.spent("d").zeta == 0

@@ -52,11 +52,16 @@ def test_counts_missing_values_and_writes_nothing(survey_csv, tmp_path, monkeypa
 
 def test_drop_reports_the_complete_case_count(survey_csv, tmp_path, monkeypatch):
     out = _run(["conf/release/demo.yaml", "--set", f"data.path={survey_csv}",
-                "--set", "data.missing=drop", "--set", "estimator.n_folds=10"],
+                "--set", "data.missing=drop_public_count", "--set", "estimator.n_folds=10"],
                tmp_path, monkeypatch)
     assert out.exit_code == 0, out.output
     assert "rows dropped                                17" in out.output
     assert "n of the release                            383" in out.output
+    noisy = _run(["conf/release/demo.yaml", "--set", f"data.path={survey_csv}",
+                  "--set", "data.missing=drop", "--set", "estimator.n_folds=10"],
+                 tmp_path, monkeypatch)
+    assert "complete cases (released noisy)             383" in noisy.output
+    assert "n of the release                            400" in noisy.output
 
 
 def test_other_kinds_get_the_per_role_counts(tmp_path, monkeypatch):

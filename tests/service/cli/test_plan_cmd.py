@@ -93,14 +93,16 @@ def test_plan_reads_a_data_path_relative_to_the_config_from_another_folder(tmp_p
     assert '"n": 500' in out.stdout
 
 
-def test_under_the_drop_policy_plan_says_n_becomes_the_complete_case_count(data_csv, tmp_path,
-                                                                            monkeypatch):
-    """plan reads the shape only, so under ``data.missing: drop`` its n is every row; it says
-    that the release's n (and its K) will be the complete-case count, and where to see it."""
+def test_under_a_public_count_plan_says_n_becomes_the_complete_case_count(data_csv, tmp_path,
+                                                                           monkeypatch):
+    """plan reads the shape only, so under ``data.missing: drop_public_count`` its n is every
+    row; it says that the release's n (and its K) will be the complete-case count, and where to
+    see it. Under ``drop`` (the count noisy) and ``impute`` n and K are all rows'."""
     common = ["--set", f"data.path={data_csv}", "--set", "columns.covariates=null"]
-    dropped = _run([*common, "--set", "data.missing=drop"], tmp_path, monkeypatch)
+    dropped = _run([*common, "--set", "data.missing=drop_public_count"], tmp_path, monkeypatch)
     assert dropped.exit_code == 0, dropped.output
-    assert "the release's n is the complete-case count" in dropped.output
+    assert "the release's n is the exact complete-case count" in dropped.output
     assert "check-data conf/release/demo.yaml" in dropped.output
-    imputed = _run(common, tmp_path, monkeypatch)
-    assert "complete-case" not in imputed.output
+    for policy in ("drop", "impute"):
+        other = _run([*common, "--set", f"data.missing={policy}"], tmp_path, monkeypatch)
+        assert other.exit_code == 0 and "complete-case" not in other.output

@@ -75,6 +75,75 @@ def test_dry_run_exits_3_when_the_budget_has_no_headroom(env):
     assert _charges(env, "small") == 0
 
 
+def test_dry_run_under_drop_prints_no_complete_case_count(env, tmp_path):
+    """Issue 32 Why 3: ``run --dry-run --set data.missing=drop --set estimator.n_folds=100000``
+    on an exhausted budget printed "too large for n=558", the exact complete-case count. Two
+    tables that differ only in whether one person's outcome is missing now give the same exit
+    code and message, which names all rows."""
+    frame = pd.read_csv(env["csv"])
+    frame.loc[:99, "Y"] = np.nan                 # other people's missing outcomes
+    outs = []
+    for target_missing in (False, True):
+        table = frame.copy()
+        if target_missing:
+            table.loc[500, "Y"] = np.nan
+        path = tmp_path / f"t{int(target_missing)}.csv"
+        table.to_csv(path, index=False)
+        _cap(env, f"spent{int(target_missing)}", 1.0)   # the release asks 1.5: no headroom
+        outs.append(_invoke("run", "--dry-run", DEMO, "--set", f"data.path={path}",
+                            "--set", f"ledger.dataset_id=spent{int(target_missing)}",
+                            "--set", "data.missing=drop", "--set", "estimator.n_folds=100000"))
+    (a, b) = outs
+    assert a.exit_code == b.exit_code == 2, a.output
+    assert a.output.replace("spent0", "spent1") == b.output
+    assert "n=2000" in a.output and "1900" not in a.output and "1899" not in b.output
+
+
+@pytest.mark.parametrize("copy", ["shuffled, one row short", "a constant column added"])
+def test_a_near_copy_in_another_file_is_refused_under_another_id(env, tmp_path, copy):
+    """Issue 32 item 7: the CLI bound the exact table and its source only, so a copy of a
+    budgeted file one row short, or with a column added, got a fresh budget under a new id. It
+    now binds the keyed row sketch too, as the library does: exit 3, nothing charged."""
+    import store
+
+    frame = pd.read_csv(env["csv"])
+    _cap(env, "original", 5.0)
+    with Ledger(env["ledger"]) as led:      # what a release of the original bound
+        led.set_budget("original", zeta=5.0, fingerprint=store.frame_identities(frame))
+    other = (frame.sample(frac=1.0, random_state=1).iloc[1:] if copy.startswith("shuffled")
+             else frame.assign(site=3))
+    path = tmp_path / "copy.csv"
+    other.to_csv(path, index=False)
+    _cap(env, "fresh", 5.0)
+    out = _invoke("run", "--dry-run", DEMO, "--set", f"data.path={path}",
+                  "--set", "ledger.dataset_id=fresh", "--set", "estimator.n_folds=20")
+    assert out.exit_code == 3, out.output
+    assert "already budgeted as dataset 'original'" in out.stderr
+    unrelated = tmp_path / "unrelated.csv"
+    rng = np.random.default_rng(11)
+    pd.DataFrame({"X1": rng.normal(size=2000), "A": rng.integers(0, 2, 2000),
+                  "Y": rng.uniform(-1, 1, 2000)}).to_csv(unrelated, index=False)
+    ok = _invoke("run", "--dry-run", DEMO, "--set", f"data.path={unrelated}",
+                 "--set", "ledger.dataset_id=fresh", "--set", "estimator.n_folds=20")
+    assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.parametrize("setting", ["runner.address=tcp://attacker.example:8786",
+                                     "runner.kind=dask", "runner.cleartext=true",
+                                     "mlflow.tracking_uri=http://attacker.example:5000",
+                                     "mlflow.experiment=elsewhere"])
+def test_set_may_not_change_where_the_data_go(env, setting):
+    """Issue 32 item 6: `run --set` named any runner address or tracking server (exit 0); now
+    exit 2 naming the key, with or without --dry-run, before anything is read or charged."""
+    _cap(env, "rehearsed", 5.0)
+    key = setting.split("=")[0]
+    for dry in (["--dry-run"], []):
+        out = _invoke("run", *dry, *_args(env, "rehearsed", "--set", setting))
+        assert out.exit_code == 2, out.output
+        assert f"--set {key}: where a release's data go" in out.stderr
+    assert _charges(env, "rehearsed") == 0
+
+
 @pytest.mark.parametrize("setting, message", [
     ("columns.treatment=arm", "column 'arm' named in the config's columns is not in the data"),
     ("estimator.zeta=-1", "zeta must be a finite number > 0"),
@@ -127,7 +196,7 @@ def test_plan_json_error_and_submit_without_a_stack(env, tmp_path):
     plan = _invoke("plan", "--json", DEMO, "--set", f"data.path={tmp_path / 'nope.csv'}")
     assert plan.exit_code == 2 and json.loads(plan.stdout)["exit_code"] == 2
     os.environ.pop("PREFECT_API_URL", None)
-    submit = _invoke("run", "--submit", *_args(env))
+    submit = _invoke("run", "--submit", DEMO, "--set", "estimator.zeta=1.0")
     assert submit.exit_code == 2, submit.output
     assert "--submit needs a running stack: start one with `dpcausal serve`" in submit.stderr
 

@@ -83,3 +83,10 @@ def test_two_sites_pooled_and_labelled_by_dataset(executed: nbformat.NotebookNod
     assert "fixed-effect pooling of 2 private releases" in text
     labels = [line.split()[0] for line in text.splitlines() if line.startswith("clinic-")]
     assert labels == ["clinic-A", "clinic-B"]
+
+
+def test_a_shuffled_copy_under_another_id_is_refused(executed: nbformat.NotebookNode) -> None:
+    """Issue 32 item 7: the notebook shows the library binding its data to the dataset id."""
+    text = _cell(executed, '"clinic-A-copy"')
+    assert "Refused:" in text and "already budgeted as dataset 'clinic-A'" in text
+    assert re.search(r"keyed fingerprint of site A: [0-9a-f]{32}", text)

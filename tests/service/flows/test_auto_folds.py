@@ -48,15 +48,18 @@ def test_a_config_without_n_folds_releases_through_the_cli(estimator, tmp_path, 
     assert charge["detail"]["K"] == PLANNED_K
 
 
-def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path):
+def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path, monkeypatch):
+    import conf.deployment
     from conf.deployment import ReleaseParameters
     from flows.deployed import release_from_config
 
     dataset = "auto-folds-deployment"
     give_cap(dataset, zeta=10.0)
     data = write_exp_a(tmp_path / "a.csv", 61)
-    out = release_from_config(settings=ReleaseParameters(
-        config=_config(tmp_path / "c.yaml", data, dataset, {"outcome_bounds": [-1, 1]})))
+    config = _config(tmp_path / "c.yaml", data, dataset, {"outcome_bounds": [-1, 1]})
+    monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",    # the curator registers it
+                        (*conf.deployment.REGISTERED_CONFIGS, config))
+    out = release_from_config(settings=ReleaseParameters(config=config))
     assert out["release"]["n_folds"] == PLANNED_K
 
 

@@ -20,6 +20,7 @@ from _flowtools import charges, give_cap, write_exp_a
 
 from dpcausal.ledger import Ledger
 
+ROOT = Path(__file__).resolve().parents[3]
 BAD_DATASET = "cli-bad-input"
 
 
@@ -95,12 +96,14 @@ def test_exhausted_budget_exits_3_before_any_flow_and_without_charge(cli_config,
     assert f"in the ledger at {where};" in no_cap.stderr
 
 
-def test_values_never_fail_a_charged_release(cli_config, exp_a_csv, tmp_path, invoke):
+def test_values_never_fail_a_charged_release(cli_config, tmp_path, invoke):
     """A treatment coded 0/2 passes every public check; after the charge the missing-value
     policy treats the 2s as missing (a public rule), so the release completes (issue 26 §2)."""
     dataset = "cli-nonbinary"
     give_cap(dataset)
-    frame = pd.read_csv(exp_a_csv)
+    # data of their own: with A doubled, the session's exp-A table keeps half its rows, a near
+    # copy the ledger binds to this dataset (issue 32 item 7)
+    frame = pd.read_csv(write_exp_a(tmp_path / "own.csv", 977))
     nonbinary = tmp_path / "nonbinary.csv"
     frame.assign(A=frame["A"] * 2).to_csv(nonbinary, index=False)
     out = invoke("run", cli_config(nonbinary, ledger={"dataset_id": dataset}), "--no-progress",
@@ -207,7 +210,7 @@ def _flow_run(url: str):
 def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke, tmp_path):
     """Issue 27 §1: `run --submit` hands the config to the stack's deployment, waits for
     nothing, prints the flow run's URL; no deployment (or no stack) is one error, exit 2."""
-    path = cli_config(ledger={"dataset_id": "cli-submit"})
+    path = str(ROOT / "conf" / "release" / "demo.yaml")    # a registered config
     _assert_error(invoke("run", "--submit", path), 2,
                   r"no deployment 'release_from_config/from-config' on http")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
@@ -218,18 +221,28 @@ def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke,
 
 
 def test_submit_with_the_deployment(cli_config, invoke, deployments):
-    path = cli_config(ledger={"dataset_id": "cli-submit"})
+    path = str(ROOT / "conf" / "release" / "demo.yaml")
     out = invoke("run", "--submit", path, "--set", "estimator.zeta=1.0")
     assert out.exit_code == 0, out.output
     url = out.stdout.strip()
     assert "/runs/flow-run/" in url and url.startswith("http"), out.stdout
     run = _flow_run(url)
     settings = run.parameters["settings"]
-    assert settings["config"] == path
-    assert settings["overrides"]["estimator.zeta"] == 1.0
-    assert settings["overrides"]["data.path"] == yaml.safe_load(
-        Path(path).read_text())["data"]["path"]
-    assert charges("cli-submit") == 0  # nothing ran here: the worker runs it
+    assert settings == {"config": "conf/release/demo.yaml",
+                        "overrides": {"estimator.zeta": 1.0}}   # the data are the config's
+
+
+def test_submit_asks_only_about_registered_configs_and_analysis_keys(cli_config, invoke,
+                                                                     deployments):
+    """Issue 32 item 6: `run --submit` handed any config path and its data path to the
+    deployment; an unregistered config or a curator's key is now refused here, exit 2, before
+    anything is submitted."""
+    own = cli_config(ledger={"dataset_id": "cli-submit"})
+    _assert_error(invoke("run", "--submit", own), 2, r"one of the deployment's registered configs")
+    demo = str(ROOT / "conf" / "release" / "demo.yaml")
+    _assert_error(invoke("run", "--submit", demo, "--set", "data.path=/tmp/other.csv"), 2,
+                  r"'data.path' is not an analysis key a run may set")
+    assert charges("cli-submit") == 0
 
 
 def test_serve_prints_a_trigger_command_that_works_as_printed(project, deployments):

@@ -23,6 +23,19 @@ def _artifacts(flow_run_id) -> dict[str, object]:
     return {a.key: a for a in found}
 
 
+@pytest.fixture
+def register(monkeypatch):
+    """The curator registers a config with the deployment (conf.deployment.REGISTERED_CONFIGS)."""
+    import conf.deployment
+
+    def add(path: str) -> str:
+        monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",
+                            (*conf.deployment.REGISTERED_CONFIGS, path))
+        return path
+
+    return add
+
+
 def _config(folder, dataset: str) -> str:
     """A config in its own folder whose data path is relative to that folder."""
     folder.mkdir()
@@ -31,18 +44,18 @@ def _config(folder, dataset: str) -> str:
         "name": "deployed", "data": {"path": "a.csv"},
         "columns": {"treatment": "A", "outcome": "Y"},
         "estimator": {"outcome_bounds": [-1, 1], "n_folds": 10, "zeta": 2.0},
-        "ledger": {"dataset_id": "from-the-file"},
+        "ledger": {"dataset_id": dataset},
         "mlflow": {"experiment": f"test-{dataset}"}}))
     return str(folder / "release.yaml")
 
 
-def test_the_launched_run_shows_the_release_and_its_settings_apply(tmp_path):
+def test_the_launched_run_shows_the_release_and_its_settings_apply(tmp_path, register):
     from mlflow import MlflowClient
 
     dataset = "deployed-typed"
     give_cap(dataset, zeta=10.0)
     state = release_from_config(settings=ReleaseParameters(
-        config=_config(tmp_path / "study", dataset), dataset_id=dataset, zeta=1.0, n_folds=20,
+        config=register(_config(tmp_path / "study", dataset)), zeta=1.0, n_folds=20,
         outcome_lower=-2, outcome_upper=2), return_state=True)
     assert state.is_completed(), state.message
     out = state.result()
@@ -56,10 +69,10 @@ def test_the_launched_run_shows_the_release_and_its_settings_apply(tmp_path):
     assert charges(dataset) == 1
 
 
-def test_a_refusal_is_noted_on_the_launched_run(tmp_path):
+def test_a_refusal_is_noted_on_the_launched_run(tmp_path, register):
     dataset = "deployed-no-cap"
     state = release_from_config(settings=ReleaseParameters(
-        config=_config(tmp_path / "study", dataset), dataset_id=dataset), return_state=True)
+        config=register(_config(tmp_path / "study", dataset))), return_state=True)
     assert state.is_failed()
     arts = _artifacts(state.state_details.flow_run_id)
     assert f"refused-{dataset}" in arts

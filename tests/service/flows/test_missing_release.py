@@ -1,5 +1,6 @@
-"""A release under ``data.missing: drop`` through the flow: its n is the complete-case count (the
-count the policy declares public), K is resolved from that n, and the ledger records the policy."""
+"""A release under ``data.missing: drop`` through the flow: its n is every row, K is resolved from
+that n, the complete-case count is noisy and charged, and the ledger records the policy
+(issue 32 item 5)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pandas as pd
 from _flowtools import give_cap, write_exp_a
 
 
-def test_a_drop_release_publishes_the_complete_case_count_and_plans_k_from_it(project):
+def test_a_drop_release_keeps_n_and_k_of_all_rows_and_charges_the_count(project):
     from conf.models import load_config
     from dpcausal.ate.planner import auto_n_folds
     from dpcausal.ledger import Ledger
@@ -32,11 +33,12 @@ def test_a_drop_release_publishes_the_complete_case_count_and_plans_k_from_it(pr
         "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}})
     out = run_release(config)
     release = out["release"]
-    assert release["n"] == complete
-    # K from the complete-case n, not from the file's row count
-    assert release["n_folds"] == auto_n_folds(complete, 1, estimator="aipw")
-    assert release["n_folds"] != auto_n_folds(len(frame), 1, estimator="aipw")
+    assert release["n"] == len(frame)
+    # K from the file's row count, never from the complete-case count
+    assert release["n_folds"] == auto_n_folds(len(frame), 1, estimator="aipw")
+    assert release["n_folds"] != auto_n_folds(complete, 1, estimator="aipw")
     assert np.isfinite(release["ate"]) and release["ci"] is not None
+    assert release["privacy"]["detail"]["zeta_count"] > 0
     with Ledger() as led:
         [detail] = led.history(dataset)["detail"].tolist()
     assert detail["missing"] == "drop" and detail["K"] == release["n_folds"]

@@ -288,6 +288,10 @@ def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(pr
         _frame("user_level").to_csv(index=False)).replace("45.623e3", "45.623"))
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(_base("user_level", str(data), "replay-bounds-probe")))
+    import conf.deployment
+
+    monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",    # the curator registers it
+                        (*conf.deployment.REGISTERED_CONFIGS, str(config)))
     answers = set()
     for b in (40.0, 45.0, 46.0, 65.0):
         bounds = f"mechanism.bounds=[0, {b}]"

@@ -81,8 +81,7 @@ def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke):
         give_cap(dataset, zeta=raw["ledger"]["budget"])
     _with_missing_values(data, _private_columns(raw, data))
     res = invoke("run", str(config), "--no-progress", "--json", "--set", f"data.path={data}",
-                 "--set", f"ledger.dataset_id={dataset}",
-                 "--set", f"mlflow.experiment=test-{dataset}")
+                 "--set", f"ledger.dataset_id={dataset}")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["kind"] == raw.get("kind", "ate") and out["release"]["kind"]

@@ -41,9 +41,28 @@ def test_frame_fingerprint_sees_names_and_values():
     import pandas as pd
 
     df = pd.DataFrame({"a": [1.0, 2.0], "b": [3, 4]})
-    assert ms.frame_fingerprint(df) == ms.frame_fingerprint(df.copy())
-    assert ms.frame_fingerprint(df) != ms.frame_fingerprint(df.rename(columns={"b": "c"}))
-    assert ms.frame_fingerprint(df) != ms.frame_fingerprint(df.assign(a=[1.0, 2.5]))
+    assert ms.frame_identities(df)[0] == ms.frame_identities(df.copy())[0]
+    assert ms.frame_identities(df)[0] != ms.frame_identities(df.rename(columns={"b": "c"}))[0]
+    assert ms.frame_identities(df)[0] != ms.frame_identities(df.assign(a=[1.0, 2.5]))[0]
+
+
+def test_the_cli_and_the_library_bind_the_same_identities(tmp_path, monkeypatch):
+    """Issue 32 item 7: the CLI's key file (<data>/private/fingerprint.key) is the one the
+    library finds beside the default ledger, so a CLI run and a library fit bind alike."""
+    import pandas as pd
+
+    from dpcausal.fingerprints import identities
+    from dpcausal.ledger import Ledger
+
+    monkeypatch.delenv("DPCAUSAL_LEDGER_URL", raising=False)
+    df = pd.DataFrame({"a": np.arange(50.0), "b": np.arange(50) % 2})
+    cli = ms.frame_identities(df)
+    with Ledger(create=True) as led:
+        assert identities(df, key=(tmp_path / "data" / "private" / "fingerprint.key")
+                          .read_bytes()) == cli
+        import dpcausal
+
+        assert dpcausal.fingerprint(df, ledger=led) == cli[0]
 
 
 def test_chunk_key_depends_on_each_part():
