@@ -165,8 +165,9 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
 
 
 def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> None:
-    """``run --submit``: the config's release through the served stack's deployment; prints
-    the flow run's URL at once (no wait)."""
+    """``run --submit``, after :func:`preflight` passed (a refusal exits as ``run`` would,
+    before anything is submitted): the config's release through the served stack's
+    deployment; prints the flow run's URL at once (no wait)."""
     import yaml
 
     from deploy.prefect_api import submit_release
@@ -208,11 +209,12 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
     if submit and dry_run:
         fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
-    config = load_config(config_path, overrides)
-    if submit:
+    config = load_config(config_path, overrides, asked=True)
+    partitioned = config.data.partitioned  # the check reads the outcome in memory
+    if submit:  # the same public checks and budget test first: run's exit code, nothing sent
+        preflight(config, strict=strict)
         submit_run(config, config_path, overrides)
         return
-    partitioned = config.data.partitioned  # the check reads the outcome in memory
     if dry_run:
         rehearse(config, config_path, strict=strict, bounds_notice=not partitioned,
                  as_json=as_json)
@@ -247,8 +249,8 @@ class KindChoice(click.Choice):
 @verbose_option
 def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
          verbose: bool) -> None:
-    """Write synthetic data, give the demo dataset its cap (if it has none), then run a full
-    private release on it (conf/release/*demo.yaml)."""
+    """Write synthetic data, register it as the curator would (synthetic, with its cap if it
+    has none), then run a full private release on it (conf/release/*demo.yaml)."""
     import yaml
 
     import conf
@@ -256,15 +258,21 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
     from conf.settings import data_dir
     from demo import demo_cap, write_demo
     from tasks.ledger_ops import set_initial_budget
+    from tasks.registration import register
 
     path = write_demo(kind, data_dir() / "demo", n_rows)
     example = Path(conf.__file__).parents[1] / KINDS[kind].example
     base = yaml.safe_load(example.read_text())
     base["data"] = {"path": str(path)}
-    config = load_config(None, overrides, base=base)
-    set_initial_budget(config.ledger.dataset_id, **demo_cap(kind))
+    curator = load_config(None, (), base=base)  # the curator's half: registered first
+    set_initial_budget(curator.ledger.dataset_id, **demo_cap(kind))
+    registration = register(curator, origin="synthetic")
+    config = load_config(None, overrides, base=base, asked=True)
     if not as_json:
-        click.echo(f"demo data: {path} ({kind} demo)", err=True)
+        click.echo(f"demo data: {path} ({kind} demo), registered as dataset "
+                   f"{registration.dataset!r} (n={registration.n}, version "
+                   f"{registration.version}; `dpcausal ledger show {registration.dataset}`)",
+                   err=True)
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
     if not as_json:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")

@@ -15,5 +15,5 @@ from dpcausal.ledger.registration import Registration
 from dpcausal.ledger.store import Ledger, ReleaseSlot
 
 __all__ = ["BudgetExceededError", "Cap", "DatasetIdentityError", "IncompatibleChargeError",
-           "Ledger", "LedgerError", "Registration", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose",
-           "group_privacy"]
+           "Ledger", "LedgerError", "Registration", "ReleaseInProgressError", "ReleaseSlot",
+           "Spend", "compose", "group_privacy"]

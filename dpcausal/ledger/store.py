@@ -43,13 +43,13 @@ from dpcausal.ledger.composition import (
     relation_admissible,
     within_cap,
 )
-from dpcausal.ledger.registration import Registration
 from dpcausal.ledger.errors import (
     BudgetExceededError,
     DatasetIdentityError,
     IncompatibleChargeError,
     ReleaseInProgressError,
 )
+from dpcausal.ledger.registration import Registration
 
 _T = schema.charges
 _D = schema.datasets
@@ -206,7 +206,7 @@ class Ledger:
         """Register ``dataset`` (its curator, once; again for a new version of the source):
         bind to the id what a run may only ask about (issue 32 §1,
         :mod:`dpcausal.ledger.registration`). Each registration is kept (:meth:`registrations`);
-        the latest holds.
+        the latest holds; registering the same values again records nothing new.
 
         Parameters
         ----------
@@ -254,8 +254,11 @@ class Ledger:
             _check_fingerprints(conn, dataset, fingerprints, lock=True, ledger=self.where)
             if has_cap:
                 _bind_fingerprints(conn, dataset, fingerprints)
-            last = conn.execute(sa.select(sa.func.max(_R.c.version))
-                                .where(_R.c.dataset == dataset)).scalar() or 0
+            latest = conn.execute(sa.select(_R).where(_R.c.dataset == dataset)
+                                  .order_by(_R.c.version.desc()).limit(1)).mappings().first()
+            if latest is not None and latest["registration"] == reg.to_json():
+                return _registration_of(latest)  # the same registration again: no change
+            last = 0 if latest is None else latest["version"]
             conn.execute(_R.insert().values(
                 dataset=dataset, version=last + 1, registration=reg.to_json(), n=n,
                 evaluation_allowed=evaluation_allowed, by=by, at=now))

@@ -59,3 +59,10 @@ def test_the_same_data_cannot_be_registered_under_a_second_id(sqlite_url: str) -
         with pytest.raises(DatasetIdentityError):
             _register(led, "copy-of-A", fingerprint="fp-of-the-table")
         assert led.registration("copy-of-A") is None
+
+
+def test_registering_the_same_values_again_records_no_new_version(sqlite_url: str) -> None:
+    with Ledger(sqlite_url, create=True) as led:
+        first = _register(led)
+        assert _register(led) == first
+        assert len(led.registrations("trial-A")) == 1
