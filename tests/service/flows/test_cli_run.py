@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from _flowtools import charges, give_cap, write_exp_a
+from _flowtools import charges, give_cap, register_as_curator, write_exp_a
 
 from dpcausal.ledger import Ledger
 
@@ -27,7 +27,7 @@ BAD_DATASET = "cli-bad-input"
 def cli_config(exp_a_csv, tmp_path):
     counter = iter(range(1000))
 
-    def write(data_path=None, **top):
+    def write(data_path=None, register=True, **top):
         cfg = {"name": "cli", "data": {"path": str(data_path or exp_a_csv)},
                "columns": {"treatment": "A", "outcome": "Y"},
                "estimator": {"n_folds": 20, "fold_seed": 3, "outcome_bounds": [-1, 1]},
@@ -35,6 +35,8 @@ def cli_config(exp_a_csv, tmp_path):
                "mlflow": {"experiment": "test-cli"}, **top}
         path = tmp_path / f"release{next(counter)}.yaml"
         path.write_text(yaml.safe_dump(cfg))
+        if register:  # the curator registers the dataset a run asks about (issue 32 §1)
+            register_as_curator(path)
         return str(path)
     return write
 
@@ -62,9 +64,11 @@ def test_bad_input_fails_with_one_paragraph_exit_2_and_no_charge(cli_config, tmp
     bad_yaml.write_text("name: x\ndata: {path: [\n")
     cases = [
         ((str(tmp_path / "nope.yaml"),), r"config file .*nope\.yaml' does not exist"),
-        ((cli_config(tmp_path / "missing.csv"),), r"data file .*missing\.csv' does not exist"),
+        # a run only asks: its data half must be the registration's (issue 32 §2)
+        ((cli_config(tmp_path / "missing.csv", register=False),),
+         r"data.path differs from the registration of dataset 'cli-bad-input'"),
         ((cli_config(), "--set", "columns.treatment=arm"),
-         r"treatment='arm' is not a column of the data"),
+         r"columns.treatment differs from the registration"),
         ((str(bad_yaml),), r"is not valid YAML"),
         ((cli_config(), "--set", "models.outcome.name=nosuch"), r"unknown outcome model 'nosuch'"),
         ((cli_config(), "--set", "estimator.zeta=-1"), r"zeta must be a finite number > 0"),
