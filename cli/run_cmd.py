@@ -256,17 +256,14 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
     import conf
     from conf.kinds import KINDS
     from conf.settings import data_dir
-    from demo import demo_cap, write_demo
-    from tasks.ledger_ops import set_initial_budget
-    from tasks.registration import register
+    from demo import write_demo
+    from tasks.registration import register_demo
 
     path = write_demo(kind, data_dir() / "demo", n_rows)
     example = Path(conf.__file__).parents[1] / KINDS[kind].example
     base = yaml.safe_load(example.read_text())
     base["data"] = {"path": str(path)}
-    curator = load_config(None, (), base=base)  # the curator's half: registered first
-    set_initial_budget(curator.ledger.dataset_id, **demo_cap(kind))
-    registration = register(curator, origin="synthetic")
+    registration = register_demo(load_config(None, (), base=base))  # the curator's step
     config = load_config(None, overrides, base=base, asked=True)
     if not as_json:
         click.echo(f"demo data: {path} ({kind} demo), registered as dataset "

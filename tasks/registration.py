@@ -34,6 +34,17 @@ def register(config: Any, *, zeta: float | None = None, origin: str | None = Non
                             origin=origin, zeta=zeta, fingerprint=counted["identity"])
 
 
+def register_demo(config: Any) -> Registration:
+    """The demo's own data (``config`` points at them): their cap if they have none
+    (:func:`demo.demo_cap`), and their registration as a synthetic source, which allows
+    evaluation mode on them."""
+    from demo import demo_cap
+    from tasks.ledger_ops import set_initial_budget
+
+    set_initial_budget(config.ledger.dataset_id, **demo_cap(config.kind))
+    return register(config, origin="synthetic")
+
+
 def count(config: Any) -> dict[str, Any]:
     """What the curator counts at registration: ``n`` (the records the release's reader
     parses: :func:`tasks.data.read_csv_table` for CSV, the footers of Parquet partitions,
