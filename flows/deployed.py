@@ -31,8 +31,9 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
     ``refresh_demo_data`` first re-writes the demo dataset of the config's kind under the data
     folder, points the config at it, gives the demo dataset its cap if it has none and registers
     it as synthetic (the demo's own data only): the nightly deployment's stand-in for an
-    upstream job that refreshes a dataset before its scheduled release. A refused release ends this run Failed with the
-    ledger's message, recorded in MLflow and as an artifact here and on the subflow.
+    upstream job that refreshes a dataset before its scheduled release. A refused release ends
+    this run Failed with the ledger's message, recorded in MLflow and as an artifact here and
+    on the subflow.
     """
     from demo import write_demo
     from tasks.registration import register_demo
