@@ -180,22 +180,6 @@ def give_cap(dataset: str, **cap) -> None:
     set_initial_budget(dataset, **(cap or {"zeta": 50.0}))
 
 
-def register_as_curator(config, **kw):
-    """The curator's registration of ``config``'s dataset (a config object or a YAML path),
-    as `dpcausal ledger register` makes it (issue 32 §1): a test registers what it runs;
-    evaluation is allowed for an evaluation config (the test data are synthetic). Returns the
-    registration, or None where the curator could not register it (a bad config, a missing
-    file, data bound to another id): the run is then refused as not registered."""
-    from conf.kinds import load_any
-    from tasks.registration import register
-
-    try:
-        config = load_any(config) if isinstance(config, (str, Path)) else config
-        return register(config, origin="synthetic" if config.evaluation else None, **kw)
-    except (ValueError, TypeError, OSError):
-        return None
-
-
 def charges(dataset: str) -> int:
     """How many charges the ledger holds for ``dataset`` (0 for a dataset it does not know)."""
     from dpcausal.ledger import Ledger

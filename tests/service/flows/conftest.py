@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from _flowtools import give_cap, register_as_curator, write_exp_a
+from _flowtools import give_cap, write_exp_a
 
 QUIET = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
          "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
@@ -42,7 +42,7 @@ def exp_a_csv(project) -> Path:
 
 
 @pytest.fixture
-def make_config(project, request):
+def make_config(project, request, curator_registers):
     """ReleaseConfig for its own experiment-A data (n = 2000; a dataset's data are bound to its
     id by fingerprint, so each dataset id gets its own data): K = 20 in 4 chunks, the dataset
     capped at zeta 50 unless ``cap=None``, its own experiment; registered by its curator as
@@ -68,7 +68,7 @@ def make_config(project, request):
         if cap is not None and not config.evaluation:
             give_cap(ds, zeta=cap)
         if register:
-            register_as_curator(config)
+            curator_registers(config)
         return config
 
     return make

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from _flowtools import charges, give_cap, register_as_curator, write_exp_a
+from _flowtools import charges, give_cap, write_exp_a
 
 from dpcausal.ledger import Ledger
 
@@ -24,7 +24,7 @@ BAD_DATASET = "cli-bad-input"
 
 
 @pytest.fixture
-def cli_config(exp_a_csv, tmp_path):
+def cli_config(exp_a_csv, tmp_path, curator_registers):
     counter = iter(range(1000))
 
     def write(data_path=None, register=True, **top):
@@ -36,7 +36,7 @@ def cli_config(exp_a_csv, tmp_path):
         path = tmp_path / f"release{next(counter)}.yaml"
         path.write_text(yaml.safe_dump(cfg))
         if register:  # the curator registers the dataset a run asks about (issue 32 §1)
-            register_as_curator(path)
+            curator_registers(path)
         return str(path)
     return write
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from _flowtools import artifacts_of, give_cap, register_as_curator
+from _flowtools import artifacts_of, give_cap
 
 from dpcausal.ledger import Ledger
 
@@ -69,7 +69,7 @@ def _state() -> tuple:
 
 
 @pytest.fixture
-def registered(project, tmp_path, request):
+def registered(project, tmp_path, request, curator_registers):
     """The curator's config of a SQL source, registered (n = 300) and capped at zeta 1 (a
     release at zeta 1.5 is refused: the budget is as good as exhausted); the probes' dataset
     id, or for another test one of its own."""
@@ -84,7 +84,7 @@ def registered(project, tmp_path, request):
         "estimator": {"n_folds": 10, "outcome_bounds": [-1, 1], "zeta": 1.5},
         "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": "test-registration"}}))
     give_cap(dataset, zeta=1.0)
-    reg = register_as_curator(path)
+    reg = curator_registers(path)
     assert reg is not None and reg.n == 300
     return path, db, dataset
 
@@ -150,7 +150,8 @@ def test_a_registered_run_leaves_the_data_half_out(registered, invoke, tmp_path)
     assert "SELECT id, X1, A, Y FROM t" in shown.stdout
 
 
-def test_the_partition_count_runs_after_the_reservation(registered, monkeypatch):
+def test_the_partition_count_runs_after_the_reservation(registered, monkeypatch,
+                                                       curator_registers):
     """Issue 32 §3: a partitioned SQL source was counted (a query, under the analyst's WHERE)
     before the headroom was checked; now the checks before the charge read nothing."""
     import tasks.preflight as preflight
@@ -167,7 +168,7 @@ def test_the_partition_count_runs_after_the_reservation(registered, monkeypatch)
     path, _, dataset = registered
     config = load_any(path, ["data.sql_partitions=4", "data.id_column=id",
                              "data.dtypes={id: int}", "runner.kind=dask"])
-    register_as_curator(config)
+    curator_registers(config)
     kind = KINDS["ate"]
     with pytest.raises(BudgetExceededError):
         preflight.check_release(config.data, kind.schema(config), kind.build(config),

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from _flowtools import charges, give_cap, register_as_curator
+from _flowtools import charges, give_cap
 
-from conf.kinds import KINDS, load_any
+from conf.kinds import KINDS
 from demo import demo_cap, write_demo
 
 SHIPPED = sorted((Path(__file__).parents[3] / "conf" / "release").glob("*.yaml"))
@@ -67,7 +67,7 @@ def test_every_shipped_config_is_covered():
 
 
 @pytest.mark.parametrize("config", SHIPPED, ids=[p.stem for p in SHIPPED])
-def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke):
+def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke, curator_registers):
     raw = yaml.safe_load(config.read_text())
     dataset = f"shipped-{config.stem}"
     if config.name in KIND_OF:
@@ -81,7 +81,7 @@ def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke):
         give_cap(dataset, zeta=raw["ledger"]["budget"])
     _with_missing_values(data, _private_columns(raw, data))
     # the curator registers the data (issue 32 §1); the run then only asks about them
-    register_as_curator(load_any(config, [f"data.path={data}", f"ledger.dataset_id={dataset}"]))
+    curator_registers(config, [f"data.path={data}", f"ledger.dataset_id={dataset}"])
     res = invoke("run", str(config), "--no-progress", "--json", "--set", f"data.path={data}",
                  "--set", f"ledger.dataset_id={dataset}",
                  "--set", f"mlflow.experiment=test-{dataset}")
