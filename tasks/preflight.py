@@ -23,6 +23,7 @@ nothing was handed over (a deployment's run, a test calling the flow).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -206,13 +207,16 @@ def load_registered(source: DataSource, schema: Schema, mechanism: Mechanism,
     """The checked input of a release reserved from its registration, read after the
     reservation: the source as its declared types, which must still hold the registered ``n``
     records (else :class:`SourceChangedError`: charged and generic, as every failure after the
-    reservation), then ``check_input``."""
+    reservation), then ``check_input``, whose warnings (of the public facts, n and d) were
+    shown before the charge by :func:`check_registered` and are not raised again."""
     table = read_frame(source, schema)
     if len(table) != n:
         raise SourceChangedError(
             f"the source holds {len(table)} records, its registration {n}: the curator "
             "registers the new version (`dpcausal ledger register`)")
-    return mechanism.check_input(table, **roles)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return mechanism.check_input(table, **roles)
 
 
 def check_data(config: Any) -> Any:
