@@ -37,17 +37,25 @@ class NotRegisteredError(ValueError):
 
 
 def curator_half(config: Any) -> dict[str, Any]:
-    """The curator's half of a validated config (any kind), as public JSON values."""
-    return {key: getattr(config, key).model_dump(mode="json") for key in CURATOR_KEYS}
+    """The curator's half of a validated config (any kind), as public JSON values; a local
+    ``data.path`` or ``data.partitions`` resolved (``conf/release/../../data/x.csv`` and
+    ``data/x.csv`` name one file)."""
+    half = {key: getattr(config, key).model_dump(mode="json") for key in CURATOR_KEYS}
+    for key in ("path", "partitions"):
+        where = half["data"].get(key)
+        if where is not None and "://" not in where:
+            half["data"][key] = str(Path(where).resolve())
+    return half
 
 
 def registration_values(config: Any) -> dict[str, Any]:
     """The keyword arguments of :meth:`dpcausal.ledger.Ledger.register` that a config's
     curator half gives (plain values: the library takes no config object)."""
-    data = config.data.model_dump(mode="json")
+    half = curator_half(config)
+    data = half["data"]
     return {"source": {k: v for k, v in data.items() if k not in ("dtypes", *_POLICY)},
             "dtypes": data["dtypes"], "missing": {k: data[k] for k in _POLICY},
-            "columns": config.columns.model_dump(mode="json")}
+            "columns": half["columns"]}
 
 
 def registered_half(registration: Registration) -> dict[str, Any]:
