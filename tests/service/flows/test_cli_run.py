@@ -219,6 +219,7 @@ def _flow_run(url: str):
 def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke, tmp_path):
     """Issue 27 §1: `run --submit` hands the config to the stack's deployment, waits for
     nothing, prints the flow run's URL; no deployment (or no stack) is one error, exit 2."""
+    give_cap("cli-submit")  # --submit makes run's checks first (issue 32 §3)
     path = cli_config(ledger={"dataset_id": "cli-submit"})
     _assert_error(invoke("run", "--submit", path), 2,
                   r"no deployment 'release_from_config/from-config' on http")
@@ -230,6 +231,7 @@ def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke,
 
 
 def test_submit_with_the_deployment(cli_config, invoke, deployments):
+    give_cap("cli-submit")
     path = cli_config(ledger={"dataset_id": "cli-submit"})
     out = invoke("run", "--submit", path, "--set", "estimator.zeta=1.0")
     assert out.exit_code == 0, out.output
