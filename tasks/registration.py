@@ -14,7 +14,7 @@ from conf.models import Schema
 from conf.registration import registration_values
 from dpcausal.ledger import Ledger, Registration
 from store import frame_fingerprint, source_fingerprint
-from tasks.data import read_frame, select, source_identity, source_shape
+from tasks.data import partition_footers, read_frame, select, source_identity, source_shape
 
 
 def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
@@ -54,7 +54,9 @@ def count(config: Any) -> dict[str, Any]:
     where = source_fingerprint(source_identity(config.data))
     if config.data.partitioned:
         n, d = source_shape(config.data, config.columns)
-        return {"n": n, "d": d, "identity": (where,)}
+        names = (list(partition_footers(config.data.partitions)[0][1])
+                 if config.data.partitions is not None else [])
+        return {"n": n, "d": d, "identity": (where,), **({"names": names} if names else {})}
     schema = KINDS[config.kind].schema(config)
     table = read_frame(config.data, Schema(schema.columns, rest=schema.rest or "float"))
     frame = select(table, None if schema.rest is not None else list(schema.columns))
