@@ -38,10 +38,10 @@ UNIT = {"ate": "row", "cluster_dp": "label", "federated": "client", "user_level"
 
 
 # ------------------------------------------------------------------ data: D and its neighbour
-def _core_frame() -> pd.DataFrame:
+def _core_frame(seed: int = 3) -> pd.DataFrame:
     from dpcausal.datasets import make_experiment_a
 
-    X, A, Y, _ = make_experiment_a(800, random_state=3)
+    X, A, Y, _ = make_experiment_a(800, random_state=seed)
     return pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y})
 
 
@@ -58,7 +58,7 @@ def _frame(kind: str, seed: int = 3) -> pd.DataFrame:
         from dpcausal.user_level import make_user_level_panel
 
         return make_user_level_panel(n_units=400, n_strata=3, cells_per_unit=2.5, seed=seed)
-    return _core_frame()
+    return _core_frame(seed)
 
 
 def _set_cell(text: str, column: str, value: str, row: int = 5) -> str:
@@ -206,7 +206,9 @@ def _replay(seen, base: dict, path: Path, d: str, neighbours: list[str], *cli_ar
 def test_every_refusal_is_the_same_on_a_neighbour(seen, tmp_path, kind, path_):
     dataset = f"replay-{kind}-{path_.replace(' ', '-')}"
     data = tmp_path / "data.csv"
-    d = _frame(kind).to_csv(index=False)
+    # each dataset id its own data: the curator's registration binds them to one id
+    d = _frame(kind, {"no cap": 3, "budget exhausted": 5, "bad input": 7}[path_]).to_csv(
+        index=False)
     base = curator = _base(kind, str(data), dataset)
     if path_ == "budget exhausted":
         give_cap(dataset, **CAPS[kind], unit=UNIT[kind])
