@@ -6,6 +6,11 @@ terminal spends no privacy budget: rows, missing and non-finite values per role,
 outcomes outside the bounds, arm sizes, and for the core release what the declared missing-value
 policy will do and the rows per fold at the planned K. Nothing is charged and nothing is written:
 no ledger, no MLflow, no Prefect (neither is imported), no log. The output must not be shared.
+
+For the curator only, enforced (issue 32 §8): it needs the curator's key file of the private
+store readable (:func:`store.curator_key_file`), and it reads a database only through
+``data.url``, the caller's own credentials, never through a ``data.url_block`` that the runner
+holds; otherwise it refuses (exit 2) saying why, before anything is read.
 """
 
 from __future__ import annotations
@@ -24,9 +29,20 @@ def check_data(config_path: str, overrides: tuple[str, ...]) -> None:
 
     Charges nothing and records nothing (no ledger, MLflow or Prefect). Its output describes the
     data themselves: keep it to yourself, never share or publish it."""
+    from conf.settings import data_dir
+    from store import curator_key_file
     from tasks.preflight import check_data as look
 
     config = load_config(config_path, overrides)
+    if curator_key_file() is None:
+        fail(ValueError(f"check-data is for the dataset's curator only: it prints non-private "
+                        f"counts, and needs the curator's key file (fingerprint.key or fold.key "
+                        f"under {data_dir() / 'private'}) readable, which it is not for this "
+                        "user; ask the curator, or release privately with `dpcausal run`"))
+    if config.data.url_block is not None:
+        fail(ValueError(f"check-data does not read data.url_block {config.data.url_block!r}: "
+                        "that database is reached through a block the runner holds, not the "
+                        "caller; the curator checks it with data.url and their own credentials"))
     try:
         check = look(config)
     except (ValueError, TypeError) as exc:     # bad input or configuration

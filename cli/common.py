@@ -57,13 +57,18 @@ def exit_code(exc: BaseException) -> int:
 
 
 def load_config(path: str | None, overrides: tuple[str, ...],
-                base: dict[str, Any] | None = None) -> Any:
+                base: dict[str, Any] | None = None, *, asked: bool = False) -> Any:
     """The validated config of the kind it declares, with its mechanism built once to refuse an
-    unknown or unbuildable model before any data is read; bad input ends the command (exit 2)."""
+    unknown or unbuildable model before any data is read; bad input ends the command (exit 2).
+    ``asked``: a run's config, which only asks about a registered dataset
+    (:func:`conf.registration.load_asked`: the curator's half from the registration, and a
+    refusal naming a key that differs from it); else the curator's own config, read as given."""
     from conf.kinds import build_mechanism, load_any
+    from conf.registration import load_asked
 
     try:
-        config = load_any(path, overrides, base=base)
+        config = load_asked(path, overrides, base)[0] if asked else load_any(path, overrides,
+                                                                             base=base)
         build_mechanism(config)
     except (ValueError, TypeError) as exc:  # conf.models.ConfigError is a ValueError
         fail(exc)

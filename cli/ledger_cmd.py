@@ -202,3 +202,59 @@ def correct_unit(release_id: str, unit: str, public: str | None, reason: str,
             raise InputError(str(exc)) from exc
     click.echo(f"Charge {release_id} is now recorded {relation.describe()}; the correction is "
                "logged (`dpcausal ledger history DATASET`).")
+
+
+@ledger.command()
+@click.argument("dataset")
+@click.argument("config_path", metavar="CONFIG")
+@click.option("--zeta", type=float, default=None,
+              help="Also set DATASET's zeta cap (otherwise `set-budget` does).")
+@click.option("--evaluation-allowed", "origin", type=click.Choice(["synthetic", "public"]),
+              default=None,
+              help="Allow evaluation mode (a non-private read) on this source, which you mark "
+                   "synthetic or public; never for private data.")
+@public_option
+def register(dataset: str, config_path: str, zeta: float | None, origin: str | None,
+             public: str | None) -> None:
+    """Register DATASET from the data section of CONFIG (the curator, once per dataset).
+
+    Binds to DATASET the source, the column roles and declared types, the missing-value policy,
+    the unit, n counted now (records, public from now on) and whether evaluation mode is
+    allowed; a run then only asks about DATASET. Registering again records a new version."""
+    from cli.common import load_config
+    from tasks.registration import register as register_config
+
+    config = load_config(config_path, ())
+    if config.ledger.dataset_id != dataset:
+        raise InputError(f"{config_path} names dataset {config.ledger.dataset_id!r} "
+                         f"(ledger.dataset_id), not {dataset!r}: register the dataset its "
+                         "config names, or fix ledger.dataset_id")
+    try:
+        reg = register_config(config, zeta=zeta, origin=origin, public=public)
+    except ValueError as exc:
+        raise InputError(" ".join(str(exc).split())) from exc
+    click.echo(f"Registered {dataset} (version {reg.version}): n={reg.n} records, public from "
+               f"now on; evaluation mode {'allowed' if reg.evaluation_allowed else 'refused'}. "
+               f"`dpcausal ledger show {dataset}` shows the registration.")
+
+
+@ledger.command()
+@click.argument("dataset")
+@url_option
+@json_option
+def show(dataset: str, url: str | None, as_json: bool) -> None:
+    """DATASET's registration (what a run may only ask about) and its earlier versions."""
+    with _open(url) as led:
+        versions = led.registrations(dataset)
+    if not versions:
+        raise InputError(f"dataset {dataset!r} is not registered; its curator registers it: "
+                         f"`dpcausal ledger register {dataset} CONFIG`")
+    if as_json:
+        click.echo(json.dumps(_plain([{**r.bound(), "version": r.version, "by": r.by,
+                                       "at": pd.Timestamp(r.at)} for r in versions]), indent=2))
+        return
+    click.echo(versions[-1].describe())
+    if len(versions) > 1:
+        _table(pd.DataFrame([{"version": r.version, "by": r.by, "at": pd.Timestamp(r.at),
+                              "n": r.n, "evaluation": r.evaluation_allowed}
+                             for r in versions]), "Registrations (each change, oldest first)")

@@ -1,7 +1,7 @@
 """``dpcausal plan``: the precision of a core release before anything is spent (issue 19).
 
-Reads only the public shape of the data (n from the source's metadata or a row count, d from the
-column schema), never a value, and charges nothing.
+Reads no data: n and d are the dataset's registration's (counted by its curator, public), and it
+charges nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
         target_line,
     )
 
-    config = load_config(config_path, overrides)  # paths relative to the config file
+    config = load_config(config_path, overrides, asked=True)  # the registered data half
     try:
         if not isinstance(config, ReleaseConfig):
             raise ConfigError(f"plan is for the core release (kind ate); {config_path} is kind "

@@ -166,10 +166,11 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
 
 
 def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> None:
-    """``run --submit``: the config's release through the served stack's deployment; prints
-    the flow run's URL at once (no wait). The deployment runs registered configs only, with
-    analysis keys only (:mod:`conf.deployment`): anything else is refused here (exit 2), before
-    anything is submitted."""
+    """``run --submit``, after :func:`preflight` passed (a refusal exits as ``run`` would,
+    before anything is submitted): the config's release through the served stack's
+    deployment; prints the flow run's URL at once (no wait). The deployment runs registered
+    configs only, with analysis keys only (:mod:`conf.deployment`): anything else is refused
+    here (exit 2), before anything is submitted."""
     import yaml
 
     from conf.deployment import REGISTERED_CONFIGS, check_analysis_key
@@ -220,11 +221,12 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
     if submit and dry_run:
         fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
     check_where_data_go(overrides)
-    config = load_config(config_path, overrides)
-    if submit:
+    config = load_config(config_path, overrides, asked=True)
+    partitioned = config.data.partitioned  # the check reads the outcome in memory
+    if submit:  # the same public checks and budget test first: run's exit code, nothing sent
+        preflight(config, strict=strict)
         submit_run(config, config_path, overrides)
         return
-    partitioned = config.data.partitioned  # the check reads the outcome in memory
     if dry_run:
         rehearse(config, config_path, strict=strict, bounds_notice=not partitioned,
                  as_json=as_json)
@@ -273,24 +275,27 @@ class KindChoice(click.Choice):
 @verbose_option
 def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_progress: bool,
          verbose: bool) -> None:
-    """Write synthetic data, give the demo dataset its cap (if it has none), then run a full
-    private release on it (conf/release/*demo.yaml)."""
+    """Write synthetic data, register it as the curator would (synthetic, with its cap if it
+    has none), then run a full private release on it (conf/release/*demo.yaml)."""
     import yaml
 
     import conf
     from conf.kinds import KINDS
     from conf.settings import data_dir
-    from demo import demo_cap, write_demo
-    from tasks.ledger_ops import set_initial_budget
+    from demo import write_demo
+    from tasks.registration import register_demo
 
     path = write_demo(kind, data_dir() / "demo", n_rows)
     example = Path(conf.__file__).parents[1] / KINDS[kind].example
     base = yaml.safe_load(example.read_text())
     base["data"] = {"path": str(path)}
-    config = load_config(None, overrides, base=base)
-    set_initial_budget(config.ledger.dataset_id, **demo_cap(kind))
+    registration = register_demo(load_config(None, (), base=base))  # the curator's step
+    config = load_config(None, overrides, base=base, asked=True)
     if not as_json:
-        click.echo(f"demo data: {path} ({kind} demo)", err=True)
+        click.echo(f"demo data: {path} ({kind} demo), registered as dataset "
+                   f"{registration.dataset!r} (n={registration.n}, version "
+                   f"{registration.version}; `dpcausal ledger show {registration.dataset}`)",
+                   err=True)
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
     if not as_json:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")

@@ -143,7 +143,7 @@ class Charged:
 
 
 def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Mechanism,
-                    prepared: Prepared, charge: PrivacyCharge, *,
+                    prepared: Prepared | Callable[[], Prepared], charge: PrivacyCharge, *,
                     fingerprint: Fingerprint = None, run_url: str | None = None,
                     detail: dict[str, Any] | None = None, draw: Draw | None = None) -> Charged:
     """One release charged to ``dataset``: reserve, draw once, commit, then return.
@@ -152,14 +152,21 @@ def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Me
     ``fingerprint``) comes before any noise: a refusal raises and nothing is drawn. A release id
     committed before returns its committed release, rebuilt by
     :meth:`dpcausal.contract.Release.from_json`, and draws nothing. Then ``draw`` (default: the
-    mechanism's noise-drawing phase on ``prepared``) runs once; any failure in it depends on the
-    data, so it becomes a generic :class:`~dpcausal.validation.ReleaseFailedError` (its details
-    go to :data:`~dpcausal.validation.private_log` only) and the charge stays recorded. The
-    release's JSON is committed before this function returns it: nothing is visible earlier.
+    mechanism's noise-drawing phase on ``prepared``) runs once. ``prepared`` may be a function
+    that reads and checks the input: it then runs after the reservation, as part of the draw
+    (an orchestrator that reserved from a registration's public facts reads nothing before the
+    charge, issue 32 §3). Any failure there depends on the data, so it becomes a generic
+    :class:`~dpcausal.validation.ReleaseFailedError` (its details go to
+    :data:`~dpcausal.validation.private_log` only) and the charge stays recorded. The release's
+    JSON is committed before this function returns it: nothing is visible earlier.
     """
     from dpcausal.contract import Release
 
-    run = _draw_of(mechanism, prepared, False, draw)
+    if callable(prepared):
+        load = prepared
+        run = draw or (lambda: mechanism._private_release(load(), evaluation=False))
+    else:
+        run = _draw_of(mechanism, prepared, False, draw)
     with ledger.release(dataset, release_id, charge, run_url, unit=mechanism.unit,
                         fingerprint=fingerprint, detail=detail) as slot:
         if slot.result is not None:

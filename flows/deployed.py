@@ -30,14 +30,14 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
     with ``settings`` (analysis keys only: :mod:`conf.deployment`) and release.
 
     ``refresh_demo_data`` first re-writes the demo dataset of the config's kind under the data
-    folder, points the config at it and gives the demo dataset its cap if it has none (the demo's
-    own data only: refused for any config but its kind's demo config): the nightly deployment's
-    stand-in for an upstream job that refreshes a dataset before its scheduled release. A refused
-    release ends this run Failed with the ledger's message, recorded in MLflow and as an artifact
-    here and on the subflow.
+    folder, points the config at it, gives the demo dataset its cap if it has none and registers
+    it as synthetic (the demo's own data only: refused for any config but its kind's demo
+    config): the nightly deployment's stand-in for an upstream job that refreshes a dataset
+    before its scheduled release. A refused release ends this run Failed with the ledger's
+    message, recorded in MLflow and as an artifact here and on the subflow.
     """
-    from demo import demo_cap, write_demo
-    from tasks.ledger_ops import set_initial_budget
+    from demo import write_demo
+    from tasks.registration import register_demo
 
     items = settings.override_items()
     path = PROJECT_ROOT / settings.config
@@ -49,11 +49,10 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
             raise ValueError(f"refresh_demo_data rewrites the demo data of the {config.kind} "
                              f"demo config ({KINDS[config.kind].example}) only, not "
                              f"{settings.config}")
-        if refresh_demo_data:
+        if refresh_demo_data:  # the curator's step: the demo data registered (synthetic)
             data = write_demo(config.kind, data_dir() / "demo")
-            if not config.evaluation:  # a cap would (rightly) refuse an evaluation of the data
-                set_initial_budget(dataset, **demo_cap(config.kind))
             config = load_any(path, [f"data.path={json.dumps(str(data))}", *items])
+            register_demo(config)
         out = dp_release(config=config)
     except Exception as exc:
         reason = refusal_reason(exc)

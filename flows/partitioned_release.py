@@ -71,7 +71,13 @@ from tasks.partitioned import (
     list_partitions,
     partition_score_sums,
 )
-from tasks.preflight import Checked, check_footers, check_ledger, checked_before
+from tasks.preflight import (
+    Checked,
+    SourceChangedError,
+    check_footers,
+    check_ledger,
+    checked_before,
+)
 from tasks.release import charged_release
 from tasks.runners import dask_security
 from tasks.sql_partitions import SqlCounted, SqlPartition, SqlPartitions, sql_partitions
@@ -203,6 +209,8 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     key = counted.key if counted is not None else _key(data.fold_key or "release")
     roles = {"treatment": c.treatment, "outcome": c.outcome, "covariates": c.covariates,
              "evaluation": config.evaluation}
+    if held is not None and held.prepared.data is None:  # checked from the registration
+        return _registered_release(config, held, key, roles, release_id, run_url)
     parts: list[Any]
     if data.sql_partitions is not None:   # a SQL query split by the keyed hash of its id
         parts, checked = _checked_sql(sql_partitions(data), key, build_mechanism(config),
@@ -260,23 +268,58 @@ def _charged(parts: list[Any], checked: Checked, *, dataset: str, release_id: st
                           len(parts), plan.n, plan.d, plan.n_folds, plan.n_blocks,
                           plan.block_folds)
 
-    def compute() -> Release:
-        if plan.blocks is not None:
-            total = combine_blocks(_block_phase(parts, plan.blocks, plan, key, evaluation))
-        else:
-            models = _fit_phase(parts, plan, key, evaluation)
-            total = combine(_aggregation_phase(parts, plan, key, models, evaluation))
-        if total.n != plan.n:
-            raise AssertionError("bug: the partitions' rows differ from their footers' counts")
-        return plan.estimator._release_sums(
-            plan.n, total.s1, total.s2, n_folds=plan.n_folds, d=plan.d, evaluation=evaluation,
-            params=fold_rule(plan.roles.id, len(parts), blocks=plan.blocks is not None),
-            layout=plan.layout)
-
-    computing = replace(checked, prepared=Prepared(public=checked.prepared.public, data=compute))
+    computing = replace(checked, prepared=Prepared(
+        public=checked.prepared.public, data=lambda: _compute(parts, plan, key, evaluation)))
     return charged_release(PartitionedATE(plan.estimator), computing, dataset=dataset,
                            release_id=release_id, evaluation=evaluation, detail=detail, cap=cap,
                            run_url=run_url)
+
+
+def _compute(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool) -> Release:
+    """Steps 3-5 on checked partitions: the phases on the workers, then the one noisy release
+    of their combined sums."""
+    if plan.blocks is not None:
+        total = combine_blocks(_block_phase(parts, plan.blocks, plan, key, evaluation))
+    else:
+        models = _fit_phase(parts, plan, key, evaluation)
+        total = combine(_aggregation_phase(parts, plan, key, models, evaluation))
+    if total.n != plan.n:
+        raise AssertionError("bug: the partitions' rows differ from their footers' counts")
+    return plan.estimator._release_sums(
+        plan.n, total.s1, total.s2, n_folds=plan.n_folds, d=plan.d, evaluation=evaluation,
+        params=fold_rule(plan.roles.id, len(parts), blocks=plan.blocks is not None),
+        layout=plan.layout)
+
+
+def _registered_release(config: ReleaseConfig, held: Checked, key: bytes,
+                        roles: dict[str, Any], release_id: str, run_url: str | None) -> Charged:
+    """The release of a partitioned source checked from its registration (issue 32 §3): the
+    charge is reserved on the registered facts first; only then are the partitions listed and
+    their footers read, or a SQL source's partitions counted (``count_sql``, on a worker), all
+    inside the charged task, so no answer before the charge depends on the source. Partitions
+    that no longer hold the registered n records fail there, charged and generic."""
+    data, estimator = config.data, build_mechanism(config)
+
+    def compute() -> Release:
+        parts: list[Any]
+        if data.sql_partitions is not None:
+            parts, checked = _checked_sql(sql_partitions(data), key, estimator, **roles)
+        else:
+            parts, checked = _checked(str(data.partitions), estimator,
+                                      id_column=str(data.id_column), **roles)
+        if checked.prepared.public.n != held.prepared.public.n:
+            raise SourceChangedError(
+                f"the partitions hold {checked.prepared.public.n} records, the registration "
+                f"{held.prepared.public.n}: the curator registers the new version")
+        return _compute(parts, checked.prepared.data, key, config.evaluation)
+
+    computing = replace(held, prepared=Prepared(public=held.prepared.public, data=compute))
+    return charged_release(PartitionedATE(estimator), computing,
+                           dataset=config.ledger.dataset_id, release_id=release_id,
+                           evaluation=config.evaluation,
+                           detail={**KINDS["ate"].detail(config), **held.planned,
+                                   "path": "partitioned"},
+                           cap=KINDS["ate"].cap(config), run_url=run_url)
 
 
 # ----------------------------------------------------------------- phases

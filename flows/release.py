@@ -1,6 +1,8 @@
 """The ``dp_release`` flow: one charged release of any kind (issue 17). It only composes tasks:
 
-config -> mechanism (once, here) -> load + public checks -> MLflow run opened -> the kind's
+config -> mechanism (once, here) -> the registration (a run only asks: its curator half must
+equal the registration, :func:`conf.registration.check_asked`) -> public checks (the core
+release's from the registered n, reading nothing) -> MLflow run opened -> the kind's
 extra steps plugged into the mechanism -> reserve, release once, commit (the one charged task)
 -> MLflow record -> Prefect artifacts. A partitioned source (``data.partitions``) is checked on
 its Parquet footers only and released by the subflow
@@ -19,6 +21,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
+from conf.registration import check_asked, registered
 from dpcausal import Mechanism, PrivateATE
 from dpcausal.federated import FederatedATE
 from flows import progress
@@ -91,9 +94,12 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
     checked = checked_before(config)  # the CLI's preflight, in this process: the data read once
     if checked is None:
         try:
+            registration = registered(dataset)
+            check_asked(config, registration)
             checked = check_release_task(config.data, kind.schema(config), mechanism,
                                          kind.roles(config), dataset=dataset,
-                                         evaluation=evaluation, cap=kind.cap(config))
+                                         evaluation=evaluation, cap=kind.cap(config),
+                                         registration=registration)
         except Exception as exc:
             reason = refusal_reason(exc)
             if reason == "budget":

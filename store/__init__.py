@@ -78,6 +78,17 @@ def fold_key() -> bytes:
     return _secret("fold.key")
 
 
+def curator_key_file() -> Path | None:
+    """The curator's key file this user can read (``fingerprint.key``, else ``fold.key``, under
+    ``<data>/private``; found, never created), or None: what proves the caller is the curator,
+    who holds the private store (issue 32 §8)."""
+    from conf.settings import data_dir
+
+    folder = data_dir() / "private"
+    return next((path for name in ("fingerprint.key", "fold.key")
+                 if (path := folder / name).is_file() and os.access(path, os.R_OK)), None)
+
+
 def fingerprint(*arrays: np.ndarray) -> str:
     """Keyed content hash of arrays (values, shape and dtype; not the memory layout)."""
     return keyed_hash(_secret(), *arrays)

@@ -45,37 +45,30 @@ def read_frame(source: DataSource, schema: Schema) -> pd.DataFrame:
 
 
 def read_csv_table(path: Path) -> pd.DataFrame:
-    """Every row of a CSV file as text, by public rules only (issue 26 §1).
+    """Every record of a CSV file as text, by public rules only (issue 26 §1, issue 32 §6).
 
-    One record per line: a line break always ends a record, even inside quotes, so no record
-    can swallow the ones after it (an unterminated quote once turned the rest of the file into
-    one field, and one record changed n). Within a line, fields follow RFC 4180 (a quoted field
-    may hold commas and doubled quotes). The first line is the header; every later line is a
-    row, and a line that does not split into as many fields as the header (a blank line, or one
-    half of a quoted field that held a line break) becomes a row of missing values, never a
-    parser error. Bytes that are not UTF-8 are replaced; an empty field is missing. The number
-    of lines after the header is the ``n`` of the release and of ``dpcausal plan``."""
+    One row per record (RFC 4180): a quoted field may hold commas, doubled quotes and line
+    breaks, so a record with a line break is one row, never two (the person in it has one row's
+    protection, as everyone else). The first record is the header; a record that does not
+    split into as many fields as the header (a blank line, a broken quote) becomes a row of
+    missing values, never a parser error. Bytes that are not UTF-8 are replaced; an empty field
+    is missing. The number of records after the header is the ``n`` the curator registers
+    (:mod:`tasks.registration`); a file whose records no longer number n (a quote left open
+    swallows the records after it) fails after the charge (:func:`tasks.preflight.
+    load_registered`)."""
     limit = csv.field_size_limit(sys.maxsize)  # a long quoted field is a value, not an error
     try:
         with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-            header = _record(next(fh, ""))
+            records = csv.reader(fh, strict=False)
+            header = next(records, [])
             if not any(header):
                 raise ValueError(f"data file {str(path)!r} has no header line (the column "
                                  "names); a CSV source starts with one")
             missing = [""] * len(header)
-            rows = [rec if len(rec) == len(header) else missing
-                    for rec in map(_record, fh)]
+            rows = [rec if len(rec) == len(header) else missing for rec in records]
     finally:
         csv.field_size_limit(limit)
     return pd.DataFrame(rows, columns=header, dtype=object)
-
-
-def _record(line: str) -> list[str]:
-    """The fields of one line on its own (a quote left open ends with the line)."""
-    fields = next(csv.reader((line,), strict=False), [])
-    if fields:  # only a field whose quote is left open keeps the line break
-        fields[-1] = fields[-1].rstrip("\r\n")
-    return fields
 
 
 def coerce(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -235,7 +228,7 @@ def partition_footers(source: str) -> list[tuple[int, dict[str, str]]]:
 
 def source_shape(source: DataSource, columns: Any) -> tuple[int, int]:
     """(n, d) of a source from its metadata or a count, never a value: the CSV header and the
-    count of rows the release's reader parses (:func:`read_csv_table`), the Parquet footer (the
+    count of records the release's reader parses (:func:`read_csv_table`), the Parquet footer (the
     sum of the partitions' footers, the id column not counted), or ``COUNT(*)`` and the result's
     column names for SQL."""
     if source.partitions is not None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.data import partition_footers, source_shape
+from conf.registration import registered
+from tasks.data import partition_footers
 
 TABLE_COLUMNS = ["n_folds", "n_blocks", "block_folds", "rows_per_fold", "sigma2", "ci_share",
                  "sigma1", "halfwidth", "ratio", "seconds", "feasible"]
@@ -35,13 +36,15 @@ def best_per_k(table: pd.DataFrame) -> pd.DataFrame:
 
 def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget: float = 60.0,
                  target_halfwidth: float | None = None) -> dict[str, Any]:
-    """``{"n", "d", "zeta", "recommended", "zeta_for_target", "table"}`` (JSON-ready): the shape
-    from metadata or a count, the planner's table (:func:`dpcausal.ate.planner.plan`) for the
+    """``{"n", "d", "zeta", "recommended", "zeta_for_target", "table"}`` (JSON-ready): n and d
+    from the dataset's registration (issue 32 §1: counted by its curator), the planner's table
+    (:func:`dpcausal.ate.planner.plan`) for the
     config's public parameters and its recommended row, and the zeta that reaches
     ``target_halfwidth`` at the recommended K (None when not asked, inf when unreachable)."""
     from dpcausal.ate.planner import plan, recommended, zeta_for_halfwidth
 
-    n, d = source_shape(config.data, config.columns)
+    facts = registered(config.ledger.dataset_id)  # n and d as the curator counted them
+    n, d = facts.n, facts.facts["d"]
     p = public_params(config)
     kind = "parametric" if {config.models.propensity.name, config.models.outcome.name} <= {
         "logistic", "linear"} else "other"

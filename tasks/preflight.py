@@ -1,11 +1,19 @@
-"""The public checks of a release, before anything is charged (issue 18 item 3): in release mode
-the dataset's cap first, before any value is read (issue 26 §1: no cap is one refusal whatever
-the data hold); then read the source as its declared types, fingerprint the table and its
-source (keyed), keep the release's columns, ``check_input`` (every refusal decided by public
-facts: schema, n, parameters), the data-free charge, then the budget (``Ledger.check``) in
-release mode, or in evaluation mode the refusal of any dataset the ledger knows, by id, by its
-data or by its source (issue 18 item 6, issue 26 §3). Nothing is charged and nothing is drawn
-here. A partitioned source is checked on its Parquet footers only.
+"""The public checks of a release, before anything is charged (issue 18 item 3; issue 32 §3:
+public checks, reservation, then the data). First the dataset's registration
+(:func:`conf.registration.registered`: a run only asks about a registered dataset; evaluation
+mode only where the registration allows it). In release mode, the dataset's cap, then for the
+core release everything from the registration's public facts alone (n counted by the curator,
+d): the parameters' refusals, the planned K, the charge and the budget's headroom, with no file
+opened and no query run; the data are read after the reservation
+(:func:`load_registered`, run inside the charged release: a source that no longer holds the
+registered n records fails there, charged and generic). Evaluation mode (a source registered
+synthetic or public) and the further kinds still read before the charge: read the source as
+its declared types, fingerprint the table and its source (keyed), keep the release's columns,
+``check_input`` (every refusal decided by public facts: schema, n, parameters), the data-free
+charge, then the budget (``Ledger.check``) in release mode, or in evaluation mode the refusal
+of data the ledger binds to another dataset id (issue 18 item 6, issue 26 §3). Nothing is
+charged and nothing is drawn here. A partitioned source in evaluation mode is checked on its
+Parquet footers only.
 
 No Prefect import: the CLI runs these before it starts (or finds) a Prefect server, then hands
 its :class:`Checked` input to the flow it runs in the same process (:func:`checked_in_process`),
@@ -15,7 +23,8 @@ nothing was handed over (a deployment's run, a test calling the flow).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -23,11 +32,17 @@ from typing import Any
 
 from conf.kinds import KINDS
 from conf.models import DataSource, Schema
+from conf.registration import EvaluationRefusedError, registered
 from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.ate.estimator import ATEFacts, PrivateATE
 from dpcausal.ate.partitioned import plan_partitions, release_key
-from dpcausal.ledger import BudgetExceededError, DatasetIdentityError, IncompatibleChargeError
+from dpcausal.ledger import (
+    BudgetExceededError,
+    DatasetIdentityError,
+    IncompatibleChargeError,
+    Registration,
+)
 from store import content_fingerprint, fold_key, frame_identities, source_fingerprint
 from tasks import ledger_ops
 from tasks.data import (
@@ -41,9 +56,12 @@ from tasks.data import (
 )
 from tasks.sql_partitions import SqlCounted, count_sql, sql_partitions
 
+__all__ = ["EvaluationRefusedError"]  # re-exported: the refusal is conf.registration's
 
-class EvaluationRefusedError(ValueError):
-    """Evaluation mode (a non-private read) asked for data the ledger knows."""
+
+class SourceChangedError(ValueError):
+    """The source no longer holds the registered n records (raised after the reservation: a
+    charged, generic failure; the curator's private log holds this message)."""
 
 
 # Refusals by the budget: nothing is charged, nothing drawn (exit code 3 in the CLI).
@@ -73,7 +91,10 @@ class Checked:
     charge and the public parameters the planner fixed for it (``Mechanism.planned_params``:
     resolved once, here, before the charge, then carried through the release and its
     records); for a partitioned SQL source, its partitions as ``counted`` under the release's
-    fold key (in memory only), which the release reads with instead of counting again."""
+    fold key (in memory only), which the release reads with instead of counting again. A
+    release checked from its registration (:func:`check_registered`) holds the registered
+    public facts as ``prepared.public``, no data, and ``load``: the read and check of the
+    input, which the charged release runs after the reservation."""
 
     prepared: Prepared = field(repr=False)
     fingerprint: str | None
@@ -84,6 +105,7 @@ class Checked:
     planned: dict[str, Any] = field(default_factory=dict)
     counted: SqlCounted | None = field(default=None, repr=False)
     sketch: tuple[str, ...] = field(default=(), repr=False)
+    load: Callable[[], Prepared] | None = field(default=None, repr=False, compare=False)
 
     @property
     def identity(self) -> tuple[str, ...]:
@@ -119,17 +141,27 @@ def checked_before(config: Any) -> Checked | None:
 
 def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
                   roles: dict[str, Any], *, dataset: str, evaluation: bool,
-                  cap: str) -> Checked:
+                  cap: str, registration: Registration | None = None) -> Checked:
     """Step 1 (see the module doc); raises ``ValueError``/``TypeError`` for bad input and the
     ledger's errors (``NoCapError``, ``BudgetExceededError`` ...) for a refusal, before anything
     is charged. ``schema`` is the declared types of the columns read
-    (:meth:`conf.kinds.Kind.schema`). A partitioned source goes to :func:`check_partitioned`
-    (footers only). Whether the data file exists is a public fact, not a value: a missing file
-    is reported (exit 2, as ``plan`` does) before the cap."""
-    if source.path is not None:
-        data_file(source.path)
+    (:meth:`conf.kinds.Kind.schema`); ``registration`` the dataset's (default: the ledger's,
+    :func:`conf.registration.registered`). A core release is checked from the registration
+    alone (:func:`check_registered`); a partitioned source in evaluation mode goes to
+    :func:`check_partitioned` (footers only)."""
+    registration = registration or registered(dataset)
+    if evaluation and not registration.evaluation_allowed:
+        raise EvaluationRefusedError(
+            f"evaluation mode is refused for dataset {dataset!r}: evaluation is a non-private "
+            "read, and its registration does not allow it (only its curator allows it, for a "
+            "source marked synthetic or public)")
     if not evaluation:
         ledger_ops.require_cap(dataset, cap)
+        if isinstance(mechanism, PrivateATE):
+            return check_registered(source, schema, mechanism, roles, dataset=dataset,
+                                    cap=cap, registration=registration)
+    if source.path is not None:
+        data_file(source.path)
     if source.partitioned:
         return check_partitioned(source, mechanism, roles, dataset=dataset,
                                  evaluation=evaluation, cap=cap)
@@ -147,6 +179,48 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
                    schema=tuple(map(str, frame.columns)), charge=charge,
                    content=content_fingerprint(frame),
                    planned=mechanism.planned_params(prepared.public))
+
+
+def check_registered(source: DataSource, schema: Schema, mechanism: PrivateATE,
+                     roles: dict[str, Any], *, dataset: str, cap: str,
+                     registration: Registration) -> Checked:
+    """A core release checked from its registration's public facts only (issue 32 §3): n and
+    d (:meth:`dpcausal.PrivateATE.check_facts`: K against n, the parameters, the noise scale),
+    the planned K, the charge and the budget (binding the source's keyed identity); no file is
+    opened and no query runs. The input is read after the reservation, by :attr:`Checked.load`
+    (:func:`load_registered`); a partitioned source's phases read it there
+    (:mod:`flows.partitioned_release`)."""
+    facts = ATEFacts(registration.n, registration.facts["d"])
+    mechanism.check_facts(facts)
+    charge = mechanism.privacy_charge(facts)
+    where = source_fingerprint(source_identity(source))
+    check_ledger(dataset, charge, unit=mechanism.unit, identity=(where,), evaluation=False,
+                 cap=cap)
+    names = registration.facts.get("names") or [
+        c for value in roles.values() for c in ([value] if isinstance(value, str) else
+                                                (value or []))]
+    load = None if source.partitioned else (
+        lambda: load_registered(source, schema, mechanism, roles, registration.n))
+    return Checked(prepared=Prepared(public=facts, data=None), fingerprint=None, source=where,
+                   schema=tuple(names), charge=charge, planned=mechanism.planned_params(facts),
+                   load=load)
+
+
+def load_registered(source: DataSource, schema: Schema, mechanism: Mechanism,
+                    roles: dict[str, Any], n: int) -> Prepared:
+    """The checked input of a release reserved from its registration, read after the
+    reservation: the source as its declared types, which must still hold the registered ``n``
+    records (else :class:`SourceChangedError`: charged and generic, as every failure after the
+    reservation), then ``check_input``, whose warnings (of the public facts, n and d) were
+    shown before the charge by :func:`check_registered` and are not raised again."""
+    table = read_frame(source, schema)
+    if len(table) != n:
+        raise SourceChangedError(
+            f"the source holds {len(table)} records, its registration {n}: the curator "
+            "registers the new version (`dpcausal ledger register`)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return mechanism.check_input(table, **roles)
 
 
 def check_data(config: Any) -> Any:
@@ -213,11 +287,12 @@ def check_footers(parts: list[Any], footers: list[tuple[int, dict[str, str]]],
 def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, identity: tuple[str, ...],
                  evaluation: bool, cap: str) -> None:
     """The budget check of a release (``Ledger.check``, also refusing an ``identity`` bound to
-    another dataset id), or in evaluation mode the refusal of any dataset the ledger knows: by
-    id (a cap), by the data's keyed fingerprint or by its source's, under any id."""
+    another dataset id), or in evaluation mode (which the registration allowed) the refusal of
+    data the ledger binds to another dataset id, by the data's keyed fingerprint or by its
+    source's: a copy of budgeted data put where a synthetic source was registered."""
     if evaluation:
-        known = ledger_ops.budgeted_as(dataset, fingerprint=identity)
-        if known is not None:
+        known = ledger_ops.budgeted_as(fingerprint=identity) if identity else None
+        if known not in (None, dataset):
             raise EvaluationRefusedError(
                 f"evaluation mode is refused for dataset {dataset!r}: the ledger knows these "
                 f"data (as {known!r}), and evaluation is a non-private read of them; release "

@@ -48,7 +48,8 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
     """Step 2: the only place in the orchestration that charges a release.
 
     Release mode: :func:`dpcausal.session.charged_release` on the project ledger (reserve
-    ``checked.charge`` per ``mechanism.unit`` binding the fingerprint, release once, commit; a
+    ``checked.charge`` per ``mechanism.unit`` binding the fingerprint, read the input if it was
+    checked from the registration (``checked.load``), release once, commit; a
     release id committed before returns its stored release without drawing). Evaluation mode:
     no ledger; the release is marked not private. Returns the :class:`dpcausal.Release`
     (rebuilt from its committed JSON when ``reused``).
@@ -57,6 +58,7 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
         return Charged(evaluation_release(mechanism, checked.prepared).of_dataset(dataset))
     log_private_errors()
     with ledger_ops.in_cli_words(dataset, cap), ledger_ops.open_ledger(dataset, cap) as led:
-        return charge_to_ledger(led, dataset, release_id, mechanism, checked.prepared,
-                                checked.charge, fingerprint=checked.identity,
-                                run_url=run_url, detail=detail)
+        # a release checked from its registration reads its input here, after the reservation
+        return charge_to_ledger(led, dataset, release_id, mechanism,
+                                checked.load or checked.prepared, checked.charge,
+                                fingerprint=checked.identity, run_url=run_url, detail=detail)

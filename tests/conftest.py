@@ -49,3 +49,28 @@ def _fresh_session_accountant():
 def sqlite_url(tmp_path) -> str:
     """A ledger URL in the test's own folder (the library's and the CLI's ledger tests)."""
     return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture
+def curator_registers():
+    """``register(config, overrides=())``: the curator's registration of a release config's
+    dataset (a config object, or a YAML path with ``--set`` overrides), as ``dpcausal ledger
+    register`` makes it (issue 32 §1): a service test registers what it runs. Evaluation is
+    allowed for an evaluation config (the test data are synthetic). Returns the registration,
+    or None where the curator could not register it (a bad config, a missing file, data bound to
+    another id): the run is then refused as not registered."""
+    from pathlib import Path
+
+    def register(config, overrides=(), **kw):
+        from conf.kinds import load_any
+        from tasks.registration import register as register_config
+
+        try:
+            if isinstance(config, (str, Path)):
+                config = load_any(config, list(overrides))
+            return register_config(config, origin="synthetic" if config.evaluation else None,
+                                   **kw)
+        except (ValueError, TypeError, OSError):
+            return None
+
+    return register

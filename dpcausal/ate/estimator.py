@@ -425,6 +425,16 @@ class PrivateATE(Mechanism[ATEFacts]):
             out["n_folds"] = self.resolved_n_folds(n, d)
         return out
 
+    def check_facts(self, n: ATEFacts | int, d: int | None = None) -> None:
+        """Every refusal that n rows and d covariates (or their :class:`ATEFacts`) decide, as
+        :meth:`check_input` makes them after its schema checks: the parameters, K against n,
+        the noise scale against the bounds. Data-free: an orchestrator that holds the
+        registered n (issue 32 §3) refuses here, before the charge and before any read."""
+        n, d = _facts(n, d)
+        if d is None:
+            raise TypeError("check_facts needs d, the number of covariates (or ATEFacts)")
+        self._params(n, d)
+
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
         """``(sigma2, ci_share)``: the given values, or for "auto" the planner's narrowest
         expected CI at this n and K (data-free; worst-case outcome spread)."""

@@ -11,8 +11,9 @@ from dpcausal.ledger.errors import (
     LedgerError,
     ReleaseInProgressError,
 )
+from dpcausal.ledger.registration import Registration
 from dpcausal.ledger.store import Ledger, ReleaseSlot
 
 __all__ = ["BudgetExceededError", "Cap", "DatasetIdentityError", "IncompatibleChargeError",
-           "Ledger", "LedgerError", "ReleaseInProgressError", "ReleaseSlot", "Spend", "compose",
-           "group_privacy"]
+           "Ledger", "LedgerError", "Registration", "ReleaseInProgressError", "ReleaseSlot",
+           "Spend", "compose", "group_privacy"]

@@ -22,8 +22,8 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from dpcausal.ledger.errors import LedgerError
 from dpcausal.location import data_dir
 
-SCHEMA = "dpcausal-ledger/3"
-HEAD = "0003"  # the Alembic revision these tables are
+SCHEMA = "dpcausal-ledger/4"
+HEAD = "0004"  # the Alembic revision these tables are
 VERSION_TABLE = "ledger_schema_version"
 MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_S = 120.0
@@ -96,6 +96,19 @@ fingerprints = sa.Table(
     sa.Column("dataset", sa.String(256), sa.ForeignKey("ledger_datasets.name"), nullable=False,
               index=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+registrations = sa.Table(
+    "ledger_registrations", metadata,  # every registration of a dataset by its curator, in order
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dataset", sa.String(256), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),  # 1, 2, ... per dataset; the last holds
+    sa.Column("registration", sa.Text, nullable=False),  # JSON: source, columns, dtypes, ...
+    sa.Column("n", sa.BigInteger, nullable=False),  # records counted by the curator: public
+    sa.Column("evaluation_allowed", sa.Boolean, nullable=False),
+    sa.Column("by", sa.String(256), nullable=False),  # user@host
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("dataset", "version", name="uq_registration_version"),
 )
 
 

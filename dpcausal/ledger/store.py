@@ -50,11 +50,13 @@ from dpcausal.ledger.errors import (
     IncompatibleChargeError,
     ReleaseInProgressError,
 )
+from dpcausal.ledger.registration import Registration
 
 _T = schema.charges
 _D = schema.datasets
 _F = schema.fingerprints
 _C = schema.corrections
+_R = schema.registrations
 #: A keyed identity the ledger binds to one dataset id, several of them, or none.
 Fingerprint = str | Sequence[str] | None
 
@@ -195,6 +197,87 @@ class Ledger:
                 conn.execute(_D.update().where(_D.c.name == dataset).values(**values))
             _bind_fingerprints(conn, dataset, fingerprints)
         return cap
+
+    # ------------------------------------------------------------------ registrations
+    def register(self, dataset: str, *, source: dict[str, Any], columns: dict[str, Any], n: int,
+                 dtypes: dict[str, str] | None = None, missing: dict[str, Any] | None = None,
+                 facts: dict[str, Any] | None = None, evaluation_allowed: bool = False,
+                 origin: str | None = None, zeta: float | None = None,
+                 fingerprint: Fingerprint = None) -> Registration:
+        """Register ``dataset`` (its curator, once; again for a new version of the source):
+        bind to the id what a run may only ask about (issue 32 §1,
+        :mod:`dpcausal.ledger.registration`). Each registration is kept (:meth:`registrations`);
+        the latest holds; registering the same values again records nothing new.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset id.
+        source : dict
+            Where the records are: file path(s), the partition list, or the SQL query text with
+            its database block and id column (public text, no secret).
+        columns : dict
+            The column roles (treatment, outcome, covariates ...).
+        n : int
+            The number of records, counted by the curator now; public from here on.
+        dtypes, missing : dict, optional
+            The declared column types and the missing-value policy.
+        facts : dict, optional
+            The unit of privacy (``unit``, default ``"row"``) and what its neighbouring relation
+            holds public (``public``), and other public facts (e.g. ``d``).
+        evaluation_allowed : bool
+            Allow evaluation mode (a non-private read): only with ``origin``.
+        origin : {"synthetic", "public"}, optional
+            The curator's mark of the source; None for a private source.
+        zeta : float, optional
+            Also set the dataset's cap (:meth:`set_budget`) in the registration's unit.
+        fingerprint : str or sequence of str, optional
+            The data's and the source's keyed identities: refused if bound to another dataset
+            id, bound to this one once it has a cap.
+
+        Returns
+        -------
+        Registration
+            The registration now recorded.
+        """
+        _check_name(dataset)
+        facts = {"unit": "row", **(facts or {})}
+        Relation.of(facts["unit"], facts.get("public"))  # refuses an unknown unit or fact
+        fingerprints = _fingerprints(fingerprint)
+        reg = Registration(dataset, dict(source), dict(columns), n, dict(dtypes or {}),
+                           dict(missing or {}), facts, evaluation_allowed, origin)
+        if zeta is not None:
+            self.set_budget(dataset, zeta=zeta, unit=facts["unit"], public=facts.get("public"),
+                            fingerprint=fingerprints)
+        by, now = f"{getpass.getuser()}@{socket.gethostname()}", datetime.now(UTC)
+        with self.engine.begin() as conn:
+            has_cap = _lock_dataset(conn, dataset) is not None
+            _check_fingerprints(conn, dataset, fingerprints, lock=True, ledger=self.where)
+            if has_cap:
+                _bind_fingerprints(conn, dataset, fingerprints)
+            latest = conn.execute(sa.select(_R).where(_R.c.dataset == dataset)
+                                  .order_by(_R.c.version.desc()).limit(1)).mappings().first()
+            if latest is not None and latest["registration"] == reg.to_json():
+                return _registration_of(latest)  # the same registration again: no change
+            last = 0 if latest is None else latest["version"]
+            conn.execute(_R.insert().values(
+                dataset=dataset, version=last + 1, registration=reg.to_json(), n=n,
+                evaluation_allowed=evaluation_allowed, by=by, at=now))
+        return replace(reg, version=last + 1, by=by, at=now)
+
+    def registration(self, dataset: str) -> Registration | None:
+        """The latest registration of ``dataset``, None if it was never registered."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(_R).where(_R.c.dataset == dataset)
+                               .order_by(_R.c.version.desc()).limit(1)).mappings().first()
+        return None if row is None else _registration_of(row)
+
+    def registrations(self, dataset: str) -> list[Registration]:
+        """Every registration of ``dataset``, oldest first: the record of each change."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(_R).where(_R.c.dataset == dataset)
+                                .order_by(_R.c.version)).mappings().all()
+        return [_registration_of(r) for r in rows]
 
     def known(self, dataset: str | None = None, *, fingerprint: Fingerprint = None) -> str | None:
         """The dataset id under which ``dataset`` has a cap or ``fingerprint`` (any of them, if
@@ -763,6 +846,12 @@ def _require(conn: Connection, dataset: str, row: sa.RowMapping | None) -> sa.Ro
                          f"{hint}set its budget first: `Ledger.set_budget({dataset!r}, zeta=...)` "
                          f"(ledger: {schema.where(conn.engine)})")
     return row
+
+
+def _registration_of(row: Mapping[Any, Any]) -> Registration:
+    bound, at = json.loads(row["registration"]), row["at"]
+    return Registration(row["dataset"], **bound, version=row["version"], by=row["by"],
+                        at=at if at.tzinfo is not None else at.replace(tzinfo=UTC))
 
 
 def _cap_of(row: Mapping[Any, Any]) -> Cap:

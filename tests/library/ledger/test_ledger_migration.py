@@ -297,3 +297,35 @@ def test_schema_2_ledger_gets_each_charges_relation_from_its_detail(ledger_url: 
     _no_schema_drift(ledger_url)
     with Ledger(ledger_url) as led:  # opening it again changes nothing
         assert len(led.corrections("trial-A")) == 3 and len(led.history("trial-U")) == 3
+
+
+def test_schema_3_ledger_migrates_to_registrations_and_keeps_every_cap(ledger_url: str) -> None:
+    """Issue 32 §1: revision 0004 adds the curator's registrations; a schema-3 ledger keeps its
+    caps and charges, has no registration until its curator registers, then one per change."""
+    engine = sa.create_engine(ledger_url)  # schema-3 code: revisions up to 0003 only
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema.MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+        assert not sa.inspect(conn).has_table("ledger_registrations")
+    engine.dispose()
+    with Ledger(ledger_url) as led:
+        led.set_budget("trial-A", zeta=2.0)
+        with led.release("trial-A", "r/1", PrivacyCharge("gaussian", zeta=0.5),
+                         unit="row") as slot:
+            slot.commit("{}")
+    engine = sa.create_engine(ledger_url)
+    with engine.begin() as conn:  # back to schema 3, as a ledger written by schema-3 code
+        conn.execute(sa.text("DROP TABLE ledger_registrations"))
+        conn.execute(sa.text(f"UPDATE {schema.VERSION_TABLE} SET version_num = '0003'"))
+        conn.execute(schema.meta.update().values(value="dpcausal-ledger/3"))
+    engine.dispose()
+    with Ledger(ledger_url) as led:  # opening migrates
+        assert led.registration("trial-A") is None
+        assert led.cap("trial-A").value == 2.0 and len(led.history("trial-A")) == 1
+        led.register("trial-A", source={"path": "/d/a.csv"}, columns={"treatment": "A"}, n=7)
+        led.register("trial-A", source={"path": "/d/b.csv"}, columns={"treatment": "A"}, n=8)
+        assert [(r.version, r.source["path"], r.n) for r in led.registrations("trial-A")] == [
+            (1, "/d/a.csv", 7), (2, "/d/b.csv", 8)]
+    _no_schema_drift(ledger_url)

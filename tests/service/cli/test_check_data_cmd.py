@@ -4,6 +4,7 @@ nothing, without Prefect or MLflow (issue 25 §2)."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,9 +29,20 @@ def survey_csv(tmp_path):
     return path
 
 
-def _run(args, tmp_path, monkeypatch, command="check-data"):
+def _curator_key(data: Path) -> Path:
+    """The curator's key file, as the private store holds it (store._secret): 0600."""
+    key = data / "private" / "fingerprint.key"
+    key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
+    return key
+
+
+def _run(args, tmp_path, monkeypatch, command="check-data", curator=True):
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    if curator:
+        _curator_key(tmp_path / "data")
     return CliRunner().invoke(main, [command, *args])
 
 
@@ -47,7 +59,8 @@ def test_counts_missing_values_and_writes_nothing(survey_csv, tmp_path, monkeypa
     assert "rows without a usable treatment or outcome  7" in out.output
     assert "n of the release" in out.output and "rows per fold" in out.output
     assert not (tmp_path / "ledger.db").exists()
-    assert not any(p.is_file() for p in (tmp_path / "data").rglob("*"))
+    assert [p.name for p in (tmp_path / "data").rglob("*") if p.is_file()] == [
+        "fingerprint.key"]  # the curator's key, written before: nothing else
 
 
 def test_drop_reports_the_complete_case_count(survey_csv, tmp_path, monkeypatch):
@@ -88,6 +101,7 @@ def test_imports_neither_prefect_nor_mlflow(survey_csv, tmp_path):
             "assert r.exit_code == 0, r.output; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('prefect', 'mlflow')))")
     env = {**os.environ, "DPCAUSAL_DATA": str(tmp_path / "data")}
+    _curator_key(tmp_path / "data")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           check=True)
     assert done.stdout.strip() == "[]"
@@ -163,3 +177,27 @@ def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_pat
                        "--set", "data.dtypes={address: str}"], tmp_path, monkeypatch)
     assert undeclared.exit_code == 0, undeclared.output
     assert "covariates missing in every row: village" in undeclared.output
+
+
+@pytest.mark.parametrize("key", [None, "unreadable"])
+def test_without_the_curators_key_check_data_refuses_and_reads_nothing(
+        survey_csv, tmp_path, monkeypatch, key):
+    """Issue 32 §6/§8: check-data prints exact, non-private counts, so it is the curator's only:
+    without the curator's key file readable it refuses (exit 2) saying why, printing no count."""
+    if key == "unreadable":
+        if os.geteuid() == 0:
+            pytest.skip("root reads every file")
+        _curator_key(tmp_path / "data").chmod(0)
+    out = _run(["conf/release/demo.yaml", "--set", f"data.path={survey_csv}",
+                "--set", "estimator.n_folds=10"], tmp_path, monkeypatch, curator=False)
+    assert out.exit_code == 2, out.output
+    assert "for the dataset's curator only" in out.output and "fingerprint.key" in out.output
+    assert "NON-PRIVATE" not in out.output and "400" not in out.output
+
+
+def test_a_database_reached_through_the_runners_block_is_refused(tmp_path, monkeypatch):
+    out = _run(["conf/release/demo.yaml", "--set", "data.path=null",
+                "--set", "data.sql=SELECT * FROM t", "--set", "data.url_block=secret/db"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 2, out.output
+    assert "does not read data.url_block 'secret/db'" in out.output

@@ -22,9 +22,20 @@ def data_csv(tmp_path):
     return path
 
 
+@pytest.fixture(autouse=True)
+def _curator(curator_registers):
+    global _register
+    _register = curator_registers
+
+
 def _run(args, tmp_path, monkeypatch):
+    """``plan`` of the demo config with ``args``, after the curator registered the data its
+    ``--set data.*`` / ``columns.*`` name (plan takes n and d from the registration)."""
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    curator = [item for key, item in zip(args, args[1:], strict=False)
+               if key == "--set" and item.split(".")[0] in ("data", "columns")]
+    _register("conf/release/demo.yaml", curator)
     return CliRunner().invoke(main, ["plan", "conf/release/demo.yaml", *args])
 
 
@@ -35,7 +46,8 @@ def test_prints_the_recommendation_from_the_shape_only(data_csv, tmp_path, monke
     assert "n=4000, d=2" in out.output
     assert "<- recommended" in out.output and "Recommended: K=" in out.output
     assert "zeta needed for an expected half-width of 0.5" in out.output
-    assert not (tmp_path / "ledger.db").exists()  # nothing charged, no ledger opened
+    assert _register("conf/release/demo.yaml", [f"data.path={data_csv}",
+                                                "columns.covariates=null"]).n == 4000
 
 
 def test_warns_when_the_release_would_not_be_informative(data_csv, tmp_path, monkeypatch):
@@ -56,21 +68,28 @@ def test_json_output(data_csv, tmp_path, monkeypatch):
     assert doc["recommended"]["rows_per_fold"] >= 25
 
 
-def test_missing_file_is_a_clean_error(tmp_path, monkeypatch):
+def test_an_unregistered_dataset_is_a_clean_error(tmp_path, monkeypatch):
+    """A file the curator could not register (it does not exist): plan refuses, exit 2."""
     out = _run(["--set", f"data.path={tmp_path / 'nope.csv'}"], tmp_path, monkeypatch)
-    assert out.exit_code != 0 and "does not exist" in out.output
+    assert out.exit_code == 2 and "is not registered" in out.output
 
 
 def test_plan_charges_nothing_and_has_no_charged_option(data_csv, tmp_path, monkeypatch):
     """The private bounds check spends budget, so it is a charged library call, not a plan
     option (issue 27 §3: plan spent budget outside any flow, with no MLflow run)."""
-    out = _run(["--set", f"data.path={data_csv}", "--check-bounds"], tmp_path, monkeypatch)
+    out = _run(["--set", f"data.path={data_csv}", "--set", "columns.covariates=null",
+                "--check-bounds"], tmp_path, monkeypatch)
     assert out.exit_code == 2 and "No such option '--check-bounds'" in out.output
-    assert not (tmp_path / "ledger.db").exists()
+    from dpcausal.ledger import Ledger
+
+    with Ledger() as led:
+        assert not led.has_dataset("demo-experiment-a")  # no cap, no charge
 
 
-def test_plan_reads_a_data_path_relative_to_the_config_from_another_folder(tmp_path):
-    """Issue 25 §6: `plan` resolves data.path against the config file's folder, as `run` does."""
+def test_plan_reads_a_data_path_relative_to_the_config_from_another_folder(tmp_path,
+                                                                         monkeypatch):
+    """Issue 25 §6: `plan` resolves data.path against the config file's folder, as `run` does
+    (and as the curator's registration did)."""
     import subprocess
     import sys
 
@@ -87,6 +106,9 @@ def test_plan_reads_a_data_path_relative_to_the_config_from_another_folder(tmp_p
     (proj / "c.yaml").write_text(yaml.safe_dump({
         "name": "rel", "data": {"path": "d.csv"}, "columns": {"treatment": "a", "outcome": "y"},
         "estimator": {"outcome_bounds": [-3, 3]}, "ledger": {"dataset_id": "rel"}}))
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    assert _register(proj / "c.yaml").n == 500
     out = subprocess.run([sys.executable, "-m", "cli.main", "plan", "../proj/c.yaml", "--json"],
                          cwd=elsewhere, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -95,7 +117,7 @@ def test_plan_reads_a_data_path_relative_to_the_config_from_another_folder(tmp_p
 
 def test_under_a_public_count_plan_says_n_becomes_the_complete_case_count(data_csv, tmp_path,
                                                                            monkeypatch):
-    """plan reads the shape only, so under ``data.missing: drop_public_count`` its n is every
+    """plan reads the registration only, so under ``data.missing: drop_public_count`` its n is every
     row; it says that the release's n (and its K) will be the complete-case count, and where to
     see it. Under ``drop`` (the count noisy) and ``impute`` n and K are all rows'."""
     common = ["--set", f"data.path={data_csv}", "--set", "columns.covariates=null"]

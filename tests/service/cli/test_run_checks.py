@@ -22,8 +22,9 @@ DEMO = "conf/release/demo.yaml"
 
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
-    """A data folder and ledger of the test's own; a 2000-row trial CSV."""
+def env(tmp_path, monkeypatch, curator_registers):
+    """A data folder and ledger of the test's own; a 2000-row trial CSV, which the curator
+    registers under each dataset id a test asks about (:func:`_args`)."""
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
     rng = np.random.default_rng(3)
@@ -31,11 +32,14 @@ def env(tmp_path, monkeypatch):
     path = tmp_path / "trial.csv"
     pd.DataFrame({"X1": rng.normal(size=n), "A": rng.integers(0, 2, n),
                   "Y": rng.uniform(-1, 1, n)}).to_csv(path, index=False)
-    return {"csv": path, "ledger": f"sqlite:///{tmp_path / 'ledger.db'}"}
+    return {"csv": path, "ledger": f"sqlite:///{tmp_path / 'ledger.db'}",
+            "register": curator_registers}
 
 
 def _args(env, dataset="rehearsed", *more):
-    return [DEMO, "--set", f"data.path={env['csv']}", "--set", f"ledger.dataset_id={dataset}",
+    data = [f"data.path={env['csv']}", f"ledger.dataset_id={dataset}"]
+    env["register"](DEMO, data)
+    return [DEMO, *(x for item in data for x in ("--set", item)),
             "--set", "estimator.n_folds=20", *more]
 
 
@@ -145,7 +149,7 @@ def test_set_may_not_change_where_the_data_go(env, setting):
 
 
 @pytest.mark.parametrize("setting, message", [
-    ("columns.treatment=arm", "column 'arm' named in the config's columns is not in the data"),
+    ("columns.treatment=arm", "columns.treatment differs from the registration"),  # issue 32
     ("estimator.zeta=-1", "zeta must be a finite number > 0"),
     ("estimator.n_folds=5000", "n_folds=5000 is too large"),  # against the source's n
 ])
@@ -166,17 +170,22 @@ def test_dry_run_strict_refuses_a_release_whose_checks_warn(env):
     assert "refused by --strict: 1 warning(s) above" in strict.stderr
 
 
-def test_plan_and_run_report_a_missing_data_file_alike(env, tmp_path):
-    missing = ["--set", f"data.path={tmp_path / 'nope.csv'}"]
+def test_plan_and_run_refuse_a_source_other_than_the_registered_one_alike(env, tmp_path):
+    """Issue 32 §2: the data half is the registration's; plan, run and its dry run refuse
+    another file alike, naming the key, before anything is read (a missing file included)."""
+    _cap(env, "rehearsed", 5.0)
+    _args(env)  # registered with the trial CSV
+    missing = ["--set", f"data.path={tmp_path / 'nope.csv'}",
+               "--set", "ledger.dataset_id=rehearsed"]
     outs = [_invoke(*cmd, DEMO, *missing) for cmd in (["plan"], ["run"], ["run", "--dry-run"])]
     assert [o.exit_code for o in outs] == [2, 2, 2], [o.output for o in outs]
-    message = f"Error: data file '{tmp_path / 'nope.csv'}' does not exist"
-    assert outs[0].stderr.startswith(message)
+    assert outs[0].stderr.startswith("Error: data.path differs from the registration of dataset "
+                                      "'rehearsed'")
     assert outs[0].stderr == outs[1].stderr == outs[2].stderr
 
 
 @pytest.mark.parametrize("case, code, kind, text", [
-    ("bad_input", 2, "bad_input", "column 'arm' named in the config's columns is not in the data"),
+    ("bad_input", 2, "bad_input", "columns.treatment differs from the registration"),
     ("refused", 3, "refused", "budget exhausted for dataset json-errors"),
 ])
 def test_json_errors_are_a_json_object_on_stdout_with_the_exit_code(env, case, code, kind,

@@ -92,14 +92,22 @@ def _no_value_reads(monkeypatch):
     monkeypatch.setattr("pyarrow.parquet.ParquetFile.read", refuse)
 
 
+@pytest.fixture(autouse=True)
+def _curator(curator_registers):
+    global _register
+    _register = curator_registers
+
+
 def _plan(parts, tmp_path, monkeypatch, *args):
+    """``plan`` of the partitions, after the curator registered them (footers only)."""
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    source = ["data.path=null", f"data.partitions={parts}", "data.id_column=id",
+              "runner.kind=dask", "columns.treatment=A", "columns.outcome=Y",
+              "columns.covariates=null"]
+    assert _register("conf/release/demo.yaml", source).n == N
     return CliRunner().invoke(main, [
-        "plan", "conf/release/demo.yaml", "--set", "data.path=null",
-        "--set", f"data.partitions={parts}", "--set", "data.id_column=id",
-        "--set", "runner.kind=dask", "--set", "columns.treatment=A",
-        "--set", "columns.outcome=Y", "--set", "columns.covariates=null",
+        "plan", "conf/release/demo.yaml", *(x for item in source for x in ("--set", item)),
         "--set", "estimator.outcome_bounds=[-1, 1]", *args])
 
 
@@ -113,6 +121,7 @@ def test_plan_on_partitions_reads_the_footers_only(parts, tmp_path, monkeypatch)
 
 def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, monkeypatch):
     from conf.kinds import KINDS
+    from conf.registration import check_asked, registered
     from dpcausal.ledger import Ledger
     from tasks.preflight import check_release
 
@@ -121,10 +130,12 @@ def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, mo
     with Ledger(create=True) as led:
         led.set_budget("parts", zeta=1.5)
     _no_value_reads(monkeypatch)
+    assert _register(load_config(None, [], base=_base(parts))).n == N  # footers only
     kind = KINDS["ate"]
 
     def check(*overrides):
         config = load_config(None, list(overrides), base=_base(parts))
+        check_asked(config, registered("parts"))  # a run only asks (issue 32 §2)
         return check_release(config.data, kind.schema(config), kind.build(config),
                              kind.roles(config), dataset="parts", evaluation=False,
                              cap=kind.cap(config))
@@ -133,7 +144,7 @@ def test_preflight_checks_partitions_without_reading_a_value(parts, tmp_path, mo
     assert checked.prepared.public == {"n": N, "d": D} and checked.fingerprint is None
     assert checked.charge.zeta == pytest.approx(1.0)
     assert set(checked.schema) == {"id", "A", "Y", "x1", "x2"}
-    with pytest.raises(ValueError, match=r"columns \['T'\] are not in the partitions"):
+    with pytest.raises(ValueError, match=r"columns.treatment differs from the registration"):
         check("columns.treatment=T")
     from dpcausal.ledger import BudgetExceededError
 

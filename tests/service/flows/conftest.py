@@ -42,15 +42,17 @@ def exp_a_csv(project) -> Path:
 
 
 @pytest.fixture
-def make_config(project, request):
+def make_config(project, request, curator_registers):
     """ReleaseConfig for its own experiment-A data (n = 2000; a dataset's data are bound to its
     id by fingerprint, so each dataset id gets its own data): K = 20 in 4 chunks, the dataset
-    capped at zeta 50 unless ``cap=None``, its own experiment."""
+    capped at zeta 50 unless ``cap=None``, its own experiment; registered by its curator as
+    given (issue 32 §1) unless ``register=False``."""
     import zlib
 
     from conf.models import load_config
 
-    def make(*overrides: str, dataset: str | None = None, cap: float | None = 50.0):
+    def make(*overrides: str, dataset: str | None = None, cap: float | None = 50.0,
+             register: bool = True):
         ds = dataset or request.node.name.replace("[", "-").replace("]", "")
         path = project.root / f"{zlib.crc32(ds.encode()):08x}.csv"
         if not path.exists():
@@ -65,6 +67,8 @@ def make_config(project, request):
         config = load_config(None, list(overrides), base=base)
         if cap is not None and not config.evaluation:
             give_cap(ds, zeta=cap)
+        if register:
+            curator_registers(config)
         return config
 
     return make

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,17 +26,26 @@ BAD_DATASET = "cli-bad-input"
 
 
 @pytest.fixture
-def cli_config(exp_a_csv, tmp_path):
+def cli_config(tmp_path, curator_registers):
+    """A config file on experiment-A data of its dataset id's own (registration binds the data
+    to one id), registered by its curator unless ``register=False``."""
     counter = iter(range(1000))
 
-    def write(data_path=None, **top):
-        cfg = {"name": "cli", "data": {"path": str(data_path or exp_a_csv)},
+    def write(data_path=None, register=True, **top):
+        dataset = (top.get("ledger") or {}).get("dataset_id", BAD_DATASET)
+        seed = zlib.crc32(dataset.encode())
+        data_path = data_path or tmp_path / f"{seed:08x}.csv"
+        if not Path(data_path).exists() and Path(data_path).name == f"{seed:08x}.csv":
+            write_exp_a(Path(data_path), seed)
+        cfg = {"name": "cli", "data": {"path": str(data_path)},
                "columns": {"treatment": "A", "outcome": "Y"},
                "estimator": {"n_folds": 20, "fold_seed": 3, "outcome_bounds": [-1, 1]},
                "folds_per_task": 5, "ledger": {"dataset_id": BAD_DATASET, "budget": 50.0},
                "mlflow": {"experiment": "test-cli"}, **top}
         path = tmp_path / f"release{next(counter)}.yaml"
         path.write_text(yaml.safe_dump(cfg))
+        if register:  # the curator registers the dataset a run asks about (issue 32 §1)
+            curator_registers(path)
         return str(path)
     return write
 
@@ -63,9 +73,11 @@ def test_bad_input_fails_with_one_paragraph_exit_2_and_no_charge(cli_config, tmp
     bad_yaml.write_text("name: x\ndata: {path: [\n")
     cases = [
         ((str(tmp_path / "nope.yaml"),), r"config file .*nope\.yaml' does not exist"),
-        ((cli_config(tmp_path / "missing.csv"),), r"data file .*missing\.csv' does not exist"),
+        # a run only asks: its data half must be the registration's (issue 32 §2)
+        ((cli_config(tmp_path / "missing.csv", register=False),),
+         r"data.path differs from the registration of dataset 'cli-bad-input'"),
         ((cli_config(), "--set", "columns.treatment=arm"),
-         r"treatment='arm' is not a column of the data"),
+         r"columns.treatment differs from the registration"),
         ((str(bad_yaml),), r"is not valid YAML"),
         ((cli_config(), "--set", "models.outcome.name=nosuch"), r"unknown outcome model 'nosuch'"),
         ((cli_config(), "--set", "estimator.zeta=-1"), r"zeta must be a finite number > 0"),
@@ -284,24 +296,26 @@ def test_help_documents_exit_codes_without_importing_heavy_libraries():
         assert out.stdout.strip() == "[]", modules
 
 
-def _mechanism_config(tmp_path, kind: str, dataset: str, **ledger) -> str:
-    """The shipped demo config of a mechanism, on freshly written demo data, own ledger dataset."""
+def _mechanism_config(tmp_path, kind: str, dataset: str, register, **ledger) -> str:
+    """The shipped demo config of a mechanism, on freshly written demo data of the dataset's own
+    (seeded by its id), own ledger dataset, registered with ``register`` (the curator's)."""
     import conf
     from demo import write_demo
 
-    data = write_demo(kind, tmp_path / kind)
+    data = write_demo(kind, tmp_path / kind, seed=zlib.crc32(dataset.encode()))
     cfg = yaml.safe_load((Path(conf.__file__).parent / "release" / f"{kind}_demo.yaml").read_text())
     cfg["data"] = {"path": str(data)}
     cfg["ledger"] = {**cfg["ledger"], "dataset_id": dataset, **ledger}
     cfg["mlflow"] = {"experiment": f"test-cli-{kind}"}
     path = tmp_path / f"{kind}.yaml"
     path.write_text(yaml.safe_dump(cfg))
+    register(path)
     return str(path)
 
 
-def test_run_dispatches_on_kind(tmp_path, invoke):
+def test_run_dispatches_on_kind(tmp_path, invoke, curator_registers):
     give_cap("cli-cluster-dp", epsilon=30.0, delta=1e-5, unit="label")
-    path = _mechanism_config(tmp_path, "cluster_dp", "cli-cluster-dp")
+    path = _mechanism_config(tmp_path, "cluster_dp", "cli-cluster-dp", curator_registers)
     out = invoke("run", path, "--no-progress")
     assert out.exit_code == 0, out.output
     for label in ("ClusterDPResult", "per label", "dataset spend"):
@@ -313,9 +327,10 @@ def test_run_dispatches_on_kind(tmp_path, invoke):
     assert charges("cli-cluster-dp") == 2
 
 
-def test_mechanism_bad_input_exits_2_refusal_exits_3_without_charge(tmp_path, invoke):
+def test_mechanism_bad_input_exits_2_refusal_exits_3_without_charge(tmp_path, invoke,
+                                                                   curator_registers):
     give_cap("cli-federated", epsilon=0.5, delta=1e-5, unit="client")
-    path = _mechanism_config(tmp_path, "federated", "cli-federated")
+    path = _mechanism_config(tmp_path, "federated", "cli-federated", curator_registers)
     _assert_error(invoke("run", path, "--set", "mechanism.epsilon=0"), 2,
                   r"mechanism\.epsilon: Input should be greater than 0")
     _assert_error(invoke("run", path, "--set", "kind=laplace"), 2, r"kind 'laplace' is not one of")

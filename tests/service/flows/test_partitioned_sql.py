@@ -125,7 +125,8 @@ def sql_url(tmp_path, monkeypatch):
     monkeypatch.setenv("SQLPARTS_URL", _sqlite(tmp_path / "d.db", _table(4)))
 
 
-def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invoke):
+def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invoke,
+                                                        curator_registers):
     """``data.sql`` with ``data.sql_partitions`` and ``data.id_column`` through ``dpcausal run``
     (dp_release, its Dask subflow, the ledger), the URL from the environment."""
     import json
@@ -143,6 +144,7 @@ def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invok
            "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
     path = tmp_path / "sqlparts.yaml"
     path.write_text(yaml.safe_dump(raw))
+    assert curator_registers(path).n == N  # the curator's registration (issue 32 §1)
     res = invoke("run", str(path), "--no-progress", "--json")
     assert res.exit_code == 0, res.output
     rel = json.loads(res.stdout)["release"]
@@ -152,7 +154,7 @@ def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invok
     assert charges(dataset) == 1
 
 
-def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch):
+def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch, curator_registers):
     """``dp_release`` of a partitioned SQL config (its checks, then its Dask subflow) reads the
     id column once, before the charge, and the query's declared columns once per partition
     after it: the subflow reads with the partitions and key its checks counted."""
@@ -178,8 +180,9 @@ def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch):
            "columns": {"treatment": "A", "outcome": "Y", "covariates": ["x1", "x2"]},
            "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
            "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
-    out = run_release(load_config(None, [f"mlflow.tracking_uri=sqlite:///{tmp_path}/m.db"],
-                                  base=raw))
+    config = load_config(None, [f"mlflow.tracking_uri=sqlite:///{tmp_path}/m.db"], base=raw)
+    assert curator_registers(config).n == N
+    out = run_release(config)
     assert out["release"]["n"] == N and charges(dataset) == 1
     assert passes.count(("id",)) == 1
     assert sorted(passes) == [("id",)] + [("id", "A", "Y", "x1", "x2")] * PARTS

@@ -38,10 +38,10 @@ UNIT = {"ate": "row", "cluster_dp": "label", "federated": "client", "user_level"
 
 
 # ------------------------------------------------------------------ data: D and its neighbour
-def _core_frame() -> pd.DataFrame:
+def _core_frame(seed: int = 3) -> pd.DataFrame:
     from dpcausal.datasets import make_experiment_a
 
-    X, A, Y, _ = make_experiment_a(800, random_state=3)
+    X, A, Y, _ = make_experiment_a(800, random_state=seed)
     return pd.DataFrame({"X1": X[:, 0], "A": A, "Y": Y})
 
 
@@ -58,7 +58,7 @@ def _frame(kind: str, seed: int = 3) -> pd.DataFrame:
         from dpcausal.user_level import make_user_level_panel
 
         return make_user_level_panel(n_units=400, n_strata=3, cells_per_unit=2.5, seed=seed)
-    return _core_frame()
+    return _core_frame(seed)
 
 
 def _set_cell(text: str, column: str, value: str, row: int = 5) -> str:
@@ -154,10 +154,12 @@ def _flow(config) -> tuple[str, str, list[str]]:
 
 
 @pytest.fixture
-def seen(project, monkeypatch, tmp_path):
-    """``seen(kind, base, text_or_dir)``: write the data, then everything a refusal shows: the
-    CLI's exit code and message, the flow's state, message and artifacts, the ledger before and
-    after (which must not change). The CLI must refuse before it reaches the flow."""
+def seen(project, monkeypatch, tmp_path, curator_registers):
+    """``seen(kind, base, text_or_dir)``: write the data, the curator registers them (``base``,
+    or ``curator``: the config the curator registered, where a run asks something else), then
+    everything a refusal shows: the CLI's exit code and message, the flow's state, message and
+    artifacts, the ledger before and after (which must not change). The CLI must refuse before
+    it reaches the flow."""
     import flows.release
 
     monkeypatch.setenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
@@ -166,8 +168,10 @@ def seen(project, monkeypatch, tmp_path):
     def reached(config):
         raise AssertionError("the CLI reached the release flow: no refusal before the charge")
 
-    def see(base: dict, write, *cli_args: str, flow: bool = True) -> dict:
+    def see(base: dict, write, *cli_args: str, flow: bool = True,
+            curator: dict | None = None) -> dict:
         write()
+        curator_registers(load_any(None, base=curator or base))
         cfg_path = tmp_path / "config.yaml"
         cfg_path.write_text(yaml.safe_dump(base))
         dataset = base["ledger"]["dataset_id"]
@@ -186,13 +190,13 @@ def seen(project, monkeypatch, tmp_path):
 
 
 def _replay(seen, base: dict, path: Path, d: str, neighbours: list[str], *cli_args: str,
-            flow: bool = True) -> dict:
+            flow: bool = True, curator: dict | None = None) -> dict:
     """The refusal of D and of each neighbour D' (same path, same dataset id): the same."""
-    first = seen(base, lambda: path.write_text(d), *cli_args, flow=flow)
+    first = seen(base, lambda: path.write_text(d), *cli_args, flow=flow, curator=curator)
     for d_prime in neighbours:
         assert d_prime != d
         assert seen(base, lambda text=d_prime: path.write_text(text), *cli_args,
-                    flow=flow) == first
+                    flow=flow, curator=curator) == first
     return first
 
 
@@ -202,17 +206,20 @@ def _replay(seen, base: dict, path: Path, d: str, neighbours: list[str], *cli_ar
 def test_every_refusal_is_the_same_on_a_neighbour(seen, tmp_path, kind, path_):
     dataset = f"replay-{kind}-{path_.replace(' ', '-')}"
     data = tmp_path / "data.csv"
-    d = _frame(kind).to_csv(index=False)
-    base = _base(kind, str(data), dataset)
+    # each dataset id its own data: the curator's registration binds them to one id
+    d = _frame(kind, {"no cap": 3, "budget exhausted": 5, "bad input": 7}[path_]).to_csv(
+        index=False)
+    base = curator = _base(kind, str(data), dataset)
     if path_ == "budget exhausted":
         give_cap(dataset, **CAPS[kind], unit=UNIT[kind])
-    if path_ == "bad input":
+    role = "value" if kind == "user_level" else "treatment"
+    if path_ == "bad input":  # the run asks about a column the registration does not have
         give_cap(dataset, **ENOUGH[kind], unit=UNIT[kind])
-        role = "value" if kind == "user_level" else "treatment"
-        base["columns"][role] = "not_a_column"
-    out = _replay(seen, base, data, d, [change(d) for change in NEIGHBOURS[kind].values()])
+        base = {**curator, "columns": {**curator["columns"], role: "not_a_column"}}
+    out = _replay(seen, base, data, d, [change(d) for change in NEIGHBOURS[kind].values()],
+                  curator=curator)
     expected = {"no cap": (3, "has no privacy budget"), "budget exhausted": (3, "exhausted"),
-                "bad input": (2, "'not_a_column'")}[path_]
+                "bad input": (2, f"columns.{role} differs from the registration")}[path_]
     assert out["exit"] == expected[0] and expected[1] in out["message"]
     assert out["flow"][0] == "Failed" and expected[1] in out["flow"][1]
     assert out["flow"][2] and all("Nothing was charged" in a for a in out["flow"][2])
@@ -231,11 +238,12 @@ def test_a_partitioned_source_refuses_a_neighbour_alike(seen, tmp_path, path_):
             "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
             "estimator": {"n_folds": 6, "outcome_bounds": [-1.0, 1.0]},
             "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"r-{dataset}"}}
+    curator = base
     if path_ == "budget exhausted":
         give_cap(dataset, zeta=1.0)
     if path_ == "bad input":
         give_cap(dataset, zeta=50.0)
-        base["columns"]["treatment"] = "not_a_column"
+        base = {**base, "columns": {**base["columns"], "treatment": "not_a_column"}}
 
     def write(changed: bool):
         def go():
@@ -247,15 +255,16 @@ def test_a_partitioned_source_refuses_a_neighbour_alike(seen, tmp_path, path_):
                 part.to_parquet(source / files[1].name, index=False)
         return go
 
-    first = seen(base, write(False))
-    assert seen(base, write(True)) == first
+    first = seen(base, write(False), curator=curator)
+    assert seen(base, write(True), curator=curator) == first
     assert first["exit"] == (2 if path_ == "bad input" else 3)
     assert first["flow"][0] == "Failed"
 
 
 # ------------------------------------------------------------------ after the reservation
 @pytest.mark.parametrize("kind, neighbour", [c for c in CASES if c[0] != "ate"])
-def test_after_the_charge_the_neighbour_releases(project, tmp_path, kind, neighbour):
+def test_after_the_charge_the_neighbour_releases(project, tmp_path, kind, neighbour,
+                                                 curator_registers):
     """The values that were refused before the charge now take their public rule (clamped,
     mapped to Y, a missing one to the public midpoint) and the release completes, charged once
     in its unit."""
@@ -266,14 +275,16 @@ def test_after_the_charge_the_neighbour_releases(project, tmp_path, kind, neighb
     seed = 10 + list(NEIGHBOURS[kind]).index(neighbour)  # own data: a fingerprint binds an id
     data.write_text(NEIGHBOURS[kind][neighbour](_frame(kind, seed).to_csv(index=False)))
     give_cap(dataset, **ENOUGH[kind], unit=UNIT[kind])
-    out = run_release(load_any(None, base=_base(kind, str(data), dataset)))
+    config = load_any(None, base=_base(kind, str(data), dataset))
+    curator_registers(config)
+    out = run_release(config)
     assert np.isfinite(out["release"]["ate"]) and out["release"]["privacy"]["unit"] == UNIT[kind]
     assert _ledger(dataset) == (["committed"], 1)
     json.dumps(out["release"])  # a plain, published result
 
 
-def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(project, tmp_path,
-                                                                            monkeypatch):
+def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(
+        project, tmp_path, monkeypatch, curator_registers):
     """The audit's attack: under a dataset id with no cap, `--set mechanism.bounds=[0, b]` gave
     exit 2 ("values outside the bounds") for b below one person's maximum and exit 3 above it;
     26 probes recovered that maximum (45.623). Every probe now gets the same answer, through the
@@ -292,6 +303,7 @@ def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(pr
 
     monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",    # the curator registers it
                         (*conf.deployment.REGISTERED_CONFIGS, str(config)))
+    curator_registers(config)
     answers = set()
     for b in (40.0, 45.0, 46.0, 65.0):
         bounds = f"mechanism.bounds=[0, {b}]"

@@ -67,7 +67,7 @@ def test_every_shipped_config_is_covered():
 
 
 @pytest.mark.parametrize("config", SHIPPED, ids=[p.stem for p in SHIPPED])
-def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke):
+def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke, curator_registers):
     raw = yaml.safe_load(config.read_text())
     dataset = f"shipped-{config.stem}"
     if config.name in KIND_OF:
@@ -80,6 +80,8 @@ def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke):
         data = _trial_parquet(tmp_path / "trial.parquet")
         give_cap(dataset, zeta=raw["ledger"]["budget"])
     _with_missing_values(data, _private_columns(raw, data))
+    # the curator registers the data (issue 32 §1); the run then only asks about them
+    curator_registers(config, [f"data.path={data}", f"ledger.dataset_id={dataset}"])
     res = invoke("run", str(config), "--no-progress", "--json", "--set", f"data.path={data}",
                  "--set", f"ledger.dataset_id={dataset}")
     assert res.exit_code == 0, res.output

@@ -1,0 +1,69 @@
+"""Registering a dataset: its curator binds a config's data half to the dataset id, with n
+counted now (issue 32 §1; :mod:`conf.registration` holds the two halves). The curator reads
+the data here, on the curator's own machine, to count the records and to bind the data's and
+the source's keyed fingerprints, so the same data cannot be registered again under another id.
+``dpcausal ledger register``, ``dpcausal demo`` and the tests go through :func:`register`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conf.kinds import KINDS
+from conf.models import Schema
+from conf.registration import registration_values
+from dpcausal.ledger import Ledger, Registration
+from store import frame_identities, source_fingerprint
+from tasks.data import partition_footers, read_frame, select, source_identity, source_shape
+
+
+def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
+             public: str | None = None) -> Registration:
+    """Register ``config``'s dataset id with its data half (:func:`conf.registration.
+    registration_values`), the mechanism's unit (``public``: the relation's public facts,
+    default the unit's), n counted now (records, not lines) and, for the core release, d;
+    ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap.
+    Creates the ledger if needed."""
+    kind = KINDS[config.kind]
+    counted = count(config)
+    facts = {"unit": kind.build(config).unit, **({"public": public} if public else {}),
+             **{k: v for k, v in counted.items() if k not in ("n", "identity")}}
+    with Ledger(create=True) as led:
+        return led.register(config.ledger.dataset_id, **registration_values(config),
+                            n=counted["n"], facts=facts, evaluation_allowed=origin is not None,
+                            origin=origin, zeta=zeta, fingerprint=counted["identity"])
+
+
+def register_demo(config: Any) -> Registration:
+    """The demo's own data (``config`` points at them): their cap if they have none
+    (:func:`demo.demo_cap`), and their registration as a synthetic source, which allows
+    evaluation mode on them."""
+    from demo import demo_cap
+    from tasks.ledger_ops import set_initial_budget
+
+    set_initial_budget(config.ledger.dataset_id, **demo_cap(config.kind))
+    return register(config, origin="synthetic")
+
+
+def count(config: Any) -> dict[str, Any]:
+    """What the curator counts at registration: ``n`` (the records the release's reader
+    parses: :func:`tasks.data.read_csv_table` for CSV, the footers of Parquet partitions,
+    ``COUNT(*)`` of a query), the release's column ``names`` and, for the core release, ``d``;
+    the keyed ``identity`` of the source and, where one process reads every value, of the
+    table (its order-invariant fingerprint and keyed row sketch, which catches a near copy
+    registered under another id: :mod:`dpcausal.fingerprints`)."""
+    where = source_fingerprint(source_identity(config.data))
+    if config.data.partitioned:
+        n, d = source_shape(config.data, config.columns)
+        names = (list(partition_footers(config.data.partitions)[0][1])
+                 if config.data.partitions is not None else [])
+        return {"n": n, "d": d, "identity": (where,), **({"names": names} if names else {})}
+    schema = KINDS[config.kind].schema(config)
+    table = read_frame(config.data, Schema(schema.columns, rest=schema.rest or "float"))
+    frame = select(table, None if schema.rest is not None else list(schema.columns))
+    out: dict[str, Any] = {"n": len(frame), "names": [str(c) for c in frame.columns],
+                           "identity": (*frame_identities(table), where)}
+    if config.kind == "ate":
+        covariates = config.columns.covariates
+        out["d"] = len(covariates) if covariates is not None else frame.shape[1] - 2
+    return out
