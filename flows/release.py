@@ -93,7 +93,8 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
         try:
             checked = check_release_task(config.data, kind.schema(config), mechanism,
                                          kind.roles(config), dataset=dataset,
-                                         evaluation=evaluation, cap=kind.cap(config))
+                                         evaluation=evaluation, cap=kind.cap(config),
+                                         runner=config.runner)
         except Exception as exc:
             reason = refusal_reason(exc)
             if reason == "budget":
