@@ -117,8 +117,8 @@ def allocate_folds(partition_rows: Sequence[int], n_folds: int) -> list[range]:
 
 #: Peak working memory of a partition's block phase per row and per column of (X, A, Y), in
 #: bytes, and a worker's memory outside its partition (interpreter, imports, one chunk): the
-#: model of :func:`auto_partitions`, from measured peaks (module docstring of
-#: bench/sql_partitions.py).
+#: model of :func:`auto_partitions`, from measured peaks (deploy/README.md, "Sizing workers": 690
+#: MiB per worker at 500,000 rows, d = 5, of which about 200 MiB interpreter and imports).
 ROW_BYTES = 120
 WORKER_BASE_BYTES = 400 * 2**20
 
