@@ -90,7 +90,8 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
         try:  # the flow's first step, here before any Prefect server starts
             checked = check_release(config.data, kind.schema(config), kind.build(config),
                                     kind.roles(config), dataset=config.ledger.dataset_id,
-                                    evaluation=config.evaluation, cap=kind.cap(config))
+                                    evaluation=config.evaluation, cap=kind.cap(config),
+                                    runner=config.runner)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
             failure = exc
     # the distinct UserWarning texts, in order, one line each

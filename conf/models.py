@@ -13,7 +13,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar, get_args
+from typing import Annotated, Any, Callable, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -78,9 +78,10 @@ class DataSource(_Strict):
     (prefect-sqlalchemy), or ``partitions``, a directory of Parquet files read by Dask workers
     (the core release only, issue 19 §3), whose folds hash the record identity ``id_column``;
     ``fold_key: curator`` takes the curator's fold key instead of a fresh one per release. A
-    ``sql`` source with ``sql_partitions: P`` and ``id_column`` is partitioned too (issue 28 §3):
-    P partitions by the keyed hash of the id, each streamed from the query by a Dask worker
-    (:mod:`tasks.sql_partitions`; the id's type is ``dtypes`` of the id column, else str).
+    ``sql`` source with ``sql_partitions: P`` and ``id_column`` is partitioned too (issue 28 §3,
+    issue 35): P partitions by ranges of the id (``auto``: P from n and the workers' memory),
+    each read from the query by a Dask worker (:mod:`tasks.sql_partitions`; the id's type is
+    ``dtypes`` of the id column, else str).
     ``missing`` is the core release's declared missing-value policy (``impute``, the default:
     covariates take ``missing_fill`` plus an indicator, a row without treatment or outcome scores
     0; ``drop``: complete cases, whose count is published as n).
@@ -95,7 +96,7 @@ class DataSource(_Strict):
     url_block: str | None = None
     partitions: str | None = None
     id_column: str | None = None
-    sql_partitions: int | None = Field(None, ge=1)
+    sql_partitions: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
     fold_key: Literal["release", "curator"] | None = None
     # the declared missing-value policy of the core release (dpcausal.missing): public
     missing: Literal["impute", "drop", "drop_public_count"] = "impute"
@@ -118,8 +119,9 @@ class DataSource(_Strict):
             raise ValueError("data.sql_partitions splits a data.sql query: give data.sql")
         if self.partitioned and not self.id_column:
             raise ValueError(f"data.{'partitions' if self.partitions else 'sql_partitions'} "
-                             "needs data.id_column, the column of unique record ids whose keyed "
-                             "hash assigns each row its partition and fold")
+                             "needs data.id_column, the column of unique record ids that assigns "
+                             "each row its fold (a keyed hash) and, for SQL, its partition (a "
+                             "range)")
         if not self.partitioned and (self.id_column is not None or self.fold_key is not None):
             raise ValueError("data.id_column and data.fold_key go with data.partitions or "
                              "data.sql_partitions only")
@@ -138,7 +140,7 @@ class DataSource(_Strict):
     @property
     def partitioned(self) -> bool:
         """Whether the release runs on the partitioned path: Parquet files (``partitions``) or
-        a SQL query split by the keyed hash of its id (``sql_partitions``)."""
+        a SQL query split by ranges of its id (``sql_partitions``)."""
         return self.partitions is not None or self.sql_partitions is not None
 
 

@@ -23,11 +23,12 @@ Progress of both phases is logged (partitions done / total) and shown as Prefect
 artifacts. Folds: keyed hash of the declared id column, per-release key from OS entropy or the
 curator's fold key (``<data>/private/fold.key``); the rule is in :mod:`dpcausal.ate.partitioned`.
 
-A SQL query is a source too (issue 28 §3, :mod:`tasks.sql_partitions`): the fold key is drawn
-first, step 1 reads the query's column names and each partition's row count (from the id column
-alone: partition p holds the ids whose keyed hash is p mod P) on a worker (under ``dp_release``,
-its checks did, and the subflow reads with their counts and key: one count per release), and
-every read of a partition streams the query in chunks, keeping that partition's rows.
+A SQL query is a source too (issue 28 §3, issue 35, :mod:`tasks.sql_partitions`): the fold key
+is drawn first, step 1 is :func:`tasks.sql_partitions.count_sql`, the query's column names and
+one aggregate query over the id column (partition p holds the p-th of P consecutive ranges of the
+ids; under ``dp_release`` its checks counted, and the subflow reads with their counts and key:
+one count per release, by one function), and every read of a partition is the query restricted
+to its id range, so each row crosses from the database once per phase.
 
 Three entry points share these steps: :func:`partitioned_release` (Parquet, plain parameters,
 from Python), :func:`partitioned_sql_release` (a SQL query, plain parameters) and
@@ -66,7 +67,6 @@ from tasks.partitioned import (
     all_fold_models,
     block_score_sums,
     describe_partition,
-    describe_sql_partitions,
     fit_partition_folds,
     list_partitions,
     partition_score_sums,
@@ -80,7 +80,13 @@ from tasks.preflight import (
 )
 from tasks.release import charged_release
 from tasks.runners import dask_security
-from tasks.sql_partitions import SqlCounted, SqlPartition, SqlPartitions, sql_partitions
+from tasks.sql_partitions import (
+    SqlCounted,
+    SqlPartition,
+    SqlPartitions,
+    count_sql,
+)
+from tasks.sql_partitions import sql_partitions as sql_partitions_of
 
 # Threads by default (recipe §7: on 2 cores threads beat processes); pass a scheduler address to
 # run on a real cluster.
@@ -138,7 +144,7 @@ def partitioned_sql_release(
     sql: str,
     *,
     url: str,
-    sql_partitions: int,
+    sql_partitions: int | Literal["auto"],
     id_column: str,
     treatment: str,
     outcome: str,
@@ -154,16 +160,20 @@ def partitioned_sql_release(
 ) -> dict[str, Any]:
     """:func:`partitioned_release` from a SQL query instead of Parquet files (issue 28 §3):
     ``url`` is a SQLAlchemy URL (``${VAR}`` expanded from the environment at load time), the
-    query is split into ``sql_partitions`` partitions by the keyed hash of ``id_column``
-    (declared ``int`` or ``str``), and each worker streams the query in chunks of
-    ``chunk_rows`` rows, keeping its partition's rows (:mod:`tasks.sql_partitions`). Before the
-    charge only the column names and the partitions' row counts are read."""
+    query is split into ``sql_partitions`` partitions by ranges of ``id_column`` (declared
+    ``int`` or ``str``; ``"auto"``: P from n and the default LocalCluster's memory), and each
+    worker streams its range of the query in chunks of ``chunk_rows`` rows
+    (:mod:`tasks.sql_partitions`). Before the charge only the column names and the partitions'
+    row counts and id ranges are read, by one aggregate query."""
     est = PrivateATE(**{"compute_budget": compute_budget, **estimator},
                      n_folds=n_folds or "auto")
-    source = SqlPartitions(DataSource(sql=sql, url=url), id_column=id_column,
-                           count=sql_partitions, id_type=id_type, chunk_rows=chunk_rows)
+    source = replace(sql_partitions_of(DataSource(
+        sql=sql, url=url, sql_partitions=sql_partitions, id_column=id_column,
+        dtypes={id_column: id_type})), chunk_rows=chunk_rows)
     key = _key(fold_key)
-    parts, checked = _checked_sql(source, key, est, treatment=treatment, outcome=outcome,
+    counted = count_sql(source, key, {"treatment": treatment, "outcome": outcome,
+                                      "covariates": covariates})
+    parts, checked = _checked_sql(source, counted, est, treatment=treatment, outcome=outcome,
                                   covariates=covariates, evaluation=evaluation)
     return _plain_release(parts, checked, dataset_id, key, evaluation, source="sql")
 
@@ -202,7 +212,8 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     MLflow run ``dp_release`` opened) in the ledger. ``dp_release`` checked the budget first
     and logs the release. A SQL source's partitions counted by ``dp_release``'s checks, held
     in memory (:func:`tasks.preflight.checked_before`), are read with the key they were counted
-    under, not counted again."""
+    under, not counted again; the subflow run on its own counts them by the same function
+    (:func:`tasks.sql_partitions.count_sql`)."""
     data, c = config.data, config.columns
     held = checked_before(config)
     counted = held.counted if held is not None else None
@@ -212,9 +223,10 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     if held is not None and held.prepared.data is None:  # checked from the registration
         return _registered_release(config, held, key, roles, release_id, run_url)
     parts: list[Any]
-    if data.sql_partitions is not None:   # a SQL query split by the keyed hash of its id
-        parts, checked = _checked_sql(sql_partitions(data), key, build_mechanism(config),
-                                      counted=counted, **roles)
+    if data.sql_partitions is not None:   # a SQL query split by ranges of its id
+        source = sql_partitions_of(data, config.runner)
+        parts, checked = _checked_sql(source, counted or count_sql(source, key, roles),
+                                      build_mechanism(config), **roles)
     else:
         parts, checked = _checked(str(data.partitions), build_mechanism(config),
                                   id_column=str(data.id_column), **roles)
@@ -237,22 +249,15 @@ def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, out
                                 evaluation=evaluation)
 
 
-def _checked_sql(source: SqlPartitions, key: bytes, estimator: Any, *, treatment: str,
-                 outcome: str, covariates: list[str] | None, evaluation: bool,
-                 counted: SqlCounted | None = None) -> tuple[list[SqlPartition], Checked]:
-    """Step 1 for a SQL source: the partitions' row counts and schema read on a worker
-    (:func:`tasks.sql_partitions.describe_sql`; or ``counted`` under ``key`` before, by
-    ``dp_release``'s checks: the counts are read once per release), then
-    :func:`tasks.preflight.check_footers`, the source bound by its database, query, id column
-    and P."""
-    if counted is not None:
-        if counted.key != key or any(p.of != source for p in counted.parts):
-            raise AssertionError("bug: SQL partitions counted for another source or key")
-        footers = list(counted.footers)
-    else:
-        footers = describe_sql_partitions.submit(
-            source, key, {"treatment": treatment, "outcome": outcome}).result()
-    parts = [SqlPartition(source, p, rows) for p, (rows, _) in enumerate(footers)]
+def _checked_sql(source: SqlPartitions, counted: SqlCounted, estimator: Any, *,
+                 treatment: str, outcome: str, covariates: list[str] | None, evaluation: bool
+                 ) -> tuple[list[SqlPartition], Checked]:
+    """Step 1 for a SQL source: its partitions ``counted`` (:func:`tasks.sql_partitions.
+    count_sql`, once per release), then :func:`tasks.preflight.check_footers`, the source
+    bound by its database, query, id column and P."""
+    if any(p.of.identity() != source.identity() for p in counted.parts):
+        raise AssertionError("bug: SQL partitions counted for another source")
+    parts, footers = list(counted.parts), list(counted.footers)
     return parts, check_footers(parts, footers, estimator, id_column=source.id_column,
                                 treatment=treatment, outcome=outcome, covariates=covariates,
                                 evaluation=evaluation, identity=source.identity())
@@ -303,7 +308,9 @@ def _registered_release(config: ReleaseConfig, held: Checked, key: bytes,
     def compute() -> Release:
         parts: list[Any]
         if data.sql_partitions is not None:
-            parts, checked = _checked_sql(sql_partitions(data), key, estimator, **roles)
+            source = sql_partitions_of(data, config.runner)
+            parts, checked = _checked_sql(source, count_sql(source, key, roles), estimator,
+                                          **roles)
         else:
             parts, checked = _checked(str(data.partitions), estimator,
                                       id_column=str(data.id_column), **roles)

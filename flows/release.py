@@ -99,7 +99,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
             checked = check_release_task(config.data, kind.schema(config), mechanism,
                                          kind.roles(config), dataset=dataset,
                                          evaluation=evaluation, cap=kind.cap(config),
-                                         registration=registration)
+                                         registration=registration, runner=config.runner)
         except Exception as exc:
             reason = refusal_reason(exc)
             if reason == "budget":

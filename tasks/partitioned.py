@@ -1,6 +1,6 @@
 """Prefect tasks of the partitioned release (issue 19 §3, issue 28 §3): each task reads ITS
-partition itself from the source (a path or fsspec URL the worker reaches, or a SQL query it
-streams, keeping its partition's rows: :mod:`tasks.sql_partitions`) and returns only
+partition itself from the source (a path or fsspec URL the worker reaches, or a SQL query
+restricted to the partition's id range: :mod:`tasks.sql_partitions`) and returns only
 public facts, fitted fold models or three sums (full ensemble), or three sums per block (block
 ensembles), as in-memory task results.
 
@@ -34,7 +34,7 @@ from dpcausal.ate.partitioned import (
 )
 from dpcausal.validation import private_failures
 from tasks.data import parquet_footer, partition_files
-from tasks.sql_partitions import SqlPartition, SqlPartitions, describe_sql, read_sql_partition
+from tasks.sql_partitions import SqlPartition, read_sql_partition
 
 _OPTIONS: dict[str, Any] = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 2,
                             "retry_delay_seconds": 1}
@@ -53,22 +53,13 @@ def describe_partition(part: str) -> tuple[int, dict[str, str]]:
     return parquet_footer(part)
 
 
-@task(**_OPTIONS)
-def describe_sql_partitions(parts: SqlPartitions, key: bytes, roles: dict[str, Any]
-                            ) -> list[tuple[int, dict[str, str]]]:
-    """(rows, {column: type}) of each partition of a SQL source
-    (:func:`tasks.sql_partitions.describe_sql`: the column names and one pass over the id
-    column, public facts; no other value is read)."""
-    return describe_sql(parts, key, roles)
-
-
-def _read(part: str | SqlPartition, roles: Roles, key: bytes, evaluation: bool) -> Any:
-    """One partition's declared columns: a Parquet file, or a SQL partition streamed and routed
-    by the keyed hash of its id (:func:`tasks.sql_partitions.read_sql_partition`), whose
-    failures after the charge are generic in a release."""
+def _read(part: str | SqlPartition, roles: Roles, evaluation: bool) -> Any:
+    """One partition's declared columns: a Parquet file, or a SQL partition, the query over its
+    id range (:func:`tasks.sql_partitions.read_sql_partition`), whose failures after the charge
+    are generic in a release."""
     if isinstance(part, SqlPartition):
         with private_failures(evaluation, "reading a SQL partition"):
-            return read_sql_partition(part, roles, key)
+            return read_sql_partition(part, roles)
     return read_partition(part, roles)
 
 
@@ -76,7 +67,7 @@ def _read(part: str | SqlPartition, roles: Roles, key: bytes, evaluation: bool) 
 def fit_partition_folds(part: str | SqlPartition, roles: Roles, est: PrivateATE, key: bytes,
                         folds: range, evaluation: bool = False) -> list[FoldModels]:
     """Read one partition and fit the folds it owns (its fold models are the result)."""
-    return fit_partition(_read(part, roles, key, evaluation), roles, est, key, folds,
+    return fit_partition(_read(part, roles, evaluation), roles, est, key, folds,
                          evaluation)
 
 
@@ -94,7 +85,7 @@ def partition_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE
                          evaluation: bool = False) -> ScoreSums:
     """Read one partition again and return (n_p, sum Gamma, sum Gamma^2) given all K fold
     models."""
-    return partition_sums(_read(part, roles, key, evaluation), roles, est, key, folds,
+    return partition_sums(_read(part, roles, evaluation), roles, est, key, folds,
                           fold_models, evaluation)
 
 
@@ -103,7 +94,7 @@ def block_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, ke
                      blocks: range, evaluation: bool = False) -> tuple[BlockSums, ...]:
     """Read one partition, fit, aggregate and score the blocks it owns (spec §2.5b) and return
     only (block, n_b, sum Gamma, sum Gamma^2) per block: no fold model leaves the worker."""
-    return partition_block_sums(_read(part, roles, key, evaluation), roles, est, key, blocks,
+    return partition_block_sums(_read(part, roles, evaluation), roles, est, key, blocks,
                                 evaluation)
 
 

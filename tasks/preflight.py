@@ -141,14 +141,16 @@ def checked_before(config: Any) -> Checked | None:
 
 def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
                   roles: dict[str, Any], *, dataset: str, evaluation: bool,
-                  cap: str, registration: Registration | None = None) -> Checked:
+                  cap: str, registration: Registration | None = None,
+                  runner: Any = None) -> Checked:
     """Step 1 (see the module doc); raises ``ValueError``/``TypeError`` for bad input and the
     ledger's errors (``NoCapError``, ``BudgetExceededError`` ...) for a refusal, before anything
     is charged. ``schema`` is the declared types of the columns read
     (:meth:`conf.kinds.Kind.schema`); ``registration`` the dataset's (default: the ledger's,
     :func:`conf.registration.registered`). A core release is checked from the registration
     alone (:func:`check_registered`); a partitioned source in evaluation mode goes to
-    :func:`check_partitioned` (footers only)."""
+    :func:`check_partitioned` (footers only). ``runner`` (the config's) sizes
+    ``data.sql_partitions: auto``."""
     registration = registration or registered(dataset)
     if evaluation and not registration.evaluation_allowed:
         raise EvaluationRefusedError(
@@ -164,7 +166,7 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
         data_file(source.path)
     if source.partitioned:
         return check_partitioned(source, mechanism, roles, dataset=dataset,
-                                 evaluation=evaluation, cap=cap)
+                                 evaluation=evaluation, cap=cap, runner=runner)
     # every column, as its declared type (others as numbers), so that a release of fewer or
     # reordered columns keeps the table's identity
     table = read_frame(source, Schema(schema.columns, rest=schema.rest or "float"))
@@ -238,11 +240,12 @@ def check_data(config: Any) -> Any:
 
 
 def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str, Any], *,
-                      dataset: str, evaluation: bool, cap: str) -> Checked:
+                      dataset: str, evaluation: bool, cap: str, runner: Any = None) -> Checked:
     """Step 1 for a partitioned source (issue 19 §3), reading the Parquet footers only (rows and
-    schema: public, no value), or a SQL source's column names and partition counts (the id
-    column only: :func:`tasks.sql_partitions.count_sql`, under the release's fold key, drawn
-    here; the release reads with them, :attr:`Checked.counted`): :func:`check_footers`, then
+    schema: public, no value), or a SQL source's column names and partitions (one aggregate
+    query over the id column: :func:`tasks.sql_partitions.count_sql`, P sized by ``runner``
+    for ``auto``, under the release's fold key, drawn here; the release reads with them,
+    :attr:`Checked.counted`): :func:`check_footers`, then
     the ledger, which binds the source (the partition list and footers, or the database,
     query, id and P), not the data (no process reads every value)."""
     if not isinstance(mechanism, PrivateATE) or source.id_column is None:
@@ -250,7 +253,7 @@ def check_partitioned(source: DataSource, mechanism: Mechanism, roles: dict[str,
     parts: list[Any]
     identity, counted = None, None
     if source.sql_partitions is not None:
-        sql = sql_partitions(source)
+        sql = sql_partitions(source, runner)
         counted = count_sql(sql, fold_key() if source.fold_key == "curator" else release_key(),
                             roles)
         parts, footers, identity = list(counted.parts), list(counted.footers), sql.identity()

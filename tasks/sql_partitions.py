@@ -1,27 +1,38 @@
-"""A SQL query as the source of a partitioned release (issue 28 §3; spec dp_ate_ensemble.md §2.5b).
+"""A SQL query as the source of a partitioned release (issue 28 §3, issue 35 §1-2; spec
+dp_ate_ensemble.md §2.5b).
 
-The query is split into P partitions by the keyed hash of its declared id column: a row belongs
-to partition ``HMAC-SHA256(key, id) mod P`` (:func:`dpcausal.ate.partitioned.assign_folds` over
-``range(P)``, the id encoded as the Parquet path encodes it: integers as 8-byte big-endian, text
-as UTF-8). Every worker streams the query in chunks of ``chunk_rows`` rows (a server-side cursor
-where the driver has one) and keeps the rows of its own partition only, so a worker's memory
-holds its partition and one chunk, never the table. Inside a partition the blocks and folds are
-those of the Parquet path (:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows
-ranked by the same keyed hash): the same rows with the same key give the same blocks from a
-Parquet file or from SQL. A partition's rows are put in id order once read, so the order the
-database returns rows in changes nothing, not even the floating-point sums.
+The query is split into P partitions by ranges of its declared id column: the ids in the
+database's order cut into P consecutive tiles of ``ceil(n/P)`` or ``floor(n/P)`` ids (SQL's
+``NTILE(P) OVER (ORDER BY id)``: the first ``n mod P`` tiles hold one id more), partition p
+the half-open range ``[first id of tile p, first id of tile p+1)`` (the first without a lower
+bound, the last non-empty one without an upper bound, so every row of the query lies in exactly
+one range). Each worker's query is the curator's SQL wrapped as a subquery with a ``WHERE`` on
+its range, no ``ORDER BY``: the database returns that partition's rows only, so each row is read
+once per release phase and a worker holds its partition and one chunk of ``chunk_rows`` rows
+(a server-side cursor where the driver has one). Inside a partition the blocks and folds are the
+Parquet path's (:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows ranked by
+the secret keyed hash of their ids), so a Parquet file holding the same rows gives every row the
+same block. A partition's rows are put in id order once read, so the order the database returns
+rows in changes nothing, not even the floating-point sums. Integer and text ids take the same
+rule: the database orders and compares them (its collation for text), in the count and in the
+reads alike. Plain SQL on PostgreSQL and SQLite >= 3.25 (window functions), no extension.
 
 Public facts read before the charge (the README's privacy rules, "Partitions"): the result's
-column names (``LIMIT 0``) and the P row counts, computed by one pass over the id column alone.
-The counts are a function of the record ids and the key only: replace-one neighbours keep every
-id (spec §1.3), so they are the same on both, like the footer counts of Parquet partitions. No
-treatment, outcome or covariate value is read before the charge. Types are declared, never
-inferred (issue 26 §1): the id is ``int`` or ``str``, every other column is coerced by
-:func:`tasks.data.coerce`. A missing id (NULL, or text that is not an integer for an ``int`` id)
-is refused before the charge: the id is the index of neighbouring, not a private value. A SQL
+column names (``LIMIT 0``) and, from one aggregate query over the id column alone, each tile's
+row count and first and last id. Ranges and counts are functions of the set of record ids
+only: replace-one neighbours keep every id (spec §1.3), so both give the same ranges and counts,
+like the footer counts of Parquet partitions. No treatment, outcome or covariate value is read
+before the charge, and no id reaches Python but the 2P tile ends (held in memory, never a
+parameter, result or repr). Types are declared, never inferred (issue 26 §1): the id is ``int``
+or ``str``, every other column is coerced by :func:`tasks.data.coerce`. A missing id (NULL, or
+a tile end that is not an integer for an ``int`` id) and an id repeated across two tiles are
+refused before the charge: the id is the index of neighbouring, not a private value. A SQL
 error before the charge is reported by :func:`tasks.data.query_error` (the database's message
 withheld unless it is about the query or the schema); after the charge the reading task runs
 inside :func:`dpcausal.validation.private_failures`, as every other step on values does.
+
+``sql_partitions: auto`` takes P from n (a ``COUNT`` over the id column first) and the
+workers' memory (:func:`dpcausal.ate.partitioned.auto_partitions`).
 
 The query must return the same rows for the whole release (a table or snapshot nobody writes to
 meanwhile): a partition whose rows differ in number from its count fails the release after the
@@ -32,13 +43,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Iterator, Literal
 
 import numpy as np
 import pandas as pd
 
 from conf.models import DataSource, Schema
-from dpcausal.ate.partitioned import Roles, assign_folds
+from dpcausal.ate.partitioned import Roles, auto_partitions
 from tasks.data import coerce, database_engine, query_error, source_description
 
 #: Arrow type names of the declared types, as :func:`dpcausal.ate.partitioned.check_roles` reads
@@ -50,29 +62,33 @@ _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 @dataclass(frozen=True)
 class SqlPartitions:
-    """A ``data.sql`` source (``url`` or ``url_block``) split into ``count`` partitions by the
-    keyed hash of ``id_column`` (of declared type ``id_type``); ``dtypes`` declares other
-    columns' types where their role's default does not fit (:data:`conf.kinds.ROLE_DTYPES`)."""
+    """A ``data.sql`` source (``url`` or ``url_block``) split into ``count`` partitions by
+    ranges of ``id_column`` (of declared type ``id_type``; ``"auto"``: P from n and the
+    ``workers``' memory, ``worker_memory`` bytes each); ``dtypes`` declares other columns' types
+    where their role's default does not fit (:data:`conf.kinds.ROLE_DTYPES`)."""
 
     source: DataSource
     id_column: str
-    count: int
+    count: int | Literal["auto"]
     id_type: Literal["int", "str"] = "str"
     dtypes: dict[str, str] = field(default_factory=dict)
     chunk_rows: int = 50_000
+    workers: int = 2
+    worker_memory: int | None = None
 
     def __post_init__(self) -> None:
         if self.source.sql is None:
             raise ValueError("a partitioned SQL source needs data.sql")
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"the number of SQL partitions must be an int >= 1, got "
-                             f"{self.count!r}")
+        if self.count != "auto" and (isinstance(self.count, bool) or not isinstance(
+                self.count, int) or self.count < 1):
+            raise ValueError(f"the number of SQL partitions must be an int >= 1 or 'auto', "
+                             f"got {self.count!r}")
         if self.id_type not in ("int", "str"):
             raise ValueError(f"an id column is int or str, got {self.id_type!r}")
 
     def identity(self) -> dict[str, Any]:
         """What the ledger binds (keyed): the database and query (no password), the id column
-        and P; never the counts, which change with a fresh key."""
+        and P as configured; never the counts or ranges."""
         return {"sql": source_description(self.source), "id_column": self.id_column,
                 "sql_partitions": self.count}
 
@@ -80,19 +96,22 @@ class SqlPartitions:
 @dataclass(frozen=True)
 class SqlPartition:
     """Partition ``index`` of a :class:`SqlPartitions`, with the ``rows`` counted before the
-    charge (public, module docstring)."""
+    charge (public, module docstring) and its id range ``[lower, upper)`` (None: unbounded;
+    ids as the database returned them, held in memory only: no repr)."""
 
     of: SqlPartitions
     index: int
     rows: int
+    lower: Any = field(default=None, repr=False)
+    upper: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
 class SqlCounted:
     """The P partitions of a SQL source as counted before the charge, with their ``footers``
-    (rows, schema) and the fold ``key`` they were counted under: what the release reads its
-    partitions with, so that the counts are read once per release (one pass over the id
-    column). Held in memory only (the key is no parameter, result or repr)."""
+    (rows, schema) and the fold ``key`` drawn for the release (its blocks and folds inside each
+    partition): what the release reads its partitions with, so that the count runs once per
+    release. Held in memory only (the key is no parameter, result or repr)."""
 
     parts: tuple[SqlPartition, ...]
     footers: tuple[tuple[int, dict[str, str]], ...]
@@ -100,76 +119,77 @@ class SqlCounted:
 
 
 def count_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]) -> SqlCounted:
-    """:func:`describe_sql` under ``key``, as the release's partitions (issue 28 §3; the
-    README's privacy rule "A SQL source's partitions come from the id alone")."""
-    footers = describe_sql(parts, key, roles)
-    return SqlCounted(tuple(SqlPartition(parts, p, rows) for p, (rows, _) in enumerate(footers)),
-                      tuple(footers), key)
+    """The release's partitions of a SQL source and their footers (row count and schema, for
+    :func:`dpcausal.ate.partitioned.plan_partitions`), carrying the fold ``key`` (issue 35 §2;
+    the README's privacy rule "A SQL source's partitions come from the ids alone"): the result's
+    column names, then one aggregate query over the id column (module docstring); ``roles`` are
+    the release's treatment, outcome and covariates (None: every other column)."""
+    names = _column_names(parts)
+    if parts.id_column not in names:
+        raise ValueError(f"data.id_column {parts.id_column!r} is not a column of data.sql's "
+                         f"result (columns: {names})")
+    count = parts.count
+    if count == "auto":
+        if parts.worker_memory is None:
+            raise ValueError("sql_partitions='auto' needs the workers' memory (worker_memory)")
+        covariates = roles.get("covariates")
+        d = len(covariates) if covariates is not None else len(names) - 3
+        count = auto_partitions(_count_rows(parts), d, workers=parts.workers,
+                                worker_memory=parts.worker_memory)
+    tiles = _tiles(parts, count)
+    firsts = [first for _, first, _ in tiles]
+    out = tuple(SqlPartition(parts, p, rows, lower=firsts[p] if p else None,
+                             upper=firsts[p + 1] if p + 1 < len(tiles) else None)
+                for p, (rows, _, _) in enumerate(tiles))
+    out += tuple(SqlPartition(parts, p, 0) for p in range(len(tiles), count))  # n < P
+    schema = {name: _ARROW[_declared(parts, roles, name)] for name in names}
+    return SqlCounted(out, tuple((p.rows, schema) for p in out), key)
 
 
-def sql_partitions(source: DataSource) -> SqlPartitions:
+def sql_partitions(source: DataSource, runner: Any = None) -> SqlPartitions:
     """The partitioned SQL source of a config's ``data`` (``sql_partitions`` and ``id_column``
     set): the id's type is ``data.dtypes`` of the id column, else str (an id's role default,
-    issue 26 §1)."""
+    issue 26 §1); ``runner`` (a :class:`conf.models.RunnerConfig`, default a LocalCluster of 2)
+    gives ``sql_partitions: auto`` its workers and their memory."""
+    from conf.models import RunnerConfig
+
     if source.sql_partitions is None or source.id_column is None:
         raise ValueError("a partitioned SQL source needs data.sql_partitions and data.id_column")
     id_type = source.dtypes.get(source.id_column, "str")
     if id_type not in ("int", "str"):
         raise ValueError(f"data.dtypes of the id column {source.id_column!r} must be int or "
                          f"str, got {id_type}")
+    runner = runner or RunnerConfig(kind="dask")
+    workers, memory = (_cluster_memory(runner) if source.sql_partitions == "auto"
+                       else (runner.max_workers, None))
     return SqlPartitions(source, id_column=source.id_column, count=source.sql_partitions,
                          id_type=id_type, dtypes={k: v for k, v in source.dtypes.items()
-                                                  if k != source.id_column})
+                                                  if k != source.id_column},
+                         workers=workers, worker_memory=memory)
 
 
-def describe_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]
-                 ) -> list[tuple[int, dict[str, str]]]:
-    """The "footers" of the P partitions: each one's row count and the schema
-    (``{column: Arrow type}`` of the declared types, for
-    :func:`dpcausal.ate.partitioned.plan_partitions`), from the result's column names and one pass
-    over the id column (module docstring). ``roles`` are the release's treatment, outcome and
-    covariates (None: every other column)."""
-    names = _column_names(parts)
-    if parts.id_column not in names:
-        raise ValueError(f"data.id_column {parts.id_column!r} is not a column of data.sql's "
-                         f"result (columns: {names})")
-    counts = np.zeros(parts.count, dtype=np.int64)
-    for chunk in _chunks(parts, [parts.id_column]):
-        ids = _ids(chunk[parts.id_column], parts.id_type)
-        if ids.isna().any():
-            raise ValueError(
-                f"data.id_column {parts.id_column!r} holds a missing id (NULL, or not "
-                f"{'an integer' if parts.id_type == 'int' else 'text'}): every record needs "
-                "its id, the index of neighbouring")
-        counts += np.bincount(_partition_of(ids, parts, key), minlength=parts.count)
-    schema = {name: _ARROW[_declared(parts, roles, name)] for name in names}
-    return [(int(c), schema) for c in counts]
-
-
-def read_sql_partition(part: SqlPartition, roles: Roles, key: bytes) -> pd.DataFrame:
-    """The declared columns of one partition (module docstring): the query streamed in chunks,
-    each chunk's rows of this partition kept, their columns coerced to the declared types, the
-    rows in id order. A row count that differs from the one counted before the charge is a
-    ValueError (the source changed)."""
+def read_sql_partition(part: SqlPartition, roles: Roles) -> pd.DataFrame:
+    """The declared columns of one partition (module docstring): the query restricted to the
+    partition's id range, streamed in chunks, coerced to the declared types, the rows in id
+    order. A row count that differs from the one counted before the charge, or an id that is
+    not of the declared type, is a ValueError (the source changed)."""
     of = part.of
     schema = Schema({c: _declared(of, _role_types(roles), c) for c in roles.columns()
                      if c != roles.id})
     kept = []
-    for chunk in _chunks(of, roles.columns()):
-        ids = _ids(chunk[roles.id], of.id_type)
-        valid = ids.notna().to_numpy()
-        mine = np.zeros(len(chunk), dtype=bool)
-        mine[valid] = _partition_of(ids[valid], of, key) == part.index
-        frame = coerce(chunk.loc[mine, list(schema.columns)].reset_index(drop=True), schema)
-        frame.insert(0, roles.id, ids[mine].reset_index(drop=True))
-        kept.append(frame)
-    frame = pd.concat(kept, ignore_index=True)
-    if len(frame) != part.rows:
+    if part.rows:
+        for chunk in _chunks(part, roles.columns()):
+            frame = coerce(chunk[list(schema.columns)], schema)
+            frame.insert(0, roles.id, _ids(chunk[roles.id], of.id_type))
+            kept.append(frame)
+    frame = (pd.concat(kept, ignore_index=True) if kept else
+             pd.DataFrame({c: pd.Series(dtype=float) for c in roles.columns()}))
+    if len(frame) != part.rows or frame[roles.id].isna().any():
         raise ValueError("a SQL partition returned another number of rows than was counted "
-                         "before the charge: the source changed during the release")
+                         "before the charge, or a missing id: the source changed during the "
+                         "release")
     frame = frame.sort_values(roles.id, kind="stable", ignore_index=True)
-    if of.id_type == "int":
-        frame[roles.id] = frame[roles.id].astype(np.int64)
+    frame[roles.id] = frame[roles.id].astype(np.int64 if of.id_type == "int" else object)
     return frame[roles.columns()]
 
 
@@ -190,13 +210,6 @@ def _declared(parts: SqlPartitions, roles: dict[str, Any], name: str) -> str:
     role = "treatment" if name == roles.get("treatment") else (
         "outcome" if name == roles.get("outcome") else "covariates")
     return ROLE_DTYPES[role]
-
-
-def _partition_of(ids: pd.Series, parts: SqlPartitions, key: bytes) -> np.ndarray:
-    """``HMAC-SHA256(key, id) mod P`` per id (the Parquet path's hash and id encoding)."""
-    values = (ids.to_numpy(dtype=np.int64) if parts.id_type == "int"
-              else ids.to_numpy(dtype=object))
-    return assign_folds(values, key, range(parts.count))
 
 
 def _ids(col: pd.Series, id_type: str) -> pd.Series:
@@ -227,6 +240,83 @@ def _int_id(value: Any) -> int | None:
     return out if out is not None and _INT64[0] <= out <= _INT64[1] else None
 
 
+def _cluster_memory(runner: Any) -> tuple[int, int]:
+    """(workers, memory per worker in bytes) of ``runner``'s Dask cluster, public facts of the
+    deployment: a LocalCluster shares this machine's memory among ``max_workers`` workers (its
+    workers have no memory limit); a running scheduler reports its workers' ``memory_limit``
+    (the smallest), which must be set (``dask worker --memory-limit``)."""
+    if runner.address is None:
+        import psutil
+
+        return runner.max_workers, int(psutil.virtual_memory().total) // runner.max_workers
+    from distributed import Client
+
+    from tasks.runners import dask_security
+
+    with Client(runner.address, security=dask_security(runner), timeout=30) as client:
+        limits = [int(w.get("memory_limit") or 0)
+                  for w in client.scheduler_info()["workers"].values()]
+    if not limits or min(limits) <= 0:
+        raise ValueError(f"sql_partitions: auto needs the memory limit of every worker of "
+                         f"{runner.address}: start them with dask worker --memory-limit, or "
+                         "set data.sql_partitions to a number")
+    return len(limits), min(limits)
+
+
+def _quoted(engine: Any, parts: SqlPartitions) -> str:
+    return str(engine.dialect.identifier_preparer.quote(parts.id_column))
+
+
+def _count_rows(parts: SqlPartitions) -> int:
+    """n: ``COUNT(*)`` of the query, in the database (the id column only is named)."""
+    rows = _run(parts, lambda i: f"SELECT COUNT({i}) AS ids, COUNT(*) AS n "
+                                 f"FROM ({parts.source.sql}) AS q")
+    ids, n = rows[0]
+    _check_missing(parts, ids, n)
+    return int(n)
+
+
+def _tiles(parts: SqlPartitions, count: int) -> list[tuple[int, Any, Any]]:
+    """(rows, first id, last id) of each non-empty tile of ``NTILE(count) OVER (ORDER BY id)``,
+    in order: one aggregate query in the database, ``count`` rows back (module docstring). A
+    missing id, a tile end that is not of the declared type, or an id in two tiles is refused
+    (the ids are public facts)."""
+    rows = _run(parts, lambda i: (
+        f"SELECT t, COUNT(*), COUNT(id), MIN(id), MAX(id) FROM (SELECT {i} AS id, NTILE({count}) "
+        f"OVER (ORDER BY {i}) AS t FROM ({parts.source.sql}) AS q) AS r GROUP BY t ORDER BY t"))
+    _check_missing(parts, sum(r[2] for r in rows), sum(r[1] for r in rows))
+    if parts.id_type == "int" and any(_int_id(r[k]) is None for r in rows for k in (3, 4)):
+        _check_missing(parts, 0, 1)  # a tile end that is no integer: not an int id
+    if any(a[4] == b[3] for a, b in pairwise(rows)):   # in order: last <= next first
+        raise ValueError(f"data.id_column {parts.id_column!r} holds a repeated id: every record "
+                         "needs its own id, the index of neighbouring")
+    return [(int(r[1]), r[3], r[4]) for r in rows]
+
+
+def _check_missing(parts: SqlPartitions, ids: int, rows: int) -> None:
+    if ids != rows:
+        raise ValueError(
+            f"data.id_column {parts.id_column!r} holds a missing id (NULL, or not "
+            f"{'an integer' if parts.id_type == 'int' else 'text'}): every record needs "
+            "its id, the index of neighbouring")
+
+
+def _run(parts: SqlPartitions, query: Any) -> list[tuple[Any, ...]]:
+    """The rows of ``query(quoted id column)``, an aggregate; a SQL error as
+    :func:`tasks.data.query_error`."""
+    import sqlalchemy
+
+    engine = database_engine(parts.source)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(sqlalchemy.text(query(_quoted(engine,
+                                                                                 parts))))]
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise query_error(parts.source, exc) from None
+    finally:
+        engine.dispose()
+
+
 def _column_names(parts: SqlPartitions) -> list[str]:
     import sqlalchemy
 
@@ -241,25 +331,33 @@ def _column_names(parts: SqlPartitions) -> list[str]:
         engine.dispose()
 
 
-def _chunks(parts: SqlPartitions, columns: list[str]) -> Iterator[pd.DataFrame]:
-    """The query's ``columns`` in chunks of ``chunk_rows`` rows, streamed (a server-side cursor
-    where the driver has one: ``stream_results``); a SQL error as :func:`tasks.data.query_error`."""
+def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
+    """The query's ``columns`` over the partition's id range (``WHERE lower <= id < upper``, the
+    bounds as bound parameters; no ``ORDER BY``) in chunks of ``chunk_rows`` rows, streamed (a
+    server-side cursor where the driver has one: ``stream_results``); a SQL error as
+    :func:`tasks.data.query_error`."""
     import sqlalchemy
 
-    engine = database_engine(parts.source)
+    of = part.of
+    engine = database_engine(of.source)
     try:
         quote = engine.dialect.identifier_preparer.quote
+        where = [f"{quote(of.id_column)} {op} :{name}" for name, op in
+                 (("lower", ">="), ("upper", "<")) if getattr(part, name) is not None]
         query = (f"SELECT {', '.join(quote(c) for c in columns)} "
-                 f"FROM ({parts.source.sql}) AS q")
+                 f"FROM ({of.source.sql}) AS q" + (f" WHERE {' AND '.join(where)}"
+                                                  if where else ""))
+        bounds = {name: getattr(part, name) for name in ("lower", "upper")
+                  if getattr(part, name) is not None}
         with engine.connect() as conn:
             streamed = conn.execution_options(stream_results=True,
-                                              max_row_buffer=parts.chunk_rows)
-            result = streamed.execute(sqlalchemy.text(query))
-            for rows in result.partitions(parts.chunk_rows):
+                                              max_row_buffer=of.chunk_rows)
+            result = streamed.execute(sqlalchemy.text(query), bounds)
+            for rows in result.partitions(of.chunk_rows):
                 # plain tuples: pandas probes a SQLAlchemy Row for dict attributes, and each
                 # probe raises inside SQLAlchemy (10x the cost of the frame at 10^5 rows)
                 yield pd.DataFrame.from_records([tuple(r) for r in rows], columns=columns)
     except sqlalchemy.exc.SQLAlchemyError as exc:
-        raise query_error(parts.source, exc) from None
+        raise query_error(of.source, exc) from None
     finally:
         engine.dispose()

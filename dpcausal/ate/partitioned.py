@@ -115,6 +115,36 @@ def allocate_folds(partition_rows: Sequence[int], n_folds: int) -> list[range]:
     return _largest_remainder(counts, n_folds)
 
 
+#: Peak working memory of a partition's block phase per row and per column of (X, A, Y), in
+#: bytes, and a worker's memory outside its partition (interpreter, imports, one chunk): the
+#: model of :func:`auto_partitions`, from measured peaks (deploy/README.md, "Sizing workers": 690
+#: MiB per worker at 500,000 rows, d = 5, of which about 200 MiB interpreter and imports).
+ROW_BYTES = 120
+WORKER_BASE_BYTES = 400 * 2**20
+
+
+def auto_partitions(n: int, d: int, *, workers: int, worker_memory: int) -> int:
+    """The number P of partitions of ``sql_partitions: auto`` (issue 35 §5), from public facts
+    only: n, d, the number of workers and each one's memory in bytes.
+
+    A worker holds one partition at a time (one thread) and must keep it within half its
+    memory: rows per partition ``R = (worker_memory / 2 - WORKER_BASE_BYTES) / (ROW_BYTES
+    (d + 3))``; ``P = max(workers, ceil(n / R))`` rounded up to a multiple of ``workers`` (whole
+    rounds of tasks), at most ``n // 2`` (two rows per partition) and at least 1. Refuses a
+    worker whose memory holds no partition.
+    """
+    if workers < 1 or n < 0 or d < 0:
+        raise ValueError(f"need workers >= 1, n >= 0 and d >= 0, got {workers}, {n}, {d}")
+    room = worker_memory / 2 - WORKER_BASE_BYTES
+    rows = int(room // (ROW_BYTES * (d + 3))) if room > 0 else 0
+    if rows < 2:
+        raise ValueError(f"a worker memory of {worker_memory / 2**20:.0f} MiB holds no "
+                         f"partition (it needs more than {2 * WORKER_BASE_BYTES / 2**20:.0f} "
+                         "MiB): give the workers more memory or set the number of partitions")
+    parts = max(workers, -(-n // rows))
+    return max(1, min(workers * -(-parts // workers), n // 2))
+
+
 def _largest_remainder(counts: np.ndarray, total: int) -> list[range]:
     """``total`` consecutive ids shared out in proportion to ``counts`` (largest remainder, at
     least one per non-zero count, ties to the lower index), as one ``range`` per count."""

@@ -16,6 +16,7 @@ from dpcausal.ate.partitioned import (
     ScoreSums,
     allocate_folds,
     assign_folds,
+    auto_partitions,
     combine,
     fit_partition,
     fold_rule,
@@ -248,3 +249,23 @@ def test_release_mode_draws_from_os_entropy_and_hides_estimates():
         release(seeded)
 
 
+
+
+@pytest.mark.parametrize("n, d, workers, memory, expected", [
+    # 4 GiB workers, d = 5: (2 GiB - 400 MiB) / (120 * 8 B) = 1,800,055 rows per partition
+    (10**8, 5, 2, 4 * 2**30, 56),     # ceil(10^8 / 1,800,055) = 56, a multiple of 2
+    (10**8, 5, 3, 4 * 2**30, 57),     # 56 rounded up to whole rounds of 3 workers
+    (10**6, 5, 2, 4 * 2**30, 2),      # one partition per worker at least
+    (3, 5, 2, 4 * 2**30, 1),          # at most n // 2
+    # 1 GiB workers: (512 - 400) MiB / 960 B = 122,333 rows: ceil(10^7 / 122,333) = 82
+    (10**7, 5, 2, 2**30, 82),
+])
+def test_auto_partitions_by_hand(n, d, workers, memory, expected):
+    """Issue 35 §5: P of ``sql_partitions: auto`` from n, d and the workers' memory, the
+    stated model worked by hand."""
+    assert auto_partitions(n, d, workers=workers, worker_memory=memory) == expected
+
+
+def test_auto_partitions_refuses_a_worker_too_small_for_any_partition():
+    with pytest.raises(ValueError, match="holds no partition"):
+        auto_partitions(10**6, 5, workers=2, worker_memory=600 * 2**20)

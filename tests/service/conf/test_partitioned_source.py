@@ -199,3 +199,18 @@ def test_sql_partitions_need_a_query_an_id_and_dask(parts):
     assert config.data.partitioned and config.data.partitions is None
     with pytest.raises(ConfigError, match="runs on Dask workers"):
         load_config(None, ["runner.kind=threads"], base=config.model_dump(mode="json"))
+
+
+@pytest.mark.parametrize("value, ok", [("auto", True), (8, True), (0, False), ("many", False),
+                                       (2.5, False)])
+def test_sql_partitions_take_a_number_or_auto(parts, value, ok):
+    """Issue 35 §5: ``data.sql_partitions`` is an int >= 1 or ``auto``; anything else is one
+    sentence naming the key."""
+    data = {"sql": "SELECT * FROM t", "url": "sqlite:///x.db", "sql_partitions": value,
+            "id_column": "id"}
+    if ok:
+        assert load_config(None, [], base={**_base(parts), "data": data}
+                           ).data.sql_partitions == value
+    else:
+        with pytest.raises(ConfigError, match="sql_partitions"):
+            load_config(None, [], base={**_base(parts), "data": data})

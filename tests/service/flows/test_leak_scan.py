@@ -101,9 +101,9 @@ def _sentinel_table(seed: int):
                          "x1": X[:, 0], "x2": x2})
 
 
-def _secret_counts(table, key: bytes) -> dict[str, int]:
+def _secret_counts(table) -> dict[str, int]:
     """The table's data-dependent counts, overall and per SQL partition (:func:`_partition_of`)."""
-    label = [_partition_of(int(i), key) for i in table["id"]]
+    label = _partition_of(table["id"])
     treated, missing = table["A"] == 1, table["x2"].eq("n/a")
     counts = {"treated": int(treated.sum()), "missing_x2": int(missing.sum())}
     for p in range(SQL_PARTS):
@@ -183,8 +183,6 @@ def test_partitioned_sql_release_leaks_no_nonprivate_value(project, tmp_path, mo
 
     from _flowtools import give_cap
 
-    from store import fold_key
-
     table = _sentinel_table(8)
     with sqlite3.connect(tmp_path / "d.db") as con:
         table.to_sql("records", con, index=False)
@@ -195,7 +193,7 @@ def test_partitioned_sql_release_leaks_no_nonprivate_value(project, tmp_path, mo
     out = state.result()
     [(tau_hat, v_hat)] = drawn
     assert out["nonprivate"] is None and len(blocks) == 6
-    counts = _secret_counts(table, fold_key())
+    counts = _secret_counts(table)
     public = {v for v in out["params"].values() if isinstance(v, int)} | {out["n"]}
     assert min(counts.values()) >= 100 and not public & set(counts.values())
     secrets = {"tau_hat": tau_hat, "V_hat": v_hat, "Y_sentinel": Y_SENTINEL,
@@ -240,8 +238,8 @@ def test_partitioned_sql_release_failure_leaks_no_value(project, tmp_path, monke
     spent, logged = charges("sql-leak"), _private_log_size()
     real = partitioned_tasks.read_sql_partition
 
-    def failing(part, roles, key):
-        raise ValueError(f"cannot use these rows:\n{real(part, roles, key).to_csv()}")
+    def failing(part, roles):
+        raise ValueError(f"cannot use these rows:\n{real(part, roles).to_csv()}")
 
     monkeypatch.setattr(partitioned_tasks, "read_sql_partition", failing)
     state, drawn, _ = _sql_release(f"sqlite:///{tmp_path / 'd.db'}", monkeypatch)
@@ -267,6 +265,7 @@ def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_p
     too."""
     import sqlite3
 
+    import numpy as np
     from _flowtools import give_cap
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client
@@ -303,10 +302,9 @@ def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_p
     [(tau_hat, v_hat)], [sql] = drawn, counted
     rel = out["release"]
     assert rel["nonprivate"] is None
-    counts = _secret_counts(table, sql.key)
-    assert [p.rows for p in sql.parts] == [
-        sum(1 for i in table["id"] if _partition_of(int(i), sql.key) == p)
-        for p in range(SQL_PARTS)]
+    counts = _secret_counts(table)
+    assert [p.rows for p in sql.parts] == np.bincount(_partition_of(table["id"]),
+                                                      minlength=SQL_PARTS).tolist()
     public = {v for v in rel["params"].values() if isinstance(v, int)} | {rel["n"]}
     assert min(counts.values()) >= 100 and not public & set(counts.values())
     secrets = {"tau_hat": tau_hat, "V_hat": v_hat, "Y_sentinel": Y_SENTINEL,
@@ -334,11 +332,12 @@ def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_p
     assert hits == []
 
 
-def _partition_of(value: int, key: bytes) -> int:
-    """The SQL source's partition rule written out: HMAC-SHA256(key, 8-byte big-endian id)[:8]
-    mod P."""
-    import hashlib
-    import hmac
+def _partition_of(ids):
+    """The SQL source's partition rule written out: the sorted ids cut into P consecutive runs,
+    the first n mod P one id longer."""
+    import numpy as np
 
-    mac = hmac.new(key, value.to_bytes(8, "big", signed=True), hashlib.sha256).digest()
-    return int.from_bytes(mac[:8], "big") % SQL_PARTS
+    label = np.empty(len(ids), dtype=np.int64)
+    for p, run in enumerate(np.array_split(np.argsort(np.asarray(ids)), SQL_PARTS)):
+        label[run] = p
+    return label

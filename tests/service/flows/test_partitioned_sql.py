@@ -1,12 +1,11 @@
-"""The partitioned release from a SQL source (issue 28 §3) through flows/partitioned_release.py
-on the flow's Dask runner: the same release as the Parquet path on Parquet partitions holding
-the same rows, the identical release whatever the table's row order, only per-block sums reach
-the flow, and a release binds the source and charges once."""
+"""The partitioned release from a SQL source (issue 28 §3, issue 35) through
+flows/partitioned_release.py on the flow's Dask runner: the same release as the Parquet path on
+Parquet partitions holding the same rows, the identical release whatever the table's row order,
+only per-block sums reach the flow, a release binds the source and charges once, and each row
+crosses from the database once."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import sqlite3
 
 import numpy as np
@@ -44,19 +43,21 @@ def _sql_release(url, estimator=SEEDED, **kw):
     return partitioned_sql_release("SELECT * FROM records", **args)
 
 
-def _partition(value: int, key: bytes) -> int:
-    """The SQL source's rule written out: HMAC-SHA256(key, 8-byte big-endian id)[:8] mod P."""
-    mac = hmac.new(key, value.to_bytes(8, "big", signed=True), hashlib.sha256).digest()
-    return int.from_bytes(mac[:8], "big") % PARTS
+def _partition(ids: pd.Series) -> np.ndarray:
+    """The SQL source's rule written out: the sorted ids cut into P consecutive runs, the first
+    n mod P one id longer."""
+    label = np.empty(len(ids), dtype=np.int64)
+    for p, run in enumerate(np.array_split(np.argsort(ids.to_numpy()), PARTS)):
+        label[run] = p
+    return label
 
 
 def test_sql_release_equals_parquet_on_the_same_partitions(tmp_path, monkeypatch):
     from dpcausal.ate.partitioned import BlockSums
     from flows.partitioned_release import partitioned_release
-    from store import fold_key
 
     table = _table(1)
-    label = np.array([_partition(int(i), fold_key()) for i in table["id"]])
+    label = _partition(table["id"])
     (tmp_path / "parquet").mkdir()
     for p in range(PARTS):      # the rows of SQL partition p, in id order, as Parquet file p
         table[label == p].sort_values("id").to_parquet(
@@ -106,10 +107,10 @@ def test_a_release_charges_once_and_binds_the_source(tmp_path, project, monkeypa
 
     real = module.read_sql_partition
 
-    def shrunk(part, roles, key):
+    def shrunk(part, roles):
         with sqlite3.connect(tmp_path / "d.db") as con:
             con.execute("DELETE FROM records WHERE rowid IN (SELECT rowid FROM records LIMIT 5)")
-        return real(part, roles, key)
+        return real(part, roles)
 
     monkeypatch.setattr(module, "read_sql_partition", shrunk)
     with pytest.raises(ReleaseFailedError, match="reading a SQL partition"):
@@ -155,23 +156,29 @@ def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invok
 
 
 def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch, curator_registers):
-    """``dp_release`` of a partitioned SQL config (its checks, then its Dask subflow) reads the
-    id column once, before the charge, and the query's declared columns once per partition
-    after it: the subflow reads with the partitions and key its checks counted."""
+    """``dp_release`` of a partitioned SQL config (its checks, then its Dask subflow) counts
+    once, before the charge (one aggregate over the id column), and reads each partition's
+    range of the query's declared columns once after it: the subflow reads with the partitions
+    and key its checks counted."""
     from _flowtools import charges, give_cap
 
     import tasks.sql_partitions as module
     from conf.models import load_config
     from flows.release import run_release
 
-    passes = []
-    real = module._chunks
+    passes, counts = [], []
+    real, real_tiles = module._chunks, module._tiles
 
-    def spy(parts, columns):
-        passes.append(tuple(columns))
-        return real(parts, columns)
+    def spy(part, columns):
+        passes.append((part.index, tuple(columns)))
+        return real(part, columns)
+
+    def spy_tiles(parts, count):
+        counts.append(count)
+        return real_tiles(parts, count)
 
     monkeypatch.setattr(module, "_chunks", spy)
+    monkeypatch.setattr(module, "_tiles", spy_tiles)
     dataset = "sql-parts-once"
     give_cap(dataset, zeta=1.5)
     raw = {"name": "sqlonce",
@@ -184,5 +191,66 @@ def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch, cura
     assert curator_registers(config).n == N
     out = run_release(config)
     assert out["release"]["n"] == N and charges(dataset) == 1
-    assert passes.count(("id",)) == 1
-    assert sorted(passes) == [("id",)] + [("id", "A", "Y", "x1", "x2")] * PARTS
+    assert counts == [PARTS]
+    assert sorted(passes) == [(p, ("id", "A", "Y", "x1", "x2")) for p in range(PARTS)]
+
+
+class _Counting:
+    """A DB-API connection or cursor that counts the rows its cursors return for statements
+    on the table ``records`` (``tally``; not SQLAlchemy's own probes of a new connection)."""
+
+    def __init__(self, inner, tally: list[int]) -> None:
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "_tally", tally)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __setattr__(self, name, value) -> None:
+        setattr(self._inner, name, value)
+
+    def cursor(self, *args, **kwargs):
+        return _Counting(self._inner.cursor(*args, **kwargs), self._tally)
+
+    def execute(self, statement, *args):
+        object.__setattr__(self, "_counted", "records" in statement)
+        return self._inner.execute(statement, *args)
+
+    def _count(self, rows):
+        if getattr(self, "_counted", False):
+            self._tally.append(len(rows))
+        return rows
+
+    def fetchone(self):
+        row = self._inner.fetchone()
+        self._count([] if row is None else [row])
+        return row
+
+    def fetchmany(self, *args):
+        return self._count(self._inner.fetchmany(*args))
+
+    def fetchall(self):
+        return self._count(self._inner.fetchall())
+
+
+def test_a_release_reads_each_row_from_the_database_once(tmp_path, monkeypatch):
+    """Issue 35 §1-2: a partitioned SQL release (block ensemble, P = 3) fetches n rows from the
+    database plus the count's P aggregate rows, no more: each worker's query returns its own
+    partition's rows only, and the count is an aggregate (the cursors' fetched rows counted by
+    a DB-API spy under SQLAlchemy)."""
+    import sqlalchemy as sa
+
+    import tasks.sql_partitions as module
+
+    path = tmp_path / "d.db"
+    _sqlite(path, _table(6))
+    fetched: list[int] = []
+
+    def counting_engine(source):
+        return sa.create_engine("sqlite://", creator=lambda: _Counting(
+            sqlite3.connect(path, check_same_thread=False), fetched))
+
+    monkeypatch.setattr(module, "database_engine", counting_engine)
+    out = _sql_release(f"sqlite:///{path}")
+    assert out["n"] == N
+    assert sum(fetched) == N + PARTS

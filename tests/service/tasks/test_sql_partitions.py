@@ -1,13 +1,12 @@
-"""A SQL query as a partitioned source (issue 28 §3, tasks/sql_partitions.py) on SQLite: rows
-routed to partitions by the keyed hash of the id, the same blocks and block sums as Parquet
-partitions holding the same rows, nothing but the id read before the charge, row order
-irrelevant, errors as the in-memory SQL source reports them; and the PostgreSQL server of the
-ledger's tests (tests/library/ledger/conftest.py, the same fixture)."""
+"""A SQL query as a partitioned source (issue 28 §3, issue 35; tasks/sql_partitions.py) on
+SQLite: rows in P consecutive ranges of the sorted ids, each partition's query returning its own
+rows only, the same blocks and block sums as Parquet partitions holding the same rows, one
+aggregate over the id before the charge, row order irrelevant, errors as the in-memory SQL
+source reports them; and the PostgreSQL server of the ledger's tests
+(tests/library/ledger/conftest.py, the same fixture)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import importlib.util
 import sqlite3
 from pathlib import Path
@@ -20,7 +19,7 @@ import sqlalchemy as sa
 from conf.models import DataSource
 from dpcausal import PrivateATE
 from dpcausal.ate.partitioned import Roles, assign_blocks, partition_block_sums, plan_partitions
-from tasks.sql_partitions import SqlPartition, SqlPartitions, describe_sql, read_sql_partition
+from tasks.sql_partitions import SqlPartitions, count_sql, read_sql_partition
 
 _LEDGER_CONFTEST = Path(__file__).parents[2] / "library" / "ledger" / "conftest.py"
 _spec = importlib.util.spec_from_file_location("ledger_conftest", _LEDGER_CONFTEST)
@@ -50,31 +49,32 @@ def _sqlite(path: Path, frame: pd.DataFrame, table: str = "t") -> DataSource:
     return DataSource(sql=f"SELECT * FROM {table}", url=f"sqlite:///{path}")
 
 
-def _mac_partition(value: int | str, parts: int) -> int:
-    """The partition of an id by the rule written out independently: the first 8 bytes of
-    HMAC-SHA256(key, id) (an int as 8-byte big-endian two's complement, text as UTF-8), read
-    big-endian, mod P."""
-    message = (value.to_bytes(8, "big", signed=True) if isinstance(value, int)
-               else value.encode("utf-8"))
-    mac = hmac.new(KEY, message, hashlib.sha256).digest()
-    return int.from_bytes(mac[:8], "big") % parts
+def _range_partition(ids, parts: int) -> np.ndarray:
+    """The partition of each id by the rule written out independently: the sorted ids cut into
+    ``parts`` consecutive runs, the first ``n mod parts`` one id longer."""
+    ids = list(ids)
+    label = np.empty(len(ids), dtype=np.int64)
+    for p, run in enumerate(np.array_split(np.argsort(np.asarray(ids), kind="stable"), parts)):
+        label[run] = p
+    return label
 
 
 def _partitions(source: DataSource, parts: int = 3, **kw):
     sql = SqlPartitions(source, id_column="id", count=parts, **{"id_type": "int", **kw})
-    footers = describe_sql(sql, KEY, {"treatment": "A", "outcome": "Y"})
-    return sql, footers, [SqlPartition(sql, p, rows) for p, (rows, _) in enumerate(footers)]
+    counted = count_sql(sql, KEY, {"treatment": "A", "outcome": "Y"})
+    return sql, list(counted.footers), list(counted.parts)
 
 
-def test_rows_go_to_the_partition_of_their_keyed_hash(tmp_path):
-    table = _table()
+def test_rows_go_to_the_partition_of_their_id_range(tmp_path):
+    table = _table(1201)
     _, footers, parts = _partitions(_sqlite(tmp_path / "d.db", table), chunk_rows=97)
-    expected = [_mac_partition(int(i), 3) for i in table["id"]]
+    expected = _range_partition(table["id"], 3)
+    assert [rows for rows, _ in footers] == [401, 400, 400]
     assert [rows for rows, _ in footers] == np.bincount(expected, minlength=3).tolist()
     assert footers[0][1] == {"id": "int64", "A": "int64", "Y": "double", "x1": "double",
                              "x2": "double"}
     for p, part in enumerate(parts):
-        frame = read_sql_partition(part, ROLES, KEY)
+        frame = read_sql_partition(part, ROLES)
         mine = table[np.asarray(expected) == p].sort_values("id", ignore_index=True)
         assert frame["id"].tolist() == mine["id"].tolist()
         assert frame["id"].dtype == np.int64
@@ -82,13 +82,30 @@ def test_rows_go_to_the_partition_of_their_keyed_hash(tmp_path):
                                       mine[["A", "Y", "x1", "x2"]].to_numpy(dtype=float))
 
 
-def test_text_ids_hash_as_utf8(tmp_path):
+def test_text_ids_take_ranges_in_the_databases_order(tmp_path):
+    """Text ids: ranges of the ids as the database sorts them (SQLite's binary collation, the
+    order of Python's str for these ids); each partition's read returns exactly its range."""
     table = _table(300).assign(id=lambda t: [f"p-{i}é" for i in t["id"]])
     _, footers, parts = _partitions(_sqlite(tmp_path / "d.db", table), parts=2, id_type="str")
-    expected = np.array([_mac_partition(i, 2) for i in table["id"]])
-    assert [rows for rows, _ in footers] == np.bincount(expected, minlength=2).tolist()
-    assert sorted(read_sql_partition(parts[1], ROLES, KEY)["id"]) == sorted(
-        table["id"][expected == 1])
+    expected = _range_partition(table["id"], 2)
+    assert [rows for rows, _ in footers] == [150, 150]
+    for p, part in enumerate(parts):
+        assert read_sql_partition(part, ROLES)["id"].tolist() == sorted(
+            table["id"][expected == p])
+
+
+def test_more_partitions_than_rows_leaves_the_last_ones_empty(tmp_path):
+    table = _table(4)
+    _, footers, parts = _partitions(_sqlite(tmp_path / "d.db", table), parts=6)
+    assert [rows for rows, _ in footers] == [1, 1, 1, 1, 0, 0]
+    assert [len(read_sql_partition(p, ROLES)) for p in parts] == [1, 1, 1, 1, 0, 0]
+
+
+def test_a_repeated_id_across_two_ranges_is_refused_before_the_charge(tmp_path):
+    table = _table(60)
+    table.loc[30, "id"] = table["id"].sort_values().iloc[19]  # the 20th and 21st ids equal
+    with pytest.raises(ValueError, match="holds a repeated id"):
+        _partitions(_sqlite(tmp_path / "d.db", table))
 
 
 def test_same_rows_as_parquet_give_the_same_blocks_and_sums(tmp_path):
@@ -100,9 +117,9 @@ def test_same_rows_as_parquet_give_the_same_blocks_and_sums(tmp_path):
     plan = plan_partitions(footers, est, id_column="id", treatment="A", outcome="Y",
                            covariates=None, evaluation=True)
     assert plan.blocks is not None and plan.n_blocks == 4
-    label = np.array([_mac_partition(int(i), 3) for i in table["id"]])
+    label = _range_partition(table["id"], 3)
     for part, blocks in zip(parts, plan.blocks, strict=True):
-        from_sql = read_sql_partition(part, ROLES, KEY)
+        from_sql = read_sql_partition(part, ROLES)
         path = tmp_path / f"part-{part.index}.parquet"
         table[label == part.index].sample(frac=1.0, random_state=1).to_parquet(path)
         from_parquet = pd.read_parquet(path)
@@ -125,8 +142,8 @@ def test_row_order_of_the_source_changes_nothing(tmp_path):
                                                                          random_state=4)),
                                  chunk_rows=211)
     for a, b in zip(parts, shuffled, strict=True):
-        pd.testing.assert_frame_equal(read_sql_partition(a, ROLES, KEY),
-                                      read_sql_partition(b, ROLES, KEY))
+        pd.testing.assert_frame_equal(read_sql_partition(a, ROLES),
+                                      read_sql_partition(b, ROLES))
 
 
 class _Spy:
@@ -150,9 +167,15 @@ def test_before_the_charge_only_the_id_column_is_read(tmp_path, monkeypatch):
         return made
 
     monkeypatch.setattr(module, "database_engine", engine)
-    _partitions(_sqlite(tmp_path / "d.db", _table()))
-    assert spy.statements == ['SELECT * FROM (SELECT * FROM t) AS q LIMIT 0',
-                              'SELECT id FROM (SELECT * FROM t) AS q']
+    _, _, parts = _partitions(_sqlite(tmp_path / "d.db", _table()))
+    assert spy.statements == [
+        'SELECT * FROM (SELECT * FROM t) AS q LIMIT 0',
+        'SELECT t, COUNT(*), COUNT(id), MIN(id), MAX(id) FROM (SELECT id AS id, NTILE(3) OVER '
+        '(ORDER BY id) AS t FROM (SELECT * FROM t) AS q) AS r GROUP BY t ORDER BY t']
+    spy.statements.clear()
+    read_sql_partition(parts[1], ROLES)
+    assert spy.statements == ['SELECT id, "A", "Y", x1, x2 FROM (SELECT * FROM t) AS q '
+                              'WHERE id >= ? AND id < ?']
 
 
 def test_a_missing_id_is_refused_before_the_charge_without_its_row(tmp_path):
@@ -184,7 +207,7 @@ def test_a_changed_source_fails_the_partition_read(tmp_path):
         con.execute("DELETE FROM t WHERE rowid IN (SELECT rowid FROM t LIMIT 40)")
     with pytest.raises(ValueError, match="the source changed"):
         for part in parts:
-            read_sql_partition(part, ROLES, KEY)
+            read_sql_partition(part, ROLES)
 
 
 def test_postgresql_streams_the_same_partitions(postgres_url, tmp_path):
@@ -199,9 +222,30 @@ def test_postgresql_streams_the_same_partitions(postgres_url, tmp_path):
     assert [r for r, _ in pg_footers] == [r for r, _ in lite_footers]
     assert pg_footers[0][1] == lite_footers[0][1]
     for a, b in zip(pg_parts, lite_parts, strict=True):
-        pd.testing.assert_frame_equal(read_sql_partition(a, ROLES, KEY),
-                                      read_sql_partition(b, ROLES, KEY))
+        pd.testing.assert_frame_equal(read_sql_partition(a, ROLES),
+                                      read_sql_partition(b, ROLES))
     bad = DataSource(sql='SELECT id / 0 AS id, "A", "Y", x1, x2 FROM records',
                      url=postgres_url)
     with pytest.raises(ValueError, match=r"SQLSTATE 22012\); the database's message is"):
         _partitions(bad)
+
+
+def test_auto_takes_p_from_n_and_the_workers_memory(tmp_path):
+    """``sql_partitions: auto`` (issue 35 §5): n from one ``COUNT`` in the database, then
+    :func:`dpcausal.ate.partitioned.auto_partitions`; a LocalCluster's workers share this
+    machine's memory."""
+    import psutil
+
+    from conf.models import RunnerConfig
+    from tasks.sql_partitions import sql_partitions
+
+    source = _sqlite(tmp_path / "d.db", _table(1200))
+    auto = DataSource(sql=source.sql, url=source.url, sql_partitions="auto", id_column="id",
+                      dtypes={"id": "int"})
+    parts = sql_partitions(auto, RunnerConfig(kind="dask", max_workers=3))
+    assert (parts.workers, parts.worker_memory) == (3, psutil.virtual_memory().total // 3)
+    counted = count_sql(parts, KEY, {"treatment": "A", "outcome": "Y"})
+    assert [p.rows for p in counted.parts] == [400, 400, 400]   # max(3 workers, 1) partitions
+    small = SqlPartitions(source, id_column="id", count="auto", id_type="int", workers=2,
+                          worker_memory=2**30)
+    assert len(count_sql(small, KEY, {"treatment": "A", "outcome": "Y"}).parts) == 2

@@ -1,0 +1,208 @@
+"""Benchmark of the partitioned SQL path beside the Parquet path on the same rows (issue 35 §3):
+n rows (default 10^7), d = 5, as P Parquet files of about 500,000 rows and as one table of a
+SQL database (default: a fresh PostgreSQL server on 127.0.0.1, started as the ledger's tests
+start theirs, tests/library/ledger/conftest.py; ``--url sqlite`` for a SQLite file), the id the
+table's primary key. Both releases run on 2 Dask worker processes started as deploy/README.md
+starts them (a fresh pair per path, so each peak RSS is that path's), AIPW, the planner's K and K'
+(the block path), evaluation mode; the SQL source has ``sql_partitions`` = P, so its partitions
+hold as many rows as the files.
+
+Printed per path: the release's wall time (the cluster started beforehand, as a deployment's
+would be; data writing not counted), each worker's peak RSS (VmHWM) and CPU seconds, and for SQL
+the rows the workers received from the database (counted in the workers' reads) plus the count's
+aggregate rows, against n; then the SQL/Parquet wall-time ratio (goal <= 1.3) and rows/n (goal
+<= 1.05). The load average before and after each release.
+
+    nice -n 10 .venv/bin/python bench/sql_partitions.py [--n 10000000] [--url sqlite|URL]
+
+Measured on 2026-11-27, 2 cores shared by 6 engineers (load average 17 before the Parquet
+release, 19 to 26 during the SQL one), ``--n 1000000`` on PostgreSQL 15 (2 partitions of 500,000
+rows, K = 20,701, K' = 127): Parquet 80.6 s wall, 13 / 13 CPU s and 665 / 667 MiB peak RSS per
+worker; SQL 166.5 s wall, 16 / 16 CPU s and 668 / 641 MiB; rows from the database 1,000,000 + 2
+(the count's aggregate rows): 1.0000 n. The wall-time ratio (2.07) follows the load, which rose
+by half during the SQL release; the workers' CPU time, which a loaded machine distorts less, is
+1.23x Parquet's (reading 500,000 rows through psycopg and SQLAlchemy: about 3 CPU s per worker).
+10^7 rows (20 partitions) were not run on this loaded machine: reads and fits are linear in n and
+the rows moved are n + P by construction (tests/service/flows/test_partitioned_sql.py), so
+expect 10x the figures above in time and the same per-worker memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from _workdir import isolated_workdir  # bench/ is the script's folder, on sys.path
+from partitioned_blocks import ROWS_PER_FILE, WORKER_ENV, WORKER_PRELOAD, _usage, write_source
+
+ROOT = Path(__file__).resolve().parents[1]
+ESTIMATOR = {"estimator": "aipw", "outcome_bounds": [0.0, 1.0], "propensity_clip": 0.2,
+             "zeta": 1.0}
+
+
+@contextlib.contextmanager
+def _postgres() -> Iterator[str]:
+    """A throw-away PostgreSQL server on 127.0.0.1 (the ledger tests' own fixture function)."""
+    spec = importlib.util.spec_from_file_location(
+        "ledger_conftest", ROOT / "tests" / "library" / "ledger" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with contextlib.contextmanager(module.postgres_server.__wrapped__)() as url:
+        yield url
+
+
+def _load(url: str, source: Path) -> None:
+    """The Parquet files' rows into the table ``records`` (COPY on PostgreSQL), id the primary
+    key."""
+    import pandas as pd
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    files = sorted(source.glob("*.parquet"))
+    with engine.begin() as conn:
+        pd.read_parquet(files[0]).head(0).to_sql("records", conn, index=False)
+        raw = conn.connection.dbapi_connection
+        for f in files:
+            frame = pd.read_parquet(f)
+            if engine.dialect.name == "postgresql":
+                text = io.StringIO()
+                frame.to_csv(text, index=False, header=False)
+                with raw.cursor().copy("COPY records FROM STDIN WITH (FORMAT csv)") as copy:
+                    copy.write(text.getvalue())
+            else:
+                frame.to_sql("records", conn, index=False, if_exists="append", chunksize=50_000)
+        conn.exec_driver_sql("CREATE UNIQUE INDEX records_id ON records (id)")
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("ANALYZE records")
+    engine.dispose()
+
+
+def _count_rows(dask_worker: Any = None) -> None:
+    """On a worker: count the rows its SQL partition reads receive (``tasks.sql_partitions``)."""
+    import tasks.sql_partitions as module
+
+    real = module._chunks
+
+    def counted(part: Any, columns: list[str]) -> Iterator[Any]:
+        for chunk in real(part, columns):
+            module.ROWS_RECEIVED = getattr(module, "ROWS_RECEIVED", 0) + len(chunk)
+            yield chunk
+
+    module._chunks = counted
+
+
+def _rows_received() -> int:
+    import tasks.sql_partitions as module
+
+    return int(getattr(module, "ROWS_RECEIVED", 0))
+
+
+def _release(work: Path, name: str, run: Any, sql: bool) -> tuple[float, dict, dict, int]:
+    """``run(address)`` on a fresh pair of worker processes: (wall s, {worker: (peak RSS MiB, CPU
+    s)}, the release, rows the workers received)."""
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+
+    workers = {f"{name}-{i}": {"cls": Nanny, "options": {
+        "nthreads": 1, "memory_limit": 0, "local_directory": str(work / f"{name}-{i}"),
+        "preload": WORKER_PRELOAD, "env": WORKER_ENV}} for i in range(2)}
+    with SpecCluster(workers=workers, scheduler={
+            "cls": Scheduler, "options": {"dashboard_address": ":0"}}) as cluster, \
+            Client(cluster) as client:
+        if sql:
+            client.run(_count_rows)
+        print(f"[{name}] load average before: {os.getloadavg()}", flush=True)
+        t0 = time.perf_counter()
+        out = run(cluster.scheduler_address)
+        wall = time.perf_counter() - t0
+        usage = client.run(_usage)
+        rows = sum(client.run(_rows_received).values())
+        print(f"[{name}] {wall:.1f} s; load average after: {os.getloadavg()}", flush=True)
+    return wall, usage, out, rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10**7)
+    ap.add_argument("--d", type=int, default=5)
+    ap.add_argument("--url", default=None,
+                    help="a SQLAlchemy URL, 'sqlite' (a file), or none: a local PostgreSQL")
+    ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
+    args = ap.parse_args()
+    parts = max(2, args.n // ROWS_PER_FILE)
+    work = isolated_workdir(args.workdir, "dpcausal-bench-sql-")
+    print(f"load average before: {os.getloadavg()}; cores: {os.cpu_count()}", flush=True)
+    source = work / "source"
+    t0 = time.perf_counter()
+    write_source(source, args.n, args.d, parts, 250_000, 2026)
+    print(f"wrote {args.n:,} rows in {parts} Parquet files in {time.perf_counter() - t0:.0f} s "
+          "(not counted)", flush=True)
+
+    with contextlib.ExitStack() as stack:
+        url = args.url
+        if url is None:
+            url = stack.enter_context(_postgres())
+        elif url == "sqlite":
+            url = f"sqlite:///{work / 'records.db'}"
+        t0 = time.perf_counter()
+        _load(url, source)
+        print(f"loaded them into {url.split(':')[0]} in {time.perf_counter() - t0:.0f} s "
+              "(not counted)", flush=True)
+        _compare(work, source, url, parts, args.n)
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _compare(work: Path, source: Path, url: str, parts: int, n: int) -> None:
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect_dask import DaskTaskRunner
+
+    import tasks.sql_partitions as module
+    from flows.partitioned_release import partitioned_release, partitioned_sql_release
+
+    counted: list[int] = []
+    real_tiles = module._tiles
+
+    def tiles(of: Any, count: int) -> Any:
+        counted.append(len(found := real_tiles(of, count)))
+        return found
+
+    module._tiles = tiles  # type: ignore[assignment]
+    server = SubprocessASGIServer()
+    server.start(timeout=120)
+    os.environ["PREFECT_API_URL"] = server.api_url              # the workers inherit it
+    roles = {"id_column": "id", "treatment": "A", "outcome": "Y", "estimator": ESTIMATOR,
+             "compute_budget": 300.0, "evaluation": True}
+    try:
+        pq = _release(work, "parquet", lambda address: partitioned_release.with_options(
+            task_runner=DaskTaskRunner(address=address))(str(source), **roles), sql=False)
+        sq = _release(work, "sql", lambda address: partitioned_sql_release.with_options(
+            task_runner=DaskTaskRunner(address=address))(
+            "SELECT * FROM records", url=url, sql_partitions=parts, id_type="int", **roles),
+            sql=True)
+    finally:
+        server.stop()
+    print(f"\n=== n = {n:,}, {parts} partitions, 2 worker processes, AIPW, planner's K, K' ===")
+    print(f"{'path':<10}{'wall s':>9}{'peak RSS MiB per worker':>26}{'CPU s per worker':>20}"
+          f"{'rows from the database':>26}")
+    for label, (wall, usage, _, rows) in (("parquet", pq), ("sql", sq)):
+        rss = " / ".join(f"{r:.0f}" for r, _ in usage.values())
+        cpu = " / ".join(f"{c:.0f}" for _, c in usage.values())
+        moved = f"{rows:,} + {sum(counted)} (count)" if label == "sql" else "-"
+        print(f"{label:<10}{wall:>9.1f}{rss:>26}{cpu:>20}{moved:>26}")
+    print("non-private ATE (the same partitions, files of consecutive ids; blocks under each "
+          f"release's own key): parquet {pq[2]['nonprivate']['ate']:.6f}, "
+          f"sql {sq[2]['nonprivate']['ate']:.6f}")
+    print(f"\nSQL / Parquet wall time: {sq[0] / pq[0]:.2f} (goal <= 1.3); rows from the database "
+          f"/ n: {(sq[3] + sum(counted)) / n:.4f} (goal <= 1.05)")
+
+
+if __name__ == "__main__":
+    main()
