@@ -80,6 +80,8 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     ``bounds_notice``, a notice when a core release's bounds were never privately checked.
     Returns the checked input and the warnings shown; a failure ends the command (exit 1, 2, 3)."""
     from conf.kinds import KINDS
+    from dpcausal.validation import NoiseWiderThanBoundsWarning
+    from tasks.planning import release_warnings
     from tasks.preflight import check_release
 
     kind = KINDS[config.kind]
@@ -87,7 +89,8 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:  # the flow's first step, here before any Prefect server starts
-            checked = check_release(config.data, kind.schema(config), kind.build(config),
+            mechanism = kind.build(config)
+            checked = check_release(config.data, kind.schema(config), mechanism,
                                     kind.roles(config), dataset=config.ledger.dataset_id,
                                     evaluation=config.evaluation, cap=kind.cap(config))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
@@ -95,6 +98,10 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     # the distinct UserWarning texts, in order, one line each
     shown = list(dict.fromkeys(str(w.message) for w in caught
                                if issubclass(w.category, UserWarning)))
+    # the planner's warning (issue 33 §5), unless the noise alone already fills the bounds
+    if failure is None and not any(issubclass(w.category, NoiseWiderThanBoundsWarning)
+                                   for w in caught):
+        shown += release_warnings(config, mechanism, checked)
     for text in shown:
         click.echo(f"Warning: {' '.join(text.split())}", err=True)
     if failure is not None:
@@ -149,17 +156,23 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
              as_json: bool) -> None:
     """``run --dry-run``: :func:`preflight` (which exits as ``run`` would on a failure), then
     what the release would charge; nothing is charged and no server starts."""
+    from dpcausal.accounting import gdp_epsilon
+
     checked, shown = preflight(config, strict=strict, bounds_notice=bounds_notice)
     charge = {k: v for k in ("mechanism", "zeta", "epsilon", "delta")
               if (v := getattr(checked.charge, k)) is not None}
+    if charge["mechanism"] == "gaussian":  # zeta-GDP as (epsilon, delta): spec §1.3
+        charge["epsilon"] = gdp_epsilon(charge["zeta"], charge["delta"])
     dataset = config.ledger.dataset_id
     if as_json:
         click.echo(json.dumps({"dry_run": True, "config": config_path, "dataset": dataset,
                                "evaluation": config.evaluation, "charge": charge,
                                "warnings": shown}))
         return
-    cost = "nothing (evaluation mode)" if config.evaluation else ", ".join(
-        f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items())
+    cost = "nothing (evaluation mode)" if config.evaluation else (
+        f"gaussian, zeta {charge['zeta']:g} (epsilon {charge['epsilon']:.3g} at delta "
+        f"{charge['delta']:g})" if charge["mechanism"] == "gaussian" else ", ".join(
+            f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items()))
     click.echo(f"Dry run of {config_path}: every check before the charge passed; the release "
                f"would charge {cost} to dataset {dataset!r}. Nothing was charged.")
 

@@ -94,9 +94,7 @@ def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str
 
 def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> list[str]:
     """The recommendation in words, and the warning when the release would not be informative
-    (CI more than ``UNINFORMATIVE_RATIO`` times the non-private one)."""
-    from dpcausal.ate.planner import UNINFORMATIVE_RATIO
-
+    (:func:`uninformative`)."""
     best = summary["recommended"]
     spread = "worst case of the bounds" if outcome_sd is None else f"{outcome_sd:g}"
     lines = [f"Recommended: K={int(best['n_folds'])} ({int(best['rows_per_fold'])} rows per "
@@ -116,11 +114,47 @@ def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> l
         lines.append(
             f"Partitioned path ({part['partitions']} partitions): the full ensemble, "
             f"K={part['n_folds']} keyed-hash folds (fold models travel between workers).")
-    if best["ratio"] > UNINFORMATIVE_RATIO:
-        lines.append(f"Warning: this release would not be informative: its CI is expected to be "
-                     f"{best['ratio']:.0f}x wider than the non-private one. Raise zeta, add rows, "
-                     "or narrow the outcome bounds.")
+    warning = uninformative(best["ratio"], outcome_sd)
+    if warning is not None:
+        lines.append(f"Warning: {warning}")
     return lines
+
+
+def uninformative(ratio: float, outcome_sd: float | None) -> str | None:
+    """The planner's warning, in words, when the expected CI is more than
+    ``UNINFORMATIVE_RATIO`` times the non-private one (else None): one text for ``plan`` and
+    for ``run``'s checks before the charge (issue 33 §5)."""
+    from dpcausal.ate.planner import UNINFORMATIVE_RATIO
+
+    if not ratio > UNINFORMATIVE_RATIO:   # a NaN ratio (no CI released) is no warning
+        return None
+    spread = ("the widest spread the outcome bounds allow, so a narrower one makes it wider "
+              "still" if outcome_sd is None else f"outcome sd {outcome_sd:g}")
+    return (f"this release would not be informative: its CI is expected to be {ratio:.0f}x "
+            f"wider than the non-private one (assumed: {spread}). Raise zeta, add rows, or "
+            "narrow the outcome bounds.")
+
+
+def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
+    """What ``plan`` would warn of the release ``checked`` is for (issue 33 §5: ``run`` says what
+    ``plan`` says), from public facts only: n and d, the mechanism's public parameters, the
+    partitions' public layout (the partitioned path) and the stated outcome spread. The expected
+    CI is that of the release's own K and noise modes (the planner's row for them,
+    :func:`dpcausal.ate.planner.plan`, or :func:`dpcausal.ate.planner.layout_halfwidth` on the
+    partitions' layout). Empty for other kinds."""
+    if config.kind != "ate":
+        return []
+    from dpcausal.ate.planner import layout_halfwidth, recommended
+
+    n, d = checked.prepared.public.n, checked.prepared.public.d
+    if config.data.partitioned:
+        plan = checked.prepared.data
+        _, ratio = layout_halfwidth(plan.n, plan.n_folds, plan.layout, **public_params(config))
+    else:
+        K = mechanism.resolved_n_folds(n, d)
+        ratio = float(recommended(mechanism.plan(n, d, n_folds=[K]))["ratio"])
+    warning = uninformative(ratio, None)
+    return [] if warning is None else [warning]
 
 
 def target_line(summary: dict[str, Any], target_halfwidth: float) -> str:
