@@ -9,6 +9,7 @@ a saved Prefect ``Secret`` or ``SqlAlchemyConnector`` block that is loaded only 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import warnings
 from dataclasses import dataclass
@@ -164,10 +165,26 @@ class Models(_Strict):
         return self
 
 
-class EstimatorConfig(_Strict):
-    """Public parameters of :class:`dpcausal.PrivateATE`; ``None`` keeps the library default."""
+#: A covariate's public bounds: ``[lo, hi]``.
+Bounds = tuple[float, float]
 
-    estimator: Literal["g", "ipw", "aipw"] = "aipw"
+
+class EstimatorConfig(_Strict):
+    """Public parameters of :class:`dpcausal.PrivateATE`; ``None`` keeps the library default.
+
+    ``estimator``: ``auto`` (the default: the planner's narrowest expected CI among the
+    estimators whose assumptions the release states), the cross-fitted ensembles ``aipw``,
+    ``ipw``, ``g``, or the estimators from noisy sums ``dim`` (difference in means: a
+    randomized ``design`` only) and ``lin`` (Lin's regression adjustment: needs
+    ``covariate_bounds``, a mapping covariate -> [lo, hi] or one pair per covariate in column
+    order). ``design`` (``observational`` or ``randomized``) and ``covariate_bounds`` are
+    public and published with the release; ``outcome_sd`` is a stated outcome spread for the
+    planner's expected CI (default: the widest the outcome bounds allow)."""
+
+    estimator: Literal["auto", "aipw", "ipw", "g", "dim", "lin"] = "auto"
+    design: Literal["observational", "randomized"] = "observational"
+    covariate_bounds: dict[str, Bounds] | list[Bounds] | None = None
+    outcome_sd: float | None = Field(None, gt=0, allow_inf_nan=False)
     n_folds: int | Literal["auto"] | None = None
     block_folds: int | Literal["auto", "full"] | None = None  # "full": the paper's ensemble
     folds: Literal["shuffle", "contiguous"] | None = None
@@ -183,6 +200,34 @@ class EstimatorConfig(_Strict):
     ci: Literal["paper", "conservative"] | None = None
     delta: float | None = None
     chunk_size: int | None = None
+
+    @model_validator(mode="after")
+    def _estimator_rules(self) -> "EstimatorConfig":
+        """Refusals of the estimator choice from the config alone (the library repeats them)."""
+        if self.estimator == "dim" and self.design != "randomized":
+            raise ValueError("estimator.estimator: dim (the difference in means) is valid only "
+                             "in a randomized design, got estimator.design: "
+                             f"{self.design}; declare estimator.design: randomized if the "
+                             "treatment was randomly assigned, or use estimator.estimator: "
+                             "auto, aipw or lin")
+        if self.estimator == "lin" and self.covariate_bounds is None:
+            raise ValueError("estimator.estimator: lin (Lin's regression adjustment) needs "
+                             "estimator.covariate_bounds: a mapping covariate -> [lo, hi] (or "
+                             "one [lo, hi] per covariate, in column order), fixed without "
+                             "looking at the data")
+        pairs = (self.covariate_bounds.items() if isinstance(self.covariate_bounds, dict)
+                 else enumerate(self.covariate_bounds or []))
+        for name, (lo, hi) in pairs:
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError(f"estimator.covariate_bounds.{name}: give finite bounds "
+                                 f"[lo, hi] with lo < hi, got [{lo:g}, {hi:g}]")
+        bounds = self.outcome_bounds
+        if self.outcome_sd is not None and bounds is not None and \
+                self.outcome_sd > (bounds[1] - bounds[0]) / 2:
+            raise ValueError(f"estimator.outcome_sd: {self.outcome_sd:g} is more than half the "
+                             f"width of estimator.outcome_bounds [{bounds[0]:g}, {bounds[1]:g}]"
+                             ", the widest spread any outcome within them can have")
+        return self
 
     def library_kwargs(self) -> dict[str, Any]:
         """Constructor arguments for PrivateATE (models excluded), library defaults for unset
@@ -319,6 +364,18 @@ class ReleaseConfig(ReleaseCommon):
                 "estimator.sensitivity='released_code' is not a valid privacy bound; "
                 "use it in evaluation mode only"
             )
+        bounds, named = self.estimator.covariate_bounds, self.columns.covariates
+        if isinstance(bounds, dict) and named is not None and set(bounds) != set(named):
+            raise ValueError(
+                "estimator.covariate_bounds must name exactly the covariates of "
+                f"columns.covariates ({', '.join(named)}): missing "
+                f"{sorted(set(named) - set(bounds))}, not covariates "
+                f"{sorted(set(bounds) - set(named))}")
+        if isinstance(bounds, list) and named is not None and len(bounds) != len(named):
+            raise ValueError(f"estimator.covariate_bounds gives {len(bounds)} pairs for "
+                             f"{len(named)} covariates in columns.covariates: give one [lo, hi] "
+                             "per covariate, in column order (or a mapping covariate -> "
+                             "[lo, hi])")
         if self.data.partitioned:
             self._partitioned_rules()
         return self

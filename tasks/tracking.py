@@ -70,6 +70,22 @@ def release_metrics(release: dict[str, Any], spent: dict[str, Any] | None) -> di
             if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
+#: What a core release states about how it was made, as MLflow params ``release.<key>``
+#: (issue 33 §6): its estimator (``auto``'s choice), design, covariate bounds, the assumption it
+#: rests on and the stated outcome spread.
+RELEASE_PARAMS = ("estimator", "design", "covariate_bounds", "assumption", "outcome_sd")
+
+
+def release_params(release: dict[str, Any]) -> dict[str, str]:
+    """``release.<key>`` params of :data:`RELEASE_PARAMS` from a release's dict (its public
+    ``params``, the estimator it ran); empty for a kind that has none."""
+    params = {**(release.get("params") or {}), "estimator": release.get("estimator")}
+    out: dict[str, str] = {}
+    flatten_params("release", {k: params[k] for k in RELEASE_PARAMS
+                               if params.get(k) is not None}, out)
+    return out
+
+
 # MLflow 3's experiment kind (the tag its UI reads): a model-development experiment opens in the
 # model-training runs view, not the GenAI view whose "Evaluation runs" would read as the
 # project's non-private evaluation mode (issue 25 §5).
@@ -201,10 +217,11 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
       retry_delay_seconds=1)
 def log_release(run: TrackedRun, release: Release, evaluation: bool,
                 spent: dict[str, Any] | None, tables: dict[str, Any] | None = None) -> None:
-    """The released values into ``run`` (metrics, ``release.json`` = ``release.to_dict()``,
+    """The released values into ``run`` (metrics, :func:`release_params`, ``release.json`` =
+    ``release.to_dict()``,
     ``release.png`` = ``release.plot()`` and the kind's published ``tables``, as CSV or Parquet
     by their names); ends it FINISHED. Idempotent: a retry logs the same values again."""
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric, Param
 
     from plots.figures import pyplot, save
 
@@ -214,7 +231,8 @@ def log_release(run: TrackedRun, release: Release, evaluation: bool,
     client = _client(run.tracking_uri)
     now = int(time.time() * 1000)
     client.log_batch(run.run_id, metrics=[Metric(k, v, now, 0)
-                                          for k, v in release_metrics(as_dict, spent).items()])
+                                          for k, v in release_metrics(as_dict, spent).items()],
+                     params=[Param(k, v[:6000]) for k, v in release_params(as_dict).items()])
     client.log_dict(run.run_id, as_dict, "release.json")
     with tempfile.TemporaryDirectory() as tmp:
         pyplot()  # the headless backend, before the release draws its figure
