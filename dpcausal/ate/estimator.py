@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence, TypeAlias, cast
+from typing import Any, Mapping, Sequence, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
@@ -24,12 +24,20 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
+from dpcausal.ate import sums
 from dpcausal.ate.aggregation import EnsembleNuisances, aggregate, one_blas_thread
 from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
+from dpcausal.ate.choice import DESIGNS, ENSEMBLE_ASSUMPTION, compare
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
-from dpcausal.ate.planner import auto_folds, layout_for, narrowest_noise_modes, plan
-from dpcausal.ate.release import ATERelease, draw_release
+from dpcausal.ate.planner import (
+    UNINFORMATIVE_RATIO,
+    auto_folds,
+    layout_for,
+    narrowest_noise_modes,
+    plan,
+)
+from dpcausal.ate.release import ATERelease, draw_release, draw_sums_release
 from dpcausal.ate.scores import ate_and_variance, scores
 from dpcausal.ate.sensitivity import NoiseCalibration, calibrate, outcome_scale
 from dpcausal.contract import Mechanism, Prepared, PublicFacts, columns, deprecated
@@ -45,6 +53,8 @@ from dpcausal.validation import (
     private_failures,
 )
 
+ESTIMATOR_NAMES = ("auto", "aipw", "ipw", "g", "dim", "lin")
+
 # Covariates: a float array, or a DataFrame kept with its column names and dtypes (a user's
 # Pipeline may select and encode columns by name)
 Covariates: TypeAlias = np.ndarray | pd.DataFrame
@@ -57,6 +67,11 @@ class ATEFacts(PublicFacts):
 
     n: int
     d: int | None = None
+    covariates: tuple[str, ...] | None = None   # named covariates, for mapping covariate_bounds
+
+    def _names(self) -> tuple[str, ...]:
+        names = super()._names()
+        return names if self.covariates is not None else names[:2]
 
 
 def _facts(n: ATEFacts | int, d: int | None) -> tuple[int, int | None]:
@@ -76,7 +91,15 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     Parameters
     ----------
-    estimator : {"g", "ipw", "aipw"}
+    estimator : {"auto", "aipw", "ipw", "g", "dim", "lin"}
+        "aipw", "ipw", "g": the cross-fitted ensembles (spec §2.7). "dim": the difference in arm
+        means from noisy sums (randomized designs only); "lin": Lin's regression adjustment from
+        noisy sufficient statistics (needs ``covariate_bounds``); both :mod:`dpcausal.ate.sums`
+        (spec small_n_estimators.md §2-3). "auto" (default): the narrowest expected CI among the
+        estimators whose assumptions the release states (:mod:`dpcausal.ate.choice`): in a
+        randomized design all; in an observational one the AIPW ensemble, and "lin" when
+        ``covariate_bounds`` are given. Chosen from public facts (n, d, design, bounds, zeta,
+        ``outcome_sd``) and published.
     propensity_model : classifier with ``fit``/``predict_proba`` (default ``LogisticRegression()``).
     outcome_model : regressor, or classifier for binary outcomes (default ``LinearRegression()``).
     n_folds : int or "auto"
@@ -133,11 +156,22 @@ class PrivateATE(Mechanism[ATEFacts]):
         stays in n, trains no model and scores 0. "drop": complete cases, whose count is
         published as n (choosing it declares that count public).
     missing_fill : the public value of a missing covariate under "impute" (default 0).
+    design : {"observational", "randomized"}
+        The declared design, public (default "observational"). "randomized" declares the
+        treatment randomly assigned: "dim" is allowed only then, and "lin" needs no model
+        assumption then.
+    covariate_bounds : mapping column -> (lo, hi), or d pairs in column order, optional
+        Public covariate bounds, fixed without looking at the data; covariates are clipped to
+        them. Required for "lin"; published.
+    outcome_sd : float, optional
+        A stated outcome standard deviation for the planner's expected CI (and the "auto"
+        choices); default the worst case the outcome bounds allow. Public, never checked
+        against the data.
     """
 
     def __init__(
         self,
-        estimator: str = "aipw",
+        estimator: str = "auto",
         propensity_model: Any = None,
         outcome_model: Any = None,
         n_folds: int | str = "auto",
@@ -159,6 +193,9 @@ class PrivateATE(Mechanism[ATEFacts]):
         compute_budget: float = 60.0,
         missing: str = "impute",
         missing_fill: float = 0.0,
+        design: str = "observational",
+        covariate_bounds: Any = None,
+        outcome_sd: float | None = None,
     ) -> None:
         self.estimator = estimator
         self.propensity_model = propensity_model
@@ -182,6 +219,146 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.compute_budget = compute_budget
         self.missing = missing
         self.missing_fill = missing_fill
+        self.design = design
+        self.covariate_bounds = covariate_bounds
+        self.outcome_sd = outcome_sd
+
+    # ------------------------------------------------------------------ estimator choice
+    def _ensemble(self) -> str:
+        """The ensemble the ensemble phases run: the given one, or "aipw" (the model-agnostic
+        ensemble ``auto`` compares)."""
+        return self.estimator if self.estimator in ("g", "ipw", "aipw") else "aipw"
+
+    def _check_choice(self, d: int | None = None, columns: Sequence[Any] | None = None
+                      ) -> None:
+        """Refusals of ``estimator``, ``design``, ``covariate_bounds`` and ``outcome_sd``, from
+        public parameters only (before any charge)."""
+        if self.estimator not in ESTIMATOR_NAMES:
+            raise ValueError(f"estimator must be one of {ESTIMATOR_NAMES}, got "
+                             f"{self.estimator!r}")
+        if self.design not in DESIGNS:
+            raise ValueError(f"design must be one of {DESIGNS}, got {self.design!r}")
+        if self.estimator == "dim" and self.design != "randomized":
+            raise ValueError("estimator='dim' (difference in means) is valid only in a "
+                             f"randomized design, got design={self.design!r}: declare "
+                             "design='randomized' if the treatment was randomly assigned, or "
+                             "use estimator='aipw' or 'lin'")
+        if self.estimator == "lin" and self.covariate_bounds is None:
+            raise ValueError("estimator='lin' needs covariate_bounds: a mapping column -> "
+                             "(lo, hi) or one pair per covariate, fixed without looking at the "
+                             "data")
+        sd = self.outcome_sd
+        if sd is not None and not (isinstance(sd, (int, float)) and not isinstance(sd, bool)
+                                   and math.isfinite(sd) and sd > 0):
+            raise ValueError(f"outcome_sd must be a finite number > 0 or None, got {sd!r}")
+        if sd is not None and sd > (self._bounds()[1] - self._bounds()[0]) / 2:
+            raise ValueError(f"outcome_sd={sd!r} exceeds half the width of the outcome bounds, "
+                             "the largest spread any outcome within them can have")
+        if self.covariate_bounds is not None and d is not None:
+            sums.check_covariate_bounds(self.covariate_bounds, columns, d)
+
+    def compare_estimators(self, n: int, d: int, *, treated_share: float = 0.5
+                           ) -> pd.DataFrame:
+        """Every estimator valid for the declared design, compared from public facts
+        (:func:`dpcausal.ate.choice.compare`): expected half-width, ratio to the non-private
+        CI under the stated outcome spread (``outcome_sd``, else the worst case), the assumption
+        each states, and ``chosen``, what ``estimator="auto"`` takes. Data-free."""
+        self._check_choice()
+        return compare(n, d, design=self.design, zeta=self.zeta, outcome_bounds=self._bounds(),
+                       alpha=self.alpha, outcome_sd=self.outcome_sd,
+                       covariate_bounds=self.covariate_bounds, treated_share=treated_share,
+                       ensemble=self._ensemble_knobs())
+
+    def _ensemble_knobs(self) -> dict[str, Any]:
+        """The ensemble's public knobs for :func:`dpcausal.ate.planner.plan`."""
+        return {
+            "estimator": "aipw", "propensity_clip": self.propensity_clip,
+            "ci_share": None if self.ci_share == "auto" else self.ci_share,
+            "sigma2": None if self.sigma2 == "auto" else self.sigma2, "ci": self.ci,
+            "p1": self.p1, "sensitivity": self.sensitivity, "model_kind": "parametric"
+            if self._plain_linear() else "other", "compute_budget": float(self.compute_budget),
+            "block_folds": self.block_folds if self.n_folds == "auto" else None,
+        }
+
+    def resolved_estimator(self, n: int, d: int | None = None) -> str:
+        """The estimator a release on n rows and d covariates runs: the given one, or for
+        "auto" the narrowest expected CI among those whose assumptions it states
+        (:meth:`compare_estimators`); "aipw" when it is the only one (an observational design
+        without ``covariate_bounds``). Public facts only."""
+        self._check_choice()
+        if self.estimator != "auto":
+            return self.estimator
+        if self.design == "observational" and self.covariate_bounds is None:
+            return "aipw"
+        if d is None:
+            raise ValueError("estimator='auto' compares estimators whose noise depends on the "
+                             "number of covariates d: pass d (e.g. privacy_charge(n, d))")
+        table = self.compare_estimators(n, d)
+        return str(table.loc[table["chosen"], "estimator"].iloc[0])
+
+    def assumption(self, estimator: str) -> str:
+        """The assumption a release by ``estimator`` states, for the declared design."""
+        if estimator in sums.SUM_ESTIMATORS:
+            return sums.assumption(estimator, self.design)
+        return ENSEMBLE_ASSUMPTION
+
+    def _sums_calibration(self, estimator: str, n: int, d: int) -> sums.SumsCalibration:
+        _positive_zeta(self.zeta)
+        return sums.calibrate_sums(estimator, n, d, float(self.zeta))
+
+    def _sums_params(self, estimator: str, n: int, d: int,
+                     columns: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Everything public about a ``dim``/``lin`` release."""
+        cal = self._sums_calibration(estimator, n, d)
+        bounds = (None if self.covariate_bounds is None or estimator == "dim"
+                  else [list(b) for b in sums.check_covariate_bounds(
+                      self.covariate_bounds, columns, d)])
+        return {
+            "estimator": estimator, "design": self.design, "n": n, "d": d,
+            "assumption": self.assumption(estimator),
+            "outcome_bounds": list(self._bounds()), "covariate_bounds": bounds,
+            "outcome_sd": self.outcome_sd, "zeta": self.zeta, "alpha": self.alpha,
+            "delta": self.delta, "sensitivity": cal.sensitivity,
+            "sensitivity_mode": "replace_one_l2_sums", "q_weight": cal.q_weight,
+            "ridge": cal.ridge, "count_floor": cal.floor,
+            "planned": "estimator" if self.estimator == "auto" else "",
+            "noise_seeded": self.noise_seed is not None,
+            "missing": self.missing,
+            "missing_fill": self.missing_fill if self.missing == "impute" else None,
+        }
+
+    def sum_statistics(self, X: Any, A: np.ndarray, Y: np.ndarray, *, estimator: str,
+                       usable: np.ndarray | None = None, columns: Sequence[Any] | None = None
+                       ) -> np.ndarray:
+        """The pre-noise statistic vector of ``dim``/``lin`` on a chunk of rows
+        (:func:`dpcausal.ate.sums.chunk_statistics`): additive across chunks, so a partitioned
+        run sums the chunks' vectors and releases once with :meth:`_release_statistics`.
+        ``usable`` False rows contribute nothing. Non-private: for in-memory sums only."""
+        d = 0 if X is None else int(np.shape(X)[1])
+        pairs = (None if estimator == "dim" else
+                 sums.check_covariate_bounds(self.covariate_bounds, columns, d))
+        return sums.chunk_statistics(X, A, Y, estimator=estimator,
+                                     outcome_bounds=self._bounds(), covariate_bounds=pairs,
+                                     usable=usable)
+
+    def _release_statistics(self, n: int, statistics: np.ndarray, *, estimator: str, d: int,
+                            evaluation: bool = False, params: dict[str, Any] | None = None,
+                            columns: Sequence[Any] | None = None) -> ATERelease:
+        """The ``dim``/``lin`` release from the summed pre-noise vector of all n rows: the
+        noise drawn once, then the estimate and its CI (:func:`draw_sums_release`). ``params``
+        adds public facts of how the sums were made. Uncharged: callers charge it first
+        (:func:`dpcausal.session.charged_release`)."""
+        self.check_mode(evaluation)
+        cal = self._sums_calibration(estimator, n, d)
+        stats = np.asarray(statistics, dtype=float)
+        if stats.shape != (2 * sums.block_size(cal.d),):
+            raise ValueError(f"statistics must have {2 * sums.block_size(cal.d)} entries for "
+                             f"estimator={estimator!r} and d={cal.d}, got {stats.shape}")
+        return draw_sums_release(
+            stats, cal, self._noise_rng(evaluation), alpha=self.alpha, delta=self.delta,
+            outcome_bounds=self._bounds(),
+            params={**self._sums_params(estimator, n, d, columns), **(params or {})},
+            evaluation=evaluation)
 
     # ------------------------------------------------------------------ public parameters
     def resolved_n_folds(self, n: int, d: int | None = None) -> int:
@@ -205,7 +382,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             budget = self.compute_budget
             if not (isinstance(budget, (int, float)) and budget > 0):
                 raise ValueError(f"compute_budget must be a number > 0, got {budget!r}")
-            return auto_folds(n, d, estimator=self.estimator, model_kind=self._model_kind(),
+            return auto_folds(n, d, estimator=self._ensemble(), model_kind=self._model_kind(),
                               compute_budget=float(budget),
                               block_folds=kb)
         K = self.n_folds
@@ -225,11 +402,18 @@ class PrivateATE(Mechanism[ATEFacts]):
         return layout_of(np.asarray(self.folds), K, kb)
 
     def planned_params(self, n: ATEFacts | int, d: int | None = None) -> dict[str, Any]:
-        """``{"n_folds": K}`` when K is the planner's (``n_folds="auto"``), for n rows and d
-        covariates (or their :class:`ATEFacts`); the noise modes follow from n and K, so they
-        need no record."""
+        """The knobs the planner picks for n rows and d covariates (or their
+        :class:`ATEFacts`): ``{"estimator": ...}`` for ``estimator="auto"``, and
+        ``{"n_folds": K}`` when an ensemble's K is the planner's (``n_folds="auto"``); the noise
+        modes follow from n and K, so they need no record."""
         n, d = _facts(n, d)
-        return {"n_folds": self.resolved_n_folds(n, d)} if self.n_folds == "auto" else {}
+        out: dict[str, Any] = {}
+        chosen = self.resolved_estimator(n, d)
+        if self.estimator == "auto":
+            out["estimator"] = chosen
+        if chosen not in sums.SUM_ESTIMATORS and self.n_folds == "auto":
+            out["n_folds"] = self.resolved_n_folds(n, d)
+        return out
 
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
         """``(sigma2, ci_share)``: the given values, or for "auto" the planner's narrowest
@@ -240,7 +424,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         K, kb = self.resolved_folds(n, d)
         return narrowest_noise_modes(
             n, K, block_folds=kb, outcome_bounds=self._bounds(),
-            estimator=self.estimator, propensity_clip=self.propensity_clip, zeta=self.zeta,
+            estimator=self._ensemble(), propensity_clip=self.propensity_clip, zeta=self.zeta,
             ci_share=None if share == "auto" else share,  # type: ignore[arg-type]
             sigma2=None if sigma2 == "auto" else sigma2, ci=self.ci, alpha=self.alpha,
             p1=self.p1, sensitivity=self.sensitivity)
@@ -274,17 +458,48 @@ class PrivateATE(Mechanism[ATEFacts]):
             :func:`dpcausal.ate.planner.plan`'s table; ``planner.recommended(table)`` is its
             recommended row.
         """
-        return plan(
-            n, d, outcome_bounds=self._bounds(), estimator=self.estimator,
+        self._check_choice()
+        outcome_sd = self.outcome_sd if outcome_sd is None else outcome_sd
+        ensembles = None if estimators is None else [e for e in estimators
+                                                     if e in ("g", "ipw", "aipw")]
+        others = [e for e in (estimators or []) if e not in ("g", "ipw", "aipw")]
+        table = plan(
+            n, d, outcome_bounds=self._bounds(), estimator=self._ensemble(),
             propensity_clip=self.propensity_clip, zeta=self.zeta,
             ci_share=None if self.ci_share == "auto" else self.ci_share,  # type: ignore[arg-type]
             sigma2=None if self.sigma2 == "auto" else self.sigma2, ci=self.ci,
             alpha=self.alpha, p1=self.p1, sensitivity=self.sensitivity, n_folds=n_folds,
-            estimators=estimators, propensity_clips=propensity_clips,
+            estimators=ensembles or None, propensity_clips=propensity_clips,
             model_kind=self._model_kind(), outcome_sd=outcome_sd, treated_share=treated_share,
             compute_budget=float(self.compute_budget),
             block_folds=self.block_folds if self.n_folds == "auto" else self.resolved_folds(
                 n, d)[1])
+        return self._with_comparison(table, n, d, outcome_sd, treated_share,
+                                     None if estimators is None else others)
+
+    def _with_comparison(self, table: pd.DataFrame, n: int, d: int, outcome_sd: float | None,
+                         treated_share: float, names: list[str] | None) -> pd.DataFrame:
+        """The ensemble's K table plus one row per other estimator valid for the design
+        (:func:`dpcausal.ate.choice.compare`; ``names`` restricts them), with the design, the
+        assumption each states and the stated outcome spread; for ``estimator="auto"`` the
+        recommended row is auto's choice."""
+        comparison = compare(n, d, design=self.design, zeta=self.zeta,
+                             outcome_bounds=self._bounds(), alpha=self.alpha,
+                             outcome_sd=outcome_sd, covariate_bounds=self.covariate_bounds,
+                             treated_share=treated_share, ensemble=self._ensemble_knobs())
+        extra = comparison[(comparison["estimator"] != "aipw") & (
+            comparison["estimator"].isin(names) if names is not None else True)]
+        table = table.assign(design=self.design, assumption=ENSEMBLE_ASSUMPTION,
+                             outcome_spread=comparison["outcome_spread"].iloc[0],
+                             selectable=True)
+        rows = extra.assign(feasible=True, informative=extra["ratio"] <= UNINFORMATIVE_RATIO,
+                            recommended=False).drop(columns="chosen")
+        out = pd.concat([table, rows], ignore_index=True) if len(rows) else table
+        if self.estimator == "auto":
+            chosen = str(comparison.loc[comparison["chosen"], "estimator"].iloc[0])
+            if chosen != "aipw" and chosen in set(out["estimator"]):
+                out["recommended"] = out["estimator"] == chosen
+        return out
 
     def _model_kind(self) -> str:
         """The planner's model kind: "parametric" for plain linear/logistic models."""
@@ -292,13 +507,14 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def _params(self, n: int, d: int) -> dict[str, Any]:
         p = self.get_params(deep=False)
+        p["estimator"] = self._ensemble()
         p["n_folds"] = self.resolved_n_folds(n, d)
         p["propensity_model"] = self._propensity_model()
         p["outcome_model"] = self._outcome_model()
         # "auto" noise modes are the planner's choice among valid values: checked as such here,
         # resolved once K has passed its checks
         p["sigma2"] = "tight" if self.sigma2 == "auto" else self.sigma2
-        p["ci_share"] = (0.0 if self.estimator == "g" else 0.1) if self.ci_share == "auto" \
+        p["ci_share"] = (0.0 if self._ensemble() == "g" else 0.1) if self.ci_share == "auto" \
             else self.ci_share
         check_params(p, n, d)
         check_policy(self.missing, self.missing_fill)
@@ -313,9 +529,9 @@ class PrivateATE(Mechanism[ATEFacts]):
         models with its column names and dtypes, for a Pipeline that selects columns by
         name."""
         used = []
-        if self.estimator in ("ipw", "aipw"):
+        if self._ensemble() in ("ipw", "aipw"):
             used.append(self._propensity_model())
-        if self.estimator in ("g", "aipw"):
+        if self._ensemble() in ("g", "aipw"):
             used.append(self._outcome_model())
         return all(type(m) in (LinearRegression, LogisticRegression) for m in used)
 
@@ -365,7 +581,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         K = self.resolved_n_folds(n, d)
         sigma2, share = self.resolved_noise_modes(n, d)
         return calibrate(
-            self.estimator, n, K, self._bounds(), self.propensity_clip,
+            self._ensemble(), n, K, self._bounds(), self.propensity_clip,
             self.zeta, share, self.sensitivity, sigma2, self._layout(n, d, layout),
         )
 
@@ -385,6 +601,12 @@ class PrivateATE(Mechanism[ATEFacts]):
         the ledger: zeta-GDP (spec §2.6); data-free. ``d`` is needed only with
         ``n_folds="auto"`` (the split of zeta between the ATE and the CI follows K)."""
         n, d = _facts(n, d)
+        chosen = self.resolved_estimator(n, d)
+        if chosen in sums.SUM_ESTIMATORS:
+            cal_s = self._sums_calibration(chosen, n, d or 0)
+            return PrivacyCharge("gaussian", zeta=cal_s.zeta, delta=self.delta,
+                                 detail={"estimator": chosen,
+                                         "sensitivity": cal_s.sensitivity})
         cal = self.calibration(n, d)
         zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
         return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta,
@@ -393,16 +615,21 @@ class PrivateATE(Mechanism[ATEFacts]):
     def public_params(self, n: int, d: int | None, layout: BlockLayout | None = None
                       ) -> dict[str, Any]:
         """Everything public about a release (spec §2.6), as plain values for logging; the
-        knobs the planner chose are listed in ``planned``; ``layout`` as :meth:`calibration`."""
+        knobs the planner chose are listed in ``planned``; ``layout`` as :meth:`calibration`.
+        A ``dim``/``lin`` release has its own set (:meth:`_sums_params`)."""
+        chosen = self.resolved_estimator(n, d)
+        if chosen in sums.SUM_ESTIMATORS:
+            return self._sums_params(chosen, n, d or 0)
         cal = self.calibration(n, d, layout)
         _, share = self.resolved_noise_modes(n, d)
         planned = [name for name, value in (("n_folds", self.n_folds), ("sigma2", self.sigma2),
                                             ("ci_share", self.ci_share),
                                             ("block_folds", self.block_folds if self.n_folds
-                                             == "auto" else None)) if value == "auto"]
+                                             == "auto" else None),
+                                            ("estimator", self.estimator)) if value == "auto"]
         layout = self._layout(n, d, layout)
         return {
-            "estimator": self.estimator, "n": n, "d": d, "n_folds": cal.n_folds,
+            "estimator": self._ensemble(), "n": n, "d": d, "n_folds": cal.n_folds,
             "n_blocks": cal.n_blocks, "block_folds": cal.block_folds,
             "rows_per_block": cal.block_rows, "rows_per_fold": (
                 layout.fold_rows if layout is not None
@@ -410,8 +637,9 @@ class PrivateATE(Mechanism[ATEFacts]):
                 else int(np.bincount(np.asarray(self.folds)).min())),
             "folds": self.folds if isinstance(self.folds, str) else "public_ids",
             "propensity_model": (_describe(self._propensity_model())
-                                 if self.estimator != "g" else None),
-            "outcome_model": _describe(self._outcome_model()) if self.estimator != "ipw" else None,
+                                 if self._ensemble() != "g" else None),
+            "outcome_model": (_describe(self._outcome_model())
+                              if self._ensemble() != "ipw" else None),
             "aggregators": "harmonic(pi), harmonic(1-pi), mean(mu)",
             "outcome_bounds": list(self._bounds()),
             "propensity_clip": self.propensity_clip, "B_mu": cal.B_mu, "B_pi": cal.B_pi,
@@ -423,6 +651,12 @@ class PrivateATE(Mechanism[ATEFacts]):
             "noise_seeded": self.noise_seed is not None,  # never a seed: it reveals the noise
             "missing": self.missing,
             "missing_fill": self.missing_fill if self.missing == "impute" else None,
+            "design": self.design, "assumption": ENSEMBLE_ASSUMPTION,
+            "covariate_bounds": None if self.covariate_bounds is None or d is None else [
+                list(b) for b in sums.check_covariate_bounds(
+                    self.covariate_bounds, list(self.covariate_bounds)
+                    if isinstance(self.covariate_bounds, Mapping) else None, d)],
+            "outcome_sd": self.outcome_sd,
         }
 
     # ------------------------------------------------------------------ phases
@@ -482,7 +716,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         with one_blas_thread(), config_context(
             assume_finite=True, skip_parameter_validation=True
         ):
-            return fit_folds(X, A, Y, fold_ids, ks, estimator=self.estimator,
+            return fit_folds(X, A, Y, fold_ids, ks, estimator=self._ensemble(),
                              propensity_model=propensity, outcome_model=outcome,
                              propensity_clip=self.propensity_clip)
 
@@ -496,7 +730,7 @@ class PrivateATE(Mechanism[ATEFacts]):
 
         def full(x: Covariates, ids: np.ndarray, models: Sequence[FoldModels]
                  ) -> EnsembleNuisances:
-            return aggregate(x, ids, models, estimator=self.estimator,
+            return aggregate(x, ids, models, estimator=self._ensemble(),
                              outcome_bounds=self._bounds(), propensity_clip=self.propensity_clip,
                              chunk_size=self.chunk_size)
 
@@ -574,8 +808,8 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances,
                 usable: np.ndarray | None = None) -> np.ndarray:
-        gamma = scores(self.estimator, A, self._clip(Y), nuisances,
-                       outcome_scale(self.estimator, self._bounds())[1])
+        gamma = scores(self._ensemble(), A, self._clip(Y), nuisances,
+                       outcome_scale(self._ensemble(), self._bounds())[1])
         return gamma if usable is None else np.where(usable, gamma, MISSING_SCORE)
 
     def _estimate(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances,
@@ -653,14 +887,20 @@ class PrivateATE(Mechanism[ATEFacts]):
             ``public`` holds ``n`` and ``d``; ``data`` the checked (X, A, Y).
         """
         X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
+        names = tuple(str(c) for c in X.columns) if isinstance(X, pd.DataFrame) else None
+        self._check_choice(np.shape(X)[1], names)
         Xa, Aa, Ya = check_schema(X, A, Y, keep_frame=not self._plain_linear())
         check_policy(self.missing, self.missing_fill)
         if self.missing == "drop":  # n is the complete-case count, declared public by the policy
             kept = apply_missing(Xa, Aa, Ya, "drop")
             Xa, Aa, Ya = kept.X, kept.A, kept.Y
         n, d = Xa.shape
-        self._params(n, d)
-        return Prepared(public=ATEFacts(int(n), int(d)), data=(Xa, Aa, Ya))
+        if self.resolved_estimator(n, d) in sums.SUM_ESTIMATORS:
+            self._sums_params(self.resolved_estimator(n, d), n, d, names)
+        else:
+            self._params(n, d)
+        keep = names if isinstance(self.covariate_bounds, Mapping) else None
+        return Prepared(public=ATEFacts(int(n), int(d), keep), data=(Xa, Aa, Ya))
 
     def _private_release(self, prepared: Prepared[ATEFacts], *, evaluation: bool = False
                          ) -> ATERelease:
@@ -677,6 +917,9 @@ class PrivateATE(Mechanism[ATEFacts]):
         """
         self.check_mode(evaluation)
         n, d = prepared.public.n, prepared.public.d
+        chosen = self.resolved_estimator(n, d)
+        if chosen in sums.SUM_ESTIMATORS:
+            return self._private_sums_release(prepared, chosen, evaluation)
         with private_failures(evaluation, "fitting"):
             X, A, Y = prepared.data
             done = apply_missing(X, A, Y, self.missing, self.missing_fill,
@@ -695,6 +938,24 @@ class PrivateATE(Mechanism[ATEFacts]):
             diagnostics = {"n_clipped": n_clipped,
                            "failed_fits": sum(fm.failed for fm in models)}
         return self._draw(tau_hat, v_hat, n, d, evaluation, diagnostics)
+
+    def _private_sums_release(self, prepared: Prepared[ATEFacts], estimator: str,
+                              evaluation: bool) -> ATERelease:
+        """``dim``/``lin``: the missing-value policy (rows without a usable treatment or outcome
+        add nothing; a missing covariate takes ``missing_fill``, no indicator), the statistic
+        vector, then the noise drawn once. Total after the charge, like the ensemble's."""
+        n, d = prepared.public.n, int(prepared.public.d or 0)
+        columns = prepared.public.covariates
+        with private_failures(evaluation, "summing"):
+            X, A, Y = prepared.data
+            done = apply_missing(np.asarray(X, dtype=float) if not isinstance(X, pd.DataFrame)
+                                 else X.to_numpy(dtype=float), A, Y, self.missing,
+                                 self.missing_fill, indicators="in_folds")
+            Xf = np.where(np.isnan(done.X), float(self.missing_fill), done.X)
+            stats = self.sum_statistics(Xf, done.A, done.Y, estimator=estimator,
+                                        usable=done.usable, columns=columns)
+        return self._release_statistics(n, stats, estimator=estimator, d=d,
+                                        evaluation=evaluation, columns=columns)
 
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> ATERelease:
         """One private release on a DataFrame with roles or on (X, A, Y); kept as ``release_``.
@@ -748,6 +1009,12 @@ def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcom
     if cols["covariates"].shape[1] == 0:
         raise ValueError("no covariate columns: name them with covariates=[...]")
     return cols["covariates"], cols["treatment"], cols["outcome"]
+
+
+def _positive_zeta(zeta: Any) -> None:
+    if not (isinstance(zeta, (int, float)) and not isinstance(zeta, bool) and math.isfinite(zeta)
+            and zeta > 0):
+        raise ValueError(f"zeta must be a finite number > 0, got {zeta!r}")
 
 
 def _check_finite(tau_hat: float, v_hat: float) -> None:

@@ -464,7 +464,7 @@ def _fit_folds(done: Completed, fold_ids: np.ndarray, est: PrivateATE, folds: ra
     fitted = {fm.k: fm for fm in est.fit_folds(take_rows(done.X, use), done.A[use],
                                                 done.Y[use], fold_ids[use],
                                                 ks=[k for k in folds if k in present])}
-    return [fitted.get(k) or _empty_fold(k, est.estimator) for k in folds]
+    return [fitted.get(k) or _empty_fold(k, est._ensemble()) for k in folds]
 
 
 def _empty_fold(k: int, estimator: str) -> FoldModels:

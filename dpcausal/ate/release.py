@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
+from scipy.special import ndtri
 
 from dpcausal.accounting import DEFAULT_DELTA, gdp_epsilon, gdp_to_zcdp
 from dpcausal.ate.ci import confidence_interval, private_variance
 from dpcausal.ate.sensitivity import NoiseCalibration
 from dpcausal.contract import Privacy, Release
-from dpcausal.noise import gaussian_mechanism
+from dpcausal.noise import gaussian_mechanism, gaussian_vector_mechanism
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,7 +38,7 @@ class ATERelease(Release):
 
     variance: float | None
     noise: dict[str, Any]
-    n_folds: int
+    n_folds: int | None     # None for the estimators from noisy sums ("dim", "lin")
     estimator: str
     params: dict[str, Any] = field(default_factory=dict)
     nonprivate: dict[str, float] | None = None
@@ -73,11 +74,16 @@ class ATERelease(Release):
     def extra_rows(self) -> list[tuple[str, str]]:
         z = self.noise
         rows = [
-            ("estimator", f"{self.estimator.upper()}  (K={self.n_folds})"),
+            ("estimator", f"{self.estimator.upper()}  (K={self.n_folds})" if self.n_folds
+             else _SUMS_NAMES.get(self.estimator, self.estimator)),
             ("privacy (GDP)", f"{self.privacy.zeta:.4g}-GDP = {self.privacy.rho:.4g}-zCDP"),
             ("noise sd (ATE)", f"{z['sigma_ate']:.4g}  (sensitivity {z['sensitivity']:.4g},"
                                f" {z['sensitivity_mode']})"),
         ]
+        if self.params.get("design") is not None:
+            rows.append(("design", str(self.params["design"])))
+        if self.params.get("assumption"):
+            rows.append(("assumption", str(self.params["assumption"])))
         if self.ci is None:
             rows.append(("CI", "not released (ci_share=0)"))
         policy = self.params.get("missing")
@@ -94,6 +100,57 @@ class ATERelease(Release):
         if self.evaluation and self.nonprivate is not None:
             rows.append(("non-private ATE", f"{self.nonprivate['ate']:.6g}"))
         return rows
+
+
+_SUMS_NAMES = {"dim": "DIM (difference in means, from noisy arm sums)",
+               "lin": "LIN (Lin's regression adjustment, from noisy sufficient statistics)"}
+
+
+def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.Generator, *,
+                      alpha: float = 0.05, delta: float = DEFAULT_DELTA,
+                      outcome_bounds: tuple[float, float],
+                      params: dict[str, Any] | None = None, evaluation: bool = False
+                      ) -> ATERelease:
+    """A ``dim``/``lin`` release (spec small_n_estimators.md §2-3; :mod:`dpcausal.ate.sums`):
+    the weighted statistic vector plus exact discrete Gaussian noise, drawn once
+    (:func:`dpcausal.noise.gaussian_vector_mechanism`: L2 sensitivity over the scale is
+    ``zeta``, so the release is ``zeta``-GDP = ``zeta^2/2``-zCDP), then post-processing: the
+    estimate and the CI ``tau +/- z_{1-alpha/2} sqrt(V_sampling + V_noise)`` with the noise's
+    delta-method variance, both scaled back by the outcome's half-range h and clamped to the
+    feasible range (:func:`clamp_to_feasible`). ``statistics``: the UNWEIGHTED pre-noise
+    vector (:func:`dpcausal.ate.sums.statistics`)."""
+    from dpcausal.ate import sums
+
+    cal = calibration
+    w = sums.weights(cal.d, cal.q_weight)
+    noisy = gaussian_vector_mechanism(np.asarray(statistics, dtype=float) * w,
+                                      cal.sensitivity / cal.zeta, cal.sensitivity, rng)
+    h = (outcome_bounds[1] - outcome_bounds[0]) / 2.0
+    tau, v_sampling, v_noise = sums.estimate_from(noisy, cal)
+    variance = h * h * (v_sampling + v_noise)
+    se = math.sqrt(variance)
+    ate = h * tau
+    half = float(ndtri(1.0 - alpha / 2.0)) * se
+    ate, ci, clamped_to = clamp_to_feasible(ate, (ate - half, ate + half), outcome_bounds)
+    privacy = Privacy(
+        epsilon=gdp_epsilon(cal.zeta, delta), delta=delta, unit="row", mechanism="gaussian",
+        zeta=cal.zeta, rho=gdp_to_zcdp(cal.zeta),
+        detail={"zeta1": cal.zeta, "zeta2": 0.0, "sampler": "discrete_gaussian",
+                "valid_claim": True})
+    noise = {"sigma_ate": h * math.sqrt(v_noise), "sigma_stat": cal.sigma,
+             "sensitivity": cal.sensitivity, "sensitivity_mode": "replace_one_l2_sums",
+             "coordinates": int(w.size), "ci_mode": "delta_method"}
+    nonprivate = None
+    if evaluation:
+        exact, one, zero, xbar = sums.point(np.asarray(statistics, dtype=float), cal.d,
+                                            cal.ridge, cal.floor)
+        nonprivate = {"ate": float(h * exact),
+                      "variance": float(h * h * sums.sampling_variance(one, zero, xbar))}
+    return ATERelease(
+        ate=ate, ci=ci, se=se, level=1.0 - alpha, privacy=privacy, n=cal.n,
+        evaluation=evaluation, clamped_to=clamped_to, variance=variance, noise=noise,
+        n_folds=None, estimator=cal.estimator, params=dict(params or {}),
+        nonprivate=nonprivate)
 
 
 def draw_release(

@@ -23,11 +23,12 @@ def test_auto_k_follows_the_floor_and_is_published():
     rel = PrivateATE(outcome_bounds=(0, 1)).fit(X, A, Y, evaluation=True)
     assert rel.params["n_folds"] == 120
     assert (rel.params["n_blocks"], rel.params["block_folds"]) == (1, 120)
-    assert rel.params["planned"] == "n_folds,sigma2,ci_share,block_folds"
+    assert rel.params["planned"] == "n_folds,sigma2,ci_share,block_folds,estimator"
     assert rel.params["sigma2"] == "tight"             # the narrower valid sigma2 (spec §2.5)
     assert rel.params["ci_share"] in (0.05, 0.1, 0.2, 0.3)
     assert rel.params["compute_budget"] == 60.0
-    fixed = PrivateATE(outcome_bounds=(0, 1), n_folds=50, sigma2="paper", ci_share=0.1)
+    fixed = PrivateATE(estimator="aipw", outcome_bounds=(0, 1), n_folds=50, sigma2="paper",
+                       ci_share=0.1)
     params = fixed.fit(X, A, Y, evaluation=True).params
     assert (params["n_folds"], params["sigma2"], params["ci_share"], params["planned"]) == (
         50, "paper", 0.1, "")

@@ -1,0 +1,126 @@
+"""The planner's choice across estimators (issue 33 §4): every estimator valid for the declared
+design, compared from public facts alone by its expected CI half-width.
+
+A :class:`Candidate` is one registry entry: its name, whether the declared design and public
+parameters make it valid, whether ``estimator="auto"`` may take it (its assumptions are then
+stated in the release), and its ``expected_halfwidth(n, d, *, zeta, outcome_bounds, alpha,
+outcome_sd, **public)``. The comparators of the seed paper (``dpcausal.ate.comparators``) join
+as one entry each when their module is present; ``auto`` does not take them (PrivateATE does
+not run them).
+
+The ratio to the non-private CI uses a stated outcome spread: ``outcome_sd`` when the user
+gives it, else the worst case of the bounds (sd = half their width); the table says which.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pandas as pd
+from scipy.special import ndtri
+
+from dpcausal.ate import sums
+from dpcausal.ate.planner import nonprivate_variance, plan, recommended
+
+DESIGNS = ("observational", "randomized")
+ENSEMBLE_ASSUMPTION = ("no unmeasured confounding and overlap (model-agnostic cross-fitted "
+                       "ensemble; randomization gives both)")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One estimator the planner compares (module docstring)."""
+
+    name: str
+    valid: Callable[[str, dict[str, Any]], bool]      # (design, public parameters)
+    expected_halfwidth: Callable[..., float]
+    selectable: bool
+    assumption: Callable[[str], str]
+
+
+def _ensemble_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],
+                        alpha: float = 0.05, outcome_sd: float | None = None,
+                        **public: Any) -> float:
+    """The cross-fitted AIPW ensemble at its recommended K (:func:`dpcausal.ate.planner.plan`)."""
+    table = plan(n, d, outcome_bounds=outcome_bounds, zeta=zeta, alpha=alpha,
+                 outcome_sd=outcome_sd, **public)
+    return float(recommended(table)["halfwidth"])
+
+
+def _sums_halfwidth(name: str) -> Callable[..., float]:
+    def halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],
+                  alpha: float = 0.05, outcome_sd: float | None = None, **public: Any) -> float:
+        return sums.expected_halfwidth(name, n, d, zeta=zeta, outcome_bounds=outcome_bounds,
+                                       alpha=alpha, outcome_sd=outcome_sd,
+                                       treated_share=public.get("treated_share", 0.5))
+    return halfwidth
+
+
+def _comparator(name: str) -> Candidate | None:
+    """The entry of ``dpcausal.ate.comparators.<name>`` if that module is present."""
+    try:
+        module = importlib.import_module(f"dpcausal.ate.comparators.{name}")
+    except ImportError:
+        return None
+    return Candidate(name, lambda design, public: True, module.expected_halfwidth,
+                     selectable=False,
+                     assumption=lambda design: f"{name}: the comparator's own (not run by auto)")
+
+
+def candidates() -> list[Candidate]:
+    """The registry: the ensemble, dim (randomized designs), lin (with covariate bounds), and
+    the comparators whose modules are present."""
+    entries = [
+        Candidate("aipw", lambda design, public: True, _ensemble_halfwidth, True,
+                  lambda design: ENSEMBLE_ASSUMPTION),
+        Candidate("dim", lambda design, public: design == "randomized", _sums_halfwidth("dim"),
+                  True, lambda design: sums.assumption("dim", design)),
+        Candidate("lin", lambda design, public: public.get("covariate_bounds") is not None,
+                  _sums_halfwidth("lin"), True, lambda design: sums.assumption("lin", design)),
+    ]
+    return entries + [c for c in (_comparator("lpgm19"), _comparator("gr25")) if c is not None]
+
+
+def spread_statement(outcome_sd: float | None, outcome_bounds: tuple[float, float]) -> str:
+    """Which outcome spread the ratios assume, in words."""
+    if outcome_sd is None:
+        return f"worst case of the bounds (sd = {(outcome_bounds[1] - outcome_bounds[0]) / 2:g})"
+    return f"stated outcome_sd = {outcome_sd:g}"
+
+
+def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[float, float],
+            alpha: float = 0.05, outcome_sd: float | None = None,
+            covariate_bounds: Any = None, treated_share: float = 0.5,
+            ensemble: dict[str, Any] | None = None) -> pd.DataFrame:
+    """One row per candidate valid for ``design``: estimator, expected half-width, the
+    non-private difference-in-means half-width under the stated spread, their ratio, whether
+    ``auto`` may take it, the assumption it states, and ``chosen`` (auto's pick: the narrowest
+    selectable one). Data-free.
+
+    ``ensemble``: the ensemble's public knobs for :func:`dpcausal.ate.planner.plan`
+    (propensity_clip, sensitivity, ...)."""
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    public = {"covariate_bounds": covariate_bounds, "treated_share": treated_share}
+    base = float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(
+        nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share))
+    rows = []
+    for cand in candidates():
+        if not cand.valid(design, public):
+            continue
+        extra = dict(ensemble or {}, treated_share=treated_share) if cand.name == "aipw" \
+            else dict(public)
+        half = cand.expected_halfwidth(n, d, zeta=zeta, outcome_bounds=outcome_bounds,
+                                       alpha=alpha, outcome_sd=outcome_sd, **extra)
+        rows.append({"estimator": cand.name, "design": design, "halfwidth": half,
+                     "nonprivate_halfwidth": base, "ratio": half / base,
+                     "selectable": cand.selectable, "assumption": cand.assumption(design),
+                     "outcome_spread": spread_statement(outcome_sd, outcome_bounds)})
+    table = pd.DataFrame(rows)
+    pool = table[table["selectable"]]
+    best = pool.sort_values("halfwidth", kind="stable").index[0]
+    table["chosen"] = table.index == best
+    return table

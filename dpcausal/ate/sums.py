@@ -1,0 +1,342 @@
+"""Estimators from noisy sums over rows: the difference in means (``dim``, randomized designs) and
+Lin's regression adjustment (``lin``): spec small_n_estimators.md §2-3, derivations in
+``dpcausal/SPECS.md`` ("Estimators from noisy sums").
+
+Both are one statistic vector ``S = sum_i f(row_i)``, each row's contribution bounded, released
+once with exact discrete Gaussian noise (:func:`dpcausal.noise.gaussian_vector_mechanism`), then
+post-processed. ``dim`` is ``lin`` without covariates (d = 0).
+
+Scaled row (public bounds): ``y = (Y - c)/h`` in [-1, 1] with c, h the centre and half-width of
+the outcome bounds; ``x_j`` each covariate clipped to its public (lo_j, hi_j) and mapped to
+[-1, 1]; ``u = (1, x)`` in R^(d+1). Per arm a (A = a), the sums ``vech(sum u u^T)`` (its (0, 0)
+entry is the arm's count n_a, its first row the covariate sums), ``sum u y`` and
+``w_q sum y^2``; the vector is arm 1's block then arm 0's. One replaced row moves it by at most
+``Delta = sqrt((d+1)(d+4) + 2 w_q^2)`` in L2 (:func:`sensitivity`; SPECS.md), attained by a row at
+a corner of the bounds moved across arms.
+
+The estimate (:func:`estimate`): per arm the centred normal equations with the covariate scatter
+projected on the positive semi-definite cone and a ridge ``lam`` on the slopes only (the
+intercept is not shrunk, so each arm's fit passes through its noisy means; ``lam -> inf`` gives
+the difference in means), evaluated at the pooled covariate mean (Lin 2013). Its variance: the
+per-arm residual variance over the arm's count and leverage at the pooled mean, the spread of the
+covariate mean times the difference of the slopes (the population ATE), and the privacy noise's
+delta-method variance at the released statistics (a central-difference gradient of the
+post-processing itself, Ferrando, Wang & Sheldon 2022 use the noise model the same way).
+
+References
+----------
+Lin (2013), "Agnostic notes on regression adjustments to experimental data: reexamining
+Freedman's critique", Ann. Appl. Stat. 7(1).
+Wang (2018), "Revisiting differentially private linear regression: optimal and adaptive
+prediction & estimation in unbounded domain", UAI (AdaSSP).
+Ferrando, Wang, Sheldon (2022), "Parametric bootstrap for differentially private confidence
+intervals", AISTATS.
+Canonne, Kamath, Steinke (2020), "The discrete Gaussian for differential privacy", NeurIPS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.special import ndtri
+
+SUM_ESTIMATORS = ("dim", "lin")
+#: Weight of the sums of squares in the vector: dim's (d = 0) bound is proven for any weight, lin's
+#: needs w_q >= 1/sqrt(2) (SPECS.md); 1/2 costs dim 6% more noise on the means, 1 costs lin little.
+Q_WEIGHT = {"dim": 0.5, "lin": 1.0}
+#: The ridge on lin's slopes, in units of the noise sd of the Gram entries times sqrt(d): about
+#: the spectral norm of the noise of the covariate scatter (a public, data-free choice).
+RIDGE = 1.0
+ASSUMPTIONS = {
+    ("dim", "randomized"): "randomized assignment (declared design): no model assumption",
+    ("lin", "randomized"): "randomized assignment (declared design): valid without a model "
+                           "assumption (Lin 2013)",
+    ("lin", "observational"): "no unmeasured confounding, and outcomes linear in the covariates "
+                              "within each arm (Lin's regression adjustment; not checked)",
+}
+
+
+def assumption(estimator: str, design: str) -> str:
+    """The assumption a ``dim`` or ``lin`` release states (spec §3: published with the release)."""
+    try:
+        return ASSUMPTIONS[(estimator, design)]
+    except KeyError:
+        raise ValueError(f"estimator={estimator!r} is not available for design={design!r}: "
+                         "'dim' needs design='randomized'") from None
+
+
+def block_size(d: int) -> int:
+    """Coordinates per arm: vech of the (d+1) x (d+1) Gram, d+1 cross-products, one square sum."""
+    return (d + 1) * (d + 2) // 2 + (d + 1) + 1
+
+
+def sensitivity(d: int, q_weight: float) -> float:
+    """L2 sensitivity of the weighted statistic vector under replace-one (SPECS.md, "Estimators
+    from noisy sums"): ``sqrt((d+1)(d+4) + 2 w_q^2)``; d = 0 gives dim's ``sqrt(4 + 2 w_q^2)``.
+
+    Notes
+    -----
+    A row in arm a contributes ``f(u, y) = (vech(u u^T), u y, w_q y^2)``; with ``|u_i| <= 1``,
+    ``u_0 = 1``: ``||vech(u u^T)||^2 = (||u||^4 + sum u_i^4)/2 <= ((d+1)^2 + (d+1))/2``,
+    ``||u y||^2 <= d+1``, ``w_q^2 y^4 <= w_q^2``. Moved across arms the vector changes by
+    ``(-f(u, y), f(u', y'))``: squared norm at most twice the sum. Within an arm it changes by
+    ``f(u', y') - f(u, y)``, whose squared norm is ``||f'||^2 + ||f||^2 - 2<f', f>`` with
+    ``<f', f> = (t^2 + sum c_i^2)/2 + t r + w_q^2 r^2 >= 0`` for ``t = <u', u>``, ``r = y' y``,
+    ``c_i = u'_i u_i`` when ``w_q^2 >= 1/2``; for d = 0 directly:
+    ``(y'-y)^2 (1 + w_q^2 (y'+y)^2) <= 4 + w_q^2``.
+    """
+    return math.sqrt((d + 1) * (d + 4) + 2.0 * q_weight**2)
+
+
+def weights(d: int, q_weight: float) -> np.ndarray:
+    """The weight of each coordinate of the vector: 1 except the square sums' ``w_q``."""
+    w = np.ones(block_size(d))
+    w[-1] = q_weight
+    return np.concatenate([w, w])
+
+
+def scale_outcome(Y: np.ndarray, outcome_bounds: tuple[float, float]) -> np.ndarray:
+    """``(clip(Y) - c)/h`` in [-1, 1] (spec §2)."""
+    lo, hi = outcome_bounds
+    c, h = (lo + hi) / 2.0, (hi - lo) / 2.0
+    return (np.clip(Y, lo, hi) - c) / h
+
+
+def check_covariate_bounds(bounds: Any, columns: Sequence[Any] | None, d: int
+                           ) -> list[tuple[float, float]]:
+    """Public covariate bounds as d pairs in column order: a mapping column -> (lo, hi) (needs
+    the DataFrame's ``columns``, every one named) or a sequence of d pairs; ``lo < hi``,
+    finite."""
+    if isinstance(bounds, Mapping):
+        if columns is None:
+            raise ValueError("covariate_bounds is a mapping column -> (lo, hi), which needs "
+                             "named covariates (a DataFrame); with arrays pass d pairs in "
+                             "column order")
+        missing = [c for c in columns if c not in bounds]
+        extra = [c for c in bounds if c not in list(columns)]
+        if missing or extra:
+            raise ValueError(f"covariate_bounds must name exactly the covariates: missing "
+                             f"{missing}, not covariates {extra}")
+        pairs = [bounds[c] for c in columns]
+    else:
+        try:
+            pairs = list(bounds)
+        except TypeError:
+            raise ValueError(f"covariate_bounds must be a mapping column -> (lo, hi) or d pairs, "
+                             f"got {bounds!r}") from None
+        if len(pairs) != d:
+            raise ValueError(f"covariate_bounds has {len(pairs)} pairs for {d} covariates: give "
+                             "one (lo, hi) per covariate, in column order")
+    out = []
+    for j, pair in enumerate(pairs):
+        try:
+            lo, hi = (float(v) for v in pair)
+        except (TypeError, ValueError):
+            raise ValueError(f"covariate_bounds[{j}] must be a pair (lo, hi), got "
+                             f"{pair!r}") from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"covariate_bounds[{j}] must be finite with lo < hi, got {pair!r}")
+        out.append((lo, hi))
+    return out
+
+
+def scale_covariates(X: np.ndarray, covariate_bounds: Sequence[tuple[float, float]]
+                     ) -> np.ndarray:
+    """Each covariate clipped to its public bounds and mapped to [-1, 1] (spec §3)."""
+    lo = np.array([b[0] for b in covariate_bounds], dtype=float)
+    hi = np.array([b[1] for b in covariate_bounds], dtype=float)
+    Xc = np.clip(np.asarray(X, dtype=float).reshape(len(X), len(lo)), lo, hi)
+    return (Xc - (lo + hi) / 2.0) / ((hi - lo) / 2.0)
+
+
+def statistics(x: np.ndarray, a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The UNWEIGHTED pre-noise vector of scaled rows ``x`` (n, d) in [-1, 1], 0/1 ``a``, ``y``
+    in [-1, 1]: per arm (1 then 0) ``vech(sum u u^T)`` (row-major upper triangle), ``sum u y``,
+    ``sum y^2`` with ``u = (1, x)``. Additive over disjoint chunks of rows. Non-private."""
+    n, d = x.shape
+    u = np.hstack([np.ones((n, 1)), x])
+    iu = np.triu_indices(d + 1)
+    blocks = []
+    for arm in (1, 0):
+        sel = a == arm
+        ua, ya = u[sel], y[sel]
+        gram = ua.T @ ua
+        blocks.append(np.concatenate([gram[iu], ua.T @ ya, [ya @ ya]]))
+    return np.concatenate(blocks)
+
+
+@dataclass(frozen=True)
+class ArmFit:
+    """One arm's fit from the (noisy) statistics, in scaled units."""
+
+    count: float
+    mean_x: np.ndarray
+    mean_y: float
+    slopes: np.ndarray
+    scatter: np.ndarray     # PSD(S_xx), the centred covariate scatter
+    inverse: np.ndarray     # (PSD(S_xx) + lam I)^-1
+    residual_var: float
+
+
+def _unpack(block: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray, float]:
+    iu = np.triu_indices(d + 1)
+    m = (d + 1) * (d + 2) // 2
+    gram = np.zeros((d + 1, d + 1))
+    gram[iu] = block[:m]
+    gram = gram + np.triu(gram, 1).T
+    return gram, block[m:m + d + 1], float(block[-1])
+
+
+def _psd(matrix: np.ndarray) -> np.ndarray:
+    """The nearest positive semi-definite matrix (eigenvalues clipped at 0)."""
+    if matrix.size == 0:
+        return matrix
+    vals, vecs = np.linalg.eigh((matrix + matrix.T) / 2.0)
+    return (vecs * np.maximum(vals, 0.0)) @ vecs.T
+
+
+def fit_arm(block: np.ndarray, d: int, lam: float, floor: float) -> ArmFit:
+    """Centred ridge-on-slopes normal equations of one arm (module docstring), the count floored
+    at the public ``floor``."""
+    gram, cross, sq = _unpack(block, d)
+    count = max(float(gram[0, 0]), floor)
+    mean_x, mean_y = gram[0, 1:] / count, cross[0] / count
+    s_xx = gram[1:, 1:] - count * np.outer(mean_x, mean_x)
+    s_xy = cross[1:] - count * mean_x * mean_y
+    s_yy = sq - count * mean_y**2
+    scatter = _psd(s_xx)
+    inverse = np.linalg.inv(scatter + lam * np.eye(d)) if d else np.zeros((0, 0))
+    slopes = inverse @ s_xy
+    rss = s_yy - 2.0 * slopes @ s_xy + slopes @ s_xx @ slopes
+    residual_var = min(max(rss, 0.0) / max(count - d - 1.0, 1.0), 1.0)
+    return ArmFit(count, mean_x, float(mean_y), slopes, scatter, inverse, residual_var)
+
+
+def point(stats: np.ndarray, d: int, lam: float, floor: float) -> tuple[float, ArmFit, ArmFit,
+                                                                         np.ndarray]:
+    """``(tau, arm 1, arm 0, pooled covariate mean)`` in scaled units: Lin's estimate
+    ``mu_1(xbar) - mu_0(xbar)``, ``mu_a(x) = ybar_a + (x - xbar_a)^T beta_a`` clipped to
+    [-1, 1] (spec §3)."""
+    size = block_size(d)
+    one, zero = fit_arm(stats[:size], d, lam, floor), fit_arm(stats[size:], d, lam, floor)
+    xbar = (one.count * one.mean_x + zero.count * zero.mean_x) / (one.count + zero.count)
+    mu = [float(np.clip(f.mean_y + (xbar - f.mean_x) @ f.slopes, -1.0, 1.0))
+          for f in (one, zero)]
+    return mu[0] - mu[1], one, zero, xbar
+
+
+def sampling_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> float:
+    """Per arm ``s_a^2 (1/n_a + (xbar - xbar_a)^T (S_xx + lam I)^-1 (xbar - xbar_a))`` (the
+    residual variance at the pooled mean), plus ``(beta_1 - beta_0)^T Sigma_x (beta_1 - beta_0)
+    / n`` for the spread of the covariate mean (the population ATE); scaled units."""
+    var = 0.0
+    for f in (one, zero):
+        gap = xbar - f.mean_x
+        var += f.residual_var * (1.0 / f.count + gap @ f.inverse @ gap)
+    if xbar.size:
+        n = one.count + zero.count
+        spread = np.zeros((xbar.size, xbar.size))
+        for f in (one, zero):   # within-arm scatter plus between-arm
+            gap = f.mean_x - xbar
+            spread += f.scatter + f.count * np.outer(gap, gap)
+        spread /= n
+        diff = one.slopes - zero.slopes
+        var += float(diff @ spread @ diff) / n
+    return var
+
+
+def noise_variance(stats: np.ndarray, d: int, lam: float, floor: float, sigma: np.ndarray
+                   ) -> float:
+    """Delta-method variance of the estimate from the noise: ``sum_k (d tau / d S_k)^2
+    sigma_k^2`` at the released statistics, by central differences of :func:`point` (spec §2:
+    the noise variance joins the CI)."""
+    grad = np.empty(stats.size)
+    for k in range(stats.size):
+        step = 1e-4 * max(float(sigma[k]), 1e-12)
+        up, down = stats.copy(), stats.copy()
+        up[k] += step
+        down[k] -= step
+        grad[k] = (point(up, d, lam, floor)[0] - point(down, d, lam, floor)[0]) / (2 * step)
+    return float(np.sum((grad * sigma) ** 2))
+
+
+@dataclass(frozen=True)
+class SumsCalibration:
+    """The public noise calibration of a ``dim``/``lin`` release."""
+
+    estimator: str
+    n: int
+    d: int
+    zeta: float
+    q_weight: float
+    sensitivity: float
+    sigma: float          # sd of each weighted coordinate's noise (lattice-inflated)
+    ridge: float          # lam on the slopes (scaled units)
+    floor: float          # public floor of each arm's count
+
+
+def calibrate_sums(estimator: str, n: int, d: int, zeta: float) -> SumsCalibration:
+    """Noise sd ``Delta / zeta`` per coordinate (the vector's L2 sensitivity over zeta:
+    zeta-GDP, CKS Theorem 14 with the lattice step), the ridge ``RIDGE sigma sqrt(d)`` and
+    the count floor ``max(1, 2 sigma)`` (public)."""
+    from dpcausal.noise import gaussian_vector_sigma
+
+    dd = d if estimator == "lin" else 0
+    qw = Q_WEIGHT[estimator]
+    delta = sensitivity(dd, qw)
+    sigma = gaussian_vector_sigma(delta / zeta, delta, 2 * block_size(dd))
+    return SumsCalibration(estimator, n, dd, zeta, qw, delta, sigma,
+                           RIDGE * sigma * math.sqrt(dd), max(1.0, 2.0 * sigma))
+
+
+def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration) -> tuple[float, float, float]:
+    """``(tau, sampling variance, noise variance)`` in scaled units from the released
+    (weighted, noisy) vector: post-processing only."""
+    w = weights(cal.d, cal.q_weight)
+    stats = np.asarray(noisy_weighted, dtype=float) / w
+    tau, one, zero, xbar = point(stats, cal.d, cal.ridge, cal.floor)
+    return (tau, sampling_variance(one, zero, xbar),
+            noise_variance(stats, cal.d, cal.ridge, cal.floor, cal.sigma / w))
+
+
+def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
+                       outcome_bounds: tuple[float, float], alpha: float = 0.05,
+                       outcome_sd: float | None = None, treated_share: float = 0.5) -> float:
+    """The planner's expected half-width of a ``dim``/``lin`` CI, from public facts: sampling
+    ``sd^2 (1/n_1 + 1/n_0)`` (no gain assumed from covariates), noise per arm
+    ``sigma^2 (1 + m^2 + k) / n_a^2`` with ``m^2 = 1 - (sd/h)^2`` the largest squared scaled
+    mean the spread allows (Bhatia-Davis) and ``k`` = 0 for dim, 1 for lin (the covariate means
+    with slopes of norm at most 1 in scaled units; covariate imbalance ignored)."""
+    lo, hi = outcome_bounds
+    h = (hi - lo) / 2.0
+    sd = h if outcome_sd is None else float(outcome_sd)
+    ratio2 = min((sd / h) ** 2, 1.0)
+    cal = calibrate_sums(estimator, n, d, zeta)
+    var = 0.0
+    for share in (treated_share, 1.0 - treated_share):
+        n_a = n * share
+        var += ratio2 / n_a + cal.sigma**2 * (2.0 - ratio2 + (estimator == "lin")) / n_a**2
+    return float(ndtri(1.0 - alpha / 2.0)) * h * math.sqrt(var)
+
+
+def chunk_statistics(X: np.ndarray | pd.DataFrame | None, A: np.ndarray, Y: np.ndarray, *,
+                     estimator: str, outcome_bounds: tuple[float, float],
+                     covariate_bounds: Sequence[tuple[float, float]] | None = None,
+                     usable: np.ndarray | None = None) -> np.ndarray:
+    """The UNWEIGHTED pre-noise statistic vector of a chunk of rows (``dim``: no covariates),
+    additive across chunks: sum the chunks' vectors, then release once. Rows with
+    ``usable`` False contribute nothing. Non-private: keep it in memory."""
+    keep = np.ones(len(A), dtype=bool) if usable is None else np.asarray(usable, dtype=bool)
+    a = np.asarray(A, dtype=float)[keep]
+    y = scale_outcome(np.asarray(Y, dtype=float)[keep], outcome_bounds)
+    if estimator == "dim":
+        x = np.zeros((int(keep.sum()), 0))
+    else:
+        if covariate_bounds is None or X is None:
+            raise ValueError("estimator='lin' needs covariate_bounds")
+        x = scale_covariates(np.asarray(X, dtype=float)[keep], covariate_bounds)
+    return statistics(x, a, y)
