@@ -9,11 +9,10 @@ from typing import Any
 
 import pandas as pd
 
+from dpcausal.ate.sums import SUM_ESTIMATORS as SUMS
 from tasks.data import partition_footers, source_shape
 
 ENSEMBLES = ("aipw", "ipw", "g")
-#: The estimators from noisy sums (:mod:`dpcausal.ate.sums`): no folds, no K
-SUMS = ("dim", "lin")
 TABLE_COLUMNS = ["n_folds", "n_blocks", "block_folds", "rows_per_fold", "sigma2", "ci_share",
                  "sigma1", "halfwidth", "ratio", "seconds", "feasible"]
 
