@@ -1,6 +1,7 @@
 """examples/quickstart.ipynb runs from top to bottom and teaches real use (issue 20: documentation
 that runs; issue 25 §7: data with missing values, check_data, the plan's trade-off table, a
-release through a ledger, a refusal, the ledger's history, what epsilon means, two sites pooled)."""
+release through a ledger, a refusal, the ledger's history, what epsilon means, two sites pooled;
+issue 33 §6: a randomized trial released with estimator="auto")."""
 
 from __future__ import annotations
 
@@ -83,3 +84,17 @@ def test_two_sites_pooled_and_labelled_by_dataset(executed: nbformat.NotebookNod
     assert "fixed-effect pooling of 2 private releases" in text
     labels = [line.split()[0] for line in text.splitlines() if line.startswith("clinic-")]
     assert labels == ["clinic-A", "clinic-B"]
+
+
+def test_a_randomized_trial_is_released_by_auto_s_choice(executed: nbformat.NotebookNode
+                                                         ) -> None:
+    """Issue 33: with design="randomized" the comparison shows the ensemble, dim and lin, and
+    auto's choice is an estimator from noisy sums, whose release states its assumption."""
+    compared = _cell(executed, ".compare_estimators(")
+    rows = {line.split()[1]: line for line in compared.splitlines()
+            if re.match(r"\s*\d+\s+(aipw|dim|lin)\s", line)}
+    assert set(rows) == {"aipw", "dim", "lin"}, compared
+    [chosen] = [name for name, line in rows.items() if line.rstrip().endswith("True")]
+    assert chosen in ("dim", "lin")
+    release = _cell(executed, 'ledger.fit("trial-1"')
+    assert chosen.upper() in release and "randomized assignment (declared design)" in release
