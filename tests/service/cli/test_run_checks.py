@@ -191,3 +191,21 @@ def test_dry_run_prints_epsilon_beside_zeta(env):
         env, "rehearsed", "--set", "estimator.n_folds=auto")).stdout)
     assert doc["charge"]["zeta"] == 1.5
     assert doc["charge"]["epsilon"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_stated_outcome_sd_is_the_spread_run_rates_the_release_against(env):
+    """Issue 33 §4-5: the ratio uses the stated spread, never the worst case silently: at the
+    planner's K and zeta 1.5 the release is 4.5x the non-private CI if the outcome spread were
+    the widest the bounds allow (sd 1), but with estimator.outcome_sd 0.25 it is over 10x,
+    and run --dry-run and plan both say so, naming the spread."""
+    _cap(env, "rehearsed", 5.0)
+    stated = ["--set", "estimator.n_folds=auto", "--set", "estimator.outcome_sd=0.25"]
+    dry = _invoke("run", "--dry-run", *_args(env, "rehearsed", *stated))
+    assert dry.exit_code == 0, dry.output
+    [warning] = _warnings(dry)
+    assert "(assumed: outcome sd 0.25)" in warning and "would not be informative" in warning
+    plan = _invoke("plan", *_args(env, "rehearsed", *stated))
+    assert [x for x in plan.stdout.splitlines() if x.startswith("Warning: ")] == [warning]
+    assert _invoke("run", "--dry-run", "--strict",
+                   *_args(env, "rehearsed", *stated)).exit_code == 2
+    assert _charges(env, "rehearsed") == 0
