@@ -113,8 +113,13 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
             continue
         extra = dict(ensemble or {}, treated_share=treated_share) if cand.name == "aipw" \
             else dict(public)
-        half = cand.expected_halfwidth(n, d, zeta=zeta, outcome_bounds=outcome_bounds,
-                                       alpha=alpha, outcome_sd=outcome_sd, **extra)
+        try:
+            half = cand.expected_halfwidth(n, d, zeta=zeta, outcome_bounds=outcome_bounds,
+                                           alpha=alpha, outcome_sd=outcome_sd, **extra)
+        except ValueError:      # a comparator refusing these public facts does not apply
+            if cand.selectable:
+                raise
+            continue
         rows.append({"estimator": cand.name, "design": design, "halfwidth": half,
                      "nonprivate_halfwidth": base, "ratio": half / base,
                      "selectable": cand.selectable, "assumption": cand.assumption(design),

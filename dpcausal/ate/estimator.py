@@ -293,8 +293,13 @@ class PrivateATE(Mechanism[ATEFacts]):
         if d is None:
             raise ValueError("estimator='auto' compares estimators whose noise depends on the "
                              "number of covariates d: pass d (e.g. privacy_charge(n, d))")
-        table = self.compare_estimators(n, d)
-        return str(table.loc[table["chosen"], "estimator"].iloc[0])
+        # the choice is a function of the public parameters, n and d: memoised per instance
+        key = (n, d, repr(sorted(self.get_params(deep=False).items())))
+        cache = self.__dict__.setdefault("_choices", {})
+        if key not in cache:
+            table = self.compare_estimators(n, d)
+            cache[key] = str(table.loc[table["chosen"], "estimator"].iloc[0])
+        return cache[key]
 
     def assumption(self, estimator: str) -> str:
         """The assumption a release by ``estimator`` states, for the declared design."""
@@ -886,7 +891,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         Prepared
             ``public`` holds ``n`` and ``d``; ``data`` the checked (X, A, Y).
         """
-        X, A, Y = _split_roles(data, args, treatment, outcome, covariates)
+        X, A, Y = _split_roles(data, args, treatment, outcome, covariates,
+                               none_needed=self.estimator == "dim")
         names = tuple(str(c) for c in X.columns) if isinstance(X, pd.DataFrame) else None
         self._check_choice(np.shape(X)[1], names)
         Xa, Aa, Ya = check_schema(X, A, Y, keep_frame=not self._plain_linear())
@@ -992,8 +998,10 @@ class PrivateATE(Mechanism[ATEFacts]):
 
 
 def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcome: str | None,
-                 covariates: Sequence[str] | None) -> tuple[Any, Any, Any]:
-    """(X, A, Y) from ``(X, A, Y)`` arrays or a DataFrame with column roles."""
+                 covariates: Sequence[str] | None, none_needed: bool = False
+                 ) -> tuple[Any, Any, Any]:
+    """(X, A, Y) from ``(X, A, Y)`` arrays or a DataFrame with column roles; ``none_needed``:
+    no covariate is required (the difference in means uses none)."""
     if args:
         if len(args) != 2 or treatment or outcome or covariates is not None:
             raise TypeError("pass either arrays fit(X, A, Y) or a DataFrame with roles "
@@ -1006,7 +1014,7 @@ def _split_roles(data: Any, args: tuple[Any, ...], treatment: str | None, outcom
         columns(data, treatment=treatment, outcome=outcome)    # names the missing role first
         covariates = [c for c in data.columns if c not in (treatment, outcome)]
     cols = columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
-    if cols["covariates"].shape[1] == 0:
+    if cols["covariates"].shape[1] == 0 and not none_needed:
         raise ValueError("no covariate columns: name them with covariates=[...]")
     return cols["covariates"], cols["treatment"], cols["outcome"]
 

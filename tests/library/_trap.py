@@ -20,7 +20,7 @@ from dpcausal.accounting import PrivacyCharge
 
 #: every way the library draws a release's noise (dpcausal/noise.py)
 SAMPLERS = ("secure_rng", "sample_discrete_laplace", "sample_discrete_gaussian",
-            "laplace_mechanism", "gaussian_mechanism")
+            "laplace_mechanism", "gaussian_mechanism", "gaussian_vector_mechanism")
 
 
 class NoiseDrawn(AssertionError):
