@@ -9,7 +9,6 @@ a saved Prefect ``Secret`` or ``SqlAlchemyConnector`` block that is loaded only 
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import warnings
 from dataclasses import dataclass
@@ -203,30 +202,15 @@ class EstimatorConfig(_Strict):
 
     @model_validator(mode="after")
     def _estimator_rules(self) -> "EstimatorConfig":
-        """Refusals of the estimator choice from the config alone (the library repeats them)."""
-        if self.estimator == "dim" and self.design != "randomized":
-            raise ValueError("estimator.estimator: dim (the difference in means) is valid only "
-                             "in a randomized design, got estimator.design: "
-                             f"{self.design}; declare estimator.design: randomized if the "
-                             "treatment was randomly assigned, or use estimator.estimator: "
-                             "auto, aipw or lin")
-        if self.estimator == "lin" and self.covariate_bounds is None:
-            raise ValueError("estimator.estimator: lin (Lin's regression adjustment) needs "
-                             "estimator.covariate_bounds: a mapping covariate -> [lo, hi] (or "
-                             "one [lo, hi] per covariate, in column order), fixed without "
-                             "looking at the data")
-        pairs = (self.covariate_bounds.items() if isinstance(self.covariate_bounds, dict)
-                 else enumerate(self.covariate_bounds or []))
-        for name, (lo, hi) in pairs:
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise ValueError(f"estimator.covariate_bounds.{name}: give finite bounds "
-                                 f"[lo, hi] with lo < hi, got [{lo:g}, {hi:g}]")
-        bounds = self.outcome_bounds
-        if self.outcome_sd is not None and bounds is not None and \
-                self.outcome_sd > (bounds[1] - bounds[0]) / 2:
-            raise ValueError(f"estimator.outcome_sd: {self.outcome_sd:g} is more than half the "
-                             f"width of estimator.outcome_bounds [{bounds[0]:g}, {bounds[1]:g}]"
-                             ", the widest spread any outcome within them can have")
+        """The library's refusals of the estimator choice, at load (its arguments are these
+        keys): ``dim`` only in a randomized design, ``lin`` with covariate bounds, each bound
+        finite with lo < hi, ``outcome_sd`` within the outcome bounds."""
+        from dpcausal import PrivateATE
+
+        bounds = self.covariate_bounds
+        PrivateATE(**self.library_kwargs())._check_choice(
+            None if bounds is None else len(bounds),
+            list(bounds) if isinstance(bounds, dict) else None)
         return self
 
     def library_kwargs(self) -> dict[str, Any]:

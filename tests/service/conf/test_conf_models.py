@@ -244,23 +244,21 @@ def test_the_estimator_keys_default_to_auto_in_an_observational_design_and_reach
 
 @pytest.mark.parametrize("overrides, match", [
     (["estimator.estimator=dim"],
-     r"estimator\.estimator: dim \(the difference in means\) is valid only in a randomized "
-     r"design, got estimator\.design: observational; declare estimator\.design: randomized"),
+     r"^invalid --set: estimator: estimator='dim' \(difference in means\) is valid only in a "
+     r"randomized design, got design='observational': declare design='randomized'"),
     (["estimator.design=trial"],
      r"estimator\.design: Input should be 'observational' or 'randomized'"),
     (["estimator.estimator=lin"],
-     r"estimator\.estimator: lin \(Lin's regression adjustment\) needs "
-     r"estimator\.covariate_bounds: a mapping covariate -> \[lo, hi\]"),
+     r"estimator: estimator='lin' needs covariate_bounds: a mapping column -> \(lo, hi\)"),
     (["estimator.covariate_bounds={X1: [1, -1]}"],
-     r"estimator\.covariate_bounds\.X1: give finite bounds \[lo, hi\] with lo < hi, got \[1, -1\]"),
+     r"estimator: covariate_bounds\[0\] must be finite with lo < hi, got \(1\.0, -1\.0\)"),
     (["estimator.covariate_bounds={age: [0, 1]}"],
      r"estimator\.covariate_bounds must name exactly the covariates of columns\.covariates "
      r"\(X1\): missing \['X1'\], not covariates \['age'\]"),
     (["estimator.covariate_bounds=[[0, 1], [0, 1]]"],
      r"estimator\.covariate_bounds gives 2 pairs for 1 covariates in columns\.covariates"),
     (["estimator.outcome_sd=1.5"],
-     r"estimator\.outcome_sd: 1\.5 is more than half the width of estimator\.outcome_bounds "
-     r"\[-1, 1\]"),
+     r"estimator: outcome_sd=1\.5 exceeds half the width of the outcome bounds"),
     (["estimator.outcome_sd=0"], r"estimator\.outcome_sd: Input should be greater than 0"),
 ])
 def test_the_estimator_keys_are_refused_in_one_paragraph_naming_the_key(overrides, match):
