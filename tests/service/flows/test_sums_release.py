@@ -139,6 +139,11 @@ def test_a_lin_release_publishes_its_covariate_bounds_and_observational_assumpti
     assert json.loads(p["release.covariate_bounds"]) == [[18.0, 80.0], [0.0, 10.0], [0.0, 1.0]]
     assert "linear in the covariates" in p["release.assumption"]
     assert "assumption" in out["text"] and "linear in the covariates" in out["text"]
+    [table] = [a for a in artifacts_of([out["release_id"].split("/")[0]])
+               if a.key == "release-sums-lin"]
+    [row] = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert json.loads(row["covariate_bounds"]) == [[18.0, 80.0], [0.0, 10.0], [0.0, 1.0]]
+    assert row["estimator"] == "lin" and "linear in the covariates" in row["assumption"]
 
 
 def test_meta_analysis_pools_dim_and_ensemble_releases(project, tmp_path):
