@@ -294,7 +294,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             raise ValueError("estimator='auto' compares estimators whose noise depends on the "
                              "number of covariates d: pass d (e.g. privacy_charge(n, d))")
         # the choice is a function of the public parameters, n and d: memoised per instance
-        key = (n, d, repr(sorted(self.get_params(deep=False).items())))
+        key = (n, d, repr(sorted((k, v) for k, v in self.get_params(deep=False).items()
+                                 if k not in ("noise_seed", "random_state"))))
         cache = self.__dict__.setdefault("_choices", {})
         if key not in cache:
             table = self.compare_estimators(n, d)
@@ -460,8 +461,13 @@ class PrivateATE(Mechanism[ATEFacts]):
         Returns
         -------
         pandas.DataFrame
-            :func:`dpcausal.ate.planner.plan`'s table; ``planner.recommended(table)`` is its
-            recommended row.
+            :func:`dpcausal.ate.planner.plan`'s table for the ensemble, plus one row per
+            other estimator valid for the declared design (:meth:`compare_estimators`: dim in
+            a randomized design, lin with ``covariate_bounds``, the comparators present), with
+            the columns ``design``, ``assumption`` (what a release by that estimator states),
+            ``outcome_spread`` (the stated ``outcome_sd`` or the worst case) and
+            ``selectable``; ``planner.recommended(table)`` is its recommended row: for
+            ``estimator="auto"`` the estimator auto takes, else the given ensemble's best K.
         """
         self._check_choice()
         outcome_sd = self.outcome_sd if outcome_sd is None else outcome_sd
@@ -953,15 +959,22 @@ class PrivateATE(Mechanism[ATEFacts]):
         n, d = prepared.public.n, int(prepared.public.d or 0)
         columns = prepared.public.covariates
         with private_failures(evaluation, "summing"):
-            X, A, Y = prepared.data
-            done = apply_missing(np.asarray(X, dtype=float) if not isinstance(X, pd.DataFrame)
-                                 else X.to_numpy(dtype=float), A, Y, self.missing,
-                                 self.missing_fill, indicators="in_folds")
-            Xf = np.where(np.isnan(done.X), float(self.missing_fill), done.X)
-            stats = self.sum_statistics(Xf, done.A, done.Y, estimator=estimator,
-                                        usable=done.usable, columns=columns)
+            stats = self.completed_statistics(*prepared.data, estimator=estimator,
+                                              columns=columns)
         return self._release_statistics(n, stats, estimator=estimator, d=d,
                                         evaluation=evaluation, columns=columns)
+
+    def completed_statistics(self, X: Any, A: np.ndarray, Y: np.ndarray, *, estimator: str,
+                             columns: Sequence[Any] | None = None) -> np.ndarray:
+        """:meth:`sum_statistics` after the declared missing-value policy, row by row (so a
+        chunk's vector is the same as within the whole data): a row without a usable treatment
+        or outcome adds nothing; a missing covariate takes ``missing_fill`` (no indicator;
+        SPECS.md "Estimators from noisy sums"). Non-private: keep it in memory."""
+        Xa = X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else np.asarray(X, float)
+        done = apply_missing(Xa, A, Y, self.missing, self.missing_fill, indicators="in_folds")
+        Xf = np.where(np.isnan(done.X), float(self.missing_fill), done.X)
+        return self.sum_statistics(Xf, done.A, done.Y, estimator=estimator, usable=done.usable,
+                                   columns=columns)
 
     def fit(self, data: Any, *args: Any, evaluation: bool = False, **roles: Any) -> ATERelease:
         """One private release on a DataFrame with roles or on (X, A, Y); kept as ``release_``.

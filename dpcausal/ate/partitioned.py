@@ -493,6 +493,20 @@ def partition_sums(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key: byte
         return ScoreSums(n=int(gamma.size), s1=float(gamma.sum()), s2=float(gamma @ gamma))
 
 
+def partition_statistics(frame: pd.DataFrame, roles: Roles, est: PrivateATE, estimator: str,
+                         evaluation: bool = False) -> np.ndarray:
+    """The pre-noise ``dim``/``lin`` statistic vector of one partition
+    (:meth:`PrivateATE.completed_statistics`; spec small_n_estimators.md §2-3): no folds, so
+    only this vector leaves the worker. Additive: the partitions' vectors summed (entry by
+    entry) are the whole data's, released once by ``est._release_statistics`` inside
+    :func:`dpcausal.session.charged_release`. Non-private."""
+    X, A, Y = check_schema(frame[list(roles.covariates)], frame[roles.treatment],
+                           frame[roles.outcome])
+    with private_failures(evaluation, "summing"):
+        return est.completed_statistics(X, A, Y, estimator=estimator,
+                                        columns=[str(c) for c in roles.covariates])
+
+
 def combine(sums: Sequence[ScoreSums]) -> ScoreSums:
     """The partitions' sums added up (compensated summation), for
     :meth:`PrivateATE.release_sums`."""

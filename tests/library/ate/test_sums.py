@@ -303,3 +303,21 @@ def test_dim_needs_no_covariate():
                      noise_seed=1).fit(df, treatment="a", outcome="y", evaluation=True)
     plain = df.y[df.a == 1].mean() - df.y[df.a == 0].mean()
     assert rel.params["d"] == 0 and rel.nonprivate["ate"] == pytest.approx(plain, abs=1e-12)
+
+
+def test_partition_statistics_add_up_to_the_in_memory_release():
+    from dpcausal.ate.partitioned import Roles, partition_statistics
+
+    X, A, Y = _trial(n=500)
+    Y[3], X[7, 1] = np.nan, np.nan                     # the policy, row by row
+    frame = pd.DataFrame({"id": range(500), "t": A, "y": Y, "u": X[:, 0], "v": X[:, 1]})
+    roles = Roles(id="id", treatment="t", outcome="y", covariates=("u", "v"))
+    est = PrivateATE(estimator="lin", design="randomized", outcome_bounds=Y_BOUNDS,
+                     covariate_bounds={"u": (-2, 3), "v": (-2, 3)}, noise_seed=4)
+    summed = sum(partition_statistics(frame.iloc[s], roles, est, "lin", evaluation=True)
+                 for s in (slice(0, 120), slice(120, None)))
+    whole = est.fit(frame, treatment="t", outcome="y", covariates=["u", "v"], evaluation=True)
+    parts = est._release_statistics(500, summed, estimator="lin", d=2, evaluation=True,
+                                    columns=["u", "v"])
+    assert parts.ate == pytest.approx(whole.ate, abs=1e-9)
+    assert summed[0] + summed[sums.block_size(2)] == 499       # the arms' counts: one row out

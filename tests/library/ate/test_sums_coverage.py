@@ -36,11 +36,13 @@ def _coverage(estimator, n, outcome, design):
     rng = np.random.default_rng(zlib.crc32(repr((estimator, n, outcome, design)).encode()))
     hits = 0
     chosen = set()
+    est = PrivateATE(estimator=estimator, design=design,
+                     outcome_bounds=(0.0, 1.0) if outcome == "binary" else (-2.0, 8.0),
+                     covariate_bounds=COV_BOUNDS, zeta=1.0)
     for r in range(RELEASES):
         X, A, Y, tau, bounds = _draw(n, outcome, design, rng)
-        rel = PrivateATE(estimator=estimator, design=design, outcome_bounds=bounds,
-                         covariate_bounds=COV_BOUNDS, zeta=1.0,
-                         noise_seed=r).fit(X, A, Y, evaluation=True)
+        assert bounds == est.outcome_bounds
+        rel = est.set_params(noise_seed=r).fit(X, A, Y, evaluation=True)
         hits += rel.ci[0] <= tau <= rel.ci[1]
         chosen.add(rel.estimator)
     return hits / RELEASES, chosen
