@@ -5,8 +5,8 @@ stays fast. Before any Prefect server starts, the config, the mechanism, the dat
 budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. The
 warnings those public checks raise, and ``plan``'s warning when the release's expected CI is more
 than 10 times the non-private one (:func:`tasks.planning.release_warnings`), are printed there,
-once, in plain words (``--strict`` refuses the release instead, exit 2). A release that fails afterwards exits 1 with one ``Error:``
-paragraph; in release mode it holds no data-dependent text (the details go to the curator's
+once, in plain words (``--strict`` refuses the release instead, exit 2). A release that fails
+afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no data-dependent text (the details go to the curator's
 private log).
 """
 

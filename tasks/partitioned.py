@@ -115,7 +115,8 @@ def partition_sum_statistics(part: str | SqlPartition, roles: Roles, est: Privat
                              key: bytes, evaluation: bool = False) -> np.ndarray:
     """Read one partition and return only its ``dim``/``lin`` statistic vector
     (:func:`dpcausal.ate.partitioned.partition_statistics`): the sums the partitions exchange."""
-    return partition_statistics(_read(part, roles, key, evaluation), roles, est, evaluation)
+    return partition_statistics(_read(part, roles, key, evaluation), roles, est,
+                                str(est.estimator), evaluation)
 
 
 class PartitionedATE(Mechanism):

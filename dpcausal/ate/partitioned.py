@@ -514,21 +514,6 @@ def combine(sums: Sequence[ScoreSums]) -> ScoreSums:
                      s2=math.fsum(s.s2 for s in sums))
 
 
-def partition_statistics(frame: pd.DataFrame, roles: Roles, est: PrivateATE,
-                         evaluation: bool = False) -> np.ndarray:
-    """The pre-noise statistic vector of a ``dim``/``lin`` plan's estimator over one partition
-    (:meth:`PrivateATE.sum_statistics`), after the in-memory release's missing-value policy
-    (a row without a usable treatment or outcome adds nothing, a missing covariate counts as
-    ``missing_fill``): only this vector leaves the worker. Non-private."""
-    X, A, Y = check_schema(frame[list(roles.covariates)], frame[roles.treatment],
-                           frame[roles.outcome], keep_frame=False)
-    with private_failures(evaluation, "summing"):
-        done = apply_missing(X, A, Y, est.missing, est.missing_fill, indicators="in_folds")
-        filled = np.where(np.isnan(done.X), float(est.missing_fill), done.X)
-        return est.sum_statistics(filled, done.A, done.Y, estimator=str(est.estimator),
-                                  usable=done.usable, columns=list(roles.covariates))
-
-
 def combine_statistics(per_partition: Sequence[np.ndarray]) -> np.ndarray:
     """The partitions' statistic vectors added up, coordinate by coordinate (compensated
     summation): the vector of all rows, since it is a sum over rows."""
