@@ -6,8 +6,8 @@ budget are checked (charging nothing): bad input exits 2, a refusal by the budge
 warnings those public checks raise, and ``plan``'s warning when the release's expected CI is more
 than 10 times the non-private one (:func:`tasks.planning.release_warnings`), are printed there,
 once, in plain words (``--strict`` refuses the release instead, exit 2). A release that fails
-afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no data-dependent text (the details go to the curator's
-private log).
+afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no data-dependent
+text (the details go to the curator's private log).
 """
 
 from __future__ import annotations
