@@ -20,7 +20,8 @@ from cli.common import fail, load_config
 @click.option("--target-halfwidth", type=float, default=None,
               help="Also print the zeta needed to reach this expected CI half-width.")
 @click.option("--outcome-sd", type=float, default=None,
-              help="Public assumption on the outcome's sd [default: half the bounds' width].")
+              help="Public assumption on the outcome's sd [default: estimator.outcome_sd, "
+                   "else half the bounds' width].")
 @click.option("--compute-budget", type=float, default=60.0, show_default=True,
               help="Seconds of fit + aggregation allowed for the recommended K.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
@@ -34,6 +35,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     from tasks.planning import (
         TABLE_COLUMNS,
         best_per_k,
+        estimator_lines,
         plan_summary,
         recommendation_lines,
         target_line,
@@ -55,18 +57,28 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
 
     best = summary["recommended"]
     click.echo(f"Plan for {config_path}: n={summary['n']}, d={summary['d']}, "
-               f"estimator={best['estimator']}, zeta={summary['zeta']:g} "
-               "(nothing loaded beyond the shape, nothing charged)")
+               f"design={summary['design']}, estimator={config.estimator.estimator}"
+               + ("" if config.estimator.estimator == summary["estimator"]
+                  else f" -> {summary['estimator']}")
+               + f", zeta={summary['zeta']:g} (from the registration; nothing read, nothing "
+               "charged)")
     if config.data.missing == "drop_public_count":  # the curator declared the count public
         click.echo("data.missing: drop_public_count: the release's n is the exact complete-case "
                    f"count, and K is resolved from it; this table uses all {summary['n']} rows "
                    f"(`dpcausal check-data {config_path}` shows the count; it charges nothing)")
+    click.echo("Estimators compared (expected 95% CI; ratio to the non-private CI):")
+    for line in estimator_lines(summary):
+        click.echo(line)
+    ensemble = summary["ensemble"]
+    click.echo(f"The {ensemble['estimator']} ensemble over K:")
     shown = best_per_k(pd.DataFrame(summary["table"]))
     text = shown[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}")
-    marker = str(int(best["n_folds"]))
+    marker = (" <- recommended" if best["estimator"] == ensemble["estimator"]
+              else " <- its best K")
     for line in text.splitlines():
         parts = line.split()
-        click.echo(line + (" <- recommended" if parts and parts[0] == marker else ""))
+        click.echo(line + (marker if parts and parts[0] == str(int(ensemble["n_folds"]))
+                           else ""))
     for line in recommendation_lines(summary, outcome_sd):
         click.echo(line)
     if target_halfwidth is not None:

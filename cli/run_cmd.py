@@ -3,10 +3,11 @@
 Heavy imports (Prefect, MLflow, scikit-learn) happen inside the commands, so ``dpcausal --help``
 stays fast. Before any Prefect server starts, the config, the mechanism, the data's schema and the
 budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. The
-warnings those public checks raise are printed there, once, in plain words (``--strict`` refuses
-the release instead, exit 2). A release that fails afterwards exits 1 with one ``Error:``
-paragraph; in release mode it holds no data-dependent text (the details go to the curator's
-private log).
+warnings those public checks raise, and ``plan``'s warning when the release's expected CI is more
+than 10 times the non-private one (:func:`tasks.planning.release_warnings`), are printed there,
+once, in plain words (``--strict`` refuses the release instead, exit 2). A release that fails
+afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no data-dependent
+text (the details go to the curator's private log).
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     ``bounds_notice``, a notice when a core release's bounds were never privately checked.
     Returns the checked input and the warnings shown; a failure ends the command (exit 1, 2, 3)."""
     from conf.kinds import KINDS
+    from dpcausal.validation import NoiseWiderThanBoundsWarning
+    from tasks.planning import release_warnings
     from tasks.preflight import check_release
 
     kind = KINDS[config.kind]
@@ -88,7 +91,8 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:  # the flow's first step, here before any Prefect server starts
-            checked = check_release(config.data, kind.schema(config), kind.build(config),
+            mechanism = kind.build(config)
+            checked = check_release(config.data, kind.schema(config), mechanism,
                                     kind.roles(config), dataset=config.ledger.dataset_id,
                                     evaluation=config.evaluation, cap=kind.cap(config),
                                     runner=config.runner)
@@ -97,6 +101,10 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
     # the distinct UserWarning texts, in order, one line each
     shown = list(dict.fromkeys(str(w.message) for w in caught
                                if issubclass(w.category, UserWarning)))
+    # the planner's warning (issue 33 §5), unless the noise alone already fills the bounds
+    if failure is None and not any(issubclass(w.category, NoiseWiderThanBoundsWarning)
+                                   for w in caught):
+        shown += release_warnings(config, mechanism, checked)
     for text in shown:
         click.echo(f"Warning: {' '.join(text.split())}", err=True)
     if failure is not None:
@@ -151,17 +159,23 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
              as_json: bool) -> None:
     """``run --dry-run``: :func:`preflight` (which exits as ``run`` would on a failure), then
     what the release would charge; nothing is charged and no server starts."""
+    from dpcausal.accounting import gdp_epsilon
+
     checked, shown = preflight(config, strict=strict, bounds_notice=bounds_notice)
     charge = {k: v for k in ("mechanism", "zeta", "epsilon", "delta")
               if (v := getattr(checked.charge, k)) is not None}
+    if charge["mechanism"] == "gaussian":  # zeta-GDP as (epsilon, delta): spec §1.3
+        charge["epsilon"] = gdp_epsilon(charge["zeta"], charge["delta"])
     dataset = config.ledger.dataset_id
     if as_json:
         click.echo(json.dumps({"dry_run": True, "config": config_path, "dataset": dataset,
                                "evaluation": config.evaluation, "charge": charge,
                                "warnings": shown}))
         return
-    cost = "nothing (evaluation mode)" if config.evaluation else ", ".join(
-        f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items())
+    cost = "nothing (evaluation mode)" if config.evaluation else (
+        f"gaussian, zeta {charge['zeta']:g} (epsilon {charge['epsilon']:.3g} at delta "
+        f"{charge['delta']:g})" if charge["mechanism"] == "gaussian" else ", ".join(
+            f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items()))
     click.echo(f"Dry run of {config_path}: every check before the charge passed; the release "
                f"would charge {cost} to dataset {dataset!r}. Nothing was charged.")
 

@@ -30,6 +30,7 @@ from conf.models import (
 from conf.registry import build_model, resolve
 from conf.user_level import UserLevelConfig
 from dpcausal import Mechanism, PrivateATE
+from dpcausal.ate.sums import SUM_ESTIMATORS
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
 from dpcausal.federated import FederatedATE
 from dpcausal.user_level import UserLevelATE
@@ -130,9 +131,21 @@ def _core_roles(config: ReleaseConfig) -> dict[str, Any]:
 
 
 def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
+    """What the ledger records of a core release: the estimator (the planner's choice for
+    ``auto``, written into the config by :func:`with_planned`), its design, the covariate
+    bounds, the assumption the release states, K for an ensemble, and the missing-value
+    policy."""
     e = config.estimator
-    return {"mechanism": "PrivateATE", "estimator": e.estimator, "K": e.n_folds or "auto",
+    sums = e.estimator in SUM_ESTIMATORS
+    bounds = e.covariate_bounds
+    return {"mechanism": "PrivateATE", "estimator": e.estimator, "design": e.design,
+            "assumption": None if e.estimator == "auto" else
+            PrivateATE(design=e.design).assumption(e.estimator),
+            "K": None if sums else e.n_folds or "auto",
             "bounds": list(e.outcome_bounds) if e.outcome_bounds else None,
+            "covariate_bounds": None if bounds is None or e.estimator == "dim" else (
+                {k: list(v) for k, v in bounds.items()} if isinstance(bounds, dict)
+                else [list(b) for b in bounds]),
             "models": f"{config.models.propensity.name}/{config.models.outcome.name}",
             "missing": config.data.missing,
             "missing_fill": config.data.missing_fill if config.data.missing == "impute" else None}

@@ -166,10 +166,26 @@ class Models(_Strict):
         return self
 
 
-class EstimatorConfig(_Strict):
-    """Public parameters of :class:`dpcausal.PrivateATE`; ``None`` keeps the library default."""
+#: A covariate's public bounds: ``[lo, hi]``.
+Bounds = tuple[float, float]
 
-    estimator: Literal["g", "ipw", "aipw"] = "aipw"
+
+class EstimatorConfig(_Strict):
+    """Public parameters of :class:`dpcausal.PrivateATE`; ``None`` keeps the library default.
+
+    ``estimator``: ``auto`` (the default: the planner's narrowest expected CI among the
+    estimators whose assumptions the release states), the cross-fitted ensembles ``aipw``,
+    ``ipw``, ``g``, or the estimators from noisy sums ``dim`` (difference in means: a
+    randomized ``design`` only) and ``lin`` (Lin's regression adjustment: needs
+    ``covariate_bounds``, a mapping covariate -> [lo, hi] or one pair per covariate in column
+    order). ``design`` (``observational`` or ``randomized``) and ``covariate_bounds`` are
+    public and published with the release; ``outcome_sd`` is a stated outcome spread for the
+    planner's expected CI (default: the widest the outcome bounds allow)."""
+
+    estimator: Literal["auto", "aipw", "ipw", "g", "dim", "lin"] = "auto"
+    design: Literal["observational", "randomized"] = "observational"
+    covariate_bounds: dict[str, Bounds] | list[Bounds] | None = None
+    outcome_sd: float | None = Field(None, gt=0, allow_inf_nan=False)
     n_folds: int | Literal["auto"] | None = None
     block_folds: int | Literal["auto", "full"] | None = None  # "full": the paper's ensemble
     folds: Literal["shuffle", "contiguous"] | None = None
@@ -185,6 +201,19 @@ class EstimatorConfig(_Strict):
     ci: Literal["paper", "conservative"] | None = None
     delta: float | None = None
     chunk_size: int | None = None
+
+    @model_validator(mode="after")
+    def _estimator_rules(self) -> "EstimatorConfig":
+        """The library's refusals of the estimator choice, at load (its arguments are these
+        keys): ``dim`` only in a randomized design, ``lin`` with covariate bounds, each bound
+        finite with lo < hi, ``outcome_sd`` within the outcome bounds."""
+        from dpcausal import PrivateATE
+
+        bounds = self.covariate_bounds
+        PrivateATE(**self.library_kwargs())._check_choice(
+            None if bounds is None else len(bounds),
+            list(bounds) if isinstance(bounds, dict) else None)
+        return self
 
     def library_kwargs(self) -> dict[str, Any]:
         """Constructor arguments for PrivateATE (models excluded), library defaults for unset
@@ -321,6 +350,18 @@ class ReleaseConfig(ReleaseCommon):
                 "estimator.sensitivity='released_code' is not a valid privacy bound; "
                 "use it in evaluation mode only"
             )
+        bounds, named = self.estimator.covariate_bounds, self.columns.covariates
+        if isinstance(bounds, dict) and named is not None and set(bounds) != set(named):
+            raise ValueError(
+                "estimator.covariate_bounds must name exactly the covariates of "
+                f"columns.covariates ({', '.join(named)}): missing "
+                f"{sorted(set(named) - set(bounds))}, not covariates "
+                f"{sorted(set(bounds) - set(named))}")
+        if isinstance(bounds, list) and named is not None and len(bounds) != len(named):
+            raise ValueError(f"estimator.covariate_bounds gives {len(bounds)} pairs for "
+                             f"{len(named)} covariates in columns.covariates: give one [lo, hi] "
+                             "per covariate, in column order (or a mapping covariate -> "
+                             "[lo, hi])")
         if self.data.partitioned:
             self._partitioned_rules()
         return self

@@ -14,6 +14,10 @@
 5. The flow combines the sums into (tau_hat, V_hat, n) and makes one noisy release
    (``dpcausal.PrivateATE._release_sums``), committed before it is returned.
 
+A release from noisy sums (``dim``, ``lin``; the plan has ``sums``, issue 33 §6) replaces steps
+3-4 by one sums phase: one task per partition reads it and returns only its statistic vector;
+the vectors are added and the noise drawn once on the total.
+
 A block ensemble (spec §2.5b, issue 28 §3; the plan has ``blocks``) replaces steps 3-4 by one
 block phase: one task per partition reads it, fits, aggregates and scores the blocks it owns and
 returns only (n_b, sum Gamma, sum Gamma^2) per block; no fold model travels, and the release is
@@ -57,6 +61,7 @@ from dpcausal.ate.partitioned import (
     PartitionPlan,
     combine,
     combine_blocks,
+    combine_statistics,
     fold_rule,
     release_key,
 )
@@ -70,6 +75,7 @@ from tasks.partitioned import (
     fit_partition_folds,
     list_partitions,
     partition_score_sums,
+    partition_sum_statistics,
 )
 from tasks.preflight import (
     Checked,
@@ -233,8 +239,9 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     plan: PartitionPlan = checked.prepared.data
     return _charged(parts, checked, dataset=config.ledger.dataset_id, release_id=release_id,
                     key=key, evaluation=config.evaluation,
-                    detail={**KINDS["ate"].detail(config), "K": plan.n_folds,
-                            "B": plan.n_blocks, "K'": plan.block_folds, "path": "partitioned"},
+                    detail={**KINDS["ate"].detail(config), "path": "partitioned", **(
+                        {} if plan.sums is not None else {"K": plan.n_folds, "B": plan.n_blocks,
+                                                         "K'": plan.block_folds})},
                     cap=KINDS["ate"].cap(config), run_url=run_url)
 
 
@@ -269,9 +276,9 @@ def _charged(parts: list[Any], checked: Checked, *, dataset: str, release_id: st
     """Steps 2-5: the one charged task, which runs the phases after the reservation, with the
     fold key drawn before (a SQL source's partition counts need it)."""
     plan: PartitionPlan = checked.prepared.data
-    get_run_logger().info("partitioned release: %d partitions, n=%d, d=%d, K=%d, B=%d, K'=%d",
-                          len(parts), plan.n, plan.d, plan.n_folds, plan.n_blocks,
-                          plan.block_folds)
+    get_run_logger().info("partitioned release: %d partitions, n=%d, d=%d, estimator %s, K=%d, "
+                          "B=%d, K'=%d", len(parts), plan.n, plan.d, plan.estimator.estimator,
+                          plan.n_folds, plan.n_blocks, plan.block_folds)
 
     computing = replace(checked, prepared=Prepared(
         public=checked.prepared.public, data=lambda: _compute(parts, plan, key, evaluation)))
@@ -282,7 +289,13 @@ def _charged(parts: list[Any], checked: Checked, *, dataset: str, release_id: st
 
 def _compute(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool) -> Release:
     """Steps 3-5 on checked partitions: the phases on the workers, then the one noisy release
-    of their combined sums."""
+    of their combined sums (dim, lin: the partitions' statistic vectors, added)."""
+    if plan.sums is not None:
+        return plan.estimator._release_statistics(
+            plan.n, combine_statistics(_sums_phase(parts, plan, key, evaluation)),
+            estimator=plan.sums, d=plan.d, evaluation=evaluation,
+            params=fold_rule(plan.roles.id, len(parts), sums=True),
+            columns=list(plan.roles.covariates))
     if plan.blocks is not None:
         total = combine_blocks(_block_phase(parts, plan.blocks, plan, key, evaluation))
     else:
@@ -345,6 +358,15 @@ def _block_phase(parts: list[Any], blocks: tuple[range, ...], plan: PartitionPla
     futures = [block_score_sums.submit(p, plan.roles, plan.estimator, key, b, evaluation)
                for p, b in zip(parts, blocks, strict=True)]
     _track("block", futures)
+    return [fut.result() for fut in futures]
+
+
+def _sums_phase(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool
+                ) -> list[Any]:
+    """Each partition's ``dim``/``lin`` statistic vector, one task per partition."""
+    futures = [partition_sum_statistics.submit(p, plan.roles, plan.estimator, key, evaluation)
+               for p in parts]
+    _track("sums", futures)
     return [fut.result() for fut in futures]
 
 

@@ -23,6 +23,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
 from conf.registration import check_asked, registered
 from dpcausal import Mechanism, PrivateATE
+from dpcausal.ate.sums import SUM_ESTIMATORS
 from dpcausal.federated import FederatedATE
 from flows import progress
 from store import digest, model_store_dir
@@ -45,9 +46,13 @@ from tasks.tracking import TrackedRun, lineage, log_refusal, log_release, open_r
 def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) -> Mechanism:
     """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
     (release) or the keyed hash of the data fitted, in row order (evaluation): see
-    :mod:`tasks.fold_fits`."""
-    progress.phase("fit folds", total=mechanism.resolved_n_folds(
-        checked.prepared.public.n, checked.prepared.public.d))
+    :mod:`tasks.fold_fits`. A release from noisy sums (``dim``, ``lin``: the estimator given,
+    or ``auto``'s choice from public facts) fits no fold: no fold task runs, and its statistic
+    vector is computed inside the one charged task (issue 33 §6)."""
+    n, d = checked.prepared.public.n, checked.prepared.public.d
+    if mechanism.resolved_estimator(n, d) in SUM_ESTIMATORS:
+        return mechanism
+    progress.phase("fit folds", total=mechanism.resolved_n_folds(n, d))
     return with_stored_fits(mechanism, FitPlan(
         basis=checked.content if config.evaluation else release_id,
         models=digest(model_specs(config)), store=str(model_store_dir()),

@@ -1,10 +1,12 @@
 """Prefect artifacts of a release, released values only (issue 21): a ``release-<dataset>``
 table (estimate, CI, se, epsilon, delta, zeta, the dataset's cumulative spend and what one more
-release could spend, release id) with a link to the MLflow run; a refused release's markdown
+release could spend; a core release's estimator, design, covariate bounds and stated
+assumption; release id) with a link to the MLflow run; a refused release's markdown
 saying why and that nothing was charged."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -35,6 +37,11 @@ def release_table(release: dict[str, Any], release_id: str,
                     "remaining_next_zeta": spent.get("next_zeta"),
                     "remaining_next_epsilon": spent.get("next_epsilon"),
                     "releases": spent.get("n_charges")})
+    params = release.get("params") or {}
+    for key in ("estimator", "design", "covariate_bounds", "assumption"):  # issue 33 §6
+        value = release.get(key) or params.get(key)
+        if value is not None:
+            row[key] = json.dumps(value) if isinstance(value, list) else value
     row["release_id"] = release_id
     return [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}]
 

@@ -54,8 +54,10 @@ def _study(run: Any) -> dict[str, Any]:
     m = run.data.metrics
     tags, params = run.data.tags, run.data.params
     study = {k: m[k] for k in RELEASED if k in m}
-    what = [tags.get("dataset_id"), tags.get("kind"), params.get("estimator.estimator"),
-            params.get("estimator.n_folds") and f"K={params['estimator.n_folds']}",
+    k = params.get("estimator.n_folds")
+    what = [tags.get("dataset_id"), tags.get("kind"),
+            params.get("estimator.estimator"),
+            params.get("estimator.design"), k not in (None, "None") and f"K={k}",
             params.get("estimator.outcome_bounds")
             and f"bounds {params['estimator.outcome_bounds']}"]
     return study | {"label": " ".join(x for x in what if x) + f" ({run.info.run_id[:8]})",

@@ -1,8 +1,9 @@
 """Prefect tasks of the partitioned release (issue 19 §3, issue 28 §3): each task reads ITS
 partition itself from the source (a path or fsspec URL the worker reaches, or a SQL query
 restricted to the partition's id range: :mod:`tasks.sql_partitions`) and returns only
-public facts, fitted fold models or three sums (full ensemble), or three sums per block (block
-ensembles), as in-memory task results.
+public facts, fitted fold models or three sums (full ensemble), three sums per block (block
+ensembles), or the statistic vector of a release from noisy sums (``dim``, ``lin``), as in-memory
+task results.
 
 Nothing is written to a local disk: results are not persisted and never cached
 (``persist_result=False``, ``NO_CACHE``), so fold models travel as Dask results and no worker
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -29,6 +31,7 @@ from dpcausal.ate.partitioned import (
     ScoreSums,
     fit_partition,
     partition_block_sums,
+    partition_statistics,
     partition_sums,
     read_partition,
 )
@@ -96,6 +99,15 @@ def block_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, ke
     only (block, n_b, sum Gamma, sum Gamma^2) per block: no fold model leaves the worker."""
     return partition_block_sums(_read(part, roles, evaluation), roles, est, key, blocks,
                                 evaluation)
+
+
+@task(**_OPTIONS)
+def partition_sum_statistics(part: str | SqlPartition, roles: Roles, est: PrivateATE,
+                             key: bytes, evaluation: bool = False) -> np.ndarray:
+    """Read one partition and return only its ``dim``/``lin`` statistic vector
+    (:func:`dpcausal.ate.partitioned.partition_statistics`): the sums the partitions exchange."""
+    return partition_statistics(_read(part, roles, key, evaluation), roles, est,
+                                str(est.estimator), evaluation)
 
 
 class PartitionedATE(Mechanism):

@@ -12,6 +12,7 @@ from tasks.artifacts import artifact_key
 from tasks.planning import (
     TABLE_COLUMNS,
     best_per_k,
+    estimator_lines,
     plan_summary,
     recommendation_lines,
     target_line,
@@ -30,19 +31,23 @@ def plan_release(config: Any, outcome_sd: float | None, compute_budget: float,
       retry_delay_seconds=1)
 def publish_plan(dataset: str, summary: dict[str, Any], outcome_sd: float | None,
                  target_halfwidth: float | None) -> str:
-    """A table artifact (one row per K, the narrowest CI setting of each, the recommended one
-    marked) described by the recommendation in words; returns its key."""
+    """A table artifact (one row per K of the ensemble, the narrowest CI setting of each, the
+    recommended one marked) described by the estimator comparison and the recommendation in
+    words; returns its key."""
     import pandas as pd
     from prefect.artifacts import create_table_artifact
 
     shown = best_per_k(pd.DataFrame(summary["table"]))
-    best = int(summary["recommended"]["n_folds"])
+    ensemble = summary["ensemble"]
+    runs = summary["recommended"]["estimator"] == ensemble["estimator"]
     rows = [{**{k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()
                 if k in TABLE_COLUMNS},
-             "recommended": "<-" if int(row["n_folds"]) == best else ""}
+             "recommended": "<-" if runs and int(row["n_folds"]) == int(ensemble["n_folds"])
+             else ""}
             for row in shown.to_dict("records")]
     key = artifact_key("plan", dataset)
-    lines = recommendation_lines(summary, outcome_sd)
+    lines = ["Estimators compared:", *estimator_lines(summary), f"The {ensemble['estimator']} "
+             "ensemble over K: the table.", *recommendation_lines(summary, outcome_sd)]
     if target_halfwidth is not None:
         lines.append(target_line(summary, target_halfwidth))
     words = " ".join(lines)

@@ -10,22 +10,25 @@ from typing import Any
 import pandas as pd
 
 from conf.registration import registered
+from dpcausal.ate.sums import SUM_ESTIMATORS as SUMS
 from tasks.data import partition_footers
 
+ENSEMBLES = ("aipw", "ipw", "g")
 TABLE_COLUMNS = ["n_folds", "n_blocks", "block_folds", "rows_per_fold", "sigma2", "ci_share",
                  "sigma1", "halfwidth", "ratio", "seconds", "feasible"]
 
 
-def public_params(config: Any) -> dict[str, Any]:
-    """The estimator's public parameters the planner uses (config values over library
-    defaults)."""
+def public_params(config: Any, estimator: str) -> dict[str, Any]:
+    """The public parameters the ensemble planner uses (config values over library defaults),
+    for the ensemble ``estimator`` (the config's, or ``auto``'s choice)."""
     from dpcausal import PrivateATE
 
     p = PrivateATE(**config.estimator.library_kwargs()).get_params()
     if p.get("outcome_bounds") is None:
         raise ValueError("estimator.outcome_bounds is required: the noise is calibrated to them")
-    keys = ("estimator", "propensity_clip", "zeta", "ci", "alpha", "p1", "sensitivity")
-    return {"outcome_bounds": tuple(p["outcome_bounds"]), **{k: p[k] for k in keys}}
+    keys = ("propensity_clip", "zeta", "ci", "alpha", "p1", "sensitivity")
+    return {"outcome_bounds": tuple(p["outcome_bounds"]), "estimator": estimator,
+            **{k: p[k] for k in keys}}
 
 
 def best_per_k(table: pd.DataFrame) -> pd.DataFrame:
@@ -34,33 +37,75 @@ def best_per_k(table: pd.DataFrame) -> pd.DataFrame:
     return order.groupby("n_folds", sort=True).head(1).reset_index(drop=True)
 
 
+def planned_mechanism(config: Any, outcome_sd: float | None = None,
+                      compute_budget: float | None = None) -> Any:
+    """The config's mechanism with the plan's stated outcome spread (``outcome_sd`` over the
+    config's ``estimator.outcome_sd``) and compute budget."""
+    from conf.kinds import build_mechanism
+
+    mechanism = build_mechanism(config)
+    if outcome_sd is not None:
+        mechanism.set_params(outcome_sd=outcome_sd)
+    if compute_budget is not None:
+        mechanism.set_params(compute_budget=compute_budget)
+    return mechanism
+
+
 def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget: float = 60.0,
                  target_halfwidth: float | None = None) -> dict[str, Any]:
-    """``{"n", "d", "zeta", "recommended", "zeta_for_target", "table"}`` (JSON-ready): n and d
-    from the dataset's registration (issue 32 §1: counted by its curator), the planner's table
-    (:func:`dpcausal.ate.planner.plan`) for the
-    config's public parameters and its recommended row, and the zeta that reaches
-    ``target_halfwidth`` at the recommended K (None when not asked, inf when unreachable)."""
-    from dpcausal.ate.planner import plan, recommended, zeta_for_halfwidth
+    """``{"n", "d", "zeta", "design", "estimator", "estimators", "recommended", "ensemble",
+    "zeta_for_target", "table", "partitioned"}`` (JSON-ready): n and d from the dataset's
+    registration (issue 32 §1: counted by its curator);
+    ``estimators``, every estimator valid for the declared design compared from public
+    facts (:meth:`dpcausal.PrivateATE.compare_estimators`: expected half-width, ratio, the
+    assumption each states, ``chosen`` by ``auto``); ``estimator``, the one the release runs
+    (the config's, or ``auto``'s choice); ``table``, the ensemble's rows over K
+    (:meth:`dpcausal.PrivateATE.plan`) and ``ensemble`` its best; ``recommended``, the row of the
+    estimator the release runs (the ensemble's best K, or its comparison row); and the zeta that
+    reaches ``target_halfwidth`` with the ensemble's best K (None when not asked or when the
+    release runs an estimator from noisy sums, inf when unreachable). ``outcome_sd``: the stated
+    spread (default the config's ``estimator.outcome_sd``, else the widest the bounds allow)."""
+    from dpcausal.ate.planner import recommended, zeta_for_halfwidth
 
     facts = registered(config.ledger.dataset_id)  # n and d as the curator counted them
     n, d = facts.n, facts.facts["d"]
-    p = public_params(config)
-    kind = "parametric" if {config.models.propensity.name, config.models.outcome.name} <= {
-        "logistic", "linear"} else "other"
-    table = plan(n, d, **p, model_kind=kind, outcome_sd=outcome_sd,
-                 compute_budget=compute_budget)
-    best = recommended(table)
-    zeta = p.pop("zeta")
+    mechanism = planned_mechanism(config, outcome_sd, compute_budget)
+    chosen = mechanism.resolved_estimator(n, d)
+    compared = mechanism.compare_estimators(n, d)
+    # the ensemble's K table: the release's ensemble, or the one auto compares (AIPW)
+    table = mechanism.plan(n, d, estimators=[chosen if chosen in ENSEMBLES else "aipw"])
+    ensemble_best = recommended(table)
+    best = (compared[compared["estimator"] == chosen].iloc[0] if chosen in SUMS
+            else ensemble_best)
     needed = None
-    if target_halfwidth is not None:
+    if target_halfwidth is not None and chosen not in SUMS:
+        p = public_params(config, chosen)
+        p.pop("zeta")
         needed = zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
                                     ci_share=float(best["ci_share"]), sigma2=str(best["sigma2"]),
-                                    outcome_sd=outcome_sd,
+                                    outcome_sd=mechanism.outcome_sd,
                                     block_folds=int(best["block_folds"]))
-    return {"n": n, "d": d, "zeta": zeta, "recommended": plain_row(best.to_dict()),
+    return {"n": n, "d": d, "zeta": float(mechanism.zeta), "design": mechanism.design,
+            "estimator": chosen, "outcome_sd": mechanism.outcome_sd,
+            "estimators": [plain_row(r) for r in compared.to_dict("records")],
+            "recommended": plain_row(best.to_dict()),
+            "ensemble": plain_row(ensemble_best.to_dict()),
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
-            "partitioned": partitioned_layout(config, outcome_sd)}
+            "partitioned": partitioned_layout(config, mechanism.outcome_sd)}
+
+
+def estimator_lines(summary: dict[str, Any]) -> list[str]:
+    """The estimator comparison as text lines: estimator, expected half-width, ratio, the
+    assumption it states, and which one the release runs (``auto``'s choice marked)."""
+    table = pd.DataFrame(summary["estimators"])
+    runs = summary["estimator"]
+    table["use"] = [("<- this release" if e == runs else "")
+                    + (" (auto's choice)" if chosen else "")
+                    for e, chosen in zip(table["estimator"], table["chosen"], strict=True)]
+    lines = table[["estimator", "halfwidth", "ratio", "assumption", "use"]].to_string(
+        index=False, float_format=lambda v: f"{v:.4g}").splitlines()
+    spread = table["outcome_spread"].iloc[0]
+    return [*lines, f"(outcome spread assumed: {spread})"]
 
 
 def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str, Any] | None:
@@ -69,10 +114,10 @@ def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str
     K, B, K', the rows of the largest block and of the smallest fold (None for the full
     ensemble, whose keyed-hash folds are not balanced), and the CI half-width expected with that
     layout (:func:`dpcausal.ate.planner.layout_halfwidth`; the table's rows assume balanced
-    blocks). None for other sources."""
+    blocks); for a release from noisy sums, only the partitions and the estimator. None for
+    other sources."""
     if config.data.partitions is None:
         return None
-    from conf.kinds import build_mechanism
     from dpcausal.ate.partitioned import plan_partitions
     from dpcausal.ate.planner import layout_halfwidth
 
@@ -80,13 +125,15 @@ def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str
     c = config.columns
     with warnings.catch_warnings():     # the parameter warnings are the table's and run's
         warnings.simplefilter("ignore")
-        plan = plan_partitions(footers, build_mechanism(config),
+        plan = plan_partitions(footers, planned_mechanism(config, outcome_sd),
                                id_column=str(config.data.id_column), treatment=c.treatment,
                                outcome=c.outcome, covariates=c.covariates,
                                evaluation=config.evaluation)
+    if plan.sums is not None:   # summed statistics: the in-memory CI, no folds
+        return {"partitions": len(footers), "sums": plan.sums}
     layout = plan.layout
     half, ratio = layout_halfwidth(plan.n, plan.n_folds, layout,
-                                   **public_params(config),
+                                   **public_params(config, plan.estimator.estimator),
                                    outcome_sd=outcome_sd)
     return {"partitions": len(footers), "n_folds": plan.n_folds, "n_blocks": plan.n_blocks,
             "block_folds": plan.block_folds,
@@ -97,17 +144,26 @@ def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str
 
 def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> list[str]:
     """The recommendation in words, and the warning when the release would not be informative
-    (CI more than ``UNINFORMATIVE_RATIO`` times the non-private one)."""
-    from dpcausal.ate.planner import UNINFORMATIVE_RATIO
-
+    (:func:`uninformative`)."""
     best = summary["recommended"]
+    outcome_sd = summary.get("outcome_sd", outcome_sd)
     spread = "worst case of the bounds" if outcome_sd is None else f"{outcome_sd:g}"
-    lines = [f"Recommended: K={int(best['n_folds'])} ({int(best['rows_per_fold'])} rows per "
-             f"fold), sigma2={best['sigma2']}, ci_share={best['ci_share']:g}: expected 95% CI "
-             f"half-width {best['halfwidth']:.4g}, {best['ratio']:.1f}x the non-private one "
-             f"(assumed outcome sd: {spread})."]
+    if best["estimator"] in SUMS:
+        what = (f"estimator={best['estimator']} ({summary['design']} design; no folds: its "
+                "statistics are sums over rows)")
+    else:
+        what = (f"estimator={best['estimator']}, K={int(best['n_folds'])} "
+                f"({int(best['rows_per_fold'])} rows per fold), sigma2={best['sigma2']}, "
+                f"ci_share={best['ci_share']:g}")
+    lines = [f"Recommended: {what}: expected 95% CI half-width {best['halfwidth']:.4g}, "
+             f"{best['ratio']:.1f}x the non-private one (assumed outcome sd: {spread})."]
     part = summary.get("partitioned")
-    if part is not None and part["n_blocks"] > 1:
+    if part is not None and "sums" in part:
+        lines.append(
+            f"Partitioned path ({part['partitions']} partitions): each partition returns only "
+            f"its {part['sums']} statistic vector; the vectors are added and the noise drawn "
+            "once, as in memory.")
+    elif part is not None and part["n_blocks"] > 1:
         lines.append(
             f"Partitioned path ({part['partitions']} partitions): K={part['n_folds']} in "
             f"B={part['n_blocks']} blocks of K'={part['block_folds']} folds, each block inside "
@@ -119,16 +175,65 @@ def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> l
         lines.append(
             f"Partitioned path ({part['partitions']} partitions): the full ensemble, "
             f"K={part['n_folds']} keyed-hash folds (fold models travel between workers).")
-    if best["ratio"] > UNINFORMATIVE_RATIO:
-        lines.append(f"Warning: this release would not be informative: its CI is expected to be "
-                     f"{best['ratio']:.0f}x wider than the non-private one. Raise zeta, add rows, "
-                     "or narrow the outcome bounds.")
+    warning = uninformative(best["ratio"], outcome_sd)
+    if warning is not None:
+        lines.append(f"Warning: {warning}")
     return lines
+
+
+def uninformative(ratio: float, outcome_sd: float | None) -> str | None:
+    """The planner's warning, in words, when the expected CI is more than
+    ``UNINFORMATIVE_RATIO`` times the non-private one (else None): one text for ``plan`` and
+    for ``run``'s checks before the charge (issue 33 §5)."""
+    from dpcausal.ate.planner import UNINFORMATIVE_RATIO
+
+    if not ratio > UNINFORMATIVE_RATIO:   # a NaN ratio (no CI released) is no warning
+        return None
+    spread = ("the widest spread the outcome bounds allow, so a narrower one makes it wider "
+              "still" if outcome_sd is None else f"outcome sd {outcome_sd:g}")
+    return (f"this release would not be informative: its CI is expected to be {ratio:.0f}x "
+            f"wider than the non-private one (assumed: {spread}). Raise zeta, add rows, or "
+            "narrow the outcome bounds.")
+
+
+def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
+    """What ``plan`` would warn of the release ``checked`` is for (issue 33 §5: ``run`` says what
+    ``plan`` says), from public facts only: n and d, the mechanism's public parameters (its
+    stated ``outcome_sd``), and the partitions' public layout (the partitioned path). The
+    expected CI is that of the estimator the release runs (the config's, or ``auto``'s choice):
+    its comparison row (:meth:`dpcausal.PrivateATE.compare_estimators`) for an estimator from
+    noisy sums; for an ensemble, the planner's row for the release's own K and noise modes
+    (:meth:`dpcausal.PrivateATE.plan`), or :func:`dpcausal.ate.planner.layout_halfwidth` on the
+    partitions' layout. Empty for other kinds."""
+    if config.kind != "ate":
+        return []
+    from dpcausal.ate.planner import layout_halfwidth, recommended
+
+    n, d = checked.prepared.public.n, checked.prepared.public.d
+    chosen = mechanism.resolved_estimator(n, d)
+    if chosen in SUMS:
+        compared = mechanism.compare_estimators(n, d)
+        ratio = float(compared.loc[compared["estimator"] == chosen, "ratio"].iloc[0])
+    elif config.data.partitioned:
+        plan = checked.prepared.data
+        _, ratio = layout_halfwidth(plan.n, plan.n_folds, plan.layout,
+                                    **public_params(config, chosen),
+                                    outcome_sd=mechanism.outcome_sd)
+    else:
+        K = mechanism.resolved_n_folds(n, d)
+        ratio = float(recommended(mechanism.plan(n, d, n_folds=[K], estimators=[chosen]))[
+            "ratio"])
+    warning = uninformative(ratio, mechanism.outcome_sd)
+    return [] if warning is None else [warning]
 
 
 def target_line(summary: dict[str, Any], target_halfwidth: float) -> str:
     """The zeta that reaches ``target_halfwidth`` at the recommended K, in words."""
     needed = summary["zeta_for_target"]
+    if summary["recommended"]["estimator"] in SUMS:
+        return (f"zeta needed for an expected half-width of {target_halfwidth:g}: computed for "
+                "the ensembles' K only; the release runs "
+                f"{summary['recommended']['estimator']}: raise zeta and plan again")
     return (f"zeta needed for an expected half-width of {target_halfwidth:g} at "
             f"K={int(summary['recommended']['n_folds'])}: "
             + ("unreachable (the non-private CI is already wider)"

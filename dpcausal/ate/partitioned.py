@@ -53,6 +53,13 @@ aggregates and scores its blocks alone and returns only per-block sums; no fold 
   the ranking is a uniformly random permutation of the partition independent of the data, like
   the in-memory "secret" folds.
 
+Estimators from noisy sums (``dim``, ``lin``: :mod:`dpcausal.ate.sums`, issue 33 §6)
+-------------------------------------------------------------------------------------
+Their statistic is one vector ``S = sum_i f(row_i)``, additive over disjoint sets of rows, so each
+partition returns only its own vector (:func:`partition_statistics`), the vectors are added
+(:func:`combine_statistics`) and the noise is drawn once on the total, as in memory: no fold, no
+model, no key. The plan (:func:`plan_partitions`) has ``sums`` set to the estimator and no folds.
+
 Phases: :func:`fit_partition` (fold models of one partition), :func:`partition_sums`
 (n_p, sum Gamma, sum Gamma^2 over one partition, given all K fold models, through
 :meth:`PrivateATE.block_scores`), :func:`combine` (the sums over partitions), then
@@ -82,6 +89,7 @@ from dpcausal.ate.estimator import PrivateATE
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.keyed_hash import hmac_sha256_64
 from dpcausal.ate.nuisance import FoldModels, take_rows
+from dpcausal.ate.sums import SUM_ESTIMATORS
 from dpcausal.missing import Completed, apply_missing
 from dpcausal.validation import (
     check_noise_scale,
@@ -371,7 +379,8 @@ class PartitionPlan:
     each partition's rows and folds, the schema and the estimator with its K (folds "secret":
     they come from :func:`assign_folds`). A block ensemble (spec §2.5b) also has each
     partition's global block ids ``blocks`` and the public ``layout``; the full ensemble has
-    ``blocks=None``."""
+    ``blocks=None``. A release from noisy sums has ``sums`` (its estimator), no folds and K = 0
+    (module docstring)."""
 
     roles: Roles
     rows: tuple[int, ...]
@@ -380,6 +389,7 @@ class PartitionPlan:
     estimator: PrivateATE
     blocks: tuple[range, ...] | None = None
     layout: BlockLayout | None = None
+    sums: str | None = None     # "dim" or "lin": a release from summed statistics, no folds
 
     @property
     def n(self) -> int:
@@ -391,7 +401,7 @@ class PartitionPlan:
 
     @property
     def n_folds(self) -> int:
-        return int(self.estimator.n_folds)
+        return 0 if self.sums is not None else int(self.estimator.n_folds)
 
     @property
     def block_folds(self) -> int:
@@ -420,6 +430,14 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
             "the partitions' footer counts, fixed before any value is read; use "
             "missing='impute' (the default)")
     est = clone(estimator).set_params(folds="secret")
+    chosen = est.resolved_estimator(n, d)
+    if chosen in SUM_ESTIMATORS:    # summed statistics: no folds (module docstring)
+        est.set_params(estimator=chosen)
+        est._check_choice(d, list(roles.covariates))
+        est._sums_params(chosen, n, d, list(roles.covariates))
+        est.check_mode(evaluation)
+        return PartitionPlan(roles=roles, rows=rows, folds=tuple(range(0) for _ in rows),
+                             schema=dict(footers[0][1]), estimator=est, sums=chosen)
     K, kb = est.resolved_folds(n, d)
     if kb == K:     # the full ensemble: block_folds=None, or "auto" at K <= 256
         est.set_params(n_folds=K, block_folds=None)
@@ -527,9 +545,22 @@ def combine(sums: Sequence[ScoreSums]) -> ScoreSums:
                      s2=math.fsum(s.s2 for s in sums))
 
 
-def fold_rule(id_column: str, n_partitions: int, blocks: bool = False) -> dict[str, Any]:
+def combine_statistics(per_partition: Sequence[np.ndarray]) -> np.ndarray:
+    """The partitions' statistic vectors added up, coordinate by coordinate (compensated
+    summation): the vector of all rows, since it is a sum over rows."""
+    stacked = np.asarray(per_partition, dtype=float)
+    if stacked.ndim != 2:
+        raise AssertionError("bug: the partitions' statistic vectors differ in length")
+    return np.array([math.fsum(column) for column in stacked.T])
+
+
+def fold_rule(id_column: str, n_partitions: int, blocks: bool = False, sums: bool = False
+              ) -> dict[str, Any]:
     """The public description of the fold rule, added to the release's parameters:
-    ``keyed_hash`` (:func:`assign_folds`) or, for blocks, ``keyed_rank`` (:func:`assign_blocks`)."""
+    ``keyed_hash`` (:func:`assign_folds`) or, for blocks, ``keyed_rank`` (:func:`assign_blocks`);
+    a release from noisy sums has no folds (``per_partition_sums``)."""
+    if sums:
+        return {"folds": None, "partitions": n_partitions, "combined": "per_partition_sums"}
     rule = "keyed_rank" if blocks else "keyed_hash"
     return {"folds": f"{rule}({id_column})", "partitions": n_partitions}
 

@@ -44,7 +44,7 @@ def test_prints_the_recommendation_from_the_shape_only(data_csv, tmp_path, monke
                 "--target-halfwidth", "0.5"], tmp_path, monkeypatch)
     assert out.exit_code == 0, out.output
     assert "n=4000, d=2" in out.output
-    assert "<- recommended" in out.output and "Recommended: K=" in out.output
+    assert "<- recommended" in out.output and "Recommended: estimator=aipw, K=" in out.output
     assert "zeta needed for an expected half-width of 0.5" in out.output
     assert _register("conf/release/demo.yaml", [f"data.path={data_csv}",
                                                 "columns.covariates=null"]).n == 4000
@@ -128,3 +128,36 @@ def test_under_a_public_count_plan_says_n_becomes_the_complete_case_count(data_c
     for policy in ("drop", "impute"):
         other = _run([*common, "--set", f"data.missing={policy}"], tmp_path, monkeypatch)
         assert other.exit_code == 0 and "complete-case" not in other.output
+
+
+def test_plan_compares_the_estimators_of_a_randomized_design(tmp_path, monkeypatch):
+    """Issue 33 §4, §6: for the shipped randomized trial config, plan compares every estimator
+    valid for the design (the ensemble at its best K, dim, and lin once covariate bounds are
+    given), marks the one the release runs (auto's choice) and recommends it; the ensemble's K
+    table follows, its best K marked as such."""
+    from demo.trial import write_trial_csv
+
+    data = write_trial_csv(tmp_path / "trial.csv")
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    args = ["plan", "conf/release/trial_dim.yaml", "--set", f"data.path={data}",
+            "--set", "estimator.estimator=auto"]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].startswith("Plan for conf/release/trial_dim.yaml: n=2000, d=3, "
+                               "design=randomized, estimator=auto -> dim, zeta=1 ")
+    rows = {line.split()[0]: line for line in lines[3:5]}
+    assert set(rows) == {"aipw", "dim"}, lines[:6]
+    assert rows["dim"].endswith("<- this release (auto's choice)")
+    assert "randomized assignment (declared design): no model assumption" in rows["dim"]
+    assert any(line.endswith("<- its best K") for line in lines)
+    assert any(line.startswith("Recommended: estimator=dim (randomized design; no folds")
+               for line in lines)
+    bounded = CliRunner().invoke(main, [*args, "--set", "estimator.covariate_bounds="
+                                        "{age: [18, 80], score: [0, 10], site: [0, 1]}", "--json"])
+    assert bounded.exit_code == 0, bounded.output
+    doc = json.loads(bounded.output)
+    assert [r["estimator"] for r in doc["estimators"]] == ["aipw", "dim", "lin"]
+    assert doc["estimator"] == doc["recommended"]["estimator"] == "dim"
+    ratio = {r["estimator"]: r["ratio"] for r in doc["estimators"]}
+    assert ratio["dim"] < 1.2 < ratio["aipw"]

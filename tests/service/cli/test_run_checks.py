@@ -245,3 +245,73 @@ def test_bounds_0_1_are_noticed_unless_the_outcome_is_declared_bool(env, tmp_pat
     assert declared.exit_code == 0, declared.output
     assert "Notice:" not in declared.stderr
     assert _charges(env, "wage") == 0
+
+
+UNINFORMATIVE = ["--set", "estimator.n_folds=auto", "--set", "estimator.zeta=0.5"]
+
+
+def _warnings(out):
+    return [x for x in out.stderr.splitlines() if x.startswith("Warning: ")]
+
+
+def test_run_says_what_plan_says_when_the_release_would_not_be_informative(env):
+    """Issue 33 §5: at n = 2000, zeta = 0.5 the planner's K gives a CI about 12x the non-private
+    one (worst-case spread), which plan calls not informative; run --dry-run prints plan's
+    warning line, --strict refuses it (exit 2, nothing charged), and zeta = 1.5 (4.5x) passes
+    both without it."""
+    _cap(env, "rehearsed", 5.0)
+    plan = _invoke("plan", *_args(env, "rehearsed", *UNINFORMATIVE))
+    assert plan.exit_code == 0, plan.output
+    said = [x for x in plan.stdout.splitlines() if "would not be informative" in x]
+    assert len(said) == 1 and said[0].startswith("Warning: this release would not be "
+                                                 "informative: its CI is expected to be 12x"), said
+    dry = _invoke("run", "--dry-run", *_args(env, "rehearsed", *UNINFORMATIVE))
+    assert dry.exit_code == 0, dry.output
+    assert _warnings(dry) == said, dry.stderr
+    strict = _invoke("run", "--dry-run", "--strict", *_args(env, "rehearsed", *UNINFORMATIVE))
+    assert strict.exit_code == 2, strict.output
+    assert _warnings(strict) == said
+    assert "Error: refused by --strict: 1 warning(s) above; nothing was charged" in strict.stderr
+    informative = ["--set", "estimator.n_folds=auto"]
+    assert "would not be informative" not in _invoke(
+        "plan", *_args(env, "rehearsed", *informative)).output
+    ok = _invoke("run", "--dry-run", "--strict", *_args(env, "rehearsed", *informative))
+    assert ok.exit_code == 0 and _warnings(ok) == [], ok.output
+    assert _charges(env, "rehearsed") == 0
+
+
+def test_dry_run_prints_epsilon_beside_zeta(env):
+    """Issue 33 §5: the rehearsal states the charge as epsilon at the release's delta too, the
+    figure from dp_accounting's privacy-loss distribution of the Gaussian mechanism with
+    sensitivity 1 and sd 1/zeta (an independent computation of Dong, Roth & Su's conversion)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    _cap(env, "rehearsed", 5.0)
+    expected = pld.from_gaussian_mechanism(
+        standard_deviation=1 / 1.5, value_discretization_interval=1e-4).get_epsilon_for_delta(1e-5)
+    out = _invoke("run", "--dry-run", *_args(env, "rehearsed", "--set", "estimator.n_folds=auto"))
+    assert out.exit_code == 0, out.output
+    assert f"would charge gaussian, zeta 1.5 (epsilon {expected:.3g} at delta 1e-05)" \
+        in out.stdout, out.stdout
+    doc = json.loads(_invoke("run", "--dry-run", "--json", *_args(
+        env, "rehearsed", "--set", "estimator.n_folds=auto")).stdout)
+    assert doc["charge"]["zeta"] == 1.5
+    assert doc["charge"]["epsilon"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_stated_outcome_sd_is_the_spread_run_rates_the_release_against(env):
+    """Issue 33 §4-5: the ratio uses the stated spread, never the worst case silently: at the
+    planner's K and zeta 1.5 the release is 4.5x the non-private CI if the outcome spread were
+    the widest the bounds allow (sd 1), but with estimator.outcome_sd 0.25 it is over 10x,
+    and run --dry-run and plan both say so, naming the spread."""
+    _cap(env, "rehearsed", 5.0)
+    stated = ["--set", "estimator.n_folds=auto", "--set", "estimator.outcome_sd=0.25"]
+    dry = _invoke("run", "--dry-run", *_args(env, "rehearsed", *stated))
+    assert dry.exit_code == 0, dry.output
+    [warning] = _warnings(dry)
+    assert "(assumed: outcome sd 0.25)" in warning and "would not be informative" in warning
+    plan = _invoke("plan", *_args(env, "rehearsed", *stated))
+    assert [x for x in plan.stdout.splitlines() if x.startswith("Warning: ")] == [warning]
+    assert _invoke("run", "--dry-run", "--strict",
+                   *_args(env, "rehearsed", *stated)).exit_code == 2
+    assert _charges(env, "rehearsed") == 0

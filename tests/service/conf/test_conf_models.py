@@ -71,13 +71,15 @@ def test_override_does_not_mutate_input():
 
 def test_library_kwargs_pass_only_set_values_and_the_fold_seed():
     cfg = ReleaseConfig.model_validate(_minimal(estimator={"zeta": 1.0, "fold_seed": 9}))
-    assert cfg.estimator.library_kwargs() == {"estimator": "aipw", "zeta": 1.0, "random_state": 9}
+    assert cfg.estimator.library_kwargs() == {"estimator": "auto", "design": "observational",
+                                              "zeta": 1.0, "random_state": 9}
 
 
 @pytest.mark.parametrize("override, match", [
     ("estimator.zeta=abc", r"estimator\.zeta: Input should be a valid number.*'abc'"),
     ("bogus=1", r"bogus: unknown key"),
-    ("estimator.estimator=dml", r"estimator\.estimator: Input should be 'g', 'ipw' or 'aipw'"),
+    ("estimator.estimator=dml", r"estimator\.estimator: Input should be 'auto', 'aipw', 'ipw', "
+                                r"'g', 'dim' or 'lin'"),
     ("models.outcome.name=nosuch", r"unknown outcome model 'nosuch'"),
     ("models.propensity.name=linear", r"model 'linear' cannot be a propensity model"),
     ("runner.kind=processes", r"runner\.kind"),
@@ -217,3 +219,56 @@ def test_renamed_config_keys_still_load_with_a_warning():
     raw["mechanism"]["bounds"] = raw["mechanism"].pop("outcome_bounds")
     with pytest.warns(DeprecationWarning, match="mechanism.bounds is deprecated"):
         assert load_any(None, base=raw).mechanism.outcome_bounds == (0, 65)
+
+
+# ------------------------------------------------------------------ issue 33 §6: the estimator keys
+def test_the_estimator_keys_default_to_auto_in_an_observational_design_and_reach_the_library():
+    from conf.kinds import build_mechanism
+
+    assert (ReleaseConfig.model_validate(_minimal()).estimator.estimator,
+            ReleaseConfig.model_validate(_minimal()).estimator.design) == ("auto", "observational")
+    cfg = ReleaseConfig.model_validate(_minimal(
+        columns={"treatment": "A", "outcome": "Y", "covariates": ["age", "score"]},
+        estimator={"estimator": "lin", "design": "randomized", "outcome_bounds": [0, 1],
+                   "outcome_sd": 0.3, "covariate_bounds": {"age": [18, 80], "score": [0, 10]}}))
+    params = build_mechanism(cfg).get_params()
+    assert (params["estimator"], params["design"], params["outcome_sd"]) == (
+        "lin", "randomized", 0.3)
+    assert {k: tuple(v) for k, v in params["covariate_bounds"].items()} == {
+        "age": (18.0, 80.0), "score": (0.0, 10.0)}
+    pairs = ReleaseConfig.model_validate(_minimal(estimator={
+        "estimator": "lin", "covariate_bounds": [[18, 80], [0, 10]]}))
+    assert [tuple(b) for b in build_mechanism(pairs).get_params()["covariate_bounds"]] == [
+        (18.0, 80.0), (0.0, 10.0)]
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (["estimator.estimator=dim"],
+     r"^invalid --set: estimator: estimator='dim' \(difference in means\) is valid only in a "
+     r"randomized design, got design='observational': declare design='randomized'"),
+    (["estimator.design=trial"],
+     r"estimator\.design: Input should be 'observational' or 'randomized'"),
+    (["estimator.estimator=lin"],
+     r"estimator: estimator='lin' needs covariate_bounds: a mapping column -> \(lo, hi\)"),
+    (["estimator.covariate_bounds={X1: [1, -1]}"],
+     r"estimator: covariate_bounds\[0\] must be finite with lo < hi, got \(1\.0, -1\.0\)"),
+    (["estimator.covariate_bounds={age: [0, 1]}"],
+     r"estimator\.covariate_bounds must name exactly the covariates of columns\.covariates "
+     r"\(X1\): missing \['X1'\], not covariates \['age'\]"),
+    (["estimator.covariate_bounds=[[0, 1], [0, 1]]"],
+     r"estimator\.covariate_bounds gives 2 pairs for 1 covariates in columns\.covariates"),
+    (["estimator.outcome_sd=1.5"],
+     r"estimator: outcome_sd=1\.5 exceeds half the width of the outcome bounds"),
+    (["estimator.outcome_sd=0"], r"estimator\.outcome_sd: Input should be greater than 0"),
+])
+def test_the_estimator_keys_are_refused_in_one_paragraph_naming_the_key(overrides, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        load_config(DEMO, overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_a_randomized_design_allows_dim_and_the_bounds_may_be_pairs():
+    cfg = load_config(DEMO, ["estimator.estimator=dim", "estimator.design=randomized",
+                             "estimator.covariate_bounds=[[-3, 3]]", "estimator.outcome_sd=0.5"])
+    assert (cfg.estimator.estimator, cfg.estimator.design) == ("dim", "randomized")
+    assert cfg.estimator.covariate_bounds == [(-3.0, 3.0)] and cfg.estimator.outcome_sd == 0.5

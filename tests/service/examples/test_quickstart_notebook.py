@@ -1,6 +1,7 @@
 """examples/quickstart.ipynb runs from top to bottom and teaches real use (issue 20: documentation
 that runs; issue 25 §7: data with missing values, check_data, the plan's trade-off table, a
-release through a ledger, a refusal, the ledger's history, what epsilon means, two sites pooled)."""
+release through a ledger, a refusal, the ledger's history, what epsilon means, two sites pooled;
+issue 33 §6: a randomized trial released with estimator="auto")."""
 
 from __future__ import annotations
 
@@ -90,3 +91,17 @@ def test_a_shuffled_copy_under_another_id_is_refused(executed: nbformat.Notebook
     text = _cell(executed, '"clinic-A-copy"')
     assert "Refused:" in text and "already budgeted as dataset 'clinic-A'" in text
     assert re.search(r"keyed fingerprint of site A: [0-9a-f]{32}", text)
+
+
+def test_a_randomized_trial_is_released_by_auto_s_choice(executed: nbformat.NotebookNode
+                                                         ) -> None:
+    """Issue 33: with design="randomized" the comparison shows the ensemble, dim and lin, and
+    auto's choice is an estimator from noisy sums, whose release states its assumption."""
+    compared = _cell(executed, ".compare_estimators(")
+    rows = {line.split()[1]: line for line in compared.splitlines()
+            if re.match(r"\s*\d+\s+(aipw|dim|lin)\s", line)}
+    assert set(rows) == {"aipw", "dim", "lin"}, compared
+    [chosen] = [name for name, line in rows.items() if line.rstrip().endswith("True")]
+    assert chosen in ("dim", "lin")
+    release = _cell(executed, 'ledger.fit("trial-1"')
+    assert chosen.upper() in release and "randomized assignment (declared design)" in release

@@ -425,9 +425,35 @@ def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path,
         "Error: refused by --strict: 1 warning(s) above; nothing was charged"], out.stderr
     assert out.stderr.startswith(warning) and out.stdout == ""
     assert charges(dataset) == 0 and _flow_runs() == before
+    # the planner's K (80 here): K = 20 at zeta 1.5 gives a CI 16x the non-private one, which
+    # the planner calls not informative (issue 33 §5)
     ok = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
-                "--strict")
+                "--strict", "--set", "estimator.n_folds=auto")
     assert ok.exit_code == 0 and "Warning" not in ok.stderr, ok.output
+    assert charges(dataset) == 1
+
+
+def test_run_prints_the_planners_warning_and_strict_refuses_on_it(cli_config, tmp_path, invoke):
+    """Issue 33 §5: K = 20 at zeta 1.5 on 2000 rows (a CI 16x the non-private one at the widest
+    spread the bounds allow) is what `plan` calls not informative: `run` says so once before
+    the charge and releases; `--strict` refuses it (exit 2, nothing charged, no flow run)."""
+    dataset = "cli-uninformative"
+    give_cap(dataset)
+    path = cli_config(write_exp_a(tmp_path / "uninformative.csv", 413),
+                      ledger={"dataset_id": dataset})
+    before = _flow_runs()
+    strict = invoke("run", path, "--no-progress", "--strict")
+    assert strict.exit_code == 2, strict.output
+    assert strict.stderr.splitlines() == [
+        "Warning: this release would not be informative: its CI is expected to be 16x wider "
+        "than the non-private one (assumed: the widest spread the outcome bounds allow, so a "
+        "narrower one makes it wider still). Raise zeta, add rows, or narrow the outcome bounds.",
+        "Error: refused by --strict: 1 warning(s) above; nothing was charged"], strict.stderr
+    assert charges(dataset) == 0 and _flow_runs() == before
+    out = invoke("run", path, "--no-progress")
+    assert out.exit_code == 0, out.output
+    assert [x for x in out.stderr.splitlines() if x.startswith("Warning: ")] == \
+        strict.stderr.splitlines()[:1]
     assert charges(dataset) == 1
 
 

@@ -20,7 +20,7 @@ def test_plan_flow_publishes_the_table_and_charges_nothing(make_config):
     assert (out["n"], out["d"], out["zeta"]) == (2000, 1, 1.0)   # experiment A: X1, A, Y
     assert out["artifact"] == "plan-plan-me-1"
     # the recommendation is the library planner's for the same public facts
-    p = PrivateATE(outcome_bounds=(-1.0, 1.0), zeta=1.0).get_params()
+    p = PrivateATE(estimator="aipw", outcome_bounds=(-1.0, 1.0), zeta=1.0).get_params()
     table = plan(2000, 1, model_kind="parametric", **{k: p[k] for k in (
         "estimator", "outcome_bounds", "propensity_clip", "zeta", "ci", "alpha", "p1",
         "sensitivity")})
@@ -33,6 +33,8 @@ def test_plan_flow_publishes_the_table_and_charges_nothing(make_config):
     assert sorted(int(r["n_folds"]) for r in rows) == sorted(set(table["n_folds"]))
     [marked] = [r for r in rows if r["recommended"]]
     assert int(marked["n_folds"]) == int(best["n_folds"])
-    assert "nothing charged" in art.description and "Recommended: K=" in art.description
+    assert "nothing charged" in art.description
+    assert "Recommended: estimator=aipw, K=" in art.description
+    assert "Estimators compared:" in art.description   # the config's design: only the ensemble
     with Ledger() as led:
         assert led.history("Plan Me/1").empty

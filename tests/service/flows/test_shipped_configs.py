@@ -16,6 +16,7 @@ from _flowtools import charges, give_cap
 
 from conf.kinds import KINDS
 from demo import demo_cap, write_demo
+from demo.trial import write_trial_csv
 
 SHIPPED = sorted((Path(__file__).parents[3] / "conf" / "release").glob("*.yaml"))
 KIND_OF = {Path(kind.example).name: name for name, kind in KINDS.items()}
@@ -63,7 +64,7 @@ def _private_columns(raw: dict, data: Path) -> list[str]:
 
 
 def test_every_shipped_config_is_covered():
-    assert {p.name for p in SHIPPED} == set(KIND_OF) | {"parquet_xgboost.yaml"}
+    assert {p.name for p in SHIPPED} == set(KIND_OF) | {"parquet_xgboost.yaml", "trial_dim.yaml"}
 
 
 @pytest.mark.parametrize("config", SHIPPED, ids=[p.stem for p in SHIPPED])
@@ -76,6 +77,9 @@ def test_a_shipped_config_releases_through_the_cli(config, tmp_path, invoke, cur
         # demo's dataset in this session's ledger, and the fingerprint guard refuses them
         data = write_demo(kind, tmp_path, n=2000, seed=104729)
         give_cap(dataset, **demo_cap(kind))
+    elif config.name == "trial_dim.yaml":   # a randomized trial, as `python -m demo.trial` writes
+        data = write_trial_csv(tmp_path / "trial.csv", seed=104729)
+        give_cap(dataset, zeta=raw["ledger"]["budget"])
     else:
         data = _trial_parquet(tmp_path / "trial.parquet")
         give_cap(dataset, zeta=raw["ledger"]["budget"])
