@@ -106,7 +106,7 @@ def partition_sum_statistics(part: str | SqlPartition, roles: Roles, est: Privat
                              key: bytes, evaluation: bool = False) -> np.ndarray:
     """Read one partition and return only its ``dim``/``lin`` statistic vector
     (:func:`dpcausal.ate.partitioned.partition_statistics`): the sums the partitions exchange."""
-    return partition_statistics(_read(part, roles, key, evaluation), roles, est,
+    return partition_statistics(_read(part, roles, evaluation), roles, est,
                                 str(est.estimator), evaluation)
 
 
