@@ -139,6 +139,8 @@ def test_plan_compares_the_estimators_of_a_randomized_design(tmp_path, monkeypat
 
     data = write_trial_csv(tmp_path / "trial.csv")
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    assert _register("conf/release/trial_dim.yaml", [f"data.path={data}"]).n == 2000
     args = ["plan", "conf/release/trial_dim.yaml", "--set", f"data.path={data}",
             "--set", "estimator.estimator=auto"]
     out = CliRunner().invoke(main, args)
@@ -146,10 +148,14 @@ def test_plan_compares_the_estimators_of_a_randomized_design(tmp_path, monkeypat
     lines = out.output.splitlines()
     assert lines[0].startswith("Plan for conf/release/trial_dim.yaml: n=2000, d=3, "
                                "design=randomized, estimator=auto -> dim, zeta=1 ")
-    rows = {line.split()[0]: line for line in lines[3:5]}
-    assert set(rows) == {"aipw", "dim"}, lines[:6]
+    # the seed paper's comparators are rows too (gr25: the outcome bounds are (0, 1)), never
+    # auto's pick
+    rows = {line.split()[0]: line for line in lines[3:7]}
+    assert set(rows) == {"aipw", "dim", "lpgm19", "gr25"}, lines[:8]
     assert rows["dim"].endswith("<- this release (auto's choice)")
     assert "randomized assignment (declared design): no model assumption" in rows["dim"]
+    assert all("(a comparator: not run by auto)" in rows[c] and "<-" not in rows[c]
+               for c in ("lpgm19", "gr25"))
     assert any(line.endswith("<- its best K") for line in lines)
     assert any(line.startswith("Recommended: estimator=dim (randomized design; no folds")
                for line in lines)
@@ -157,7 +163,8 @@ def test_plan_compares_the_estimators_of_a_randomized_design(tmp_path, monkeypat
                                         "{age: [18, 80], score: [0, 10], site: [0, 1]}", "--json"])
     assert bounded.exit_code == 0, bounded.output
     doc = json.loads(bounded.output)
-    assert [r["estimator"] for r in doc["estimators"]] == ["aipw", "dim", "lin"]
+    assert [r["estimator"] for r in doc["estimators"]] == ["aipw", "dim", "lin", "lpgm19", "gr25"]
+    assert [r["estimator"] for r in doc["estimators"] if not r["selectable"]] == ["lpgm19", "gr25"]
     assert doc["estimator"] == doc["recommended"]["estimator"] == "dim"
     ratio = {r["estimator"]: r["ratio"] for r in doc["estimators"]}
     assert ratio["dim"] < 1.2 < ratio["aipw"]
