@@ -26,7 +26,9 @@ RANDOMIZED = "randomized assignment (declared design): no model assumption"
 BOUNDS = {"age": [18, 80], "score": [0, 10], "site": [0, 1]}
 
 
-def _config(data: Path, dataset: str, *overrides: str, cap: bool = True):
+def _config(register, data: Path, dataset: str, *overrides: str, cap: bool = True):
+    """The release config of ``data`` under ``dataset``, capped (zeta 10) and registered by
+    its curator (``register``: the ``curator_registers`` fixture) as a run asks it."""
     from conf.models import load_config
 
     base = {"name": "sums", "data": {"path": str(data)},
@@ -38,6 +40,7 @@ def _config(data: Path, dataset: str, *overrides: str, cap: bool = True):
     config = load_config(None, list(overrides), base=base)
     if cap and not config.evaluation:
         give_cap(dataset, zeta=10.0)
+    assert register(config) is not None, f"the curator could not register {dataset}"
     return config
 
 
@@ -51,12 +54,12 @@ def _task_names(flow_run_id: str) -> list[str]:
     return sorted(r.name.rsplit("-", 1)[0] for r in runs)
 
 
-def test_a_dim_release_fits_no_fold_and_records_estimator_design_and_assumption(project,
-                                                                                 tmp_path):
+def test_a_dim_release_fits_no_fold_and_records_estimator_design_and_assumption(
+        project, tmp_path, curator_registers):
     from mlflow import MlflowClient
 
     dataset = "sums-dim"
-    config = _config(write_trial_csv(tmp_path / "t.csv", seed=1), dataset)
+    config = _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=1), dataset)
     stored = set(model_store_dir().glob("*.pkl"))
     rec = Recorder()
     stop = progress.subscribe(rec)
@@ -101,8 +104,8 @@ def test_a_dim_release_fits_no_fold_and_records_estimator_design_and_assumption(
         "dim", "randomized", RANDOMIZED, None)
 
 
-def test_auto_in_a_randomized_design_releases_the_planners_choice_and_records_it(project,
-                                                                                 tmp_path):
+def test_auto_in_a_randomized_design_releases_the_planners_choice_and_records_it(
+        project, tmp_path, curator_registers):
     """``auto`` (the default) with design randomized on 2,000 rows: the planner's narrowest CI
     among aipw, dim and lin (with covariate bounds) is one of the estimators from noisy sums,
     written into the run's params as ``n_folds`` is for the ensemble's "auto" K."""
@@ -110,7 +113,7 @@ def test_auto_in_a_randomized_design_releases_the_planners_choice_and_records_it
 
     from conf.kinds import build_mechanism
 
-    config = _config(write_trial_csv(tmp_path / "t.csv", seed=2), "sums-auto",
+    config = _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=2), "sums-auto",
                      "estimator.estimator=auto", "estimator.covariate_bounds="
                      + json.dumps(BOUNDS))
     chosen = build_mechanism(config).resolved_estimator(2000, 3)
@@ -123,11 +126,11 @@ def test_auto_in_a_randomized_design_releases_the_planners_choice_and_records_it
     assert json.loads(p["estimator.covariate_bounds.age"]) == [18, 80]
 
 
-def test_a_lin_release_publishes_its_covariate_bounds_and_observational_assumption(project,
-                                                                                     tmp_path):
+def test_a_lin_release_publishes_its_covariate_bounds_and_observational_assumption(
+        project, tmp_path, curator_registers):
     from mlflow import MlflowClient
 
-    config = _config(write_trial_csv(tmp_path / "t.csv", seed=3), "sums-lin",
+    config = _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=3), "sums-lin",
                      "estimator.estimator=lin", "estimator.design=observational",
                      "estimator.covariate_bounds=" + json.dumps(BOUNDS))
     out = run_release(config)
@@ -146,20 +149,23 @@ def test_a_lin_release_publishes_its_covariate_bounds_and_observational_assumpti
     assert row["estimator"] == "lin" and "linear in the covariates" in row["assumption"]
 
 
-def test_meta_analysis_pools_dim_and_ensemble_releases(project, tmp_path):
+def test_meta_analysis_pools_dim_and_ensemble_releases(project, tmp_path, curator_registers):
     from _flowtools import write_exp_a
 
     from conf.meta import load_meta_config
     from conf.models import load_config
     from flows.meta import dp_meta_analysis
 
-    dim = run_release(_config(write_trial_csv(tmp_path / "t.csv", seed=4), "sums-meta-dim"))
+    dim = run_release(_config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=4),
+                              "sums-meta-dim"))
     give_cap("sums-meta-aipw")
-    aipw = run_release(load_config(None, base={
+    aipw_config = load_config(None, base={
         "name": "m", "data": {"path": str(write_exp_a(tmp_path / "a.csv", 44))},
         "columns": {"treatment": "A", "outcome": "Y"},
         "estimator": {"estimator": "aipw", "n_folds": 80, "outcome_bounds": [-1.0, 1.0]},
-        "ledger": {"dataset_id": "sums-meta-aipw"}, "mlflow": {"experiment": "test-sums-meta"}}))
+        "ledger": {"dataset_id": "sums-meta-aipw"}, "mlflow": {"experiment": "test-sums-meta"}})
+    assert curator_registers(aipw_config) is not None
+    aipw = run_release(aipw_config)
     runs = [dim["mlflow"]["run_id"], aipw["mlflow"]["run_id"]]
     out = dp_meta_analysis(load_meta_config(None, base={"runs": runs}))
     ate = np.array([dim["release"]["ate"], aipw["release"]["ate"]])
@@ -247,7 +253,7 @@ def test_the_sql_path_releases_dim_from_per_partition_sums_like_parquet(tmp_path
     assert out["ate"] == pytest.approx(ref["ate"], rel=1e-9)
 
 
-def test_dpcausal_run_releases_a_partitioned_dim_config(tmp_path, invoke):
+def test_dpcausal_run_releases_a_partitioned_dim_config(tmp_path, invoke, curator_registers):
     import yaml
 
     dataset = "sums-parts-cli"
@@ -261,6 +267,7 @@ def test_dpcausal_run_releases_a_partitioned_dim_config(tmp_path, invoke):
         "runner": {"kind": "dask"},
         "estimator": {"estimator": "dim", "design": "randomized", "outcome_bounds": [0, 1]},
         "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}}))
+    assert curator_registers(path) is not None
     res = invoke("run", str(path), "--no-progress", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
