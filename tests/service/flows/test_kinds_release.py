@@ -58,23 +58,29 @@ def _base(kind: str) -> dict:
             "mechanism": {"bounds": [0.0, 65.0], "epsilon": 1.0, "occupancy_public": True}}
 
 
+def _seed(dataset: str) -> int:
+    """The seed of a dataset's own data (the full crc: equal data under two ids are refused)."""
+    return zlib.crc32(dataset.encode())
+
+
 @pytest.fixture
-def make(project, request):
+def make(project, request, curator_registers):
     """``make(kind, *overrides, cap=...)``: the kind's config on its own data (a dataset's data
-    are bound to its id), capped at (epsilon, 1e-5) unless ``cap=None``."""
+    are bound to its id), capped at (epsilon, 1e-5) in the kind's unit unless ``cap=None``, and
+    registered by its curator as given (issue 32 §1)."""
 
     def build(kind: str, *overrides: str, cap: float | None = 40.0, dataset: str | None = None):
         ds = dataset or f"{kind}-{request.node.name}".replace("[", "-").replace("]", "")
-        seed = zlib.crc32(ds.encode()) % 1000
-        path = project.root / f"{kind}-{seed}.csv"
+        path = project.root / f"{kind}-{_seed(ds):08x}.csv"
         if not path.exists():
-            _frame(kind, seed).to_csv(path, index=False)
+            _frame(kind, _seed(ds)).to_csv(path, index=False)
         base = {"kind": kind, "name": "k", "data": {"path": str(path)}, **_base(kind),
                 "ledger": {"dataset_id": ds, "epsilon": 40.0, "delta": 1e-5},
                 "mlflow": {"experiment": f"test-{ds}"}}
         config = load_any(None, list(overrides), base=base)
         if cap is not None and not config.evaluation:
             give_cap(ds, epsilon=cap, delta=1e-5, unit=UNIT[kind])
+        curator_registers(config)
         return config
 
     return build
@@ -138,14 +144,15 @@ def test_refused_release_draws_no_noise(make, draws, kind):
     ("federated", "treatment", 2, r"group labels 0 \(control\) / 1"),
 ])
 def test_bad_input_refused_before_any_charge(make, draws, project, kind, column, value, match):
-    cfg = make(kind)
-    frame = pd.read_csv(cfg.data.path)
+    ds = f"{kind}-bad-{column}"  # its own data: a near copy of another id's is not registered
+    frame = _frame(kind, _seed(ds))
     frame.loc[7, column] = value
     bad = project.root / f"bad-{kind}-{column}.csv"
     frame.to_csv(bad, index=False)
+    cfg = make(kind, f"data.path={bad}", dataset=ds)
     with pytest.raises(ValueError, match=match):
-        run_release(make(kind, f"data.path={bad}", dataset=f"{kind}-bad-{column}"))
-    assert draws == [] and len(_history(f"{kind}-bad-{column}")) == 0
+        run_release(cfg)
+    assert draws == [] and len(_history(ds)) == 0
 
 
 @pytest.mark.parametrize("kind, override, match", [
