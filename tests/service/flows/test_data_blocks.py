@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from conf.kinds import KINDS
 from conf.models import DataSource, ReleaseConfig
+from dpcausal.ledger import Ledger
 from tasks.data import source_description, source_shape
 from tasks.preflight import check_release
 
@@ -32,14 +33,25 @@ def trial_db(tmp_path) -> str:
     return str(path)
 
 
-def _checked(data: dict):
-    cfg = ReleaseConfig.model_validate({
+def _config(data: dict, dataset: str = "blocks") -> ReleaseConfig:
+    return ReleaseConfig.model_validate({
         "data": data, "columns": {"treatment": "treated", "outcome": "y"},
         "estimator": {"n_folds": 4, "outcome_bounds": [-1, 1]},
-        "ledger": {"dataset_id": "blocks"}, "mode": "evaluation"})
+        "ledger": {"dataset_id": dataset}, "mode": "evaluation"})
+
+
+def _registered_and_checked(data: dict):
+    """The curator registers ``data`` (a new version of dataset ``blocks``; synthetic, so
+    evaluation is allowed: issue 32 §1, 4), counting its rows through the block; then the
+    evaluation run's checks read the table as the release does."""
+    from tasks.registration import register
+
+    cfg = _config(data)
     kind = KINDS[cfg.kind]
-    return cfg, check_release(cfg.data, kind.schema(cfg), kind.build(cfg), kind.roles(cfg),
-                              dataset="blocks", evaluation=True, cap=kind.cap(cfg))
+    registration = register(cfg, origin="synthetic")
+    return registration, check_release(cfg.data, kind.schema(cfg), kind.build(cfg),
+                                       kind.roles(cfg), dataset="blocks", evaluation=True,
+                                       cap=kind.cap(cfg))
 
 
 def test_a_secret_block_and_a_connector_block_read_the_same_table_as_the_url(trial_db):
@@ -50,9 +62,13 @@ def test_a_secret_block_and_a_connector_block_read_the_same_table_as_the_url(tri
     SqlAlchemyConnector(connection_info=ConnectionComponents(
         driver=SyncDriver.SQLITE_PYSQLITE, database=trial_db)).save("trial-db", overwrite=True)
     query = "SELECT * FROM trial"
-    by_url = _checked({"sql": query, "url": f"sqlite:///{trial_db}"})[1]
+    registration, by_url = _registered_and_checked({"sql": query, "url": f"sqlite:///{trial_db}"})
+    assert registration.n == 300
     for block in ("secret/trial-db-url", "sqlalchemy-connector/trial-db"):
-        cfg, checked = _checked({"sql": query, "url_block": block})
+        registration, checked = _registered_and_checked({"sql": query, "url_block": block})
+        assert registration.n == 300 and registration.source["url_block"] == block
+        assert trial_db not in str(registration.source)
+        cfg = _config({"sql": query, "url_block": block})
         X, A, _ = checked.prepared.data
         np.testing.assert_array_equal(X, by_url.prepared.data[0])
         np.testing.assert_array_equal(A, by_url.prepared.data[1])
@@ -64,16 +80,25 @@ def test_a_secret_block_and_a_connector_block_read_the_same_table_as_the_url(tri
 
 
 def test_a_missing_block_and_a_secret_that_is_no_url_are_plain_errors_without_the_value():
+    """The first read of a block's source is the curator's registration (a run reads only a
+    registered source): there a missing block or a Secret that holds no URL is a plain
+    ValueError that names the block, never its value, and nothing is registered."""
     from prefect.blocks.system import Secret
+
+    from tasks.registration import register
 
     with pytest.raises(ValueError, match=r"url_block 'secret/no-such-block': no saved Prefect "
                                          r"block .*deploy/README.md"):
-        _checked({"sql": "SELECT 1", "url_block": "secret/no-such-block"})
+        register(_config({"sql": "SELECT 1", "url_block": "secret/no-such-block"}, "no-block"),
+                 origin="synthetic")
     Secret(value="hunter2-not-a-url").save("not-a-url", overwrite=True)
     with pytest.raises(ValueError, match=r"Secret block 'not-a-url' .* does not hold a usable "
                                          r"SQLAlchemy URL") as caught:
-        _checked({"sql": "SELECT 1", "url_block": "secret/not-a-url"})
+        register(_config({"sql": "SELECT 1", "url_block": "secret/not-a-url"}, "no-url"),
+                 origin="synthetic")
     assert "hunter2" not in str(caught.value)
+    with Ledger(create=True) as led:
+        assert led.registration("no-block") is None and led.registration("no-url") is None
 
 
 @pytest.mark.parametrize("data, match", [
