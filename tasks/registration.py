@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conf.kinds import KINDS
+from conf.kinds import KINDS, default_covariates
 from conf.models import Schema
 from conf.registration import registration_values
 from dpcausal.ledger import Ledger, Registration
@@ -48,7 +48,8 @@ def register_demo(config: Any) -> Registration:
 def count(config: Any) -> dict[str, Any]:
     """What the curator counts at registration: ``n`` (the records the release's reader
     parses: :func:`tasks.data.read_csv_table` for CSV, the footers of Parquet partitions,
-    ``COUNT(*)`` of a query), the release's column ``names`` and, for the core release, ``d``;
+    ``COUNT(*)`` of a query), the release's column ``names`` and, for the core release, ``d``
+    (:func:`conf.kinds.default_covariates`, as ``plan`` and ``run`` take them: ``[]`` refused);
     the keyed ``identity`` of the source and, where one process reads every value, of the
     table (its order-invariant fingerprint and keyed row sketch, which catches a near copy
     registered under another id: :mod:`dpcausal.fingerprints`)."""
@@ -63,7 +64,6 @@ def count(config: Any) -> dict[str, Any]:
     frame = select(table, None if schema.rest is not None else list(schema.columns))
     out: dict[str, Any] = {"n": len(frame), "names": [str(c) for c in frame.columns],
                            "identity": (*frame_identities(table), where)}
-    if config.kind == "ate":
-        covariates = config.columns.covariates
-        out["d"] = len(covariates) if covariates is not None else frame.shape[1] - 2
+    if config.kind == "ate":  # the covariates as the release takes them (issue 34 §1)
+        out["d"] = len(default_covariates(out["names"], config.columns, config.data))
     return out

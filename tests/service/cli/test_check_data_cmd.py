@@ -143,29 +143,47 @@ def wages_csv(tmp_path):
     return path
 
 
-def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_path, monkeypatch):
+def _curator_half(args):
+    """The ``--set data.*`` / ``columns.*`` items of ``args``: what the curator registers."""
+    return [item for key, item in zip(args, args[1:], strict=False)
+            if key == "--set" and item.split(".")[0] in ("data", "columns")]
+
+
+def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_path, monkeypatch,
+                                                              curator_registers):
     """``covariates: []`` is no covariates for every command (refused alike); omitted, the
     covariates are the other columns declared numbers, never one declared str (issue 34 §1);
-    check-data says what it left out and flags a column missing in every row."""
+    check-data says what it left out and flags a column missing in every row. check-data and
+    the registration are the curator's and read the config as given; plan and run only ask
+    about the registration (issue 32 §2), whose d counts the covariates as the release takes
+    them."""
+    from conf.kinds import load_any
+    from dpcausal.ledger import Ledger
+    from tasks.registration import register
+
     base = ["conf/release/demo.yaml", "--set", f"data.path={wages_csv}",
             "--set", "estimator.n_folds=10", "--set", "estimator.outcome_bounds=[4, 8]"]
     empty = [*base, "--set", "columns.covariates=[]"]
-    for command in ("check-data", "plan"):
-        out = _run(empty, tmp_path, monkeypatch, command)
-        assert out.exit_code == 2, (command, out.output)
-        assert "no covariate columns" in out.output, (command, out.output)
-    from dpcausal.ledger import Ledger
-
+    out = _run(empty, tmp_path, monkeypatch)
+    assert out.exit_code == 2 and "no covariate columns" in out.output, out.output
+    with pytest.raises(ValueError, match="no covariate columns"):  # the curator: refused alike
+        register(load_any(base[0], _curator_half(empty)))
     with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True) as led:
         led.set_budget("demo-experiment-a", zeta=15.0)
-    dry = CliRunner().invoke(main, ["run", "--dry-run", *empty])
-    assert dry.exit_code == 2 and "no covariate columns" in dry.output, dry.output
+    for command in (["plan"], ["run", "--dry-run"]):   # so nothing asks about it
+        asked = CliRunner().invoke(main, [*command, *empty])
+        assert asked.exit_code == 2 and "is not registered" in asked.output, asked.output
 
     declared = [*base, "--set", "columns.covariates=null",
                 "--set", "data.dtypes={address: str, village: str}"]
+    assert curator_registers(base[0], _curator_half(declared)).facts["d"] == 2
     planned = _run(declared, tmp_path, monkeypatch, "plan")
     assert planned.exit_code == 0, planned.output
     assert "n=400, d=2" in planned.output  # educ, exper: never the text columns
+    for command in (["plan"], ["run", "--dry-run"]):   # a run cannot ask for none instead
+        asked = CliRunner().invoke(main, [*command, *empty])
+        assert asked.exit_code == 2, asked.output
+        assert "columns.covariates differs from the registration" in asked.output, asked.output
     looked = _run(declared, tmp_path, monkeypatch)
     assert looked.exit_code == 0, looked.output
     covariates = [line.split()[1] for line in looked.output.splitlines()
