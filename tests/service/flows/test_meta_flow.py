@@ -22,10 +22,12 @@ DATASET = "meta-studies"
 def releases(project):
     """Three private core releases of three datasets (independent studies: releases of one
     dataset are not) and one evaluation run of other data (whose non-private and seeded values
-    must never enter the pool)."""
+    must never enter the pool), each dataset registered by its curator first (issue 32 §1; the
+    evaluation data as synthetic, which allows evaluation mode on them)."""
     from _flowtools import give_cap, write_exp_a
 
     from conf.models import load_config
+    from tasks.registration import register
 
     def config(path, dataset, *overrides):
         base = {"name": "m", "data": {"path": str(path)},
@@ -36,14 +38,20 @@ def releases(project):
                 "mlflow": {"experiment": "test-meta-sources"}}
         return load_config(None, list(overrides), base=base)
 
+    def registered(cfg, **origin):
+        register(cfg, **origin)
+        return cfg
+
     private = []
     for i, e in enumerate(("aipw", "aipw", "ipw")):  # G releases no CI to pool (issue 26 §6)
         give_cap(f"{DATASET}-{i}")
         data = write_exp_a(project.root / f"meta-{i}.csv", 31 + i)
-        private.append(run_release(config(data, f"{DATASET}-{i}", f"estimator.estimator={e}")))
+        private.append(run_release(registered(
+            config(data, f"{DATASET}-{i}", f"estimator.estimator={e}"))))
     other = write_exp_a(project.root / "meta-eval.csv", 39)
-    evaluation = run_release(config(other, f"{DATASET}-eval", "mode=evaluation", "noise_seed=1",
-                                    "estimator.zeta=50"))
+    evaluation = run_release(registered(
+        config(other, f"{DATASET}-eval", "mode=evaluation", "noise_seed=1", "estimator.zeta=50"),
+        origin="synthetic"))
     return private, evaluation
 
 
