@@ -9,10 +9,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from cli.main import main
@@ -79,57 +81,83 @@ def test_dry_run_exits_3_when_the_budget_has_no_headroom(env):
     assert _charges(env, "small") == 0
 
 
-def test_dry_run_under_drop_prints_no_complete_case_count(env, tmp_path):
+def test_dry_run_under_drop_prints_no_complete_case_count(env, tmp_path, monkeypatch):
     """Issue 32 Why 3: ``run --dry-run --set data.missing=drop --set estimator.n_folds=100000``
     on an exhausted budget printed "too large for n=558", the exact complete-case count. Two
     tables that differ only in whether one person's outcome is missing now give the same exit
-    code and message, which names all rows."""
+    code and message, which names all rows (the registered n: records, counted by the curator).
+    The two tables are two worlds, each with its own ledger, where the curator registered its
+    table under ``missing: drop`` (in one ledger the second, a near copy of the first, could not
+    be registered under another id)."""
     frame = pd.read_csv(env["csv"])
     frame.loc[:99, "Y"] = np.nan                 # other people's missing outcomes
     outs = []
     for target_missing in (False, True):
+        world = tmp_path / f"world{int(target_missing)}"
+        world.mkdir()
         table = frame.copy()
         if target_missing:
             table.loc[500, "Y"] = np.nan
-        path = tmp_path / f"t{int(target_missing)}.csv"
+        path = world / "t.csv"
         table.to_csv(path, index=False)
-        _cap(env, f"spent{int(target_missing)}", 1.0)   # the release asks 1.5: no headroom
-        outs.append(_invoke("run", "--dry-run", DEMO, "--set", f"data.path={path}",
-                            "--set", f"ledger.dataset_id=spent{int(target_missing)}",
-                            "--set", "data.missing=drop", "--set", "estimator.n_folds=100000"))
+        ledger = f"sqlite:///{world / 'ledger.db'}"
+        monkeypatch.setenv("DPCAUSAL_LEDGER_URL", ledger)
+        curator = [f"data.path={path}", "ledger.dataset_id=spent", "data.missing=drop"]
+        assert env["register"](DEMO, curator).n == 2000
+        with Ledger(ledger) as led:
+            led.set_budget("spent", zeta=1.0)          # the release asks 1.5: no headroom
+        outs.append(_invoke("run", "--dry-run", DEMO,
+                            *(x for item in curator for x in ("--set", item)),
+                            "--set", "estimator.n_folds=100000"))
     (a, b) = outs
     assert a.exit_code == b.exit_code == 2, a.output
-    assert a.output.replace("spent0", "spent1") == b.output
+    assert a.output.replace("world0", "world1") == b.output
     assert "n=2000" in a.output and "1900" not in a.output and "1899" not in b.output
+
+
+def _release_config(tmp_path, name, data, dataset):
+    """The demo config as the curator would write it for ``data`` under ``dataset``."""
+    config = yaml.safe_load(Path(DEMO).read_text())
+    config["data"]["path"] = str(data)
+    config["ledger"]["dataset_id"] = dataset
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 @pytest.mark.parametrize("copy", ["shuffled, one row short", "a constant column added"])
 def test_a_near_copy_in_another_file_is_refused_under_another_id(env, tmp_path, copy):
     """Issue 32 item 7: the CLI bound the exact table and its source only, so a copy of a
-    budgeted file one row short, or with a column added, got a fresh budget under a new id. It
-    now binds the keyed row sketch too, as the library does: exit 3, nothing charged."""
-    import store
-
+    budgeted file one row short, or with a column added, got a fresh budget under a new id. The
+    registration now binds the keyed row sketch too, as the library does: the curator cannot
+    register the copy under another id (exit 2, the original named), so no run can ask about
+    it, and nothing is charged; an unrelated table registers and rehearses."""
     frame = pd.read_csv(env["csv"])
     _cap(env, "original", 5.0)
-    with Ledger(env["ledger"]) as led:      # what a release of the original bound
-        led.set_budget("original", zeta=5.0, fingerprint=store.frame_identities(frame))
+    assert env["register"](DEMO, [f"data.path={env['csv']}", "ledger.dataset_id=original"])
     other = (frame.sample(frac=1.0, random_state=1).iloc[1:] if copy.startswith("shuffled")
              else frame.assign(site=3))
     path = tmp_path / "copy.csv"
     other.to_csv(path, index=False)
     _cap(env, "fresh", 5.0)
+    refused = _invoke("ledger", "register", "fresh",
+                      str(_release_config(tmp_path, "copy.yaml", path, "fresh")))
+    assert refused.exit_code == 2, refused.output
+    assert "already budgeted as dataset 'original'" in refused.stderr
     out = _invoke("run", "--dry-run", DEMO, "--set", f"data.path={path}",
                   "--set", "ledger.dataset_id=fresh", "--set", "estimator.n_folds=20")
-    assert out.exit_code == 3, out.output
-    assert "already budgeted as dataset 'original'" in out.stderr
+    assert out.exit_code == 2 and "'fresh' is not registered" in out.stderr, out.output
     unrelated = tmp_path / "unrelated.csv"
     rng = np.random.default_rng(11)
     pd.DataFrame({"X1": rng.normal(size=2000), "A": rng.integers(0, 2, 2000),
                   "Y": rng.uniform(-1, 1, 2000)}).to_csv(unrelated, index=False)
+    registered = _invoke("ledger", "register", "fresh",
+                         str(_release_config(tmp_path, "unrelated.yaml", unrelated, "fresh")))
+    assert registered.exit_code == 0, registered.output
     ok = _invoke("run", "--dry-run", DEMO, "--set", f"data.path={unrelated}",
                  "--set", "ledger.dataset_id=fresh", "--set", "estimator.n_folds=20")
     assert ok.exit_code == 0, ok.output
+    assert _charges(env, "fresh") == _charges(env, "original") == 0
 
 
 @pytest.mark.parametrize("setting", ["runner.address=tcp://attacker.example:8786",
@@ -201,13 +229,26 @@ def test_json_errors_are_a_json_object_on_stdout_with_the_exit_code(env, case, c
     assert _charges(env, "json-errors") == 0
 
 
-def test_plan_json_error_and_submit_without_a_stack(env, tmp_path):
+def test_plan_json_error_and_submit_without_a_stack(env, tmp_path, monkeypatch):
+    """plan's error as JSON; ``run --submit`` makes run's checks first (exit 3 without a cap,
+    before anything is sent: issue 32 §3), then needs the served stack. It submits a config the
+    deployment registered (conf.deployment.REGISTERED_CONFIGS), whose dataset is registered."""
+    import conf.deployment
+
     plan = _invoke("plan", "--json", DEMO, "--set", f"data.path={tmp_path / 'nope.csv'}")
     assert plan.exit_code == 2 and json.loads(plan.stdout)["exit_code"] == 2
-    os.environ.pop("PREFECT_API_URL", None)
-    submit = _invoke("run", "--submit", DEMO, "--set", "estimator.zeta=1.0")
+    config = _release_config(tmp_path, "submitted.yaml", env["csv"], "submitted")
+    monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",    # the curator registers it
+                        (*conf.deployment.REGISTERED_CONFIGS, str(config)))
+    assert env["register"](config).n == 2000
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    no_cap = _invoke("run", "--submit", str(config), "--set", "estimator.zeta=1.0")
+    assert no_cap.exit_code == 3 and "has no privacy budget" in no_cap.stderr, no_cap.output
+    _cap(env, "submitted", 5.0)
+    submit = _invoke("run", "--submit", str(config), "--set", "estimator.zeta=1.0")
     assert submit.exit_code == 2, submit.output
     assert "--submit needs a running stack: start one with `dpcausal serve`" in submit.stderr
+    assert _charges(env, "submitted") == 0
 
 
 def test_plan_and_dry_run_import_neither_prefect_nor_mlflow(env):
@@ -234,12 +275,15 @@ def test_bounds_0_1_are_noticed_unless_the_outcome_is_declared_bool(env, tmp_pat
                   "Y": rng.uniform(4.6, 7.8, n)}).to_csv(wage, index=False)
     base = [DEMO, "--set", "ledger.dataset_id=wage", "--set", "estimator.n_folds=20",
             "--set", "estimator.outcome_bounds=[0, 1]"]
+    assert env["register"](DEMO, ["ledger.dataset_id=wage", f"data.path={wage}"]) is not None
     continuous = _invoke("run", "--dry-run", *base, "--set", f"data.path={wage}")
     assert continuous.exit_code == 0, continuous.output
     assert "Notice: the outcome bounds [0, 1] have never been checked" in continuous.stderr
     binary = tmp_path / "binary.csv"
     pd.DataFrame({"X1": rng.normal(size=n), "A": rng.integers(0, 2, n),
                   "Y": rng.integers(0, 2, n)}).to_csv(binary, index=False)
+    assert env["register"](DEMO, ["ledger.dataset_id=wage", f"data.path={binary}",   # version 2
+                                  "data.dtypes={Y: bool}"]).version == 2
     declared = _invoke("run", "--dry-run", *base, "--set", f"data.path={binary}",
                        "--set", "data.dtypes={Y: bool}")
     assert declared.exit_code == 0, declared.output
