@@ -12,6 +12,7 @@ from typing import Any
 from conf.kinds import KINDS, default_covariates
 from conf.models import Schema
 from conf.registration import registration_values
+from dpcausal.ate.partitioned import check_roles
 from dpcausal.ledger import Ledger, Registration
 from store import frame_identities, source_fingerprint
 from tasks.data import partition_footers, read_frame, select, source_identity, source_shape
@@ -56,8 +57,13 @@ def count(config: Any) -> dict[str, Any]:
     where = source_fingerprint(source_identity(config.data))
     if config.data.partitioned:
         n, d = source_shape(config.data, config.columns)
-        names = (list(partition_footers(config.data.partitions)[0][1])
-                 if config.data.partitions is not None else [])
+        names: list[str] = []
+        if config.data.partitions is not None:
+            # the partitioned release's public refusal of the roles, from the footers: a run
+            # reads them only after its reservation (tasks.preflight.check_registered)
+            c, schemas = config.columns, [s for _, s in partition_footers(config.data.partitions)]
+            check_roles(schemas, str(config.data.id_column), c.treatment, c.outcome, c.covariates)
+            names = list(schemas[0])
         return {"n": n, "d": d, "identity": (where,), **({"names": names} if names else {})}
     schema = KINDS[config.kind].schema(config)
     table = read_frame(config.data, Schema(schema.columns, rest=schema.rest or "float"))

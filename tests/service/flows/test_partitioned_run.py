@@ -39,7 +39,8 @@ def _raw(parts, dataset: str, **top):
             "mlflow": {"experiment": f"test-{dataset}"}, **top}
 
 
-def test_dpcausal_run_releases_partitions_with_the_release_contract(parts, tmp_path, invoke):
+def test_dpcausal_run_releases_partitions_with_the_release_contract(parts, tmp_path, invoke,
+                                                                    curator_registers):
     from mlflow import MlflowClient
 
     from dpcausal.ledger import Ledger
@@ -48,6 +49,7 @@ def test_dpcausal_run_releases_partitions_with_the_release_contract(parts, tmp_p
     give_cap(dataset, zeta=1.5)
     path = tmp_path / "parts.yaml"
     path.write_text(yaml.safe_dump(_raw(parts, dataset)))
+    assert curator_registers(path).n == N   # the curator's registration (issue 32 §1)
     res = invoke("run", str(path), "--no-progress", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -79,21 +81,36 @@ def test_dpcausal_run_releases_partitions_with_the_release_contract(parts, tmp_p
     assert "budget exhausted" in again.stderr
 
 
-def test_bad_partitioned_input_exits_2_before_any_charge(parts, tmp_path, invoke):
+def test_bad_partitioned_input_exits_2_before_any_charge(parts, tmp_path, invoke,
+                                                         curator_registers):
+    """Roles the partitions do not hold are refused where the footers are first read, the
+    curator's registration (exit 2, nothing registered); a run that asks for another role than
+    the registered one is refused before anything is read (exit 2, nothing charged)."""
     from dpcausal.ledger import Ledger
 
     dataset = "parts-bad"
     give_cap(dataset, zeta=1.5)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(_raw(parts, dataset)))
-    res = invoke("run", str(path), "--no-progress", "--set", "columns.treatment=T")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_raw(parts, dataset, columns={"treatment": "T",
+                                                                "outcome": "Y"})))
+    res = invoke("ledger", "register", dataset, str(bad))
     assert res.exit_code == 2, res.output
     assert "columns ['T'] are not in the partitions" in res.stderr
+    with Ledger() as led:
+        assert led.registration(dataset) is None
+
+    path = tmp_path / "parts.yaml"
+    path.write_text(yaml.safe_dump(_raw(parts, dataset)))
+    assert curator_registers(path).n == N
+    res = invoke("run", str(path), "--no-progress", "--set", "columns.treatment=T")
+    assert res.exit_code == 2, res.output
+    assert "columns.treatment differs from the registration" in res.stderr
     with Ledger() as led:
         assert led.history(dataset).empty
 
 
-def test_evaluation_equals_the_in_memory_estimator_on_the_same_folds(parts, project):
+def test_evaluation_equals_the_in_memory_estimator_on_the_same_folds(parts, project,
+                                                                      curator_registers):
     from conf.models import load_config
     from dpcausal import PrivateATE
     from dpcausal.ate.partitioned import allocate_folds, assign_folds
@@ -102,6 +119,7 @@ def test_evaluation_equals_the_in_memory_estimator_on_the_same_folds(parts, proj
 
     config = load_config(None, ["mode=evaluation", "noise_seed=3", "data.fold_key=curator"],
                          base=_raw(parts, "parts-eval"))
+    assert curator_registers(config).evaluation_allowed   # synthetic partitions
     out = run_release(config)
     assert set(out) >= {"release", "text", "mlflow", "artifact"} and out["spent"] is None
     frames = [pd.read_parquet(f) for f in sorted(parts.glob("*.parquet"))]
@@ -120,7 +138,7 @@ def test_evaluation_equals_the_in_memory_estimator_on_the_same_folds(parts, proj
 
 
 def test_partitioned_release_mode_leaks_no_nonprivate_value(parts, project, tmp_path,
-                                                            monkeypatch):
+                                                            monkeypatch, curator_registers):
     """The leak scan of tests/service/flows/test_leak_scan.py on the partitioned path: tau_hat,
     V_hat and every partition's sum of scores appear in no MLflow record, Prefect result,
     artifact or log (dp_release's and its subflow's), ledger or result."""
@@ -147,8 +165,9 @@ def test_partitioned_release_mode_leaks_no_nonprivate_value(parts, project, tmp_
     monkeypatch.setattr(partitioned_flow, "combine", spy_combine)
     dataset, uri = "parts-leak", f"sqlite:///{tmp_path / 'mlflow.db'}"
     give_cap(dataset, zeta=1.5)
-    out = run_release(load_config(None, [f"mlflow.tracking_uri={uri}"],
-                                  base=_raw(parts, dataset)))
+    config = load_config(None, [f"mlflow.tracking_uri={uri}"], base=_raw(parts, dataset))
+    assert curator_registers(config).n == N
+    out = run_release(config)
     [(tau_hat, v_hat)] = seen
     assert len(sums) == PARTS
     secrets = {"tau_hat": tau_hat, "V_hat": v_hat,
