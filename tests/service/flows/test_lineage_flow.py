@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pandas as pd
+
 from dpcausal.ledger import Ledger
 from flows.release import run_release
 
