@@ -189,16 +189,20 @@ def test_evaluation_mode_own_experiment_not_charged_and_seeded(make_config):
 
 
 def test_evaluation_is_refused_for_data_the_ledger_knows(make_config, request):
+    import shutil
+
     from tasks.preflight import EvaluationRefusedError
 
-    capped = make_config()  # the dataset has a cap
-    with pytest.raises(EvaluationRefusedError, match="ledger knows these data"):
-        run_release(make_config("mode=evaluation"))
-    # the same data under another id: its fingerprint is bound once a release charged it
+    capped = make_config()  # the dataset has a cap and a private registration
+    with pytest.raises(EvaluationRefusedError, match="registration does not allow it"):
+        run_release(make_config("mode=evaluation", register=False))  # a run only asks
+    # the same data put where a synthetic source was registered under another id: the ledger
+    # binds their fingerprint to the capped id, and a release charged them
     run_release(capped)
-    renamed = make_config("mode=evaluation", f"data.path={capped.data.path}",
-                          dataset=f"{request.node.name}-renamed")
-    with pytest.raises(EvaluationRefusedError, match=request.node.name):
+    renamed = make_config("mode=evaluation", dataset=f"{request.node.name}-renamed")
+    shutil.copyfile(capped.data.path, renamed.data.path)
+    known = f"the ledger knows these data \\(as '{capped.ledger.dataset_id}'\\)"
+    with pytest.raises(EvaluationRefusedError, match=known):
         run_release(renamed)
 
 
