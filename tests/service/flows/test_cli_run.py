@@ -219,10 +219,39 @@ def _flow_run(url: str):
         return client.read_flow_run(url.rstrip("/").rsplit("/", 1)[-1])
 
 
+SHIPPED_DEMO = ROOT / "conf" / "release" / "demo.yaml"  # one of the deployment's configs
+
+
+def _shipped_demo_registered() -> str:
+    """The shipped demo config, which ``run --submit`` may send (conf.deployment.
+    REGISTERED_CONFIGS), with its dataset registered and capped as its curator's ``dpcausal
+    ledger register demo-experiment-a conf/release/demo.yaml --zeta 50`` records it: its
+    source, columns, types and policy from the config (issue 32 §1), bound by the source's keyed
+    identity. Its data path, ``../../data/demo/experiment_a.csv`` beside the config, is the
+    checkout's data folder, which the tests leave untouched: the public facts the curator would
+    count there (``dpcausal demo``'s 5,000 records of X1, A, Y) are stated instead. Nothing in
+    the submit tests reads the file: the checks before a submit use the registration only, and
+    a submitted run waits for a worker."""
+    from conf.kinds import KINDS, load_any
+    from conf.registration import registration_values
+    from store import source_fingerprint
+    from tasks.data import source_identity
+
+    config = load_any(str(SHIPPED_DEMO))
+    dataset = config.ledger.dataset_id
+    with Ledger(create=True) as led:
+        led.register(dataset, **registration_values(config), n=5000,
+                     facts={"unit": KINDS["ate"].build(config).unit, "names": ["X1", "A", "Y"],
+                            "d": 1},
+                     fingerprint=(source_fingerprint(source_identity(config.data)),))
+    give_cap(dataset)
+    return str(SHIPPED_DEMO)
+
+
 def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke, tmp_path):
     """Issue 27 §1: `run --submit` hands the config to the stack's deployment, waits for
     nothing, prints the flow run's URL; no deployment (or no stack) is one error, exit 2."""
-    path = str(ROOT / "conf" / "release" / "demo.yaml")    # a registered config
+    path = _shipped_demo_registered()
     _assert_error(invoke("run", "--submit", path), 2,
                   r"no deployment 'release_from_config/from-config' on http")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
@@ -233,7 +262,7 @@ def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke,
 
 
 def test_submit_with_the_deployment(cli_config, invoke, deployments):
-    path = str(ROOT / "conf" / "release" / "demo.yaml")
+    path = _shipped_demo_registered()
     out = invoke("run", "--submit", path, "--set", "estimator.zeta=1.0")
     assert out.exit_code == 0, out.output
     url = out.stdout.strip()
@@ -249,12 +278,18 @@ def test_submit_asks_only_about_registered_configs_and_analysis_keys(cli_config,
     """Issue 32 item 6: `run --submit` handed any config path and its data path to the
     deployment; an unregistered config or a curator's key is now refused here, exit 2, before
     anything is submitted."""
-    own = cli_config(ledger={"dataset_id": "cli-submit"})
+    own = cli_config(ledger={"dataset_id": "cli-submit"},   # registered, capped, not deployed
+                     estimator={"n_folds": 20, "outcome_bounds": [-1, 1], "zeta": 10.0})
+    give_cap("cli-submit")
     _assert_error(invoke("run", "--submit", own), 2, r"one of the deployment's registered configs")
-    demo = str(ROOT / "conf" / "release" / "demo.yaml")
+    demo = _shipped_demo_registered()
     _assert_error(invoke("run", "--submit", demo, "--set", "data.path=/tmp/other.csv"), 2,
+                  r"data.path differs from the registration of dataset 'demo-experiment-a'")
+    # even the registered path is the curator's: a run never sends it
+    registered = str(ROOT / "data" / "demo" / "experiment_a.csv")
+    _assert_error(invoke("run", "--submit", demo, "--set", f"data.path={registered}"), 2,
                   r"'data.path' is not an analysis key a run may set")
-    assert charges("cli-submit") == 0
+    assert charges("cli-submit") == charges("demo-experiment-a") == 0
 
 
 def test_serve_prints_a_trigger_command_that_works_as_printed(project, deployments):
