@@ -32,15 +32,24 @@ def test_a_registered_kind_is_a_choice_of_the_demo_command(monkeypatch):
 
 
 def test_a_registered_kind_is_deployed(monkeypatch):
+    """No deployment per kind takes a whole config (issue 32 item 6): the from-config
+    deployment releases any kind of the registry from one of the registered configs, and each
+    kind's example config is one its Run form offers."""
+    from conf.deployment import REGISTERED_CONFIGS
+
     name = _fake_kind(monkeypatch)
     spec = importlib.util.spec_from_file_location("gen_prefect_yaml",
                                                   ROOT / "deploy" / "gen_prefect_yaml.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     deployments = yaml.safe_load(generator.render())["deployments"]
-    fake = [d for d in deployments if d["name"] == name]
-    assert len(fake) == 1 and fake[0]["entrypoint"] == "flows/release.py:dp_release"
-    assert fake[0]["parameters"]["config"]["kind"] == name
+    [any_kind] = [d for d in deployments if d["name"] == "from-config"]
+    assert any_kind["entrypoint"] == "flows/deployed.py:release_from_config"
+    assert name in any_kind["description"]
+    assert any_kind["parameters"]["settings"]["config"] in REGISTERED_CONFIGS
+    assert {kind.example for kind in KINDS.values()} <= set(REGISTERED_CONFIGS)
+    assert not any("config" in d["parameters"] for d in deployments
+                   if d["entrypoint"].startswith("flows/release.py"))
 
 
 def test_the_flow_steps_follow_the_mechanism_not_the_kind_name():
