@@ -11,6 +11,7 @@ from _flowtools import charges, give_cap, write_exp_a
 
 from conf.deployment import ReleaseParameters
 from flows.deployed import release_from_config
+from tasks.ledger_ops import NoCapError
 
 
 def _artifacts(flow_run_id) -> dict[str, object]:
@@ -49,13 +50,16 @@ def _config(folder, dataset: str) -> str:
     return str(folder / "release.yaml")
 
 
-def test_the_launched_run_shows_the_release_and_its_settings_apply(tmp_path, register):
+def test_the_launched_run_shows_the_release_and_its_settings_apply(tmp_path, register,
+                                                                   curator_registers):
     from mlflow import MlflowClient
 
     dataset = "deployed-typed"
     give_cap(dataset, zeta=10.0)
+    config = register(_config(tmp_path / "study", dataset))
+    assert curator_registers(config) is not None  # the dataset, in the ledger (issue 32 §1)
     state = release_from_config(settings=ReleaseParameters(
-        config=register(_config(tmp_path / "study", dataset)), zeta=1.0, n_folds=20,
+        config=config, zeta=1.0, n_folds=20,
         outcome_lower=-2, outcome_upper=2), return_state=True)
     assert state.is_completed(), state.message
     out = state.result()
@@ -69,14 +73,15 @@ def test_the_launched_run_shows_the_release_and_its_settings_apply(tmp_path, reg
     assert charges(dataset) == 1
 
 
-def test_a_refusal_is_noted_on_the_launched_run(tmp_path, register):
+def test_a_refusal_is_noted_on_the_launched_run(tmp_path, register, curator_registers):
     dataset = "deployed-no-cap"
-    state = release_from_config(settings=ReleaseParameters(
-        config=register(_config(tmp_path / "study", dataset))), return_state=True)
+    config = register(_config(tmp_path / "study", dataset))
+    assert curator_registers(config) is not None  # registered, but given no cap
+    state = release_from_config(settings=ReleaseParameters(config=config), return_state=True)
     assert state.is_failed()
     arts = _artifacts(state.state_details.flow_run_id)
     assert f"refused-{dataset}" in arts
     assert "Nothing was charged" in arts[f"refused-{dataset}"].data
     assert charges(dataset) == 0
-    with pytest.raises(Exception, match=dataset):
+    with pytest.raises(NoCapError, match=dataset):
         state.result()
