@@ -28,14 +28,16 @@ def _config(path, exp_a_csv, dataset: str, estimator: dict) -> str:
 @pytest.mark.parametrize("estimator", [{"outcome_bounds": [-1, 1]},
                                        {"outcome_bounds": [-1, 1], "n_folds": "auto"}],
                          ids=["absent", "auto"])
-def test_a_config_without_n_folds_releases_through_the_cli(estimator, tmp_path, invoke):
+def test_a_config_without_n_folds_releases_through_the_cli(estimator, tmp_path, invoke,
+                                                           curator_registers):
     from mlflow import MlflowClient
 
     dataset = f"auto-folds-{'n_folds' in estimator}"
     give_cap(dataset, zeta=10.0)
     data = write_exp_a(tmp_path / "a.csv", 50 + len(estimator))  # each dataset its own data
-    res = invoke("run", _config(tmp_path / "c.yaml", data, dataset, estimator),
-                 "--no-progress", "--json")
+    config = _config(tmp_path / "c.yaml", data, dataset, estimator)
+    assert curator_registers(config) is not None
+    res = invoke("run", config, "--no-progress", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert 20 < PLANNED_K and out["release"]["n_folds"] == PLANNED_K
@@ -48,7 +50,8 @@ def test_a_config_without_n_folds_releases_through_the_cli(estimator, tmp_path, 
     assert charge["detail"]["K"] == PLANNED_K
 
 
-def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path, monkeypatch):
+def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path, monkeypatch,
+                                                              curator_registers):
     import conf.deployment
     from conf.deployment import ReleaseParameters
     from flows.deployed import release_from_config
@@ -59,11 +62,12 @@ def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path, monkeyp
     config = _config(tmp_path / "c.yaml", data, dataset, {"outcome_bounds": [-1, 1]})
     monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",    # the curator registers it
                         (*conf.deployment.REGISTERED_CONFIGS, config))
+    assert curator_registers(config) is not None  # and its dataset in the ledger
     out = release_from_config(settings=ReleaseParameters(config=config))
     assert out["release"]["n_folds"] == PLANNED_K
 
 
-def test_a_partitioned_config_without_n_folds_releases(tmp_path):
+def test_a_partitioned_config_without_n_folds_releases(tmp_path, curator_registers):
     from conf.models import load_config
     from dpcausal.ate.partitioned import write_parquet_partitions
     from flows.release import run_release
@@ -76,6 +80,7 @@ def test_a_partitioned_config_without_n_folds_releases(tmp_path):
         "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
         "estimator": {"outcome_bounds": [-1, 1]}, "ledger": {"dataset_id": dataset},
         "mlflow": {"experiment": f"test-{dataset}"}})
+    assert curator_registers(config) is not None
     out = run_release(config)
     planned = PrivateATE(outcome_bounds=(-1, 1)).resolved_n_folds(3000, 2)
     assert out["release"]["n_folds"] == planned > 20
