@@ -80,7 +80,7 @@ def make(project, request, curator_registers):
         config = load_any(None, list(overrides), base=base)
         if cap is not None and not config.evaluation:
             give_cap(ds, epsilon=cap, delta=1e-5, unit=UNIT[kind])
-        curator_registers(config)
+        assert curator_registers(config) is not None  # each dataset its own data
         return config
 
     return build
