@@ -258,11 +258,11 @@ def test_partitioned_sql_release_failure_leaks_no_value(project, tmp_path, monke
 
 
 def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_path,
-                                                                  monkeypatch):
-    """The same scan through ``dp_release`` (a ``data.sql_partitions`` config: its checks count
-    the partitions under a fresh fold key, its Dask subflow reads with them), also over the
-    MLflow store; the fold key itself (held in memory from the count to the reads) is a secret
-    too."""
+                                                                  monkeypatch, curator_registers):
+    """The same scan through ``dp_release`` of a registered ``data.sql_partitions`` config
+    (checked from its registration; its Dask subflow counts the partitions under a fresh fold
+    key inside the charged task and reads with them: issue 32 §3), also over the MLflow store;
+    the fold key itself (held in memory from the count to the reads) is a secret too."""
     import sqlite3
 
     import numpy as np
@@ -270,14 +270,14 @@ def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_p
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client
 
-    import tasks.preflight as preflight
+    import flows.partitioned_release as partitioned_flow
     from conf.models import load_config
 
     table = _sentinel_table(10)
     with sqlite3.connect(tmp_path / "d.db") as con:
         table.to_sql("records", con, index=False)
     counted, drawn = [], []
-    real_count, real_draw = preflight.count_sql, estimator_module.draw_release
+    real_count, real_draw = partitioned_flow.count_sql, estimator_module.draw_release
 
     def spy_count(parts, key, roles):
         counted.append(real_count(parts, key, roles))
@@ -287,7 +287,7 @@ def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_p
         drawn.append((tau_hat, v_hat))
         return real_draw(tau_hat, v_hat, *args, **kwargs)
 
-    monkeypatch.setattr(preflight, "count_sql", spy_count)
+    monkeypatch.setattr(partitioned_flow, "count_sql", spy_count)
     monkeypatch.setattr(estimator_module, "draw_release", spy_draw)
     dataset, uri = "sql-leak-config", f"sqlite:///{tmp_path / 'mlflow.db'}"
     give_cap(dataset, zeta=1.5)
@@ -298,7 +298,9 @@ def test_partitioned_sql_config_release_leaks_no_nonprivate_value(project, tmp_p
            "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
            "estimator": {**SQL_ESTIMATOR, "n_folds": 30},
            "mlflow": {"experiment": f"t-{dataset}", "tracking_uri": uri}}
-    out = run_release(load_config(None, [], base=raw))
+    config = load_config(None, [], base=raw)
+    assert curator_registers(config).n == len(table)
+    out = run_release(config)
     [(tau_hat, v_hat)], [sql] = drawn, counted
     rel = out["release"]
     assert rel["nonprivate"] is None

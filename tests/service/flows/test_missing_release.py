@@ -9,7 +9,8 @@ import pandas as pd
 from _flowtools import give_cap, write_exp_a
 
 
-def test_a_drop_release_keeps_n_and_k_of_all_rows_and_charges_the_count(project):
+def test_a_drop_release_keeps_n_and_k_of_all_rows_and_charges_the_count(project,
+                                                                        curator_registers):
     from conf.models import load_config
     from dpcausal.ate.planner import auto_n_folds
     from dpcausal.ledger import Ledger
@@ -31,6 +32,8 @@ def test_a_drop_release_keeps_n_and_k_of_all_rows_and_charges_the_count(project)
         "columns": {"treatment": "A", "outcome": "Y"},
         "estimator": {"estimator": "aipw", "outcome_bounds": [-1.0, 1.0]},
         "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}})
+    registration = curator_registers(config)   # the policy is the curator's (issue 32 §1)
+    assert registration.missing["missing"] == "drop" and registration.n == len(frame)
     out = run_release(config)
     release = out["release"]
     assert release["n"] == len(frame)
