@@ -292,7 +292,7 @@ def _compute(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool
     of their combined sums (dim, lin: the partitions' statistic vectors, added)."""
     if plan.sums is not None:
         return plan.estimator._release_statistics(
-            plan.n, combine_statistics(_sums_phase(parts, plan, key, evaluation)),
+            plan.n, combine_statistics(_sums_phase(parts, plan, evaluation)),
             estimator=plan.sums, d=plan.d, evaluation=evaluation,
             params=fold_rule(plan.roles.id, len(parts), sums=True),
             columns=list(plan.roles.covariates))
@@ -361,10 +361,9 @@ def _block_phase(parts: list[Any], blocks: tuple[range, ...], plan: PartitionPla
     return [fut.result() for fut in futures]
 
 
-def _sums_phase(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool
-                ) -> list[Any]:
+def _sums_phase(parts: list[Any], plan: PartitionPlan, evaluation: bool) -> list[Any]:
     """Each partition's ``dim``/``lin`` statistic vector, one task per partition."""
-    futures = [partition_sum_statistics.submit(p, plan.roles, plan.estimator, key, evaluation)
+    futures = [partition_sum_statistics.submit(p, plan.roles, plan.estimator, evaluation)
                for p in parts]
     _track("sums", futures)
     return [fut.result() for fut in futures]

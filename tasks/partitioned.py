@@ -103,9 +103,10 @@ def block_score_sums(part: str | SqlPartition, roles: Roles, est: PrivateATE, ke
 
 @task(**_OPTIONS)
 def partition_sum_statistics(part: str | SqlPartition, roles: Roles, est: PrivateATE,
-                             key: bytes, evaluation: bool = False) -> np.ndarray:
+                             evaluation: bool = False) -> np.ndarray:
     """Read one partition and return only its ``dim``/``lin`` statistic vector
-    (:func:`dpcausal.ate.partitioned.partition_statistics`): the sums the partitions exchange."""
+    (:func:`dpcausal.ate.partitioned.partition_statistics`): the sums the partitions exchange
+    (no folds, so no fold key)."""
     return partition_statistics(_read(part, roles, evaluation), roles, est,
                                 str(est.estimator), evaluation)
 
