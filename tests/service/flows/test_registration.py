@@ -247,7 +247,7 @@ def test_a_further_kind_answers_the_same_on_neighbouring_files(further, invoke, 
         answers[name] = [invoke("run", str(path), "--no-progress", *args)
                          for args in ([], ["--dry-run"])]
         assert _kind_state(dataset) == before, name  # nothing charged, run or published
-    for one, other in zip(answers["registered"], answers["neighbour"]):
+    for one, other in zip(answers["registered"], answers["neighbour"], strict=True):
         assert (one.exit_code, one.stdout, one.stderr) == (
             other.exit_code, other.stdout, other.stderr)
         assert one.exit_code == 3 and "budget exhausted" in one.stderr, one.output
