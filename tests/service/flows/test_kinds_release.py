@@ -59,9 +59,10 @@ def _base(kind: str) -> dict:
 
 
 @pytest.fixture
-def make(project, request):
+def make(project, request, curator_registers):
     """``make(kind, *overrides, cap=...)``: the kind's config on its own data (a dataset's data
-    are bound to its id), capped at (epsilon, 1e-5) unless ``cap=None``."""
+    are bound to its id), capped at (epsilon, 1e-5) unless ``cap=None``, registered by its
+    curator as given (issue 32 §1)."""
 
     def build(kind: str, *overrides: str, cap: float | None = 40.0, dataset: str | None = None):
         ds = dataset or f"{kind}-{request.node.name}".replace("[", "-").replace("]", "")
@@ -75,6 +76,7 @@ def make(project, request):
         config = load_any(None, list(overrides), base=base)
         if cap is not None and not config.evaluation:
             give_cap(ds, epsilon=cap, delta=1e-5, unit=UNIT[kind])
+        curator_registers(config)
         return config
 
     return build
@@ -138,13 +140,21 @@ def test_refused_release_draws_no_noise(make, draws, kind):
     ("federated", "treatment", 2, r"group labels 0 \(control\) / 1"),
 ])
 def test_bad_input_refused_before_any_charge(make, draws, project, kind, column, value, match):
+    """The public facts are counted at registration (issue 32 §1): a bad public column is
+    refused to the curator there, and a run of the unregistered dataset before any charge."""
+    from conf.registration import NotRegisteredError
+    from tasks.registration import register
+
     cfg = make(kind)
     frame = pd.read_csv(cfg.data.path)
     frame.loc[7, column] = value
     bad = project.root / f"bad-{kind}-{column}.csv"
     frame.to_csv(bad, index=False)
+    config = make(kind, f"data.path={bad}", dataset=f"{kind}-bad-{column}")
     with pytest.raises(ValueError, match=match):
-        run_release(make(kind, f"data.path={bad}", dataset=f"{kind}-bad-{column}"))
+        register(config)
+    with pytest.raises(NotRegisteredError):
+        run_release(config)
     assert draws == [] and len(_history(f"{kind}-bad-{column}")) == 0
 
 
