@@ -223,8 +223,9 @@ def _kind_state(dataset: str) -> tuple:
     from prefect.client.orchestration import get_client
 
     with Ledger() as led:
-        ledger = (led.budgets().drop(columns=["composition"]).to_dict("records"),
-                  led.history(dataset).to_dict("records") if led.has_dataset(dataset) else [],
+        budgets = led.budgets().drop(columns=["composition"])
+        ledger = (budgets[budgets["dataset"] == dataset].to_json(),  # NaN compares as null
+                  led.history(dataset).to_json() if led.has_dataset(dataset) else "",
                   [r.version for r in led.registrations(dataset)])
     artifacts = [(a.key, a.id) for a in artifacts_of(key_like=f"%{dataset}%")]
     with get_client(sync_client=True) as client:
