@@ -165,9 +165,9 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
 
 def _core_facts(mechanism: PrivateATE, frame: pd.DataFrame, roles: dict[str, Any]
                 ) -> dict[str, Any]:
-    """d, the number of covariates (public: the schema)."""
-    covariates = roles["covariates"]
-    return {"d": len(covariates) if covariates is not None else frame.shape[1] - 2}
+    """None besides n and d, which :func:`tasks.registration.count` counts for every core
+    source (the partitioned ones from their footers)."""
+    return {}
 
 
 def _core_public(mechanism: PrivateATE, roles: dict[str, Any],

@@ -21,8 +21,7 @@ def register(config: Any, *, zeta: float | None = None, origin: str | None = Non
              public: str | None = None) -> Registration:
     """Register ``config``'s dataset id with its data half (:func:`conf.registration.
     registration_values`), the mechanism's unit (``public``: the relation's public facts,
-    default the unit's), n counted now (records, not lines) and the kind's public facts
-    (:func:`count`);
+    default the unit's), n counted now (records, not lines) and, for the core release, d;
     ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap.
     Creates the ledger if needed."""
     kind = KINDS[config.kind]
@@ -49,9 +48,9 @@ def register_demo(config: Any) -> Registration:
 def count(config: Any) -> dict[str, Any]:
     """What the curator counts at registration: ``n`` (the records the release's reader
     parses: :func:`tasks.data.read_csv_table` for CSV, the footers of Parquet partitions,
-    ``COUNT(*)`` of a query), the release's column ``names`` and the public facts its kind's
-    charge and checks need (:attr:`conf.kinds.Kind.facts`: the core's d, the Cluster-DP
-    groups, the federated group sizes, the user-level occupancy);
+    ``COUNT(*)`` of a query), the release's column ``names``, for the core release ``d``, and
+    the public facts a further kind's charge and checks need (:attr:`conf.kinds.Kind.facts`:
+    the Cluster-DP groups, the federated group sizes, the user-level occupancy);
     the keyed ``identity`` of the source and, where one process reads every value, of the
     table (its order-invariant fingerprint and keyed row sketch, which catches a near copy
     registered under another id: :mod:`dpcausal.fingerprints`)."""
@@ -61,10 +60,13 @@ def count(config: Any) -> dict[str, Any]:
         names = (list(partition_footers(config.data.partitions)[0][1])
                  if config.data.partitions is not None else [])
         return {"n": n, "d": d, "identity": (where,), **({"names": names} if names else {})}
-    kind = KINDS[config.kind]
-    schema = kind.schema(config)
+    schema = KINDS[config.kind].schema(config)
     table = read_frame(config.data, Schema(schema.columns, rest=schema.rest or "float"))
     frame = select(table, None if schema.rest is not None else list(schema.columns))
-    return {"n": len(frame), "names": [str(c) for c in frame.columns],
-            "identity": (*frame_identities(table), where),
-            **kind.facts(kind.build(config), frame, kind.roles(config))}
+    out: dict[str, Any] = {"n": len(frame), "names": [str(c) for c in frame.columns],
+                           "identity": (*frame_identities(table), where)}
+    if config.kind == "ate":
+        covariates = config.columns.covariates
+        out["d"] = len(covariates) if covariates is not None else frame.shape[1] - 2
+    kind = KINDS[config.kind]
+    return {**out, **kind.facts(kind.build(config), frame, kind.roles(config))}

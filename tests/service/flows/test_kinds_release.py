@@ -58,18 +58,22 @@ def _base(kind: str) -> dict:
             "mechanism": {"bounds": [0.0, 65.0], "epsilon": 1.0, "occupancy_public": True}}
 
 
+def _seed(dataset: str) -> int:
+    """The seed of a dataset's own data (the full crc: equal data under two ids are refused)."""
+    return zlib.crc32(dataset.encode())
+
+
 @pytest.fixture
 def make(project, request, curator_registers):
     """``make(kind, *overrides, cap=...)``: the kind's config on its own data (a dataset's data
-    are bound to its id), capped at (epsilon, 1e-5) unless ``cap=None``, registered by its
-    curator as given (issue 32 §1)."""
+    are bound to its id), capped at (epsilon, 1e-5) in the kind's unit unless ``cap=None``, and
+    registered by its curator as given (issue 32 §1)."""
 
     def build(kind: str, *overrides: str, cap: float | None = 40.0, dataset: str | None = None):
         ds = dataset or f"{kind}-{request.node.name}".replace("[", "-").replace("]", "")
-        seed = zlib.crc32(ds.encode()) % 1000
-        path = project.root / f"{kind}-{seed}.csv"
+        path = project.root / f"{kind}-{_seed(ds):08x}.csv"
         if not path.exists():
-            _frame(kind, seed).to_csv(path, index=False)
+            _frame(kind, _seed(ds)).to_csv(path, index=False)
         base = {"kind": kind, "name": "k", "data": {"path": str(path)}, **_base(kind),
                 "ledger": {"dataset_id": ds, "epsilon": 40.0, "delta": 1e-5},
                 "mlflow": {"experiment": f"test-{ds}"}}
@@ -145,17 +149,17 @@ def test_bad_input_refused_before_any_charge(make, draws, project, kind, column,
     from conf.registration import NotRegisteredError
     from tasks.registration import register
 
-    cfg = make(kind)
-    frame = pd.read_csv(cfg.data.path)
+    ds = f"{kind}-bad-{column}"  # its own data: a near copy of another id's is not registered
+    frame = _frame(kind, _seed(ds))
     frame.loc[7, column] = value
     bad = project.root / f"bad-{kind}-{column}.csv"
     frame.to_csv(bad, index=False)
-    config = make(kind, f"data.path={bad}", dataset=f"{kind}-bad-{column}")
+    cfg = make(kind, f"data.path={bad}", dataset=ds)
     with pytest.raises(ValueError, match=match):
-        register(config)
+        register(cfg)
     with pytest.raises(NotRegisteredError):
-        run_release(config)
-    assert draws == [] and len(_history(f"{kind}-bad-{column}")) == 0
+        run_release(cfg)
+    assert draws == [] and len(_history(ds)) == 0
 
 
 @pytest.mark.parametrize("kind, override, match", [
