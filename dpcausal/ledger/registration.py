@@ -82,6 +82,5 @@ class Registration:
                       else "refused")
         return (f"registration {self.version} of {self.dataset} by {self.by} at {self.at}: "
                 f"source {where}; columns {self.columns}; dtypes {self.dtypes or 'by role'}; "
-                f"missing {self.missing or 'impute'}; facts {self._shown_facts()}; n={self.n} "
-                "records "
-                f"(public); evaluation mode {evaluation}")
+                f"missing {self.missing or 'impute'}; facts {self._shown_facts()}; "
+                f"n={self.n} records (public); evaluation mode {evaluation}")

@@ -278,3 +278,19 @@ def test_a_further_kind_opens_no_file_before_the_reservation(further, monkeypatc
         preflight.check_release(config.data, kind_.schema(config), kind_.build(config),
                                 kind_.roles(config), dataset=dataset, evaluation=False,
                                 cap=kind_.cap(config))
+
+
+@pytest.mark.parametrize("kind", FURTHER)
+def test_a_further_kind_whose_file_changed_fails_after_the_charge(further, invoke, kind):
+    """The neighbour above under a cap that holds the charge: the run is reserved on the
+    registered facts, then its file no longer gives them (SourceChangedError in the curator's
+    private log): a charged, generic failure, as the core's."""
+    path, data, text, dataset = further(kind)
+    with Ledger() as led:
+        led.set_budget(dataset, epsilon=40.0, delta=1e-5, unit=SHORT_CAP[kind]["unit"])
+    data.write_text(_neighbour(text, kind))
+    out = invoke("run", str(path), "--no-progress")
+    assert out.exit_code == 1, out.output
+    assert "ReleaseFailedError" in out.stderr and "records" not in out.output
+    with Ledger() as led:
+        assert led.history(dataset)["status"].tolist() == ["incomplete"]
