@@ -1,13 +1,14 @@
 """The public checks of a release, before anything is charged (issue 18 item 3; issue 32 §3:
 public checks, reservation, then the data). First the dataset's registration
 (:func:`conf.registration.registered`: a run only asks about a registered dataset; evaluation
-mode only where the registration allows it). In release mode, the dataset's cap, then for the
-core release everything from the registration's public facts alone (n counted by the curator,
-d): the parameters' refusals, the planned K, the charge and the budget's headroom, with no file
-opened and no query run; the data are read after the reservation
-(:func:`load_registered`, run inside the charged release: a source that no longer holds the
-registered n records fails there, charged and generic). Evaluation mode (a source registered
-synthetic or public) and the further kinds still read before the charge: read the source as
+mode only where the registration allows it). In release mode, the dataset's cap, then for
+every kind everything from the registration's public facts alone (n counted by the curator and
+the kind's own, :attr:`conf.kinds.Kind.facts`: the core's d, the Cluster-DP groups, the
+federated group sizes, the user-level occupancy): the parameters' refusals, the planned K, the
+charge and the budget's headroom, with no file opened and no query run; the data are read after
+the reservation (:func:`load_registered`, run inside the charged release: a source that no
+longer holds the registered facts fails there, charged and generic). Evaluation mode (a source
+registered synthetic or public) still reads before the charge: read the source as
 its declared types, fingerprint the table and its source (keyed), keep the release's columns,
 ``check_input`` (every refusal decided by public facts: schema, n, parameters), the data-free
 charge, then the budget (``Ledger.check``) in release mode, or in evaluation mode the refusal
