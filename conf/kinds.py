@@ -42,17 +42,17 @@ from dpcausal.user_level import UserLevelATE
 
 @dataclass(frozen=True)
 class Kind:
-    """One release kind: ``build`` makes the mechanism from a config, ``roles`` gives the
-    column roles of ``check_input``, ``detail`` what the ledger's history records of a release
-    (public parameters only), ``budget`` the cap a config suggests (``set_budget`` keyword
-    arguments; the demo gives its own data that cap), and ``published`` the tables a release
-    publishes besides its figures (artifact name -> table). ``facts`` is what the curator
-    counts at registration besides n (``facts(mechanism, frame, roles)``: JSON values, only
-    facts the kind's neighbouring relation holds public), ``public`` the mechanism's public
-    facts of a run from the registration alone (``public(mechanism, roles, registration)``,
-    raising every refusal those facts decide): a release is checked and charged from them
-    before its data are read (issue 32 §3; :func:`tasks.preflight.check_registered`).
-    ``example`` is the kind's demo
+    """One release kind: ``build`` makes the mechanism (of class ``mechanism``) from a config,
+    ``roles`` gives the column roles of ``check_input``, ``detail`` what the ledger's history
+    records of a release (public parameters only), ``budget`` the cap a config suggests
+    (``set_budget`` keyword arguments; the demo gives its own data that cap), and
+    ``published`` the tables a release publishes besides its figures (artifact name -> table).
+    ``facts`` is what the curator counts at registration besides n and the core's d
+    (``facts(mechanism, frame, roles)``: JSON values, only facts the kind's neighbouring
+    relation holds public), ``public`` the mechanism's public facts of a run from the
+    registration alone (``public(mechanism, roles, registration)``, raising every refusal
+    those facts decide): a release is checked and charged from them before its data are read
+    (issue 32 §3; :func:`tasks.preflight.check_registered`). ``example`` is the kind's demo
     config (relative to the project root); its data are written by ``demo.<name>``.
 
     Every list of kinds (the CLI's ``--kind`` choices, the deployments, the demo, the flow
@@ -60,6 +60,7 @@ class Kind:
 
     name: str
     model: type
+    mechanism: type[Mechanism]
     example: str
     build: Callable[[Any], Mechanism]
     roles: Callable[[Any], dict[str, Any]]
@@ -349,15 +350,18 @@ def _epsilon_cap(config: Any) -> dict[str, float | None]:
 
 
 KINDS: dict[str, Kind] = {
-    "ate": Kind("ate", ReleaseConfig, "conf/release/demo.yaml", _build_core, _core_roles,
-                _core_detail, _zeta_cap, _core_facts, _core_public),
-    "cluster_dp": Kind("cluster_dp", ClusterDPConfig, "conf/release/cluster_dp_demo.yaml",
+    "ate": Kind("ate", ReleaseConfig, PrivateATE, "conf/release/demo.yaml", _build_core,
+                _core_roles, _core_detail, _zeta_cap, _core_facts, _core_public),
+    "cluster_dp": Kind("cluster_dp", ClusterDPConfig, ClusterDP,
+                       "conf/release/cluster_dp_demo.yaml",
                        _build_cluster_dp, _cluster_roles, _cluster_detail, _epsilon_cap,
                        _cluster_facts, _cluster_public, _cluster_published),
-    "federated": Kind("federated", FederatedConfig, "conf/release/federated_demo.yaml",
+    "federated": Kind("federated", FederatedConfig, FederatedATE,
+                      "conf/release/federated_demo.yaml",
                       _build_federated, _federated_roles, _federated_detail, _epsilon_cap,
                       _federated_facts, _federated_public),
-    "user_level": Kind("user_level", UserLevelConfig, "conf/release/user_level_demo.yaml",
+    "user_level": Kind("user_level", UserLevelConfig, UserLevelATE,
+                       "conf/release/user_level_demo.yaml",
                        _build_user_level, _user_level_roles, _user_level_detail, _epsilon_cap,
                        _user_level_facts, _user_level_public, _user_level_published),
 }
@@ -399,14 +403,9 @@ def load_any(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (
     return with_absolute_paths(config, Path(path).resolve().parent if in_file else None)
 
 
-#: the mechanism class each kind's ``build`` makes
-_MECHANISMS: dict[str, type] = {"ate": PrivateATE, "cluster_dp": ClusterDP,
-                                "federated": FederatedATE, "user_level": UserLevelATE}
-
-
 def kind_of_mechanism(mechanism: Mechanism) -> Kind:
-    """The kind whose ``build`` makes ``mechanism`` (by its class)."""
-    return next(k for k in KINDS.values() if isinstance(mechanism, _MECHANISMS[k.name]))
+    """The first kind whose ``build`` makes ``mechanism``'s class (or a base of it)."""
+    return next(k for k in KINDS.values() if isinstance(mechanism, k.mechanism))
 
 
 def build_mechanism(config: Any) -> Mechanism:
