@@ -30,19 +30,29 @@ from conf.models import (
 from conf.registry import build_model, resolve
 from conf.user_level import UserLevelConfig
 from dpcausal import Mechanism, PrivateATE
+from dpcausal.ate.estimator import ATEFacts
 from dpcausal.ate.sums import SUM_ESTIMATORS
 from dpcausal.cluster_dp import ClusterDP, ResponseSpace
-from dpcausal.federated import FederatedATE
+from dpcausal.cluster_dp.release import cluster_codes, group_sizes, treatment_codes
+from dpcausal.contract import PublicFacts
+from dpcausal.federated import FederatedATE, FederatedFacts
+from dpcausal.ledger import Registration
 from dpcausal.user_level import UserLevelATE
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One release kind: ``build`` makes the mechanism from a config, ``roles`` gives the
-    column roles of ``check_input``, ``detail`` what the ledger's history records of a release
-    (public parameters only), ``budget`` the cap a config suggests (``set_budget`` keyword
-    arguments; the demo gives its own data that cap), and ``published`` the tables a release
-    publishes besides its figures (artifact name -> table). ``example`` is the kind's demo
+    """One release kind: ``build`` makes the mechanism (of class ``mechanism``) from a config,
+    ``roles`` gives the column roles of ``check_input``, ``detail`` what the ledger's history
+    records of a release (public parameters only), ``budget`` the cap a config suggests
+    (``set_budget`` keyword arguments; the demo gives its own data that cap), and
+    ``published`` the tables a release publishes besides its figures (artifact name -> table).
+    ``facts`` is what the curator counts at registration besides n and the core's d
+    (``facts(mechanism, frame, roles)``: JSON values, only facts the kind's neighbouring
+    relation holds public), ``public`` the mechanism's public facts of a run from the
+    registration alone (``public(mechanism, roles, registration)``, raising every refusal
+    those facts decide): a release is checked and charged from them before its data are read
+    (issue 32 §3; :func:`tasks.preflight.check_registered`). ``example`` is the kind's demo
     config (relative to the project root); its data are written by ``demo.<name>``.
 
     Every list of kinds (the CLI's ``--kind`` choices, the deployments, the demo, the flow
@@ -50,11 +60,14 @@ class Kind:
 
     name: str
     model: type
+    mechanism: type[Mechanism]
     example: str
     build: Callable[[Any], Mechanism]
     roles: Callable[[Any], dict[str, Any]]
     detail: Callable[[Any], dict[str, Any]]
     budget: Callable[[Any], dict[str, float | None]]
+    facts: Callable[[Any, pd.DataFrame, dict[str, Any]], dict[str, Any]]
+    public: Callable[[Any, dict[str, Any], Registration], PublicFacts]
     published: Callable[[Any], dict[str, pd.DataFrame]] | None = None
 
     def cap(self, config: Any) -> str:
@@ -151,6 +164,22 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
             "missing_fill": config.data.missing_fill if config.data.missing == "impute" else None}
 
 
+def _core_facts(mechanism: PrivateATE, frame: pd.DataFrame, roles: dict[str, Any]
+                ) -> dict[str, Any]:
+    """None besides n and d, which :func:`tasks.registration.count` counts for every core
+    source (the partitioned ones from their footers)."""
+    return {}
+
+
+def _core_public(mechanism: PrivateATE, roles: dict[str, Any],
+                 registration: Registration) -> ATEFacts:
+    """n and d as registered, checked (:meth:`dpcausal.PrivateATE.check_facts`: K against n,
+    the parameters, the noise scale)."""
+    facts = ATEFacts(registration.n, registration.facts["d"])
+    mechanism.check_facts(facts)
+    return facts
+
+
 def with_planned(config: AnyConfig, planned: dict[str, Any]) -> AnyConfig:
     """``config`` with the planner's choices (``Mechanism.planned_params``, e.g. the core's
     ``n_folds`` for "auto") written into its mechanism section, so the run's MLflow params and
@@ -190,6 +219,24 @@ def _cluster_detail(config: ClusterDPConfig) -> dict[str, Any]:
             "bounds": [min(m.values), max(m.values)], "accounting": m.accounting}
 
 
+def _cluster_facts(mechanism: ClusterDP, frame: pd.DataFrame, roles: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """The cluster labels and the (cluster, arm) group sizes: public under label DP, where
+    only the outcomes are private (spec cluster_dp.md §1.2)."""
+    z = treatment_codes(frame[roles["treatment"]], name=str(roles["treatment"]))
+    cidx, labels = cluster_codes(frame[roles["cluster"]],
+                                 name=f"cluster column {roles['cluster']!r}")
+    return {"clusters": labels.tolist(), "groups": group_sizes(z, cidx, labels.size).tolist()}
+
+
+def _cluster_public(mechanism: ClusterDP, roles: dict[str, Any],
+                    registration: Registration) -> PublicFacts:
+    """The registered groups, checked (:meth:`dpcausal.cluster_dp.ClusterDP.check_groups`);
+    the charge depends on the public parameters only (spec §2.8)."""
+    return mechanism.check_groups(np.asarray(registration.facts["groups"]),
+                                  registration.facts["clusters"])
+
+
 def _cluster_published(release: Any) -> dict[str, pd.DataFrame]:
     """What the platform publishes (spec cluster_dp.md Fig. 1): the privatized unit-level data
     (secret order within (cluster, arm), no source index) and the noisy priors."""
@@ -204,6 +251,22 @@ def _build_federated(config: FederatedConfig) -> FederatedATE:
 
 def _federated_roles(config: FederatedConfig) -> dict[str, Any]:
     return {"treatment": config.columns.treatment, "outcome": config.columns.outcome}
+
+
+def _federated_facts(mechanism: FederatedATE, frame: pd.DataFrame, roles: dict[str, Any]
+                     ) -> dict[str, Any]:
+    """The group sizes, public in this protocol (spec federated_secagg.md §1: n_c, n_t and each
+    client's group), as the library's input check finds them."""
+    return dict(mechanism.check_input(frame, **roles).public)
+
+
+def _federated_public(mechanism: FederatedATE, roles: dict[str, Any],
+                      registration: Registration) -> PublicFacts:
+    """The registered group sizes; their charge (:meth:`dpcausal.federated.FederatedATE.
+    privacy_charge`) makes the options' and the calibration's refusals."""
+    facts = FederatedFacts(registration.facts["n_treated"], registration.facts["n_control"])
+    mechanism.privacy_charge(facts)
+    return facts
 
 
 def _federated_detail(config: FederatedConfig) -> dict[str, Any]:
@@ -223,6 +286,42 @@ def _user_level_roles(config: UserLevelConfig) -> dict[str, Any]:
     strata = [x for x in c.cell if x != arm]
     return {"unit": c.unit, "stratum": strata or None, "treatment": arm, "outcome": c.value,
             "order": c.order, "record": c.record}
+
+
+def _cell_keys(roles: dict[str, Any]) -> list[str]:
+    """The occupancy's key columns: the unit, then the cell's (strata, then the arm)."""
+    arm = [roles["treatment"]] if roles["treatment"] is not None else []
+    return [roles["unit"], *(roles["stratum"] or []), *arm]
+
+
+def _user_level_facts(mechanism: UserLevelATE, frame: pd.DataFrame, roles: dict[str, Any]
+                      ) -> dict[str, Any]:
+    """The occupancy: the records of each (unit, cell), with the units' and cells' keys. It is
+    public under the kind's relation (spec user_level_clip.md §1.3, §7.2-1: neighbours differ
+    in one user's values only; the release is refused unless ``occupancy_public``), and the
+    plan, hence the charge K * epsilon, is a function of it (spec §1.5)."""
+    keys = _cell_keys(roles)
+    occupancy = frame.groupby(keys, sort=True, dropna=False).size()
+    index = occupancy.index.to_frame(index=False)
+    return {"occupancy": {"keys": keys, "records": occupancy.to_numpy().tolist(),
+                          "values": [index[k].astype(object).where(index[k].notna(), None)
+                                     .tolist() for k in keys]}}
+
+
+def _user_level_public(mechanism: UserLevelATE, roles: dict[str, Any],
+                       registration: Registration) -> PublicFacts:
+    """The plan's facts of the registered occupancy: the library's input check of a table of
+    its records with every value missing (values are never refused, only clamped:
+    :func:`dpcausal.user_level.records.clamp_values`), one order and one id per record."""
+    held = registration.facts["occupancy"]
+    counts = np.asarray(held["records"], dtype=np.int64)
+    table = pd.DataFrame({k: np.repeat(np.asarray(v, dtype=object), counts) for k, v in
+                          zip(held["keys"], held["values"], strict=True)}).infer_objects()
+    table[roles["outcome"]] = np.nan
+    for role in ("order", "record"):
+        if roles[role] is not None:
+            table[roles[role]] = np.arange(len(table)).astype(float if role == "order" else str)
+    return mechanism.check_input(table, **roles).public
 
 
 def _user_level_published(release: Any) -> dict[str, pd.DataFrame]:
@@ -251,16 +350,20 @@ def _epsilon_cap(config: Any) -> dict[str, float | None]:
 
 
 KINDS: dict[str, Kind] = {
-    "ate": Kind("ate", ReleaseConfig, "conf/release/demo.yaml", _build_core, _core_roles,
-                _core_detail, _zeta_cap),
-    "cluster_dp": Kind("cluster_dp", ClusterDPConfig, "conf/release/cluster_dp_demo.yaml",
+    "ate": Kind("ate", ReleaseConfig, PrivateATE, "conf/release/demo.yaml", _build_core,
+                _core_roles, _core_detail, _zeta_cap, _core_facts, _core_public),
+    "cluster_dp": Kind("cluster_dp", ClusterDPConfig, ClusterDP,
+                       "conf/release/cluster_dp_demo.yaml",
                        _build_cluster_dp, _cluster_roles, _cluster_detail, _epsilon_cap,
-                       _cluster_published),
-    "federated": Kind("federated", FederatedConfig, "conf/release/federated_demo.yaml",
-                      _build_federated, _federated_roles, _federated_detail, _epsilon_cap),
-    "user_level": Kind("user_level", UserLevelConfig, "conf/release/user_level_demo.yaml",
+                       _cluster_facts, _cluster_public, _cluster_published),
+    "federated": Kind("federated", FederatedConfig, FederatedATE,
+                      "conf/release/federated_demo.yaml",
+                      _build_federated, _federated_roles, _federated_detail, _epsilon_cap,
+                      _federated_facts, _federated_public),
+    "user_level": Kind("user_level", UserLevelConfig, UserLevelATE,
+                       "conf/release/user_level_demo.yaml",
                        _build_user_level, _user_level_roles, _user_level_detail, _epsilon_cap,
-                       _user_level_published),
+                       _user_level_facts, _user_level_public, _user_level_published),
 }
 
 
@@ -298,6 +401,11 @@ def load_any(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (
     key = "data.path" if config.data.path is not None else "data.partitions"
     in_file = path is not None and override_at(key, overrides) is None
     return with_absolute_paths(config, Path(path).resolve().parent if in_file else None)
+
+
+def kind_of_mechanism(mechanism: Mechanism) -> Kind:
+    """The first kind whose ``build`` makes ``mechanism``'s class (or a base of it)."""
+    return next(k for k in KINDS.values() if isinstance(mechanism, k.mechanism))
 
 
 def build_mechanism(config: Any) -> Mechanism:

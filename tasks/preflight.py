@@ -1,13 +1,14 @@
 """The public checks of a release, before anything is charged (issue 18 item 3; issue 32 §3:
 public checks, reservation, then the data). First the dataset's registration
 (:func:`conf.registration.registered`: a run only asks about a registered dataset; evaluation
-mode only where the registration allows it). In release mode, the dataset's cap, then for the
-core release everything from the registration's public facts alone (n counted by the curator,
-d): the parameters' refusals, the planned K, the charge and the budget's headroom, with no file
-opened and no query run; the data are read after the reservation
-(:func:`load_registered`, run inside the charged release: a source that no longer holds the
-registered n records fails there, charged and generic). Evaluation mode (a source registered
-synthetic or public) and the further kinds still read before the charge: read the source as
+mode only where the registration allows it). In release mode, the dataset's cap, then for
+every kind everything from the registration's public facts alone (n counted by the curator and
+the kind's own, :attr:`conf.kinds.Kind.facts`: the core's d, the Cluster-DP groups, the
+federated group sizes, the user-level occupancy): the parameters' refusals, the planned K, the
+charge and the budget's headroom, with no file opened and no query run; the data are read after
+the reservation (:func:`load_registered`, run inside the charged release: a source that no
+longer holds the registered facts fails there, charged and generic). Evaluation mode (a source
+registered synthetic or public) still reads before the charge: read the source as
 its declared types, fingerprint the table and its source (keyed), keep the release's columns,
 ``check_input`` (every refusal decided by public facts: schema, n, parameters), the data-free
 charge, then the budget (``Ledger.check``) in release mode, or in evaluation mode the refusal
@@ -30,13 +31,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from conf.kinds import KINDS
+from conf.kinds import KINDS, kind_of_mechanism
 from conf.models import DataSource, Schema
 from conf.registration import EvaluationRefusedError, registered
 from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.ate.estimator import ATEFacts, PrivateATE
 from dpcausal.ate.partitioned import plan_partitions, release_key
+from dpcausal.contract import PublicFacts
 from dpcausal.ledger import (
     BudgetExceededError,
     DatasetIdentityError,
@@ -159,7 +161,7 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
             "source marked synthetic or public)")
     if not evaluation:
         ledger_ops.require_cap(dataset, cap)
-        if isinstance(mechanism, PrivateATE):
+        if isinstance(mechanism, PrivateATE) or not source.partitioned:
             return check_registered(source, schema, mechanism, roles, dataset=dataset,
                                     cap=cap, registration=registration)
     if source.path is not None:
@@ -183,17 +185,18 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
                    planned=mechanism.planned_params(prepared.public))
 
 
-def check_registered(source: DataSource, schema: Schema, mechanism: PrivateATE,
+def check_registered(source: DataSource, schema: Schema, mechanism: Mechanism,
                      roles: dict[str, Any], *, dataset: str, cap: str,
                      registration: Registration) -> Checked:
-    """A core release checked from its registration's public facts only (issue 32 §3): n and
-    d (:meth:`dpcausal.PrivateATE.check_facts`: K against n, the parameters, the noise scale),
-    the planned K, the charge and the budget (binding the source's keyed identity); no file is
+    """A release checked from its registration's public facts only (issue 32 §3), for every
+    kind: the mechanism's public facts and every refusal they decide
+    (:attr:`conf.kinds.Kind.public`: the core's n and d, K against n; the Cluster-DP groups;
+    the federated group sizes; the user-level plan of the registered occupancy), the planned
+    parameters, the charge and the budget (binding the source's keyed identity); no file is
     opened and no query runs. The input is read after the reservation, by :attr:`Checked.load`
     (:func:`load_registered`); a partitioned source's phases read it there
     (:mod:`flows.partitioned_release`)."""
-    facts = ATEFacts(registration.n, registration.facts["d"])
-    mechanism.check_facts(facts)
+    facts = kind_of_mechanism(mechanism).public(mechanism, roles, registration)
     charge = mechanism.privacy_charge(facts)
     where = source_fingerprint(source_identity(source))
     check_ledger(dataset, charge, unit=mechanism.unit, identity=(where,), evaluation=False,
@@ -202,27 +205,41 @@ def check_registered(source: DataSource, schema: Schema, mechanism: PrivateATE,
         c for value in roles.values() for c in ([value] if isinstance(value, str) else
                                                 (value or []))]
     load = None if source.partitioned else (
-        lambda: load_registered(source, schema, mechanism, roles, registration.n))
+        lambda: load_registered(source, schema, mechanism, roles, registration, facts))
     return Checked(prepared=Prepared(public=facts, data=None), fingerprint=None, source=where,
                    schema=tuple(names), charge=charge, planned=mechanism.planned_params(facts),
                    load=load)
 
 
 def load_registered(source: DataSource, schema: Schema, mechanism: Mechanism,
-                    roles: dict[str, Any], n: int) -> Prepared:
+                    roles: dict[str, Any], registration: Registration,
+                    facts: PublicFacts) -> Prepared:
     """The checked input of a release reserved from its registration, read after the
-    reservation: the source as its declared types, which must still hold the registered ``n``
-    records (else :class:`SourceChangedError`: charged and generic, as every failure after the
-    reservation), then ``check_input``, whose warnings (of the public facts, n and d) were
-    shown before the charge by :func:`check_registered` and are not raised again."""
+    reservation: the source as its declared types, which must still hold the registered n
+    records and the kind's registered public facts (:attr:`conf.kinds.Kind.facts`), then
+    ``check_input``, whose warnings (of the public facts) were shown before the charge by
+    :func:`check_registered` and are not raised again, and whose public ``facts`` must be the
+    ones charged (a further kind's; the core's n and d are the registration's by the first
+    test). A source that changed fails with :class:`SourceChangedError`: charged and generic,
+    as every failure after the reservation."""
     table = read_frame(source, schema)
-    if len(table) != n:
-        raise SourceChangedError(
-            f"the source holds {len(table)} records, its registration {n}: the curator "
-            "registers the new version (`dpcausal ledger register`)")
+    kind = kind_of_mechanism(mechanism)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return mechanism.check_input(table, **roles)
+        if len(table) != registration.n:
+            raise SourceChangedError(
+                f"the source holds {len(table)} records, its registration {registration.n}: "
+                "the curator registers the new version (`dpcausal ledger register`)")
+        counted = kind.facts(mechanism, table, roles)
+        if any(registration.facts.get(k) != v for k, v in counted.items()):
+            raise SourceChangedError(
+                f"the source's {', '.join(counted)} differ from its registration's: the "
+                "curator registers the new version (`dpcausal ledger register`)")
+        prepared = mechanism.check_input(table, **roles)
+    if not isinstance(mechanism, PrivateATE) and dict(prepared.public) != dict(facts):
+        raise SourceChangedError(f"the source's public facts {dict(prepared.public)} differ "
+                                 f"from those charged, {dict(facts)}")
+    return prepared
 
 
 def check_data(config: Any) -> Any:

@@ -49,8 +49,10 @@ def register_demo(config: Any) -> Registration:
 def count(config: Any) -> dict[str, Any]:
     """What the curator counts at registration: ``n`` (the records the release's reader
     parses: :func:`tasks.data.read_csv_table` for CSV, the footers of Parquet partitions,
-    ``COUNT(*)`` of a query), the release's column ``names`` and, for the core release, ``d``
-    (:func:`conf.kinds.default_covariates`, as ``plan`` and ``run`` take them: ``[]`` refused);
+    ``COUNT(*)`` of a query), the release's column ``names``, for the core release ``d``
+    (:func:`conf.kinds.default_covariates`, as ``plan`` and ``run`` take them: ``[]`` refused),
+    and the public facts a further kind's charge and checks need (:attr:`conf.kinds.Kind.facts`:
+    the Cluster-DP groups, the federated group sizes, the user-level occupancy);
     the keyed ``identity`` of the source and, where one process reads every value, of the
     table (its order-invariant fingerprint and keyed row sketch, which catches a near copy
     registered under another id: :mod:`dpcausal.fingerprints`)."""
@@ -72,4 +74,5 @@ def count(config: Any) -> dict[str, Any]:
                            "identity": (*frame_identities(table), where)}
     if config.kind == "ate":  # the covariates as the release takes them (issue 34 §1)
         out["d"] = len(default_covariates(out["names"], config.columns, config.data))
-    return out
+    kind = KINDS[config.kind]
+    return {**out, **kind.facts(kind.build(config), frame, kind.roles(config))}

@@ -426,7 +426,7 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
         Prepared
             ``public``: n and the number of clusters; ``data``: the checked unit codes.
         """
-        lam, _ = self.calibrate()
+        self.calibrate()
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"df must be a pandas DataFrame, got {type(data).__name__}")
         for arg, col in (("cluster", cluster), ("treatment", treatment), ("outcome", outcome)):
@@ -435,7 +435,6 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
         cols = columns(data, cluster=cluster, treatment=treatment, outcome=outcome)
         if len(data) == 0:
             raise ValueError("df has no rows; nothing to release")
-        self._check_finite_variance(lam, len(data))
         y = cols["outcome"]
         if not pd.api.types.is_numeric_dtype(y):
             raise ValueError(
@@ -446,9 +445,26 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
                                    self._default_label())
         z = treatment_codes(cols["treatment"], name=str(treatment))
         cidx, labels = cluster_codes(cols["cluster"], name=f"cluster column {cluster!r}")
-        self._check_groups(z, cidx, labels)
         units = _Units(y_idx=y_idx, z=z, cidx=cidx, labels=labels)
-        return Prepared(public=ClusterDPFacts(int(z.size), int(labels.size)), data=units)
+        return Prepared(public=self.check_groups(group_sizes(z, cidx, labels.size), labels),
+                        data=units)
+
+    def check_groups(self, n_cell: np.ndarray, labels: Any) -> ClusterDPFacts:
+        """Every refusal that the public parameters and the (cluster, arm) group sizes decide
+        (public under label DP: clusters and arms are not private, spec §1.2), with no data:
+        :meth:`calibrate`, no units, a response space too wide for a finite variance over n
+        units, and the groups (:meth:`_check_groups`). ``n_cell`` is the (C, 2) array of group
+        sizes (:func:`group_sizes`; arm 0 then 1) and ``labels`` the C cluster labels. Returns
+        the public facts; :meth:`check_input` runs it on the data's groups, an orchestrator on
+        the groups its curator counted at registration."""
+        lam, _ = self.calibrate()
+        n_cell = np.asarray(n_cell, dtype=np.int64).reshape(-1, 2)
+        n = int(n_cell.sum())
+        if n == 0:
+            raise ValueError("df has no rows; nothing to release")
+        self._check_finite_variance(lam, n)
+        self._check_groups(n_cell, np.asarray(labels, dtype=object))
+        return ClusterDPFacts(n, int(n_cell.shape[0]))
 
     def _default_label(self) -> float | None:
         """The value of Y every out-of-space outcome takes (None: the nearest rule)."""
@@ -471,11 +487,9 @@ class ClusterDP(Mechanism[ClusterDPFacts]):
                 f"variance over n = {n} units overflows floating point; rescale the outcomes"
             )
 
-    def _check_groups(self, z: np.ndarray, cidx: np.ndarray, labels: np.ndarray) -> None:
+    def _check_groups(self, n_cell: np.ndarray, labels: np.ndarray) -> None:
         """Refuse empty (cluster, arm) groups and groups too small for V_hat (spec §1.1, §3.6);
         warn about small groups (spec §5). Group sizes are public (spec §1.2)."""
-        C = labels.size
-        n_cell = np.bincount(2 * cidx + z, minlength=2 * C).reshape(C, 2)
         empty = np.argwhere(n_cell == 0)
         if empty.size:
             shown = [(labels[c], int(a)) for c, a in empty[:5]]
@@ -635,6 +649,12 @@ def cluster_codes(col: pd.Series | np.ndarray,
     if np.any(codes < 0):
         raise ValueError(f"{name} has missing values; every unit needs a cluster")
     return codes.astype(np.int64), np.asarray(labels)
+
+
+def group_sizes(z: np.ndarray, cidx: np.ndarray, clusters: int) -> np.ndarray:
+    """The (cluster, arm) group sizes n_{c,a} (spec §1.1) as a (clusters, 2) array, arm 0 then
+    1, of the treatment codes ``z`` and cluster codes ``cidx`` (:func:`cluster_codes`)."""
+    return np.bincount(2 * cidx + z, minlength=2 * clusters).reshape(clusters, 2)
 
 
 def treatment_codes(col: pd.Series, name: str = "treatment") -> np.ndarray:

@@ -69,6 +69,12 @@ class Registration:
         """:meth:`bound` as canonical JSON text (the stored form)."""
         return json.dumps(self.bound(), sort_keys=True, default=str)
 
+    def _shown_facts(self) -> dict[str, Any]:
+        """The facts, a long one (a user-level occupancy: one entry per unit and cell) named
+        only: it stays in the ledger, where the release checks it."""
+        return {k: v if len(json.dumps(v, default=str)) <= 200 else "(stored, not shown)"
+                for k, v in self.facts.items()}
+
     def describe(self) -> str:
         """One paragraph for ``dpcausal ledger show``."""
         where = ", ".join(f"{k}={v}" for k, v in self.source.items() if v not in (None, {}, []))
@@ -76,5 +82,5 @@ class Registration:
                       else "refused")
         return (f"registration {self.version} of {self.dataset} by {self.by} at {self.at}: "
                 f"source {where}; columns {self.columns}; dtypes {self.dtypes or 'by role'}; "
-                f"missing {self.missing or 'impute'}; facts {self.facts}; n={self.n} records "
-                f"(public); evaluation mode {evaluation}")
+                f"missing {self.missing or 'impute'}; facts {self._shown_facts()}; "
+                f"n={self.n} records (public); evaluation mode {evaluation}")

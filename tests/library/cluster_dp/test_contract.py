@@ -160,3 +160,21 @@ def test_released_ci_covers_the_ate(kw):
         r = m.fit(frame, treatment="z", outcome="y", cluster="c", evaluation=True)
         covered += r.ci[0] <= 1.0 <= r.ci[1]
     assert covered / R >= 0.92  # 0.95 nominal; 3 binomial s.e. below it is 0.913
+
+
+def test_check_groups_decides_from_the_public_groups_alone():
+    """An orchestrator checks a registered dataset from its (cluster, arm) group sizes, with no
+    data (issue 32 §3): the same facts and refusals as check_input on data with those groups."""
+    mech = ClusterDP(ResponseSpace(np.arange(3.0)), epsilon=2.0)
+    frame = pd.DataFrame({"c": ["a"] * 12 + ["b"] * 9, "z": [0, 1] * 6 + [0] * 5 + [1] * 4,
+                          "y": [1.0] * 21})
+    data = dict(mech.check_input(frame, cluster="c", treatment="z", outcome="y").public)
+    assert data == {"n": 21, "clusters": 2}
+    assert dict(mech.check_groups(np.array([[6, 6], [5, 4]]), ["a", "b"])) == data
+    empty = frame[~((frame["c"] == "b") & (frame["z"] == 1))]
+    with pytest.raises(ValueError, match=r"groups with no units: \[\('b', 1\)\]"):
+        mech.check_input(empty, cluster="c", treatment="z", outcome="y")
+    with pytest.raises(ValueError, match=r"groups with no units: \[\('b', 1\)\]"):
+        mech.check_groups(np.array([[6, 6], [5, 0]]), ["a", "b"])
+    with pytest.raises(ValueError, match="no rows"):
+        mech.check_groups(np.zeros((0, 2)), [])

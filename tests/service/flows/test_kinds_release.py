@@ -67,9 +67,11 @@ def _seed(dataset: str) -> int:
 def make(project, request, curator_registers):
     """``make(kind, *overrides, cap=...)``: the kind's config on its own data (a dataset's data
     are bound to its id), capped at (epsilon, 1e-5) in the kind's unit unless ``cap=None``, and
-    registered by its curator as given (issue 32 §1)."""
+    registered by its curator as given (issue 32 §1; ``registers=False``: a registration the
+    curator is refused)."""
 
-    def build(kind: str, *overrides: str, cap: float | None = 40.0, dataset: str | None = None):
+    def build(kind: str, *overrides: str, cap: float | None = 40.0, dataset: str | None = None,
+              registers: bool = True):
         ds = dataset or f"{kind}-{request.node.name}".replace("[", "-").replace("]", "")
         path = project.root / f"{kind}-{_seed(ds):08x}.csv"
         if not path.exists():
@@ -80,7 +82,8 @@ def make(project, request, curator_registers):
         config = load_any(None, list(overrides), base=base)
         if cap is not None and not config.evaluation:
             give_cap(ds, epsilon=cap, delta=1e-5, unit=UNIT[kind])
-        assert curator_registers(config) is not None  # each dataset its own data
+        registered = curator_registers(config)  # each dataset its own data
+        assert registered is not None or not registers, f"{ds} was not registered"
         return config
 
     return build
@@ -144,13 +147,20 @@ def test_refused_release_draws_no_noise(make, draws, kind):
     ("federated", "treatment", 2, r"group labels 0 \(control\) / 1"),
 ])
 def test_bad_input_refused_before_any_charge(make, draws, project, kind, column, value, match):
+    """The public facts are counted at registration (issue 32 §1): a bad public column is
+    refused to the curator there, and a run of the unregistered dataset before any charge."""
+    from conf.registration import NotRegisteredError
+    from tasks.registration import register
+
     ds = f"{kind}-bad-{column}"  # its own data: a near copy of another id's is not registered
     frame = _frame(kind, _seed(ds))
     frame.loc[7, column] = value
     bad = project.root / f"bad-{kind}-{column}.csv"
     frame.to_csv(bad, index=False)
-    cfg = make(kind, f"data.path={bad}", dataset=ds)
+    cfg = make(kind, f"data.path={bad}", dataset=ds, registers=False)
     with pytest.raises(ValueError, match=match):
+        register(cfg)
+    with pytest.raises(NotRegisteredError):
         run_release(cfg)
     assert draws == [] and len(_history(ds)) == 0
 

@@ -181,3 +181,123 @@ def test_the_partition_count_runs_after_the_reservation(registered, monkeypatch,
         preflight.check_release(config.data, kind.schema(config), kind.build(config),
                                 kind.roles(config), dataset=dataset, evaluation=False,
                                 cap=kind.cap(config))
+
+
+# ------------------------------------------------------------------ the further kinds
+FURTHER = ["cluster_dp", "federated", "user_level"]
+#: a cap below each kind's charge in its unit (the budget is as good as exhausted)
+SHORT_CAP = {"cluster_dp": dict(epsilon=1.5, delta=1e-5, unit="label"),
+             "federated": dict(epsilon=0.5, delta=1e-5, unit="client"),
+             "user_level": dict(epsilon=0.5, delta=1e-5, unit="user")}
+OUTCOME = {"cluster_dp": "outcome", "federated": "outcome", "user_level": "y"}
+
+
+def _neighbour(text: str, kind: str) -> str:
+    """The CSV ``text`` with the first person's outcome field opened by a quote (``"0.3``):
+    one person's value, which leaves every public fact as registered but makes the reader
+    take the rest of the file as that one field (the records after it are one broken record)."""
+    header, first, *rest = text.splitlines()
+    fields = first.split(",")
+    at = header.split(",").index(OUTCOME[kind])
+    fields[at] = '"' + fields[at]
+    return "\n".join([header, ",".join(fields), *rest]) + "\n"
+
+
+@pytest.fixture
+def further(project, tmp_path, curator_registers):
+    """``further(kind)``: a registered config of ``kind`` on its own CSV file (the curator
+    counted it), capped below its charge; returns (config path, data file, text, dataset)."""
+    from test_kinds_release import _base, _frame
+
+    def make(kind: str):
+        dataset = f"registered-{kind.replace('_', '-')}"
+        data = tmp_path / f"{kind}.csv"
+        _frame(kind, zlib.crc32(dataset.encode()) % 1000).to_csv(data, index=False)
+        path = tmp_path / f"{kind}.yaml"
+        path.write_text(yaml.safe_dump({
+            "kind": kind, "name": "k", "data": {"path": str(data)}, **_base(kind),
+            "ledger": {"dataset_id": dataset, "epsilon": 40.0, "delta": 1e-5},
+            "mlflow": {"experiment": "test-registration"}}))
+        give_cap(dataset, **SHORT_CAP[kind])
+        reg = curator_registers(path)
+        assert reg is not None and reg.n > 0
+        return path, data, data.read_text(), dataset
+
+    return make
+
+
+def _kind_state(dataset: str) -> tuple:
+    from prefect.client.orchestration import get_client
+
+    with Ledger() as led:
+        budgets = led.budgets().drop(columns=["composition"])
+        ledger = (budgets[budgets["dataset"] == dataset].to_json(),  # NaN compares as null
+                  led.history(dataset).to_json() if led.has_dataset(dataset) else "",
+                  [r.version for r in led.registrations(dataset)])
+    artifacts = [(a.key, a.id) for a in artifacts_of(key_like=f"%{dataset}%")]
+    with get_client(sync_client=True) as client:
+        return ledger, client.count_flow_runs(), artifacts
+
+
+@pytest.mark.parametrize("kind", FURTHER)
+def test_a_further_kind_answers_the_same_on_neighbouring_files(further, invoke, kind):
+    """Issue 32 §3 for Cluster-DP, federated and user-level releases: they read their file and
+    ran ``check_input`` before the reservation, so one person's outcome field opened by a quote
+    (the reader then takes the rest of the file as one broken record) turned the budget's
+    refusal (exit 3) into a refusal of the data (exit 2: empty cluster groups, labels that are
+    not 0/1, a record without its user). Now each is checked from its registration's public
+    facts: the same answer, ledger, flow runs and artifacts on both neighbours."""
+    path, data, text, dataset = further(kind)
+    answers = {}
+    for name, content in (("registered", text), ("neighbour", _neighbour(text, kind))):
+        data.write_text(content)
+        before = _kind_state(dataset)
+        answers[name] = [invoke("run", str(path), "--no-progress", *args)
+                         for args in ([], ["--dry-run"])]
+        assert _kind_state(dataset) == before, name  # nothing charged, run or published
+    for one, other in zip(answers["registered"], answers["neighbour"], strict=True):
+        assert (one.exit_code, one.stdout, one.stderr) == (
+            other.exit_code, other.stdout, other.stderr)
+        assert one.exit_code == 3 and "budget exhausted" in one.stderr, one.output
+
+
+@pytest.mark.parametrize("kind", FURTHER)
+def test_a_further_kind_opens_no_file_before_the_reservation(further, monkeypatch, kind):
+    """The checks before the charge of a further kind read its registration only: a spy on
+    every reader of a data file sees no call before the budget's refusal."""
+    import tasks.data as data_module
+    import tasks.preflight as preflight
+    from conf.kinds import KINDS, load_any
+    from dpcausal.ledger import BudgetExceededError
+
+    path, _, _, dataset = further(kind)
+    config = load_any(path)
+
+    def spy(*args, **kw):
+        raise AssertionError("a data file was read before the reservation")
+
+    for module, name in ((preflight, "read_frame"), (data_module, "read_frame"),
+                         (data_module, "read_csv_table"), (pd, "read_parquet"),
+                         (pd, "read_csv")):
+        monkeypatch.setattr(module, name, spy)
+    kind_ = KINDS[kind]
+    with pytest.raises(BudgetExceededError):
+        preflight.check_release(config.data, kind_.schema(config), kind_.build(config),
+                                kind_.roles(config), dataset=dataset, evaluation=False,
+                                cap=kind_.cap(config))
+
+
+@pytest.mark.parametrize("kind", FURTHER)
+def test_a_further_kind_whose_file_changed_fails_after_the_charge(further, invoke, kind):
+    """The neighbour above under a cap that holds the charge: the run is reserved on the
+    registered facts, then its file no longer gives them (SourceChangedError in the curator's
+    private log): a charged, generic failure, as the core's."""
+    path, data, text, dataset = further(kind)
+    with Ledger() as led:
+        led.set_budget(dataset, epsilon=40.0, delta=1e-5, unit=SHORT_CAP[kind]["unit"])
+    data.write_text(_neighbour(text, kind))
+    out = invoke("run", str(path), "--no-progress")
+    assert out.exit_code == 1, out.output
+    assert "ReleaseFailedError" in out.stderr and "records" not in out.output
+    with Ledger() as led:
+        assert led.history(dataset)["status"].tolist() == ["incomplete"]
