@@ -138,18 +138,6 @@ def interval(ate: float, variance: float, alpha: float, p1: float) -> tuple[floa
     return (ate - half, ate + half)
 
 
-def check_bounds(outcome_bounds: Any) -> tuple[float, float]:
-    """``outcome_bounds`` as a finite ``(lo, hi)`` with ``lo < hi``."""
-    try:
-        lo, hi = (float(b) for b in outcome_bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"outcome_bounds must be a pair (lo, hi) of numbers, got "
-                         f"{outcome_bounds!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"outcome_bounds must be finite with lo < hi, got {outcome_bounds!r}")
-    return lo, hi
-
-
 def check_clip(propensity_clip: float) -> float:
     """``eta`` in (0, 1/2): the propensity is clipped to ``[eta, 1 - eta]``."""
     if not (isinstance(propensity_clip, (int, float)) and 0 < propensity_clip < 0.5):

@@ -35,7 +35,6 @@ from dpcausal.ate.ci import critical_values
 from dpcausal.ate.comparators._mechanism import (
     ComparatorRelease,
     charge,
-    check_bounds,
     check_clip,
     interval,
     noise_rng,
@@ -44,6 +43,7 @@ from dpcausal.ate.comparators._mechanism import (
     split_zeta,
 )
 from dpcausal.ate.comparators.lpgm19 import fit_logistic
+from dpcausal.validation import outcome_bounds as outcome_bounds_of
 
 NAME = "gr25"
 DEFAULT_SHARES = (0.9, 0.1)  # of zeta^2: the mean of the parts, their second moment
@@ -118,7 +118,7 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float,
         \\tilde t = \\bar t + N_1,\\quad \\tilde q = q + N_2,\\quad
         \\hat V = \\max(0, \\tilde q + z_{p_1}\\sigma_2 - \\tilde t^2)/(M - 1) + \\sigma_1^2.
     """
-    lo, hi = check_bounds(outcome_bounds)
+    lo, hi = outcome_bounds_of(outcome_bounds)
     eta = check_clip(propensity_clip)
     n = int(np.shape(A)[0])
     d = 1 if np.ndim(X) == 1 else int(np.shape(X)[1])
@@ -163,7 +163,7 @@ def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[flo
     or the worst case ``(hi - lo)/2``); noise: ``sigma_1 = 2W/(M zeta_1)``. Public knobs read from
     ``public``: ``n_splits`` (:func:`default_splits`), ``shares``, ``p1`` (0.01).
     """
-    lo, hi = check_bounds(outcome_bounds)
+    lo, hi = outcome_bounds_of(outcome_bounds)
     M = public.get("n_splits") or default_splits(n, d)
     z_mean = split_zeta(zeta, public.get("shares", DEFAULT_SHARES))[0]
     sd = (hi - lo) / 2 if outcome_sd is None else min(outcome_sd, (hi - lo) / 2)

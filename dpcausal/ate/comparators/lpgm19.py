@@ -45,7 +45,6 @@ from dpcausal.ate.ci import critical_values
 from dpcausal.ate.comparators._mechanism import (
     ComparatorRelease,
     charge,
-    check_bounds,
     check_clip,
     gaussian_vector,
     interval,
@@ -55,6 +54,7 @@ from dpcausal.ate.comparators._mechanism import (
     split_zeta,
     vector_noise_sd,
 )
+from dpcausal.validation import outcome_bounds as outcome_bounds_of
 
 NAME = "lpgm19"
 DEFAULT_SHARES = (0.45, 0.4, 0.05, 0.1)  # of zeta^2: propensity, IPW mean, 2nd moment, gradient
@@ -204,7 +204,7 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float
 
     the CI ``tau~ -/+ c sqrt(V)`` with ``c = Phi^-1(1 - alpha/2 + p1/2)``.
     """
-    lo, hi = check_bounds(outcome_bounds)
+    lo, hi = outcome_bounds_of(outcome_bounds)
     eta = check_clip(propensity_clip)
     if not (isinstance(covariate_radius, (int, float)) and covariate_radius > 0
             and math.isfinite(covariate_radius)):
@@ -262,7 +262,7 @@ def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[flo
     ``mid``). Public knobs read from ``public``: ``propensity_clip`` (0.1), ``regularization``
     (:func:`default_regularization`), ``shares``, ``p1`` (0.01).
     """
-    lo, hi = check_bounds(outcome_bounds)
+    lo, hi = outcome_bounds_of(outcome_bounds)
     eta = check_clip(public.get("propensity_clip", 0.1))
     z_theta, z_mean, _, _ = split_zeta(zeta, public.get("shares", DEFAULT_SHARES))
     lam = public.get("regularization") or default_regularization(n)

@@ -220,7 +220,7 @@ def test_release_mode_draws_from_os_entropy_and_refuses_a_seed():
     ({"zeta": 0.0}, "zeta must be a finite number > 0"),
     ({"covariate_radius": -1.0}, "covariate_radius must be a finite number > 0"),
     ({"propensity_clip": 0.5}, r"propensity_clip must be in \(0, 0.5\)"),
-    ({"outcome_bounds": (1, 0)}, "outcome_bounds must be finite with lo < hi"),
+    ({"outcome_bounds": (1, 0)}, "outcome_bounds must be finite with low < high"),
     ({"regularization": 0.0}, "regularization must be a finite number > 0"),
     ({"shares": (0.5, 0.5)}, "shares must give four shares"),
     ({"shares": (0.5, 0.4, 0.1, 0.1)}, "summing to 1"),
