@@ -119,6 +119,13 @@ class Ledger:
     def close(self) -> None:
         self.engine.dispose()
 
+    def __del__(self) -> None:
+        # a ledger a notebook never closes returns its pooled connections when collected
+        # (Python 3.13 warns of every unclosed sqlite3 connection)
+        engine = self.__dict__.get("engine")
+        if engine is not None:
+            engine.dispose()
+
     def __enter__(self) -> Ledger:
         return self
 

@@ -85,13 +85,14 @@ def test_unrelated_data_and_the_same_id_are_admitted(spent):
 
 
 def test_the_fingerprint_is_public_keyed_and_order_invariant(tmp_path):
-    led = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True)
     df = _table(5, n=300)
-    fp = dpcausal.fingerprint(df, ledger=led)
-    assert fp == dpcausal.fingerprint(df.sample(frac=1.0, random_state=0)[["y", "x", "a"]],
-                                      ledger=led)
-    assert fp == dpcausal.fingerprint(df.astype({"a": "int64"}), ledger=led)
-    assert fp != dpcausal.fingerprint(df.assign(y=df.y.where(df.index != 7, 0.5)), ledger=led)
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True) as led:
+        fp = dpcausal.fingerprint(df, ledger=led)
+        assert fp == dpcausal.fingerprint(df.sample(frac=1.0, random_state=0)[["y", "x", "a"]],
+                                          ledger=led)
+        assert fp == dpcausal.fingerprint(df.astype({"a": "int64"}), ledger=led)
+        assert fp != dpcausal.fingerprint(df.assign(y=df.y.where(df.index != 7, 0.5)),
+                                          ledger=led)
     key = tmp_path / "private" / "fingerprint.key"     # beside the ledger, the curator's only
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700
