@@ -73,6 +73,21 @@ def count(config: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n": len(frame), "names": [str(c) for c in frame.columns],
                            "identity": (*frame_identities(table), where)}
     if config.kind == "ate":  # the covariates as the release takes them (issue 34 §1)
-        out["d"] = len(default_covariates(out["names"], config.columns, config.data))
+        covariates = default_covariates(out["names"], config.columns, config.data)
+        if config.columns.covariates is None:
+            _refuse_unread_columns(frame, covariates)
+        out["d"] = len(covariates)
     kind = KINDS[config.kind]
     return {**out, **kind.facts(kind.build(config), frame, kind.roles(config))}
+
+
+def _refuse_unread_columns(frame: Any, covariates: list[str]) -> None:
+    """The curator's check of omitted covariates (issue 34 §1-2): a column no value of which
+    reads as a number (an undeclared text or id column read as float) would be a covariate
+    missing in every row; registration refuses it, naming the fix. The curator sees the data;
+    a run only meets the registered d."""
+    unread = [c for c in covariates if len(frame) and frame[c].isna().all()]
+    if unread:
+        raise ValueError(f"columns {unread} hold no number in any row (text or id columns read "
+                         "as numbers?): declare them in data.dtypes (e.g. str), or name the "
+                         "covariates in columns.covariates")

@@ -195,6 +195,10 @@ def test_one_meaning_of_covariates_in_check_data_plan_and_run(wages_csv, tmp_pat
                        "--set", "data.dtypes={address: str}"], tmp_path, monkeypatch)
     assert undeclared.exit_code == 0, undeclared.output
     assert "covariates missing in every row: village" in undeclared.output
+    # ... and the curator cannot register it as a covariate: a run never meets it (issue 34 §1)
+    with pytest.raises(ValueError, match=r"columns \['village'\] hold no number in any row"):
+        register(load_any(base[0], _curator_half([*base, "--set", "columns.covariates=null",
+                                                  "--set", "data.dtypes={address: str}"])))
 
 
 @pytest.mark.parametrize("key", [None, "unreadable"])
