@@ -204,7 +204,9 @@ def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
     its comparison row (:meth:`dpcausal.PrivateATE.compare_estimators`) for an estimator from
     noisy sums; for an ensemble, the planner's row for the release's own K and noise modes
     (:meth:`dpcausal.PrivateATE.plan`), or :func:`dpcausal.ate.planner.layout_halfwidth` on the
-    partitions' layout. Empty for other kinds."""
+    partitions' layout where the footers were read (evaluation); a release checked from its
+    registration reads them only after the charge, so its planner row stands for the layout.
+    Empty for other kinds."""
     if config.kind != "ate":
         return []
     from dpcausal.ate.planner import layout_halfwidth, recommended
@@ -214,8 +216,8 @@ def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
     if chosen in SUMS:
         compared = mechanism.compare_estimators(n, d)
         ratio = float(compared.loc[compared["estimator"] == chosen, "ratio"].iloc[0])
-    elif config.data.partitioned:
-        plan = checked.prepared.data
+    elif config.data.partitioned and checked.prepared.data is not None:
+        plan = checked.prepared.data   # the footers' layout (a registered source has none yet)
         _, ratio = layout_halfwidth(plan.n, plan.n_folds, plan.layout,
                                     **public_params(config, chosen),
                                     outcome_sd=mechanism.outcome_sd)

@@ -81,6 +81,23 @@ def test_dpcausal_run_releases_partitions_with_the_release_contract(parts, tmp_p
     assert "budget exhausted" in again.stderr
 
 
+def test_a_registered_partitioned_run_with_the_planners_K_releases(parts, tmp_path, invoke,
+                                                                   curator_registers):
+    """The planner's K (``n_folds`` left to it) on a registered partitioned source: ``run``'s
+    pre-charge warnings come from the registered n and d (the footers are read only after the
+    charge), and the release completes (it failed with an AttributeError on 60ffb67)."""
+    dataset = "parts-auto"
+    give_cap(dataset, zeta=1.5)
+    estimator = {k: v for k, v in ESTIMATOR.items() if k != "n_folds"}
+    path = tmp_path / "parts.yaml"
+    path.write_text(yaml.safe_dump({**_raw(parts, dataset), "estimator": estimator}))
+    assert curator_registers(path).n == N
+    res = invoke("run", str(path), "--no-progress", "--json")
+    assert res.exit_code == 0, res.output
+    rel = json.loads(res.stdout)["release"]
+    assert rel["n"] == N and rel["n_folds"] > 1 and rel["params"]["partitions"] == PARTS
+
+
 def test_bad_partitioned_input_exits_2_before_any_charge(parts, tmp_path, invoke,
                                                          curator_registers):
     """Roles the partitions do not hold are refused where the footers are first read, the
