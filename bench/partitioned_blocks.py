@@ -100,7 +100,7 @@ def _generate(path: str, n: int, d: int, files: int, row_group: int, seed: int,
     queue.put(_usage()[0])
 
 
-def _baseline(source: str, queue: mp.Queue) -> None:
+def _baseline(source: str, estimator: str, queue: mp.Queue) -> None:
     """The in-memory block estimator on one process (planner's defaults), evaluation mode."""
     import pandas as pd
 
@@ -110,7 +110,8 @@ def _baseline(source: str, queue: mp.Queue) -> None:
                       ignore_index=True)
     covs = [c for c in frame.columns if c.startswith("x")]
     t0, c0 = time.perf_counter(), time.process_time()
-    rel = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, zeta=1.0).fit(
+    rel = PrivateATE(estimator=estimator, outcome_bounds=(0, 1), propensity_clip=0.2,
+                     zeta=1.0).fit(
         frame[covs].to_numpy(), frame["A"].to_numpy(), frame["Y"].to_numpy(), evaluation=True)
     queue.put((time.perf_counter() - t0, time.process_time() - c0, _usage()[0],
                rel.to_dict()))
@@ -119,9 +120,11 @@ def _baseline(source: str, queue: mp.Queue) -> None:
 def _row(label: str, n: int, wall: float, cpu: str, rss: str, rel: dict) -> str:
     half = (rel["ci"][1] - rel["ci"][0]) / 2
     plain = 1.959964 * math.sqrt(rel["nonprivate"]["variance"])
-    p = rel["params"]
-    return (f"{label:<34}{n:>12,}{wall:>8.1f}{cpu:>13}{rss:>15}{p['n_folds']:>9,}"
-            f"{p['block_folds']:>5}{p['n_blocks']:>6}{p['rows_per_fold']:>6}"
+    p = {k: rel["params"].get(k, "-") for k in ("n_folds", "block_folds", "n_blocks",
+                                                  "rows_per_fold")}
+    cells = "".join(f"{v:>{w},}" if isinstance(v, int) else f"{v:>{w}}" for v, w in zip(
+        p.values(), (11, 5, 6, 6), strict=True))   # '-' for an estimator from sums (no folds)
+    return (f"{label:<34}{n:>12,}{wall:>8.1f}{cpu:>13}{rss:>15}{cells}"
             f"{rel['nonprivate']['ate']:>9.5f}{half:>10.5f}{half / plain:>7.2f}")
 
 
@@ -133,6 +136,9 @@ def main() -> None:
                     help=f"Parquet files (default: n / {ROWS_PER_FILE:,}, at least 2)")
     ap.add_argument("--row-group", type=int, default=250_000)
     ap.add_argument("--baseline-n", type=int, default=10**6, help="0: no baseline")
+    ap.add_argument("--estimator", default="aipw", choices=["aipw", "dim", "lin"],
+                    help="dim, lin: the release from noisy sums (one statistic vector per "
+                         "partition, no folds)")
     ap.add_argument("--block-folds", default="auto",
                     help="K' (folds per block): 'auto' (the planner's) or an int")
     ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
@@ -187,7 +193,7 @@ def main() -> None:
             out = partitioned_release.with_options(
                 task_runner=DaskTaskRunner(address=cluster.scheduler_address))(
                 str(source), id_column="id", treatment="A", outcome="Y",
-                estimator={"estimator": "aipw", "outcome_bounds": [0.0, 1.0],
+                estimator={"estimator": args.estimator, "outcome_bounds": [0.0, 1.0],
                            "propensity_clip": 0.2, "zeta": 1.0,
                            "block_folds": (args.block_folds if args.block_folds == "auto"
                                            else int(args.block_folds))},
@@ -205,13 +211,13 @@ def main() -> None:
         gen.start()
         queue.get()
         gen.join()
-        proc = ctx.Process(target=_baseline, args=(str(small), queue))
+        proc = ctx.Process(target=_baseline, args=(str(small), args.estimator, queue))
         proc.start()
         base = queue.get()
         proc.join()
 
-    print(f"\n=== AIPW, d = {args.d}, zeta = 1, planner's K and K' ===")
-    print(f"{'path':<34}{'n':>12}{'wall s':>8}{'CPU s':>13}{'peak RSS MiB':>15}{'K':>9}"
+    print(f"\n=== {args.estimator}, d = {args.d}, zeta = 1, planner's K and K' ===")
+    print(f"{'path':<34}{'n':>12}{'wall s':>8}{'CPU s':>13}{'peak RSS MiB':>15}{'K':>11}"
           f"{'Kp':>5}{'B':>6}{'rows':>6}{'tau_hat':>9}{'CI half':>10}{'ratio':>7}")
     print(_row("partitioned blocks, 2 workers", args.n, wall,
                " / ".join(f"{c:.0f}" for _, c in usage.values()),
