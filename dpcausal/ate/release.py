@@ -94,8 +94,9 @@ class ATERelease(Release):
             rows.append(("missing values", "dropped: n is the exact complete-case count, "
                                            "declared public (relation fact complete_cases)"))
         elif policy == "impute":
-            rows.append(("missing values", f"imputed: covariates {self.params['missing_fill']:g}"
-                                           " + indicator; no treatment/outcome: score 0"))
+            imputed = _SUMS_IMPUTED.get(self.estimator, "imputed: covariates {fill:g} + "
+                                        "indicator; no treatment/outcome: score 0")
+            rows.append(("missing values", imputed.format(fill=self.params["missing_fill"])))
         if self.clamped_to is not None:
             lo, hi = self.clamped_to
             rows.append(("clamped", f"to the feasible range [{lo:.4g}, {hi:.4g}] of the outcome "
@@ -104,6 +105,13 @@ class ATERelease(Release):
             rows.append(("non-private ATE", f"{self.nonprivate['ate']:.6g}"))
         return rows
 
+
+# What "impute" does in the estimators from noisy sums (SPECS.md "Estimators from noisy sums",
+# missing values): the fill without an indicator column; a row without a usable treatment or
+# outcome is left out of the sums. The ensemble's line (fill + indicator, score 0) is the default.
+_SUMS_IMPUTED = {"dim": "covariates unused; no treatment/outcome: the row adds nothing",
+                 "lin": "imputed: covariates {fill:g}, no indicator; no treatment/outcome: the "
+                        "row adds nothing"}
 
 _SUMS_NAMES = {"dim": "DIM (difference in means, from noisy arm sums)",
                "lin": "LIN (Lin's regression adjustment, from noisy sufficient statistics)"}

@@ -236,6 +236,23 @@ def test_release_round_trips_and_pools(accountant):
     assert math.isfinite(pooled.ate)
 
 
+@pytest.mark.parametrize("estimator", ["dim", "lin"])
+def test_the_summary_says_how_the_sums_treat_missing_values(estimator):
+    """SPECS.md "Estimators from noisy sums", missing values: a missing covariate takes
+    missing_fill without an indicator column, and a row without a usable treatment or outcome
+    adds nothing (no score 0, the ensemble's rule)."""
+    X, A, Y = _trial(n=600)
+    X[5, 0], Y[9] = np.nan, np.nan
+    rel = PrivateATE(estimator=estimator, design="randomized", outcome_bounds=Y_BOUNDS,
+                     covariate_bounds=COV_BOUNDS, missing_fill=1.5,
+                     noise_seed=3).fit(X, A, Y, evaluation=True)
+    line = dict(rel.summary_rows())["missing values"]
+    assert "indicator" not in line.replace("no indicator", "") and "score 0" not in line
+    assert "adds nothing" in line
+    assert ("covariates 1.5, no indicator" in line) == (estimator == "lin")
+    assert str(rel).count(line) == 1                           # the printed summary holds it
+
+
 def test_partitioned_sums_release_equals_the_in_memory_one():
     X, A, Y = _trial(n=700)
     est = PrivateATE(estimator="lin", design="randomized", outcome_bounds=Y_BOUNDS,
