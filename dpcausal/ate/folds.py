@@ -7,6 +7,8 @@ replace-one neighbouring the changed record keeps its fold.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -34,7 +36,7 @@ def make_folds(
         authors' code; evaluation only), or an int array of fold ids given by the user (it must
         itself be public, e.g. a keyed hash of a declared record id).
     """
-    _check_n_folds(n, n_folds)
+    check_n_folds(n, n_folds)
     if isinstance(folds, str):
         if folds == "contiguous":
             order = np.arange(n)
@@ -73,13 +75,18 @@ def fold_rows(fold_ids: np.ndarray, k: int) -> np.ndarray:
     return np.flatnonzero(fold_ids == k)
 
 
-def _check_n_folds(n: int, n_folds: int) -> None:
+def check_n_folds(n: int, n_folds: Any) -> None:
+    """Refuse a number of folds K outside ``2 <= K <= n // 2`` (every fold holds at least 2
+    rows): public facts only (n, K), so it runs before any charge. The one check of ``n_folds``
+    (:func:`make_folds` and :func:`dpcausal.ate.params.check_params` call it)."""
     if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)):
-        raise TypeError(f"n_folds must be an integer, got {type(n_folds).__name__}")
+        raise TypeError(f"n_folds must be an integer in [2, n // 2] = [2, {n // 2}], got "
+                        f"{n_folds!r} ({type(n_folds).__name__})")
     if n_folds < 2:
         raise ValueError(f"n_folds must be >= 2 (K=2 is plain cross-fitting), got {n_folds}")
     if n_folds > n // 2:
         raise ValueError(
-            f"n_folds={n_folds} is too large for n={n}: every fold needs at least 2 rows; "
-            f"use n_folds <= {n // 2}"
+            f"n_folds={n_folds} is too large for n={n}: each fold needs at least 2 rows; "
+            f"use n_folds <= {n // 2} (PrivateATE also takes n_folds='auto', the planner's "
+            "choice: dpcausal.ate.planner.auto_n_folds)"
         )

@@ -9,9 +9,8 @@ import math
 import warnings
 from typing import Any
 
-import numpy as np
-
 from dpcausal.ate.ci import CI_MODES
+from dpcausal.ate.folds import check_n_folds
 from dpcausal.ate.sensitivity import SENSITIVITY_MODES, SIGMA2_MODES
 from dpcausal.validation import outcome_bounds
 
@@ -67,16 +66,7 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
             stacklevel=3,
         )
     K = params["n_folds"]
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-        raise TypeError(f"n_folds must be an integer, got {type(K).__name__}")
-    if K < 2:
-        raise ValueError(f"n_folds must be >= 2, got {K}")
-    if K > n // 2:
-        raise ValueError(
-            f"n_folds={K} is too large for n={n}: each fold needs at least 2 rows; "
-            f"use n_folds <= {n // 2}, or n_folds='auto' (the planner's choice: "
-            "dpcausal.ate.planner.auto_n_folds)"
-        )
+    check_n_folds(n, K)
     per_fold = n / K
     if per_fold < max(20, 5 * (d + 1)):
         warnings.warn(

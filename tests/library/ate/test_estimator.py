@@ -186,8 +186,11 @@ def _ok():
 
 @pytest.mark.parametrize("kwargs, data_edit, match", [
     ({}, lambda X, A, Y: (X, A[:-1], Y), "same number of rows"),
-    ({"n_folds": 1}, None, "n_folds must be >= 2"),
-    ({"n_folds": 60}, None, "n_folds=60 is too large for n=100"),
+    ({"n_folds": 1}, None, r"^n_folds must be >= 2 \(K=2 is plain cross-fitting\), got 1$"),
+    ({"n_folds": 60}, None, r"^n_folds=60 is too large for n=100: each fold needs at least 2 "
+                            r"rows; use n_folds <= 50 \(PrivateATE also takes n_folds='auto'"),
+    ({"n_folds": 5.0}, None, r"^n_folds must be an integer in \[2, n // 2\] = \[2, 50\], got "
+                             r"5\.0 \(float\)$"),
     ({"propensity_clip": 0.6}, None, r"propensity_clip .* must be in \(0, 0.5\]"),
     ({"propensity_clip": 0.0}, None, "propensity_clip"),
     ({"zeta": 0.0}, None, "zeta must be a finite number > 0"),
@@ -218,6 +221,19 @@ def test_bad_input_is_refused_before_any_noise(kwargs, data_edit, match, monkeyp
             warnings.simplefilter("ignore")
             PrivateATE(**params).fit(X, A, Y, evaluation=evaluation)
     assert drawn == []
+
+
+@pytest.mark.parametrize("n_folds", [1, 60, 5.0, True])
+def test_n_folds_is_refused_with_one_text_by_the_estimator_and_make_folds(n_folds):
+    """One check of n_folds (dpcausal.ate.folds.check_n_folds): PrivateATE's public checks and
+    make_folds refuse a bad K with the same exception and the same text."""
+    from dpcausal.ate.folds import make_folds
+
+    with pytest.raises((ValueError, TypeError)) as direct:
+        make_folds(100, n_folds)
+    with pytest.raises(direct.type) as estimator:
+        PrivateATE(n_folds=n_folds, outcome_bounds=(-1, 1)).fit(*_ok(), evaluation=True)
+    assert str(estimator.value) == str(direct.value) and "n_folds" in str(direct.value)
 
 
 def test_released_code_mode_warns():
