@@ -44,6 +44,7 @@ from dpcausal.noise import (
     laplace_mechanism,
     secure_rng,
 )
+from dpcausal.validation import bounds_pair
 
 VERDICTS = ("ok", "inconclusive", "biased")
 
@@ -143,10 +144,7 @@ class BoundsCheck(Mechanism[BoundsCheckFacts]):
     def _public(self) -> tuple[float, float]:
         if self.outcome_bounds is None:
             raise ValueError("outcome_bounds is required: the bounds to check, e.g. (0, 100)")
-        lo, hi = map(float, self.outcome_bounds)
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"outcome_bounds must be finite with low < high, got "
-                             f"{self.outcome_bounds!r}")
+        lo, hi = bounds_pair("outcome_bounds", self.outcome_bounds)
         budget, name = (self.epsilon, "epsilon") if self.zeta is None else (self.zeta, "zeta")
         if not (isinstance(budget, (int, float)) and math.isfinite(budget) and 0 < budget <= 10):
             raise ValueError(f"{name} must be in (0, 10], got {budget!r}")

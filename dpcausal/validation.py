@@ -204,10 +204,17 @@ def outcome_bounds(bounds: Any) -> tuple[float, float]:
             "bounds on the outcome chosen without looking at the data (e.g. the scale's range). "
             "The noise is calibrated to them and outcomes outside are clipped (spec §1.2), so "
             "there is no safe default")
+    return bounds_pair("outcome_bounds", bounds)
+
+
+def bounds_pair(name: str, bounds: Any) -> tuple[float, float]:
+    """Public bounds ``(low, high)`` as floats, finite with ``low < high``: the one check of a
+    bounds pair (outcome bounds, each covariate's bounds); a malformed pair raises a
+    ``ValueError`` naming the argument ``name``."""
     try:
         lo, hi = (float(b) for b in bounds)
     except (TypeError, ValueError):
-        raise ValueError(f"outcome_bounds must be a pair (low, high), got {bounds!r}") from None
+        raise ValueError(f"{name} must be a pair (low, high), got {bounds!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"outcome_bounds must be finite with low < high, got {bounds!r}")
+        raise ValueError(f"{name} must be finite with low < high, got {bounds!r}")
     return lo, hi

@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
+from dpcausal.validation import bounds_pair
+
 SUM_ESTIMATORS = ("dim", "lin")
 #: Weight of the sums of squares in the vector: dim's (d = 0) bound is proven for any weight, lin's
 #: needs w_q >= 1/sqrt(2) (SPECS.md); 1/2 costs dim 6% more noise on the means, 1 costs lin little.
@@ -109,8 +111,8 @@ def scale_outcome(Y: np.ndarray, outcome_bounds: tuple[float, float]) -> np.ndar
 def check_covariate_bounds(bounds: Any, columns: Sequence[Any] | None, d: int
                            ) -> list[tuple[float, float]]:
     """Public covariate bounds as d pairs in column order: a mapping column -> (lo, hi) (needs
-    the DataFrame's ``columns``, every one named) or a sequence of d pairs; ``lo < hi``,
-    finite."""
+    the DataFrame's ``columns``, every one named) or a sequence of d pairs, each checked by
+    :func:`dpcausal.validation.bounds_pair` (finite, ``low < high``)."""
     if isinstance(bounds, Mapping):
         if columns is None:
             raise ValueError("covariate_bounds is a mapping column -> (lo, hi), which needs "
@@ -131,17 +133,7 @@ def check_covariate_bounds(bounds: Any, columns: Sequence[Any] | None, d: int
         if len(pairs) != d:
             raise ValueError(f"covariate_bounds has {len(pairs)} pairs for {d} covariates: give "
                              "one (lo, hi) per covariate, in column order")
-    out = []
-    for j, pair in enumerate(pairs):
-        try:
-            lo, hi = (float(v) for v in pair)
-        except (TypeError, ValueError):
-            raise ValueError(f"covariate_bounds[{j}] must be a pair (lo, hi), got "
-                             f"{pair!r}") from None
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"covariate_bounds[{j}] must be finite with lo < hi, got {pair!r}")
-        out.append((lo, hi))
-    return out
+    return [bounds_pair(f"covariate_bounds[{j}]", pair) for j, pair in enumerate(pairs)]
 
 
 def scale_covariates(X: np.ndarray, covariate_bounds: Sequence[tuple[float, float]]

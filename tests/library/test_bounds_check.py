@@ -75,3 +75,15 @@ def test_charge_is_pure_epsilon_and_public():
 def test_bad_parameters_are_refused_before_anything(kw):
     with pytest.raises(ValueError):
         BoundsCheck(**kw).check_input(np.zeros(5))
+
+
+@pytest.mark.parametrize("bounds, match", [
+    ((1, 0), r"^outcome_bounds must be finite with low < high, got \(1, 0\)$"),
+    ((0, 1, 2), r"^outcome_bounds must be a pair \(low, high\), got \(0, 1, 2\)$"),
+    (5, r"^outcome_bounds must be a pair \(low, high\), got 5$"),
+])
+def test_bad_bounds_are_refused_naming_the_argument(bounds, match):
+    """The library's one bounds check (dpcausal.validation.bounds_pair): a malformed pair is a
+    ValueError naming outcome_bounds, as in PrivateATE (it was an unpacking error)."""
+    with pytest.raises(ValueError, match=match):
+        BoundsCheck(outcome_bounds=bounds).check_input(np.zeros(5))

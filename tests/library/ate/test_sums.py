@@ -198,6 +198,15 @@ def test_dim_is_refused_in_an_observational_design_before_any_charge(accountant)
     with pytest.raises(ValueError, match="covariate_bounds has 1 pairs for 2"):
         PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS,
                    covariate_bounds=[(0, 1)]).fit(X, A, Y)
+    # each pair by the library's one bounds check (dpcausal.validation.bounds_pair)
+    with pytest.raises(ValueError, match=r"^covariate_bounds\[1\] must be finite with low < "
+                                         r"high, got \(3, -2\)$"):
+        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS,
+                   covariate_bounds=[(-2, 3), (3, -2)]).fit(X, A, Y)
+    with pytest.raises(ValueError, match=r"^covariate_bounds\[0\] must be a pair \(low, high\), "
+                                         r"got 5$"):
+        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS,
+                   covariate_bounds=[5, (-2, 3)]).fit(X, A, Y)
     with pytest.raises(ValueError, match="design must be one of"):
         PrivateATE(design="rct", outcome_bounds=Y_BOUNDS).fit(X, A, Y)
     with pytest.raises(ValueError, match="outcome_sd"):

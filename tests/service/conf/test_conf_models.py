@@ -251,7 +251,7 @@ def test_the_estimator_keys_default_to_auto_in_an_observational_design_and_reach
     (["estimator.estimator=lin"],
      r"estimator: estimator='lin' needs covariate_bounds: a mapping column -> \(lo, hi\)"),
     (["estimator.covariate_bounds={X1: [1, -1]}"],
-     r"estimator: covariate_bounds\[0\] must be finite with lo < hi, got \(1\.0, -1\.0\)"),
+     r"estimator: covariate_bounds\[0\] must be finite with low < high, got \(1\.0, -1\.0\)"),
     (["estimator.covariate_bounds={age: [0, 1]}"],
      r"estimator\.covariate_bounds must name exactly the covariates of columns\.covariates "
      r"\(X1\): missing \['X1'\], not covariates \['age'\]"),
