@@ -7,7 +7,8 @@ Each module offers the data-free ``charge_of(zeta, shares) -> PrivacyCharge``,
 float`` from public facts (the planner's entry), ``valid_for(*, design, binary_outcome) ->
 bool`` and its ``ASSUMPTION``; its noise-drawing body ``_release(X, A, Y, *, zeta,
 outcome_bounds, ..., rng=None, evaluation=False) -> ComparatorRelease`` is private (it draws
-uncharged): the public release goes through the accountant, as every ``fit`` does.
+uncharged) and no public call reaches it: the comparators are not ``PrivateATE(estimator=...)``
+values; the reproduction runs them in evaluation mode.
 :data:`COMPARATORS` maps each name to its module.
 """
 

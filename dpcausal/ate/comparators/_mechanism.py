@@ -62,9 +62,12 @@ def split_zeta(zeta: float, shares: Sequence[float], name: str = "shares") -> li
     return [zeta * math.sqrt(s) for s in shares]
 
 
-def charge(zetas: Sequence[float], detail: dict[str, Any]) -> PrivacyCharge:
-    """The Gaussian charge of the composed draws: ``zeta = compose_gdp(zetas)``."""
-    return PrivacyCharge("gaussian", zeta=compose_gdp(zetas), detail=dict(detail))
+def charge(estimator: str, zeta: float, shares: Sequence[float]) -> PrivacyCharge:
+    """The data-free Gaussian charge of a comparator's draws at ``zeta_j`` (:func:`split_zeta`),
+    composed: ``zeta = compose_gdp(zetas)``."""
+    zetas = tuple(split_zeta(zeta, shares))
+    return PrivacyCharge("gaussian", zeta=compose_gdp(zetas),
+                         detail={"estimator": estimator, "zetas": zetas})
 
 
 def noise_rng(rng: np.random.Generator | None, evaluation: bool) -> np.random.Generator:

@@ -95,9 +95,7 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float,
             evaluation: bool = False) -> ComparatorRelease:
     """The GR25 release at ``zeta``-GDP for the whole release: private ATE, CI and charge.
 
-    Private, as every noise-drawing body of the library: it draws uncharged. The one public way
-    to release is through the accountant (``PrivateATE(estimator="gr25").fit``, which charges
-    :func:`charge_of` before calling it); the reproduction calls it in evaluation mode.
+    Private and uncharged, as :func:`dpcausal.ate.comparators.lpgm19._release`.
 
     Parameters
     ----------
@@ -149,8 +147,7 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float,
 
 def charge_of(zeta: float, shares: tuple[float, ...] = DEFAULT_SHARES) -> PrivacyCharge:
     """The data-free charge of :func:`_release`: its two draws composed, ``zeta``-GDP."""
-    zetas = tuple(split_zeta(zeta, shares))
-    return charge(zetas, {"estimator": NAME, "zetas": zetas})
+    return charge(NAME, zeta, shares)
 
 
 def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],

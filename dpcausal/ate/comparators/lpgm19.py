@@ -174,9 +174,10 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float
             evaluation: bool = False) -> ComparatorRelease:
     """The LPGM19 release at ``zeta``-GDP for the whole release: private ATE, CI and charge.
 
-    Private, as every noise-drawing body of the library: it draws uncharged. The one public way
-    to release is through the accountant (``PrivateATE(estimator="lpgm19").fit``, which charges
-    :func:`charge_of` before calling it); the reproduction calls it in evaluation mode.
+    Private, as every noise-drawing body of the library: it draws uncharged. The comparators
+    are not ``PrivateATE(estimator=...)`` values, so no public call reaches it: the reproduction
+    calls it in evaluation mode; a release would charge :func:`charge_of` through the accountant
+    before calling it.
 
     Parameters
     ----------
@@ -245,8 +246,7 @@ def _release(X: Any, A: Any, Y: Any, *, zeta: float, outcome_bounds: tuple[float
 
 def charge_of(zeta: float, shares: tuple[float, ...] = DEFAULT_SHARES) -> PrivacyCharge:
     """The data-free charge of :func:`_release`: its four draws composed, ``zeta``-GDP."""
-    zetas = tuple(split_zeta(zeta, shares))
-    return charge(zetas, {"estimator": NAME, "zetas": zetas})
+    return charge(NAME, zeta, shares)
 
 
 def expected_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],
