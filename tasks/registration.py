@@ -16,6 +16,7 @@ from dpcausal.ate.partitioned import check_roles
 from dpcausal.ledger import Ledger, Registration
 from store import frame_identities, source_fingerprint
 from tasks.data import partition_footers, read_frame, select, source_identity, source_shape
+from tasks.sql_partitions import sql_partitions, sql_schema
 
 
 def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
@@ -55,18 +56,23 @@ def count(config: Any) -> dict[str, Any]:
     the Cluster-DP groups, the federated group sizes, the user-level occupancy);
     the keyed ``identity`` of the source and, where one process reads every value, of the
     table (its order-invariant fingerprint and keyed row sketch, which catches a near copy
-    registered under another id: :mod:`dpcausal.fingerprints`)."""
+    registered under another id: :mod:`dpcausal.fingerprints`). A partitioned source's roles
+    are checked first on its schema (:func:`dpcausal.ate.partitioned.check_roles`: the Parquet
+    footers, or the query's column names as their declared types,
+    :func:`tasks.sql_partitions.sql_schema`), as its release will check them after the charge."""
     where = source_fingerprint(source_identity(config.data))
     if config.data.partitioned:
+        # the partitioned release's public refusal of the roles, from the footers or the
+        # query's column names as their declared types: a run reads them only after its
+        # reservation (tasks.preflight.check_registered)
+        roles = KINDS[config.kind].roles(config)
+        schemas = ([s for _, s in partition_footers(config.data.partitions)]
+                   if config.data.partitions is not None
+                   else [sql_schema(sql_partitions(config.data), roles)])
+        check_roles(schemas, str(config.data.id_column), roles["treatment"], roles["outcome"],
+                    roles["covariates"])
         n, d = source_shape(config.data, config.columns)
-        names: list[str] = []
-        if config.data.partitions is not None:
-            # the partitioned release's public refusal of the roles, from the footers: a run
-            # reads them only after its reservation (tasks.preflight.check_registered)
-            c, schemas = config.columns, [s for _, s in partition_footers(config.data.partitions)]
-            check_roles(schemas, str(config.data.id_column), c.treatment, c.outcome, c.covariates)
-            names = list(schemas[0])
-        return {"n": n, "d": d, "identity": (where,), **({"names": names} if names else {})}
+        return {"n": n, "d": d, "identity": (where,), "names": list(schemas[0])}
     schema = KINDS[config.kind].schema(config)
     table = read_frame(config.data, Schema(schema.columns, rest=schema.rest or "float"))
     frame = select(table, None if schema.rest is not None else list(schema.columns))

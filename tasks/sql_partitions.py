@@ -124,10 +124,8 @@ def count_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]) -> SqlCou
     the README's privacy rule "A SQL source's partitions come from the ids alone"): the result's
     column names, then one aggregate query over the id column (module docstring); ``roles`` are
     the release's treatment, outcome and covariates (None: every other column)."""
-    names = _column_names(parts)
-    if parts.id_column not in names:
-        raise ValueError(f"data.id_column {parts.id_column!r} is not a column of data.sql's "
-                         f"result (columns: {names})")
+    schema = sql_schema(parts, roles)
+    names = list(schema)
     count = parts.count
     if count == "auto":
         if parts.worker_memory is None:
@@ -142,8 +140,20 @@ def count_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]) -> SqlCou
                              upper=firsts[p + 1] if p + 1 < len(tiles) else None)
                 for p, (rows, _, _) in enumerate(tiles))
     out += tuple(SqlPartition(parts, p, 0) for p in range(len(tiles), count))  # n < P
-    schema = {name: _ARROW[_declared(parts, roles, name)] for name in names}
     return SqlCounted(out, tuple((p.rows, schema) for p in out), key)
+
+
+def sql_schema(parts: SqlPartitions, roles: dict[str, Any]) -> dict[str, str]:
+    """Every partition's schema as :func:`dpcausal.ate.partitioned.check_roles` reads a
+    footer's (``{column: Arrow type}``): the result's column names (``LIMIT 0``, no value), each
+    as its declared type (``roles``: the release's treatment, outcome and covariates); the
+    curator's registration checks the roles on it, a release counts its partitions with it
+    (:func:`count_sql`). An id column the result lacks is a ValueError."""
+    names = _column_names(parts)
+    if parts.id_column not in names:
+        raise ValueError(f"data.id_column {parts.id_column!r} is not a column of data.sql's "
+                         f"result (columns: {names})")
+    return {name: _ARROW[_declared(parts, roles, name)] for name in names}
 
 
 def sql_partitions(source: DataSource, runner: Any = None) -> SqlPartitions:

@@ -126,26 +126,34 @@ def sql_url(tmp_path, monkeypatch):
     monkeypatch.setenv("SQLPARTS_URL", _sqlite(tmp_path / "d.db", _table(4)))
 
 
+def _cli_config(tmp_path, dataset, treatment="A"):
+    """A partitioned SQL release config of ``$SQLPARTS_URL``'s table, written as YAML."""
+    import yaml
+
+    raw = {"name": "sqlparts",
+           "data": {"sql": "SELECT * FROM records", "url": "${SQLPARTS_URL}",
+                    "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
+           "columns": {"treatment": treatment, "outcome": "Y", "covariates": ["x1", "x2"]},
+           "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
+           "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
+    path = tmp_path / f"{dataset}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
 def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invoke,
                                                         curator_registers):
     """``data.sql`` with ``data.sql_partitions`` and ``data.id_column`` through ``dpcausal run``
     (dp_release, its Dask subflow, the ledger), the URL from the environment."""
     import json
 
-    import yaml
     from _flowtools import charges, give_cap
 
     dataset = "sql-parts-cli"
     give_cap(dataset, zeta=1.5)
-    raw = {"name": "sqlparts",
-           "data": {"sql": "SELECT * FROM records", "url": "${SQLPARTS_URL}",
-                    "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
-           "columns": {"treatment": "A", "outcome": "Y", "covariates": ["x1", "x2"]},
-           "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
-           "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
-    path = tmp_path / "sqlparts.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    assert curator_registers(path).n == N  # the curator's registration (issue 32 §1)
+    path = _cli_config(tmp_path, dataset)
+    registration = curator_registers(path)  # the curator's registration (issue 32 §1)
+    assert registration.n == N and registration.facts["names"] == ["id", "A", "Y", "x1", "x2"]
     res = invoke("run", str(path), "--no-progress", "--json")
     assert res.exit_code == 0, res.output
     rel = json.loads(res.stdout)["release"]
@@ -153,6 +161,24 @@ def test_dpcausal_run_releases_a_partitioned_sql_config(tmp_path, sql_url, invok
     assert rel["params"]["folds"] == "keyed_rank(id)" and rel["params"]["partitions"] == PARTS
     assert (rel["params"]["n_blocks"], rel["params"]["block_folds"]) == (K // KB, KB)
     assert charges(dataset) == 1
+
+
+def test_roles_the_query_does_not_return_are_refused_at_registration(tmp_path, sql_url,
+                                                                     invoke):
+    """A treatment the query does not return is refused where the query's column names are
+    first read, the curator's registration, as for Parquet partitions (exit 2, naming it):
+    nothing is registered, so no run can charge for a release that would fail."""
+    from _flowtools import give_cap
+
+    from dpcausal.ledger import Ledger
+
+    dataset = "sql-parts-bad"
+    give_cap(dataset, zeta=1.5)
+    res = invoke("ledger", "register", dataset, str(_cli_config(tmp_path, dataset, "T")))
+    assert res.exit_code == 2, res.output
+    assert "columns ['T'] are not in the partitions" in res.stderr
+    with Ledger() as led:
+        assert led.registration(dataset) is None
 
 
 def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch, curator_registers):
