@@ -62,10 +62,12 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     (the config's, or ``auto``'s choice); ``table``, the ensemble's rows over K
     (:meth:`dpcausal.PrivateATE.plan`) and ``ensemble`` its best; ``recommended``, the row of the
     estimator the release runs (the ensemble's best K, or its comparison row); and the zeta that
-    reaches ``target_halfwidth`` with the ensemble's best K (None when not asked or when the
-    release runs an estimator from noisy sums, inf when unreachable). ``outcome_sd``: the stated
-    spread (default the config's ``estimator.outcome_sd``, else the widest the bounds allow)."""
-    from dpcausal.ate.planner import recommended, zeta_for_halfwidth
+    reaches ``target_halfwidth`` with that estimator (:func:`dpcausal.ate.planner.
+    zeta_for_sums_halfwidth` for one from noisy sums; :func:`dpcausal.ate.planner.
+    zeta_for_halfwidth` at the ensemble's best K; None when not asked, inf when unreachable).
+    ``outcome_sd``: the stated spread (default the config's ``estimator.outcome_sd``, else the
+    widest the bounds allow)."""
+    from dpcausal.ate.planner import recommended, zeta_for_halfwidth, zeta_for_sums_halfwidth
 
     facts = registered(config.ledger.dataset_id)  # n and d as the curator counted them
     n, d = facts.n, facts.facts["d"]
@@ -78,13 +80,17 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     best = (compared[compared["estimator"] == chosen].iloc[0] if chosen in SUMS
             else ensemble_best)
     needed = None
-    if target_halfwidth is not None and chosen not in SUMS:
+    if target_halfwidth is not None:
         p = public_params(config, chosen)
         p.pop("zeta")
-        needed = zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
-                                    ci_share=float(best["ci_share"]), sigma2=str(best["sigma2"]),
-                                    outcome_sd=mechanism.outcome_sd,
-                                    block_folds=int(best["block_folds"]))
+        needed = (zeta_for_sums_halfwidth(target_halfwidth, chosen, n, d,
+                                          outcome_bounds=p["outcome_bounds"], alpha=p["alpha"],
+                                          outcome_sd=mechanism.outcome_sd)
+                  if chosen in SUMS else
+                  zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
+                                     ci_share=float(best["ci_share"]),
+                                     sigma2=str(best["sigma2"]), outcome_sd=mechanism.outcome_sd,
+                                     block_folds=int(best["block_folds"])))
     return {"n": n, "d": d, "zeta": float(mechanism.zeta), "design": mechanism.design,
             "estimator": chosen, "outcome_sd": mechanism.outcome_sd,
             "estimators": [plain_row(r) for r in compared.to_dict("records")],
@@ -230,14 +236,13 @@ def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
 
 
 def target_line(summary: dict[str, Any], target_halfwidth: float) -> str:
-    """The zeta that reaches ``target_halfwidth`` at the recommended K, in words."""
+    """The zeta that reaches ``target_halfwidth`` with the recommended estimator (at its K for
+    an ensemble), in words."""
     needed = summary["zeta_for_target"]
-    if summary["recommended"]["estimator"] in SUMS:
-        return (f"zeta needed for an expected half-width of {target_halfwidth:g}: computed for "
-                "the ensembles' K only; the release runs "
-                f"{summary['recommended']['estimator']}: raise zeta and plan again")
-    return (f"zeta needed for an expected half-width of {target_halfwidth:g} at "
-            f"K={int(summary['recommended']['n_folds'])}: "
+    best = summary["recommended"]
+    where = (f"with {best['estimator']}" if best["estimator"] in SUMS
+             else f"at K={int(best['n_folds'])}")
+    return (f"zeta needed for an expected half-width of {target_halfwidth:g} {where}: "
             + ("unreachable (the non-private CI is already wider)"
                if needed == float("inf") else f"{needed:.4g}"))
 

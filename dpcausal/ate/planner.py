@@ -44,13 +44,14 @@ efficiency, since they are shared (bench/ate_core.py prints wall and CPU seconds
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 from scipy.special import ndtri
 
+from dpcausal.ate import sums
 from dpcausal.ate.blocks import BlockLayout, balanced_layout
 from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
 
@@ -441,9 +442,52 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
         return expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha,
                                   p1=p1) - target
 
+    return _smallest_zeta(excess, 1e6)
+
+
+def zeta_for_sums_halfwidth(target: float, estimator: str, n: int, d: int, *,
+                            outcome_bounds: Sequence[float], alpha: float = 0.05,
+                            outcome_sd: float | None = None, treated_share: float = 0.5) -> float:
+    """The smallest zeta whose expected half-width of a ``dim``/``lin`` release is at most
+    ``target``: the root of :func:`dpcausal.ate.sums.expected_halfwidth`, the figure
+    :func:`dpcausal.ate.choice.compare` (the plan's estimator table) shows, which falls as zeta
+    grows (its noise sd is ``Delta / zeta`` on the lattice, spec small_n_estimators.md §2).
+
+    Parameters
+    ----------
+    target : float
+        The wanted half-width of the private CI.
+    estimator : {"dim", "lin"}
+        The estimator from noisy sums.
+    n, d : int
+        Rows and covariates (public; ``dim`` ignores d).
+    outcome_bounds, alpha, outcome_sd, treated_share
+        As in :func:`dpcausal.ate.sums.expected_halfwidth`.
+
+    Returns
+    -------
+    float
+        The zeta; ``inf`` when even unlimited budget cannot reach ``target``: the half-width
+        without noise (zeta -> inf, the sampling part alone) is at least ``target``.
+    """
+    bounds = _pair(outcome_bounds)
+
+    def excess(zeta: float) -> float:
+        return sums.expected_halfwidth(estimator, n, d, zeta=zeta, outcome_bounds=bounds,
+                                       alpha=alpha, outcome_sd=outcome_sd,
+                                       treated_share=treated_share) - target
+
+    if excess(math.inf) >= 0:
+        return math.inf
+    return _smallest_zeta(excess, math.inf)
+
+
+def _smallest_zeta(excess: Callable[[float], float], largest: float) -> float:
+    """The root of ``excess``, decreasing in zeta (expected half-width minus target): doubling
+    from 1 to bracket it, then Brent's method; ``inf`` once the bracket passes ``largest``."""
     hi = 1.0
     while excess(hi) > 0:
         hi *= 2.0
-        if hi > 1e6:
+        if hi > largest:
             return math.inf
     return float(brentq(excess, 1e-9, hi, xtol=1e-10, rtol=1e-10))

@@ -304,17 +304,18 @@ def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
     mean the spread allows (Bhatia-Davis) and ``k`` = 0 for dim, ``1 + d/2`` for lin: the
     covariate means and the slopes' noise at covariate imbalance, an empirical allowance (a
     planning figure, not a bound: SPECS.md) that matched the measured noise of releases on a
-    d = 18 and a d = 5 observational data set within a factor of about 1.5."""
+    d = 18 and a d = 5 observational data set within a factor of about 1.5. ``zeta=inf``
+    gives the limit without noise, the sampling part alone."""
     lo, hi = outcome_bounds
     h = (hi - lo) / 2.0
     sd = h if outcome_sd is None else float(outcome_sd)
     ratio2 = min((sd / h) ** 2, 1.0)
-    cal = calibrate_sums(estimator, n, d, zeta)
+    sigma = 0.0 if zeta == math.inf else calibrate_sums(estimator, n, d, zeta).sigma
+    k = 1.0 + d / 2.0 if estimator == "lin" else 0.0
     var = 0.0
     for share in (treated_share, 1.0 - treated_share):
         n_a = n * share
-        k = 1.0 + cal.d / 2.0 if estimator == "lin" else 0.0
-        var += ratio2 / n_a + cal.sigma**2 * (2.0 - ratio2 + k) / n_a**2
+        var += ratio2 / n_a + sigma**2 * (2.0 - ratio2 + k) / n_a**2
     return float(ndtri(1.0 - alpha / 2.0)) * h * math.sqrt(var)
 
 

@@ -13,6 +13,7 @@ from dpcausal.ate.planner import (
     recommended,
     rows_per_fold_floor,
     zeta_for_halfwidth,
+    zeta_for_sums_halfwidth,
 )
 
 
@@ -113,3 +114,35 @@ def test_zeta_solver_reaches_the_target():
     assert (row["n_blocks"], row["halfwidth"]) == (40, pytest.approx(0.01, rel=1e-6))
     # below the non-private width no budget suffices
     assert zeta_for_halfwidth(1e-4, 1_000_000, 10_000, **kw) == math.inf
+
+
+@pytest.mark.parametrize("estimator", ["dim", "lin"])
+def test_sums_zeta_solver_round_trips_through_the_plans_estimator_table(estimator):
+    """The zeta for a target half-width of dim and lin, checked by the half-width the plan's
+    estimator table (compare_estimators) shows at that zeta: the target, and wider a little
+    below it; a target at or under the table's non-private half-width is unreachable."""
+    from dpcausal import PrivateATE
+
+    n, d, bounds, sd = 2000, 3, (0.0, 1.0), 0.3
+    kw = dict(outcome_bounds=bounds, outcome_sd=sd)
+
+    def row(zeta):
+        est = PrivateATE(estimator=estimator, design="randomized", zeta=zeta,
+                         covariate_bounds=[(0.0, 1.0)] * d, **kw)
+        table = est.compare_estimators(n, d)
+        return table[table["estimator"] == estimator].iloc[0]
+
+    target = row(0.7)["halfwidth"]     # the plan's figure at zeta 0.7
+    zeta = zeta_for_sums_halfwidth(target, estimator, n, d, **kw)
+    assert zeta == pytest.approx(0.7, rel=1e-6)
+    assert row(zeta)["halfwidth"] == pytest.approx(target, rel=1e-6)
+    assert row(zeta * (1 - 1e-4))["halfwidth"] > target
+    # the non-private half-width the table shows is the floor: a hair above it is reached at a
+    # large zeta (past the ensemble solver's 1e6 cut-off), at or below it never
+    floor = row(1.0)["nonprivate_halfwidth"]
+    far = zeta_for_sums_halfwidth(floor * (1 + 1e-9), estimator, n, d, **kw)
+    assert 1e3 < far < math.inf
+    assert row(far)["halfwidth"] == pytest.approx(floor * (1 + 1e-9), rel=1e-6)
+    assert row(far * (1 - 1e-4))["halfwidth"] > floor * (1 + 1e-9)
+    assert zeta_for_sums_halfwidth(floor, estimator, n, d, **kw) == math.inf
+    assert zeta_for_sums_halfwidth(floor * (1 - 1e-6), estimator, n, d, **kw) == math.inf

@@ -168,3 +168,34 @@ def test_plan_compares_the_estimators_of_a_randomized_design(tmp_path, monkeypat
     assert doc["estimator"] == doc["recommended"]["estimator"] == "dim"
     ratio = {r["estimator"]: r["ratio"] for r in doc["estimators"]}
     assert ratio["dim"] < 1.2 < ratio["aipw"]
+
+
+def test_plan_gives_the_zeta_for_a_target_half_width_of_dim(tmp_path, monkeypatch):
+    """``--target-halfwidth`` for a release from noisy sums (the shipped trial config runs dim)
+    prints the zeta that reaches it, which planned again shows dim's expected half-width at the
+    target (to the 4 digits printed); a target under the non-private half-width is unreachable
+    (was: "computed for the ensembles' K only ... raise zeta and plan again")."""
+    import re
+
+    from demo.trial import write_trial_csv
+
+    data = write_trial_csv(tmp_path / "trial.csv")
+    monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    assert _register("conf/release/trial_dim.yaml", [f"data.path={data}"]).n == 2000
+    args = ["plan", "conf/release/trial_dim.yaml", "--set", f"data.path={data}"]
+    out = CliRunner().invoke(main, [*args, "--target-halfwidth", "0.06"])
+    assert out.exit_code == 0, out.output
+    found = re.search(r"^zeta needed for an expected half-width of 0.06 with dim: (\S+)$",
+                      out.output, re.MULTILINE)
+    assert found is not None, out.output
+    zeta = float(found.group(1))
+    again = CliRunner().invoke(main, [*args, "--set", f"estimator.zeta={zeta}", "--json"])
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.output)
+    assert doc["recommended"]["estimator"] == "dim"
+    assert doc["recommended"]["halfwidth"] == pytest.approx(0.06, rel=1e-3)
+    floor = doc["recommended"]["nonprivate_halfwidth"]
+    out = CliRunner().invoke(main, [*args, "--target-halfwidth", f"{floor * 0.99:.6g}"])
+    assert out.exit_code == 0, out.output
+    assert "with dim: unreachable (the non-private CI is already wider)" in out.output
