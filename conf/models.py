@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from conf import registry
+from dpcausal.location import data_dir
 
 _M = TypeVar("_M", bound=BaseModel)
 _C = TypeVar("_C", bound=BaseModel)
@@ -54,6 +55,9 @@ def renamed_keys(raw: Any, section: str, old_to_new: dict[str, str],
 
 
 URL_BLOCK_TYPES = ("secret", "sqlalchemy-connector")
+#: A ``data.path`` or ``data.partitions`` beginning with this lies under the project's data
+#: folder (README "Where things live"), e.g. the shipped demo configs' ``<data>/demo/...``.
+DATA_FOLDER = "<data>/"
 
 #: The column types a config can declare (``data.dtypes``); see :class:`Schema`.
 DType = Literal["float", "int", "bool", "str"]
@@ -85,6 +89,10 @@ class DataSource(_Strict):
     ``missing`` is the core release's declared missing-value policy (``impute``, the default:
     covariates take ``missing_fill`` plus an indicator, a row without treatment or outcome scores
     0; ``drop``: complete cases, whose count is published as n).
+
+    A local ``path`` or ``partitions`` is relative to the config file's folder, or, beginning
+    with ``<data>/``, to the project's data folder (``$DPCAUSAL_DATA``, else the checkout's
+    ``data/``; README "Where things live").
 
     ``dtypes`` declares a column's type (float, int, bool or str) where its role's default does
     not fit (defaults: float for outcomes, covariates and orders, int for a treatment or arm, str
@@ -528,10 +536,17 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def with_absolute_paths(config: _C, base: Path | None = None) -> _C:
     """The config (any kind) with a relative ``data.path`` or ``data.partitions`` made absolute
-    (against ``base`` or the cwd); an fsspec URL (``s3://...``) is left as given."""
+    (against ``base`` or the cwd), and one beginning with ``<data>/`` under the project's data
+    folder (:func:`dpcausal.location.data_dir`, README "Where things live": where ``dpcausal
+    demo`` writes); an fsspec URL (``s3://...``) is left as given."""
     key = "path" if config.data.path is not None else "partitions"
     where = getattr(config.data, key)
-    if where is None or Path(where).is_absolute() or "://" in where:
+    if where is None or "://" in where:
         return config
-    path = Path(base or Path.cwd()) / where
+    if where.startswith(DATA_FOLDER):
+        path = data_dir() / where.removeprefix(DATA_FOLDER)
+    elif Path(where).is_absolute():
+        return config
+    else:
+        path = Path(base or Path.cwd()) / where
     return config.model_copy(update={"data": config.data.model_copy(update={key: str(path)})})

@@ -34,8 +34,8 @@ def test_run_resolves_paths_from_the_config_files_folder(tmp_path: Path) -> None
     about it from another folder (its resolved data.path equals the registration's, so the run
     gets past the registration check to the budget's: exit 3, not 2 naming data.path)."""
     demo = (DEV.parent / "conf" / "release" / "demo.yaml").read_text()
-    assert "  path: ../../data/demo/experiment_a.csv" in demo
-    (tmp_path / "my.yaml").write_text(demo.replace("../../data/demo/experiment_a.csv", "d.csv"))
+    assert "  path: <data>/demo/experiment_a.csv" in demo
+    (tmp_path / "my.yaml").write_text(demo.replace("<data>/demo/experiment_a.csv", "d.csv"))
     env = {**os.environ, "DPCAUSAL_DATA": str(tmp_path / "data"),  # the checkout's data/ untouched
            "DPCAUSAL_LEDGER_URL": f"sqlite:///{tmp_path / 'ledger.db'}"}
     register = [str(DEV), "ledger", "register", "demo-experiment-a", "my.yaml"]

@@ -183,10 +183,20 @@ def test_a_data_path_in_a_config_file_is_relative_to_the_file(tmp_path, monkeypa
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_shipped_configs_find_their_data_from_any_folder(path, tmp_path, monkeypatch):
+    """The demo configs name their data under the data folder, where ``dpcausal demo`` writes
+    them, which ``DPCAUSAL_DATA`` moves (README "Where things live"), from a file or a
+    ``--set``; the others name the checkout's ``data/``."""
+    from conf.kinds import KINDS
+
     monkeypatch.chdir(tmp_path)
+    moved = (tmp_path / "moved").resolve()
+    monkeypatch.setenv("DPCAUSAL_DATA", str(moved))
     config = load_any(path)
     root = Path(conf.__file__).resolve().parents[1]
-    assert Path(config.data.path).resolve().is_relative_to(root / "data")
+    demos = {Path(kind.example).name for kind in KINDS.values()}
+    folder = moved if path.name in demos else root / "data"
+    assert Path(config.data.path).resolve().is_relative_to(folder)
+    assert load_any(path, ["data.path=<data>/x.csv"]).data.path == str(moved / "x.csv")
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -227,11 +227,11 @@ def _shipped_demo_registered() -> str:
     REGISTERED_CONFIGS), with its dataset registered and capped as its curator's ``dpcausal
     ledger register demo-experiment-a conf/release/demo.yaml --zeta 50`` records it: its
     source, columns, types and policy from the config (issue 32 §1), bound by the source's keyed
-    identity. Its data path, ``../../data/demo/experiment_a.csv`` beside the config, is the
-    checkout's data folder, which the tests leave untouched: the public facts the curator would
-    count there (``dpcausal demo``'s 5,000 records of X1, A, Y) are stated instead. Nothing in
-    the submit tests reads the file: the checks before a submit use the registration only, and
-    a submitted run waits for a worker."""
+    identity. Its data path, ``<data>/demo/experiment_a.csv``, is under the session's data
+    folder, where no file need be: the public facts the curator would count there (``dpcausal
+    demo``'s 5,000 records of X1, A, Y) are stated instead. Nothing in the submit tests reads
+    the file: the checks before a submit use the registration only, and a submitted run waits
+    for a worker."""
     from conf.kinds import KINDS, load_any
     from conf.registration import registration_values
     from store import source_fingerprint
@@ -248,14 +248,16 @@ def _shipped_demo_registered() -> str:
     return str(SHIPPED_DEMO)
 
 
-def test_submit_starts_the_deployment_and_prints_the_run_url(cli_config, invoke, tmp_path):
+def test_submit_starts_the_deployment_and_prints_the_run_url(project, cli_config, invoke):
     """Issue 27 §1: `run --submit` hands the config to the stack's deployment, waits for
     nothing, prints the flow run's URL; no deployment (or no stack) is one error, exit 2."""
     path = _shipped_demo_registered()
     _assert_error(invoke("run", "--submit", path), 2,
                   r"no deployment 'release_from_config/from-config' on http")
+    # no Prefect API, and no `dpcausal serve` stack in the data folder (whose demo data the
+    # shipped config names, so it stays the session's)
+    assert not (project.root / "services" / "stack.info").exists()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["DPCAUSAL_DATA"] = str(tmp_path / "no-stack")
     proc = subprocess.run([sys.executable, "-m", "cli.main", "run", "--submit", path],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and "needs a running stack" in proc.stderr, proc.stderr
@@ -273,7 +275,7 @@ def test_submit_with_the_deployment(cli_config, invoke, deployments):
                         "overrides": {"estimator.zeta": 1.0}}   # the data are the config's
 
 
-def test_submit_asks_only_about_registered_configs_and_analysis_keys(cli_config, invoke,
+def test_submit_asks_only_about_registered_configs_and_analysis_keys(project, cli_config, invoke,
                                                                      deployments):
     """Issue 32 item 6: `run --submit` handed any config path and its data path to the
     deployment; an unregistered config or a curator's key is now refused here, exit 2, before
@@ -286,7 +288,7 @@ def test_submit_asks_only_about_registered_configs_and_analysis_keys(cli_config,
     _assert_error(invoke("run", "--submit", demo, "--set", "data.path=/tmp/other.csv"), 2,
                   r"data.path differs from the registration of dataset 'demo-experiment-a'")
     # even the registered path is the curator's: a run never sends it
-    registered = str(ROOT / "data" / "demo" / "experiment_a.csv")
+    registered = str(project.root / "demo" / "experiment_a.csv")
     _assert_error(invoke("run", "--submit", demo, "--set", f"data.path={registered}"), 2,
                   r"'data.path' is not an analysis key a run may set")
     assert charges("cli-submit") == charges("demo-experiment-a") == 0
@@ -381,6 +383,35 @@ def test_demo_kind_writes_its_data_sets_its_cap_and_releases(project, invoke):
     assert (project.root / "demo" / "federated.csv").is_file()
     with Ledger() as led:
         assert led.cap("demo-federated").epsilon == 5.0
+
+
+def test_the_shipped_demo_config_reruns_the_demo_under_another_data_folder(tmp_path):
+    """README "Where things live": with ``DPCAUSAL_DATA`` set, ``dpcausal demo`` writes and
+    registers its data under ``<data>/demo/``; ``dpcausal run conf/release/demo.yaml``, as the
+    config's comment says, then re-runs it on those data (was: exit 2, "data.path differs from
+    the registration": the config named the checkout's ``data/demo/experiment_a.csv``). Its own
+    data folder and ledger, so the session's demo dataset is untouched."""
+    from prefect.settings import PREFECT_API_URL
+
+    data = tmp_path / "data"
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "DPCAUSAL_DATA": str(data),
+           "DPCAUSAL_LEDGER_URL": f"sqlite:///{data / 'ledger.db'}",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{data / 'mlflow.db'}"}
+
+    def dpcausal(*args):
+        return subprocess.run([sys.executable, "-m", "cli.main", *args, "--json",
+                               "--no-progress"], capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    demo = dpcausal("demo")
+    assert demo.returncode == 0, demo.stderr
+    assert (data / "demo" / "experiment_a.csv").is_file()
+    rerun = dpcausal("run", str(SHIPPED_DEMO))
+    assert rerun.returncode == 0, rerun.stderr
+    released = [json.loads(out.stdout) for out in (demo, rerun)]
+    assert [r["release"]["n"] for r in released] == [5000, 5000]
+    assert [r["spent"]["n_charges"] for r in released] == [1, 2]
+    assert released[1]["spent"]["ledger"] == str(data / "ledger.db")
 
 
 def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_config, tmp_path):
