@@ -53,7 +53,7 @@ from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
 import store
-from conf.kinds import KINDS, build_mechanism
+from conf.kinds import KINDS, build_mechanism, with_planned
 from conf.models import DataSource, ReleaseConfig, RunnerConfig
 from dpcausal import Prepared, Release
 from dpcausal.ate.estimator import PrivateATE
@@ -337,7 +337,7 @@ def _registered_release(config: ReleaseConfig, held: Checked, key: bytes,
     return charged_release(PartitionedATE(estimator), computing,
                            dataset=config.ledger.dataset_id, release_id=release_id,
                            evaluation=config.evaluation,
-                           detail={**KINDS["ate"].detail(config), **held.planned,
+                           detail={**KINDS["ate"].detail(with_planned(config, held.planned)),
                                    "path": "partitioned"},
                            cap=KINDS["ate"].cap(config), run_url=run_url)
 

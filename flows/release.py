@@ -113,7 +113,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
                 publish_refusal(dataset, reason, str(exc))
             raise
 
-    config = with_planned(config, checked.planned)
+    asked, config = config, with_planned(config, checked.planned)
     settings = config.model_dump(mode="json")
     run: TrackedRun = open_release_run(
         config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags, settings,
@@ -130,10 +130,11 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
             from flows.partitioned_release import dask_runner, partitioned_config_release
 
             # the checked input in memory (a SQL source's partitions counted once, under the
-            # fold key drawn for them: never a parameter)
-            with checked_in_process(config, checked):
+            # fold key drawn for them: never a parameter); the config as asked, whose "auto"
+            # K and K' the subflow plans on the partitions' footers (plan_partitions)
+            with checked_in_process(asked, checked):
                 published = partitioned_config_release.with_options(
-                    task_runner=dask_runner(config.runner))(config, release_id, run.url)
+                    task_runner=dask_runner(config.runner))(asked, release_id, run.url)
         else:
             published = charged_release(mechanism, checked, dataset=dataset,
                                         release_id=release_id, evaluation=evaluation,

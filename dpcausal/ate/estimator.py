@@ -414,15 +414,19 @@ class PrivateATE(Mechanism[ATEFacts]):
     def planned_params(self, n: ATEFacts | int, d: int | None = None) -> dict[str, Any]:
         """The knobs the planner picks for n rows and d covariates (or their
         :class:`ATEFacts`): ``{"estimator": ...}`` for ``estimator="auto"``, and
-        ``{"n_folds": K}`` when an ensemble's K is the planner's (``n_folds="auto"``); the noise
-        modes follow from n and K, so they need no record."""
+        ``{"n_folds": K}`` when an ensemble's K is the planner's (``n_folds="auto"``), with
+        ``"block_folds": K'`` when the planner chose blocks; the noise modes follow from n and
+        K, so they need no record."""
         n, d = _facts(n, d)
         out: dict[str, Any] = {}
         chosen = self.resolved_estimator(n, d)
         if self.estimator == "auto":
             out["estimator"] = chosen
         if chosen not in sums.SUM_ESTIMATORS and self.n_folds == "auto":
-            out["n_folds"] = self.resolved_n_folds(n, d)
+            K, kb = self.resolved_folds(n, d)
+            out["n_folds"] = K
+            if kb != K:   # blocks (spec §2.5b): an int K alone would be the full ensemble
+                out["block_folds"] = kb
         return out
 
     def check_facts(self, n: ATEFacts | int, d: int | None = None) -> None:

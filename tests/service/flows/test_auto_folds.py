@@ -87,3 +87,29 @@ def test_a_partitioned_config_without_n_folds_releases(tmp_path, curator_registe
     with Ledger() as led:
         [charge] = led.history(dataset).to_dict("records")
     assert charge["detail"]["K"] == planned
+
+
+def test_a_partitioned_release_runs_the_blocks_plan_shows(tmp_path, curator_registers):
+    """The planner's K with blocks (n large enough for K > 256): a registered partitioned release
+    runs the (K, K', B) that ``dpcausal plan`` shows for the config. On 60ffb67 the subflow
+    rebuilt its estimator from the config with the planned K written in and K' left out, so it
+    ran the full ensemble of all K folds (a 10^6-row CLI release: 7x the in-memory one)."""
+    from conf.models import load_config
+    from dpcausal.ate.partitioned import write_parquet_partitions
+    from flows.release import run_release
+    from tasks.planning import partitioned_layout
+
+    dataset = "auto-blocks-partitions"
+    give_cap(dataset, zeta=10.0)
+    write_parquet_partitions(tmp_path / "parts", n=30_000, d=2, n_partitions=3, seed=5)
+    config = load_config(None, [], base={
+        "name": "parts", "data": {"partitions": str(tmp_path / "parts"), "id_column": "id"},
+        "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
+        "estimator": {"estimator": "aipw", "outcome_bounds": [-1, 1]},
+        "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}})
+    shown = partitioned_layout(config)
+    assert shown is not None and 2 <= shown["block_folds"] < shown["n_folds"]
+    assert curator_registers(config) is not None
+    rel = run_release(config)["release"]
+    assert (rel["n_folds"], rel["params"]["block_folds"], rel["params"]["n_blocks"]) == (
+        shown["n_folds"], shown["block_folds"], shown["n_blocks"])
