@@ -33,6 +33,14 @@ tau_hat 0.09905 (population ATE 0.0992), CI 1.22x / 1.21x the non-private one. T
 before (Theorem 1 noise, K' = 255, workers without preload): 206.5 s wall, 134 / 136 CPU s,
 CI 1.34x; with the perf changes, preload and the malloc setting but still K' = 255 and
 Theorem 1: 127 s, 114 / 115 CPU s.
+
+Measured on 2026-11-27, 2 cores, ``--n 100000000 --baseline-n 0`` (200 files, written in 61 s,
+not counted): AIPW, K = 1,043,813 = 8,219 blocks of K' = 127, 93 rows in the smallest fold:
+518.4 s wall, 401 / 399 CPU s and 751 / 749 MiB peak RSS per worker, tau_hat 0.09912, CI 1.11x
+the non-private one (load average 0.6 before, about 3 during: a few minutes of other work of
+mine). The same files with ``--estimator lin``: 127.6 s, 51 / 53 CPU s, 574 / 574 MiB, CI 1.00x;
+``--estimator dim``: 89.5 s, 40 / 39 CPU s, 504 / 498 MiB, CI 1.00x (load up to 5-6, other
+sessions' tests niced).
 """
 
 from __future__ import annotations
@@ -100,6 +108,14 @@ def _generate(path: str, n: int, d: int, files: int, row_group: int, seed: int,
     queue.put(_usage()[0])
 
 
+def _sums_params(estimator: str, d: int) -> dict[str, object]:
+    """What ``dim`` and ``lin`` need beyond the blocks' parameters. ``make_large`` assigns the
+    treatment by a logistic propensity, so dim's estimate is biased here (declared randomized
+    only to time it); lin's covariate bounds (-4, 4) clip about 0.006% of the N(0, 1) values."""
+    return {"dim": {"design": "randomized"},
+            "lin": {"covariate_bounds": [[-4.0, 4.0]] * d}}.get(estimator, {})
+
+
 def _baseline(source: str, estimator: str, queue: mp.Queue) -> None:
     """The in-memory block estimator on one process (planner's defaults), evaluation mode."""
     import pandas as pd
@@ -111,7 +127,7 @@ def _baseline(source: str, estimator: str, queue: mp.Queue) -> None:
     covs = [c for c in frame.columns if c.startswith("x")]
     t0, c0 = time.perf_counter(), time.process_time()
     rel = PrivateATE(estimator=estimator, outcome_bounds=(0, 1), propensity_clip=0.2,
-                     zeta=1.0).fit(
+                     zeta=1.0, **_sums_params(estimator, len(covs))).fit(
         frame[covs].to_numpy(), frame["A"].to_numpy(), frame["Y"].to_numpy(), evaluation=True)
     queue.put((time.perf_counter() - t0, time.process_time() - c0, _usage()[0],
                rel.to_dict()))
@@ -195,6 +211,7 @@ def main() -> None:
                 str(source), id_column="id", treatment="A", outcome="Y",
                 estimator={"estimator": args.estimator, "outcome_bounds": [0.0, 1.0],
                            "propensity_clip": 0.2, "zeta": 1.0,
+                           **_sums_params(args.estimator, args.d),
                            "block_folds": (args.block_folds if args.block_folds == "auto"
                                            else int(args.block_folds))},
                 compute_budget=300.0, evaluation=True)

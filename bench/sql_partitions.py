@@ -15,16 +15,17 @@ aggregate rows, against n; then the SQL/Parquet wall-time ratio (goal <= 1.3) an
 
     nice -n 10 .venv/bin/python bench/sql_partitions.py [--n 10000000] [--url sqlite|URL]
 
-Measured on 2026-11-27, 2 cores shared by 6 engineers (load average 17 before the Parquet
-release, 19 to 26 during the SQL one), ``--n 1000000`` on PostgreSQL 15 (2 partitions of 500,000
-rows, K = 20,701, K' = 127): Parquet 80.6 s wall, 13 / 13 CPU s and 665 / 667 MiB peak RSS per
-worker; SQL 166.5 s wall, 16 / 16 CPU s and 668 / 641 MiB; rows from the database 1,000,000 + 2
-(the count's aggregate rows): 1.0000 n. The wall-time ratio (2.07) follows the load, which rose
-by half during the SQL release; the workers' CPU time, which a loaded machine distorts less, is
-1.23x Parquet's (reading 500,000 rows through psycopg and SQLAlchemy: about 3 CPU s per worker).
-10^7 rows (20 partitions) were not run on this loaded machine: reads and fits are linear in n and
-the rows moved are n + P by construction (tests/service/flows/test_partitioned_sql.py), so
-expect 10x the figures above in time and the same per-worker memory.
+Measured on 2026-11-27, 2 cores (load average 1.3 before, 1.4-1.7 after; no other work),
+``--n 10000000`` on PostgreSQL 15 on 127.0.0.1 (20 partitions of 500,000 rows, K = 206,756,
+K' = 127): Parquet 53.9 s wall, 48 / 47 CPU s and 688 / 680 MiB peak RSS per worker; SQL 88.2 s
+wall, 74 / 73 CPU s and 681 / 680 MiB; rows from the database 10,000,000 + 20 (the count's
+aggregate rows): 1.0000 n. SQL / Parquet wall time 1.64 (goal 1.3, not met): the workers'
+extra 26 CPU s each are the driver's row protocol (psycopg builds a Python tuple per row, about
+3.6 CPU us per row with the frame), and the database's own work runs on the same 2 cores. Before
+the chunks came straight from the driver's cursor (SQLAlchemy Rows): 118.7 s against 61.9 s
+(1.92), at load 3.9 (other work niced). A PostgreSQL ``COPY ... TO STDOUT`` read parsed by
+pyarrow measured 1.9 CPU us per row against 3.6, but it would be a second read path with its own
+type rules; not built.
 """
 
 from __future__ import annotations
