@@ -73,8 +73,11 @@ class ATERelease(Release):
 
     def extra_rows(self) -> list[tuple[str, str]]:
         z = self.noise
+        blocks = self.params.get("n_blocks") or 1
+        folds = f"K={self.n_folds}" + (f" = {blocks} blocks of {self.params['block_folds']} folds"
+                                       if blocks > 1 else "")
         rows = [
-            ("estimator", f"{self.estimator.upper()}  (K={self.n_folds})" if self.n_folds
+            ("estimator", f"{self.estimator.upper()}  ({folds})" if self.n_folds
              else _SUMS_NAMES.get(self.estimator, self.estimator)),
             ("privacy (GDP)", f"{self.privacy.zeta:.4g}-GDP = {self.privacy.rho:.4g}-zCDP"),
             ("noise sd (ATE)", f"{z['sigma_ate']:.4g}  (sensitivity {z['sensitivity']:.4g},"

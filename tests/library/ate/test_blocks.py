@@ -72,6 +72,16 @@ def test_b1_release_is_bit_for_bit_todays(estimator):
         assert (same.params["n_blocks"], same.params["block_folds"]) == (1, 30)
 
 
+def test_the_summary_names_the_blocks():
+    """A release's estimator line says K and, for a block ensemble, its B blocks of K' folds."""
+    X, A, Y = _data(900, 3, seed=1)
+    kw = dict(n_folds=30, outcome_bounds=(-1, 1), noise_seed=4)
+    blocked = PrivateATE(block_folds=10, **kw).fit(X, A, Y, evaluation=True)
+    assert "AIPW  (K=30 = 3 blocks of 10 folds)" in str(blocked)
+    full = PrivateATE(block_folds=None, **kw).fit(X, A, Y, evaluation=True)
+    assert "AIPW  (K=30)\n" in str(full) + "\n"
+
+
 def test_one_block_through_the_block_path_equals_aggregate():
     X, A, Y = _data(500, 2, seed=2)
     est = PrivateATE(n_folds=10, outcome_bounds=(-1, 1), random_state=0)
