@@ -209,6 +209,24 @@ def charges(dataset: str) -> int:
         return led.spent(dataset).n_charges if led.has_dataset(dataset) else 0
 
 
+def ledger_rows() -> dict[str, list[tuple]]:
+    """Every row of every table of the ledger, by table, reservations of processes that are gone
+    first marked ``incomplete`` (as every read of the ledger marks them): what a refusal must
+    leave as it was. ``Ledger.budgets()`` holds no more than this (it is computed from these
+    rows), but composes every dataset's headroom (PLD bisection), which takes a second or more
+    per dataset of a session's ledger."""
+    import sqlalchemy as sa
+
+    from dpcausal.ledger import Ledger, schema
+    from dpcausal.ledger.store import _mark_dead_reservations
+
+    with Ledger(create=True) as led, led.engine.begin() as conn:
+        _mark_dead_reservations(conn)
+        return {table.name: [tuple(row) for row in conn.execute(
+                    sa.select(table).order_by(*table.primary_key.columns))]
+                for table in schema.metadata.sorted_tables}
+
+
 def spy_on_block_sums(monkeypatch) -> list:
     """Record what reaches the flow's ``combine_blocks`` (the per-partition block sums the
     workers return) while the release runs as it would; returns the list the calls fill."""

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from _flowtools import artifacts_of, give_cap
+from _flowtools import artifacts_of, give_cap, ledger_rows
 
 from dpcausal.ledger import Ledger
 
@@ -54,15 +54,12 @@ def _database(path, y17: float, seed: int = 5) -> None:
 
 
 def _state() -> tuple:
-    """What a refusal must leave as it was: the ledger, Prefect's flow runs and artifacts. The
-    budgets' missing values are None (NaN, which an epsilon cap elsewhere in the session's
-    ledger puts in a zeta cap's ``next_pure_epsilon``, never equals itself)."""
+    """What a refusal must leave as it was: every row of the ledger, Prefect's flow runs and
+    artifacts."""
     from prefect.client.orchestration import get_client
 
     with Ledger() as led:
-        budgets = led.budgets().drop(columns=["composition"]).astype(object)
-        ledger = (budgets.where(budgets.notna(), None).to_dict("records"),
-                  led.history(DATASET)["release_id"].tolist(),
+        ledger = (ledger_rows(), led.history(DATASET)["release_id"].tolist(),
                   [r.version for r in led.registrations(DATASET)],
                   led.registration("fresh-id"))
     artifacts = [(a.key, a.id) for key in ("%registered-trial%", "%fresh-id%")
@@ -230,8 +227,7 @@ def _kind_state(dataset: str) -> tuple:
     from prefect.client.orchestration import get_client
 
     with Ledger() as led:
-        budgets = led.budgets().drop(columns=["composition"])
-        ledger = (budgets[budgets["dataset"] == dataset].to_json(),  # NaN compares as null
+        ledger = (ledger_rows(),
                   led.history(dataset).to_json() if led.has_dataset(dataset) else "",
                   [r.version for r in led.registrations(dataset)])
     artifacts = [(a.key, a.id) for a in artifacts_of(key_like=f"%{dataset}%")]
