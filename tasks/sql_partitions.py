@@ -373,7 +373,8 @@ def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
                     if len(rows) < of.chunk_rows:   # PEP 249: fewer only at the end
                         break
                     rows = result.cursor.fetchmany(of.chunk_rows)
-    except sqlalchemy.exc.SQLAlchemyError as exc:
+    except (sqlalchemy.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
+        # the driver's own errors too: the later chunks come from its cursor
         raise query_error(of.source, exc) from None
     finally:
         engine.dispose()

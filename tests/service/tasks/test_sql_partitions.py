@@ -200,6 +200,20 @@ def test_sql_errors_before_the_charge_withhold_data_messages(tmp_path):
     assert "9223372036854775808" not in str(err.value)
 
 
+def test_a_data_error_while_streaming_a_partition_withholds_its_message(tmp_path):
+    """A value the query cannot take in a later chunk (read from the driver's cursor, not
+    through SQLAlchemy) is reported as a failed data.sql, its message withheld, like one in
+    the first chunk."""
+    frame = _table(60).assign(z=1)
+    frame.loc[59, "z"] = -9223372036854775808    # abs() overflows on it; the last rowid
+    source = _sqlite(tmp_path / "d.db", frame)
+    query = DataSource(sql="SELECT id, A, Y, abs(z) AS x1, x2 FROM t", url=source.url)
+    _, _, [part] = _partitions(query, parts=1, chunk_rows=10)   # the count reads only ids
+    with pytest.raises(ValueError, match="withheld") as err:
+        read_sql_partition(part, ROLES)
+    assert "9223372036854775808" not in str(err.value)
+
+
 def test_a_changed_source_fails_the_partition_read(tmp_path):
     path = tmp_path / "d.db"
     _, _, parts = _partitions(_sqlite(path, _table()))
