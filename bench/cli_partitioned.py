@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import yaml
-from cli_release import _cli, _load  # bench/ is the script's folder, on sys.path
+from cli_release import _cli, _load, cli_workdir  # bench/ is the script's folder, on sys.path
 from partitioned_blocks import write_source
 
 FILES, D = 8, 5
@@ -99,10 +98,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10**6)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="dpcausal-bench-fixed-"))
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PREFECT_", "MLFLOW_", "DPCAUSAL_"))}
-    env["DPCAUSAL_DATA"] = str(folder / "data")
+    folder, env = cli_workdir("dpcausal-bench-fixed-")
     partitioned, memory = _write(folder, args.n)
     for config in (partitioned, memory):
         name = yaml.safe_load(config.read_text())["ledger"]["dataset_id"]

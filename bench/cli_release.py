@@ -86,6 +86,15 @@ main(sys.argv[1:], prog_name="dpcausal")
 """
 
 
+def cli_workdir(prefix: str) -> tuple[Path, dict[str, str]]:
+    """A fresh temporary folder and the environment of a ``dpcausal`` command run in it: none of
+    the caller's Prefect, MLflow or dpcausal settings, the data folder inside it."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_", "MLFLOW_", "DPCAUSAL_"))}
+    return folder, {**env, "DPCAUSAL_DATA": str(folder / "data")}
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -108,10 +117,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="dpcausal-bench-cli-"))
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PREFECT_", "MLFLOW_", "DPCAUSAL_"))}
-    env["DPCAUSAL_DATA"] = str(folder / "data")
+    folder, env = cli_workdir("dpcausal-bench-cli-")
     config = _write(folder, args.n)
     _cli(["ledger", "set-budget", "bench-cli", "--zeta", "1000"], env)
     load_before = os.getloadavg()

@@ -67,19 +67,25 @@ def test_a_deployment_run_of_a_config_without_n_folds_releases(tmp_path, monkeyp
     assert out["release"]["n_folds"] == PLANNED_K
 
 
-def test_a_partitioned_config_without_n_folds_releases(tmp_path, curator_registers):
+def _partitioned_config(tmp_path, dataset: str, n: int, parts: int, estimator: dict):
+    """A release config of ``parts`` Parquet partitions of n synthetic rows (d = 2) on Dask."""
     from conf.models import load_config
     from dpcausal.ate.partitioned import write_parquet_partitions
+
+    write_parquet_partitions(tmp_path / "parts", n=n, d=2, n_partitions=parts, seed=parts)
+    return load_config(None, [], base={
+        "name": "parts", "data": {"partitions": str(tmp_path / "parts"), "id_column": "id"},
+        "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
+        "estimator": estimator, "ledger": {"dataset_id": dataset},
+        "mlflow": {"experiment": f"test-{dataset}"}})
+
+
+def test_a_partitioned_config_without_n_folds_releases(tmp_path, curator_registers):
     from flows.release import run_release
 
     dataset = "auto-folds-partitions"
     give_cap(dataset, zeta=10.0)
-    write_parquet_partitions(tmp_path / "parts", n=3000, d=2, n_partitions=2, seed=4)
-    config = load_config(None, [], base={
-        "name": "parts", "data": {"partitions": str(tmp_path / "parts"), "id_column": "id"},
-        "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
-        "estimator": {"outcome_bounds": [-1, 1]}, "ledger": {"dataset_id": dataset},
-        "mlflow": {"experiment": f"test-{dataset}"}})
+    config = _partitioned_config(tmp_path, dataset, 3000, 2, {"outcome_bounds": [-1, 1]})
     assert curator_registers(config) is not None
     out = run_release(config)
     planned = PrivateATE(outcome_bounds=(-1, 1)).resolved_n_folds(3000, 2)
@@ -94,19 +100,13 @@ def test_a_partitioned_release_runs_the_blocks_plan_shows(tmp_path, curator_regi
     runs the (K, K', B) that ``dpcausal plan`` shows for the config. On 60ffb67 the subflow
     rebuilt its estimator from the config with the planned K written in and K' left out, so it
     ran the full ensemble of all K folds (a 10^6-row CLI release: 7x the in-memory one)."""
-    from conf.models import load_config
-    from dpcausal.ate.partitioned import write_parquet_partitions
     from flows.release import run_release
     from tasks.planning import partitioned_layout
 
     dataset = "auto-blocks-partitions"
     give_cap(dataset, zeta=10.0)
-    write_parquet_partitions(tmp_path / "parts", n=30_000, d=2, n_partitions=3, seed=5)
-    config = load_config(None, [], base={
-        "name": "parts", "data": {"partitions": str(tmp_path / "parts"), "id_column": "id"},
-        "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
-        "estimator": {"estimator": "aipw", "outcome_bounds": [-1, 1]},
-        "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}})
+    config = _partitioned_config(tmp_path, dataset, 30_000, 3,
+                                 {"estimator": "aipw", "outcome_bounds": [-1, 1]})
     shown = partitioned_layout(config)
     assert shown is not None and 2 <= shown["block_folds"] < shown["n_folds"]
     assert curator_registers(config) is not None
