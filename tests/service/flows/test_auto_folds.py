@@ -113,3 +113,7 @@ def test_a_partitioned_release_runs_the_blocks_plan_shows(tmp_path, curator_regi
     rel = run_release(config)["release"]
     assert (rel["n_folds"], rel["params"]["block_folds"], rel["params"]["n_blocks"]) == (
         shown["n_folds"], shown["block_folds"], shown["n_blocks"])
+    with Ledger() as led:   # the ledger records the blocks too
+        [charge] = led.history(dataset).to_dict("records")
+    assert (charge["detail"]["K"], charge["detail"]["K'"]) == (shown["n_folds"],
+                                                                shown["block_folds"])
