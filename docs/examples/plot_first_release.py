@@ -4,8 +4,9 @@ A first private release
 
 Experiment A of Lebeda, Even, Bellet and Josse (2025) at n = 5,000: one covariate, a binary
 treatment whose propensity depends on it (so the design is observational), outcomes in
-[-1, 1] and a true ATE of 0.1. The release goes through a temporary ledger: the cap is set explicitly,
-the charge is reserved before the data are read and committed before the result is returned.
+[-1, 1] and a true ATE of 0.1. The release goes through a temporary ledger: the cap is set
+explicitly, the charge is reserved before the data are read and committed before the result is
+returned.
 """
 
 # %%
