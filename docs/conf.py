@@ -41,7 +41,7 @@ myst_heading_anchors = 3
 # API reference from the numpydoc docstrings: members listed on the page, no autosummary stubs.
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
-autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
+autodoc_default_options = {"undoc-members": False, "show-inheritance": False}
 numpydoc_show_class_members = False
 numpydoc_xref_param_type = False
 numpydoc_validation_checks: set[str] = set()
