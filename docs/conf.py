@@ -84,12 +84,12 @@ def _skip_inherited_plumbing(app, what, name, obj, skip, options):
     return None
 
 
-_RST_ACTIVE = re.compile(r"\*|(?<=\w)_(?=\W|$)|\|")
+_RST_ACTIVE = re.compile(r"[*|`]|(?<=\w)_(?=\W|$)")
 
 
 def _click_text_as_plain(app, ctx, lines):
-    """The commands' help is plain text for a terminal (``runner.*``, ``a|b``), not
-    reStructuredText: escape what docutils would read as markup, in place."""
+    """The commands' help is plain text for a terminal (``runner.*``, ``a|b``, a quoted
+    `command`), not reStructuredText: escape what docutils would read as markup, in place."""
     lines[:] = [line if line.lstrip().startswith(".. ") else
                 _RST_ACTIVE.sub(lambda m: "\\" + m.group(0), line) for line in lines]
 
