@@ -60,7 +60,7 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "within_subsection_order": "FileNameSortKey",
     "abort_on_example_error": True,
-    "min_reported_time": 1,
+    "min_reported_time": 0,
 }
 
 html_theme = "pydata_sphinx_theme"

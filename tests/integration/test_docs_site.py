@@ -85,10 +85,11 @@ def test_gallery_lists_executed_examples_with_their_figures(site: str) -> None:
 
         for name in EXAMPLES:
             page.goto(f"{site}/auto_examples/{name}.html")
-            text = page.wait_text(["Total running time of the script"], timeout=60,
-                                  what=f"the executed example {name}")
+            text = page.wait_text(["Go to the end"], timeout=60, what=f"the example {name}")
+            # what only running it gives: the printed output and the drawn figures
+            outputs = _js(page, "document.querySelectorAll('.sphx-glr-script-out').length")
             figures = _js(page, "[...document.querySelectorAll('img.sphx-glr-single-img, "
                                 "img.sphx-glr-multi-img')].map(i => i.naturalWidth)")
-            assert figures and all(w > 0 for w in figures), (name, figures)
+            assert outputs and figures and all(w > 0 for w in figures), (name, outputs, figures)
             assert "Traceback" not in text, name
         page.screenshot(ARTIFACTS / f"docs_example_{EXAMPLES[-1]}.png")
