@@ -1,5 +1,5 @@
 """The working folder of a benchmark that runs flows: its own Prefect home and project data
-folder (README "Where things live"), so a benchmark never touches the user's stores."""
+folder (docs/guide/where-things-live.md), so a benchmark never touches the user's stores."""
 
 from __future__ import annotations
 

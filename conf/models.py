@@ -56,7 +56,7 @@ def renamed_keys(raw: Any, section: str, old_to_new: dict[str, str],
 
 URL_BLOCK_TYPES = ("secret", "sqlalchemy-connector")
 #: A ``data.path`` or ``data.partitions`` beginning with this lies under the project's data
-#: folder (README "Where things live"), e.g. the shipped demo configs' ``<data>/demo/...``.
+#: folder (docs/guide/where-things-live.md), e.g. the shipped demo configs' ``<data>/demo/...``.
 DATA_FOLDER = "<data>/"
 
 #: The column types a config can declare (``data.dtypes``); see :class:`Schema`.
@@ -92,7 +92,7 @@ class DataSource(_Strict):
 
     A local ``path`` or ``partitions`` is relative to the config file's folder, or, beginning
     with ``<data>/``, to the project's data folder (``$DPCAUSAL_DATA``, else the checkout's
-    ``data/``; README "Where things live").
+    ``data/``; docs/guide/where-things-live.md).
 
     ``dtypes`` declares a column's type (float, int, bool or str) where its role's default does
     not fit (defaults: float for outcomes, covariates and orders, int for a treatment or arm, str
@@ -537,7 +537,7 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def with_absolute_paths(config: _C, base: Path | None = None) -> _C:
     """The config (any kind) with a relative ``data.path`` or ``data.partitions`` made absolute
     (against ``base`` or the cwd), and one beginning with ``<data>/`` under the project's data
-    folder (:func:`dpcausal.location.data_dir`, README "Where things live": where ``dpcausal
+    folder (:func:`dpcausal.location.data_dir`, docs/guide/where-things-live.md: where ``dpcausal
     demo`` writes); an fsspec URL (``s3://...``) is left as given."""
     key = "path" if config.data.path is not None else "partitions"
     where = getattr(config.data, key)

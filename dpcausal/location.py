@@ -2,7 +2,7 @@
 
 The library's :class:`dpcausal.Ledger` and the project's CLI, flows and services all put their
 stores under :func:`data_dir`, so Python and ``dpcausal`` on one installation, from any working
-directory, charge the same ledger (README "Where things live").
+directory, charge the same ledger (docs/guide/where-things-live.md).
 """
 
 from __future__ import annotations

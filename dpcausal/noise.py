@@ -109,7 +109,7 @@ def laplace_mechanism(value: Any, sensitivity: Any, epsilon: float,
 
 def sample_discrete_laplace(scale: Fraction, rng: np.random.Generator,
                             size: int | tuple[int, ...] | None = None) -> Any:
-    """Exact draws of P(z) ∝ exp(-|z|/scale) on the integers (CKS 2020, Algorithm 2): one int
+    """Exact draws of ``P(z) ∝ exp(-|z|/scale)`` on the integers (CKS 2020, Algorithm 2): one int
     for ``size=None``, else an int64 array of that shape, drawn in vectorised passes.
 
     Every attempt is Algorithm 2's: ``u`` uniform below ``t`` (``scale = t/s``), accepted with

@@ -8,8 +8,8 @@ export MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT=true
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false
 export PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT=false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=${PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS:-90}
-# everything the project writes goes under one data folder, DPCAUSAL_DATA (README "Where things
-# live"), Prefect's home and result store included; the same rule as dpcausal.location.data_dir
+# everything the project writes goes under one data folder, DPCAUSAL_DATA
+# (docs/guide/where-things-live.md), Prefect's home and result store included; the same rule as dpcausal.location.data_dir
 data="$(realpath -m "${DPCAUSAL_DATA:-$here/data}")"
 export PREFECT_HOME=${PREFECT_HOME:-$data/prefect}
 export PREFECT_RESULTS_LOCAL_STORAGE_PATH=${PREFECT_RESULTS_LOCAL_STORAGE_PATH:-$data/prefect/results}

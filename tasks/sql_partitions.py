@@ -17,7 +17,7 @@ rows in changes nothing, not even the floating-point sums. Integer and text ids 
 rule: the database orders and compares them (its collation for text), in the count and in the
 reads alike. Plain SQL on PostgreSQL and SQLite >= 3.25 (window functions), no extension.
 
-Public facts read before the charge (the README's privacy rules, "Partitions"): the result's
+Public facts read before the charge (docs/privacy.md, "Partitioned sources"): the result's
 column names (``LIMIT 0``) and, from one aggregate query over the id column alone, each tile's
 row count and first and last id. Ranges and counts are functions of the set of record ids
 only: replace-one neighbours keep every id (spec §1.3), so both give the same ranges and counts,
@@ -121,7 +121,7 @@ class SqlCounted:
 def count_sql(parts: SqlPartitions, key: bytes, roles: dict[str, Any]) -> SqlCounted:
     """The release's partitions of a SQL source and their footers (row count and schema, for
     :func:`dpcausal.ate.partitioned.plan_partitions`), carrying the fold ``key`` (issue 35 §2;
-    the README's privacy rule "A SQL source's partitions come from the ids alone"): the result's
+    docs/privacy.md, "A SQL source's partitions come from the ids alone"): the result's
     column names, then one aggregate query over the id column (module docstring); ``roles`` are
     the release's treatment, outcome and covariates (None: every other column)."""
     schema = sql_schema(parts, roles)

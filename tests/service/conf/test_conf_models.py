@@ -184,7 +184,7 @@ def test_a_data_path_in_a_config_file_is_relative_to_the_file(tmp_path, monkeypa
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_shipped_configs_find_their_data_from_any_folder(path, tmp_path, monkeypatch):
     """The demo configs name their data under the data folder, where ``dpcausal demo`` writes
-    them, which ``DPCAUSAL_DATA`` moves (README "Where things live"), from a file or a
+    them, which ``DPCAUSAL_DATA`` moves (docs/guide/where-things-live.md), from a file or a
     ``--set``; the others name the checkout's ``data/``."""
     from conf.kinds import KINDS
 

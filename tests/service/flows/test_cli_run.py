@@ -386,7 +386,7 @@ def test_demo_kind_writes_its_data_sets_its_cap_and_releases(project, invoke):
 
 
 def test_the_shipped_demo_config_reruns_the_demo_under_another_data_folder(tmp_path):
-    """README "Where things live": with ``DPCAUSAL_DATA`` set, ``dpcausal demo`` writes and
+    """docs/guide/where-things-live.md: with ``DPCAUSAL_DATA`` set, ``dpcausal demo`` writes and
     registers its data under ``<data>/demo/``; ``dpcausal run conf/release/demo.yaml``, as the
     config's comment says, then re-runs it on those data (was: exit 2, "data.path differs from
     the registration": the config named the checkout's ``data/demo/experiment_a.csv``). Its own
