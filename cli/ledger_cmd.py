@@ -214,13 +214,21 @@ def correct_unit(release_id: str, unit: str, public: str | None, reason: str,
               help="Allow evaluation mode (a non-private read) on this source, which you mark "
                    "synthetic or public; never for private data.")
 @public_option
+@click.option("--treated-share", type=float, default=None,
+              help="Declare public the share of treated records (e.g. a trial protocol's "
+                   "assignment probability): plan and estimator auto use it instead of 1/2.")
+@click.option("--outcome-sd", type=float, default=None,
+              help="Declare public the outcome's standard deviation: plan and estimator auto "
+                   "use it instead of the worst case of the outcome bounds.")
 def register(dataset: str, config_path: str, zeta: float | None, origin: str | None,
-             public: str | None) -> None:
+             public: str | None, treated_share: float | None, outcome_sd: float | None
+             ) -> None:
     """Register DATASET from the data section of CONFIG (the curator, once per dataset).
 
     Binds to DATASET the source, the column roles and declared types, the missing-value policy,
-    the unit, n counted now (records, public from now on) and whether evaluation mode is
-    allowed; a run then only asks about DATASET. Registering again records a new version."""
+    the unit, n counted now (records, public from now on), the planning facts declared public
+    and whether evaluation mode is allowed; a run then only asks about DATASET. Registering
+    again records a new version."""
     from cli.common import load_config
     from tasks.registration import register as register_config
 
@@ -230,7 +238,9 @@ def register(dataset: str, config_path: str, zeta: float | None, origin: str | N
                          f"(ledger.dataset_id), not {dataset!r}: register the dataset its "
                          "config names, or fix ledger.dataset_id")
     try:
-        reg = register_config(config, zeta=zeta, origin=origin, public=public)
+        reg = register_config(config, zeta=zeta, origin=origin, public=public,
+                              planning={"treated_share": treated_share,
+                                        "outcome_sd": outcome_sd})
     except ValueError as exc:
         raise InputError(" ".join(str(exc).split())) from exc
     click.echo(f"Registered {dataset} (version {reg.version}): n={reg.n} records, public from "

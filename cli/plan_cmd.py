@@ -22,11 +22,15 @@ from cli.common import fail, load_config
 @click.option("--outcome-sd", type=float, default=None,
               help="Public assumption on the outcome's sd [default: estimator.outcome_sd, "
                    "else half the bounds' width].")
+@click.option("--treated-share", type=float, default=None,
+              help="Public assumption on the share of treated rows [default: "
+                   "estimator.treated_share, else the curator's registered one, else 1/2].")
 @click.option("--compute-budget", type=float, default=60.0, show_default=True,
               help="Seconds of fit + aggregation allowed for the recommended K.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float | None,
-         outcome_sd: float | None, compute_budget: float, as_json: bool) -> None:
+         outcome_sd: float | None, treated_share: float | None, compute_budget: float,
+         as_json: bool) -> None:
     """Precision of a core release for CONFIG before anything is spent: charges nothing.
 
     A private check of the outcome bounds spends budget, so it is a charged library call
@@ -47,7 +51,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
             raise ConfigError(f"plan is for the core release (kind ate); {config_path} is kind "
                               f"{config.kind!r}, whose noise does not depend on K")
         summary = plan_summary(config, outcome_sd=outcome_sd, compute_budget=compute_budget,
-                               target_halfwidth=target_halfwidth)
+                               target_halfwidth=target_halfwidth, treated_share=treated_share)
     except (ConfigError, ValueError) as exc:  # exit 2, as `run` reports the same input
         fail(exc)
     if as_json:

@@ -321,10 +321,11 @@ class PrivateATE(Mechanism[ATEFacts]):
         """The public arguments of :func:`dpcausal.ate.choice.compare` besides the
         declarations."""
         return dict(zeta=self.zeta, outcome_bounds=self._bounds(), alpha=self.alpha,
-                    outcome_sd=self.outcome_sd, treated_share=self._treated_share(treated_share),
+                    outcome_sd=self.outcome_sd,
+                    treated_share=self.assumed_treated_share(treated_share),
                     ensemble=self._ensemble_knobs())
 
-    def _treated_share(self, given: float | None = None) -> float:
+    def assumed_treated_share(self, given: float | None = None) -> float:
         """The treated share the planner assumes: ``given``, else the stated
         ``treated_share``, else 1/2 (the planner's default)."""
         if given is not None:
@@ -558,7 +559,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         """
         self._check_choice()
         outcome_sd = self.outcome_sd if outcome_sd is None else outcome_sd
-        treated_share = self._treated_share(treated_share)
+        treated_share = self.assumed_treated_share(treated_share)
         ensembles = None if estimators is None else [e for e in estimators
                                                      if e in ("g", "ipw", "aipw")]
         others = [e for e in (estimators or []) if e not in ("g", "ipw", "aipw")]
