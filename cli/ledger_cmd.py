@@ -13,6 +13,8 @@ from typing import Any
 import click
 import pandas as pd
 
+from cli.common import planning_options
+
 
 class InputError(click.ClickException):
     """A mistake in what was asked (exit code 2)."""
@@ -214,12 +216,8 @@ def correct_unit(release_id: str, unit: str, public: str | None, reason: str,
               help="Allow evaluation mode (a non-private read) on this source, which you mark "
                    "synthetic or public; never for private data.")
 @public_option
-@click.option("--treated-share", type=float, default=None,
-              help="Declare public the share of treated records (e.g. a trial protocol's "
-                   "assignment probability): plan and estimator auto use it instead of 1/2.")
-@click.option("--outcome-sd", type=float, default=None,
-              help="Declare public the outcome's standard deviation: plan and estimator auto "
-                   "use it instead of the worst case of the outcome bounds.")
+@planning_options("Declare public, for plan and estimator auto (a trial protocol's, say),",
+                  "none registered")
 def register(dataset: str, config_path: str, zeta: float | None, origin: str | None,
              public: str | None, treated_share: float | None, outcome_sd: float | None
              ) -> None:

@@ -10,7 +10,7 @@ import json
 
 import click
 
-from cli.common import fail, load_config
+from cli.common import fail, load_config, planning_options
 
 
 @click.command()
@@ -19,12 +19,8 @@ from cli.common import fail, load_config
               help="Override a config value (dotted key), e.g. --set estimator.zeta=1.0.")
 @click.option("--target-halfwidth", type=float, default=None,
               help="Also print the zeta needed to reach this expected CI half-width.")
-@click.option("--outcome-sd", type=float, default=None,
-              help="Public assumption on the outcome's sd [default: estimator.outcome_sd, "
-                   "else half the bounds' width].")
-@click.option("--treated-share", type=float, default=None,
-              help="Public assumption on the share of treated rows [default: "
-                   "estimator.treated_share, else the curator's registered one, else 1/2].")
+@planning_options("Public assumption on", "the config's estimator.* value, else the "
+                  "curator's registered one")
 @click.option("--compute-budget", type=float, default=60.0, show_default=True,
               help="Seconds of fit + aggregation allowed for the recommended K.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
