@@ -149,9 +149,7 @@ def estimator_lines(summary: dict[str, Any]) -> list[str]:
 
 def facts_line(summary: dict[str, Any]) -> str:
     """The planning facts the plan assumed and where each comes from (issue 39 item 5)."""
-    facts = summary.get("facts") or {}
-    share = facts.get("treated_share", {"value": None, "source": "default"})
-    sd = facts.get("outcome_sd", {"value": summary.get("outcome_sd"), "source": "default"})
+    share, sd = summary["facts"]["treated_share"], summary["facts"]["outcome_sd"]
     spread = pd.DataFrame(summary["estimators"])["outcome_spread"].iloc[0]
     treated = (f"{share['value']:g}, {share['source']}" if share["value"] is not None
                else "1/2, default (none declared)")
@@ -163,7 +161,7 @@ def declaration_lines(summary: dict[str, Any]) -> list[str]:
     """What declaring ``design: randomized`` or ``assume_linear: true`` would change (issue 39
     item 6): the estimator ``auto`` would take and the half-width it would then expect."""
     lines = []
-    for change in summary.get("declarations") or []:
+    for change in summary["declarations"]:
         needs = (" (with estimator.covariate_bounds, which lin needs)"
                  if change["needs_covariate_bounds"] else "")
         lines.append(

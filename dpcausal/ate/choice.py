@@ -50,8 +50,10 @@ class Candidate:
 
 #: The declarations that widen what ``auto`` may take, as a config states them (issue 39 item 6):
 #: the key and value, and the constructor argument of :class:`dpcausal.PrivateATE` they set.
-DECLARATIONS: dict[str, dict[str, Any]] = {"design: randomized": {"design": "randomized"},
-                "assume_linear: true": {"assume_linear": True}}
+DECLARATIONS: dict[str, dict[str, Any]] = {
+    "design: randomized": {"design": "randomized"},
+    "assume_linear: true": {"assume_linear": True},
+}
 
 
 def lin_valid(design: str, assume_linear: bool) -> bool:
@@ -146,10 +148,9 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
             ensemble: dict[str, Any] | None = None, assume_linear: bool = False
             ) -> pd.DataFrame:
     """One row per candidate valid for ``design`` and the declared ``assume_linear``: estimator,
-    expected half-width, the
-    non-private difference-in-means half-width under the stated spread, their ratio, whether
-    ``auto`` may take it, the assumption it states, and ``chosen`` (auto's pick: the narrowest
-    selectable one). Data-free.
+    expected half-width, the non-private difference-in-means half-width under the stated
+    spread, their ratio, whether ``auto`` may take it, the assumption it states, and ``chosen``
+    (auto's pick: the narrowest selectable one). Data-free.
 
     ``ensemble``: the ensemble's public knobs for :func:`dpcausal.ate.planner.plan`
     (propensity_clip, sensitivity, ...)."""
