@@ -98,9 +98,11 @@ def planning_facts(registration: Registration, estimator: dict[str, Any]) -> dic
     tighter true statement (and the library refuses a larger one)."""
     out = {k: registration.facts[k] for k in PLANNING_FACTS
            if registration.facts.get(k) is not None and estimator.get(k) is None}
-    bounds = estimator.get("outcome_bounds")
-    if "outcome_sd" in out and bounds is not None and \
-            out["outcome_sd"] > (float(bounds[1]) - float(bounds[0])) / 2:
+    try:
+        lo, hi = (float(b) for b in estimator.get("outcome_bounds"))  # type: ignore[union-attr]
+    except (TypeError, ValueError):     # unset or malformed: the config's own check says so
+        return out
+    if out.get("outcome_sd", 0) > (hi - lo) / 2:
         del out["outcome_sd"]
     return out
 
@@ -143,7 +145,8 @@ def load_asked(path: str | Path | None, overrides: list[str] | tuple[str, ...] =
     # fact the core release's estimator section leaves unstated
     held = registered_half(registration)
     if raw.get("kind", "ate") == "ate":
-        facts = planning_facts(registration, raw.get("estimator") or {})
+        section = raw.get("estimator")
+        facts = planning_facts(registration, section if isinstance(section, dict) else {})
         if facts:
             held["estimator"] = facts
     config = load_any(path, overrides, base={**held, **(base or {})})

@@ -163,3 +163,24 @@ def test_strict_judges_a_dim_release_by_dims_own_plan(trial):
     assert "would not be informative" in refused.output
     assert "almost nothing" not in refused.output    # the ensemble's check is not dim's
     assert _charges(trial["ledger"]) == 0
+
+
+def test_a_registered_outcome_sd_is_taken_within_the_bounds_and_reaches_the_release_checks(
+        trial):
+    from conf.kinds import KINDS, load_any
+
+    args = ["plan", TRIAL, *trial["args"], "--json"]
+    trial["register"](planning={"outcome_sd": 0.8})     # wider than the bounds [0, 1] allow
+    assert json.loads(_invoke(*args).output)["facts"]["outcome_sd"] == {"value": None,
+                                                                        "source": "default"}
+    reg = trial["register"](planning={"outcome_sd": 0.2, "treated_share": 0.25})
+    doc = json.loads(_invoke(*args).output)
+    assert doc["facts"]["outcome_sd"] == {"value": 0.2, "source": "registered by the curator"}
+    assert {r["outcome_spread"] for r in doc["estimators"]} == {"stated outcome_sd = 0.2"}
+    # a release checked from the registration alone (a deployment's run) plans on them too
+    config = load_any(TRIAL, trial["args"][1:2])
+    mechanism = KINDS["ate"].build(config)
+    assert (mechanism.treated_share, mechanism.outcome_sd) == (None, None)
+    KINDS["ate"].public(mechanism, KINDS["ate"].roles(config), reg)
+    assert (mechanism.treated_share, mechanism.outcome_sd) == (0.25, 0.2)
+    assert mechanism.public_params(2000, 3)["treated_share"] == 0.25
