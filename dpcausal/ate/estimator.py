@@ -492,9 +492,11 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def check_facts(self, n: ATEFacts | int, d: int | None = None) -> None:
         """Every refusal that n rows and d covariates (or their :class:`ATEFacts`) decide, as
-        :meth:`check_input` makes them after its schema checks: the parameters, K against n,
-        the noise scale against the bounds. Data-free: an orchestrator that holds the
-        registered n (issue 32 §3) refuses here, before the charge and before any read."""
+        :meth:`check_input` makes them after its schema checks: the parameters of the estimator
+        that will run, and for an ensemble K against n and its noise scale against the bounds
+        (``dim``/``lin`` are not judged by the ensemble's noise: issue 39 item 6). Data-free: an
+        orchestrator that holds the registered n (issue 32 §3) refuses here, before the charge
+        and before any read."""
         facts = n
         n, d = _facts(n, d)
         if d is None:
@@ -506,6 +508,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         names = facts.covariates if isinstance(facts, ATEFacts) else None
         if names is None and isinstance(self.covariate_bounds, Mapping):
             names = tuple(self.covariate_bounds)
+        check_policy(self.missing, self.missing_fill)
         self._sums_params(chosen, n, d, names)
 
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
