@@ -111,9 +111,11 @@ def _generate(path: str, n: int, d: int, files: int, row_group: int, seed: int,
 def _sums_params(estimator: str, d: int) -> dict[str, object]:
     """What ``dim`` and ``lin`` need beyond the blocks' parameters. ``make_large`` assigns the
     treatment by a logistic propensity, so dim's estimate is biased here (declared randomized
-    only to time it); lin's covariate bounds (-4, 4) clip about 0.006% of the N(0, 1) values."""
+    only to time it); lin's covariate bounds (-4, 4) clip about 0.006% of the N(0, 1) values,
+    and its outcome model is declared (``assume_linear``) only to time it, too."""
     return {"dim": {"design": "randomized"},
-            "lin": {"covariate_bounds": [[-4.0, 4.0]] * d}}.get(estimator, {})
+            "lin": {"covariate_bounds": [[-4.0, 4.0]] * d, "assume_linear": True}}.get(
+                estimator, {})
 
 
 def _baseline(source: str, estimator: str, queue: mp.Queue) -> None:

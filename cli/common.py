@@ -19,6 +19,22 @@ verbose_option = click.option("-v", "--verbose", is_flag=True,
                               help="Show Prefect's and MLflow's logs.")
 
 
+def planning_options(stated_as: str, default: str) -> Any:
+    """``--treated-share`` and ``--outcome-sd``: the core release's planning facts (issue 39
+    item 5), ``stated_as`` what the value is (a plan's public assumption, or a fact the curator
+    registers public), ``default`` what holds without it."""
+    facts = (("--treated-share", "the share of treated rows", "1/2"),
+             ("--outcome-sd", "the outcome's standard deviation", "the worst case of the bounds"))
+
+    def decorate(command: Any) -> Any:
+        for name, what, fallback in reversed(facts):
+            command = click.option(name, type=float, default=None,
+                                   help=f"{stated_as} {what} [default: {default}, else "
+                                        f"{fallback}].")(command)
+        return command
+    return decorate
+
+
 def quiet_console(verbose: bool) -> None:
     """Keep Prefect's and MLflow's console chatter from drawing over the progress bar."""
     if verbose:

@@ -13,6 +13,8 @@ from typing import Any
 import click
 import pandas as pd
 
+from cli.common import planning_options
+
 
 class InputError(click.ClickException):
     """A mistake in what was asked (exit code 2)."""
@@ -214,13 +216,17 @@ def correct_unit(release_id: str, unit: str, public: str | None, reason: str,
               help="Allow evaluation mode (a non-private read) on this source, which you mark "
                    "synthetic or public; never for private data.")
 @public_option
+@planning_options("Declare public, for plan and estimator auto (a trial protocol's, say),",
+                  "none registered")
 def register(dataset: str, config_path: str, zeta: float | None, origin: str | None,
-             public: str | None) -> None:
+             public: str | None, treated_share: float | None, outcome_sd: float | None
+             ) -> None:
     """Register DATASET from the data section of CONFIG (the curator, once per dataset).
 
     Binds to DATASET the source, the column roles and declared types, the missing-value policy,
-    the unit, n counted now (records, public from now on) and whether evaluation mode is
-    allowed; a run then only asks about DATASET. Registering again records a new version."""
+    the unit, n counted now (records, public from now on), the planning facts declared public
+    and whether evaluation mode is allowed; a run then only asks about DATASET. Registering
+    again records a new version."""
     from cli.common import load_config
     from tasks.registration import register as register_config
 
@@ -230,7 +236,9 @@ def register(dataset: str, config_path: str, zeta: float | None, origin: str | N
                          f"(ledger.dataset_id), not {dataset!r}: register the dataset its "
                          "config names, or fix ledger.dataset_id")
     try:
-        reg = register_config(config, zeta=zeta, origin=origin, public=public)
+        reg = register_config(config, zeta=zeta, origin=origin, public=public,
+                              planning={"treated_share": treated_share,
+                                        "outcome_sd": outcome_sd})
     except ValueError as exc:
         raise InputError(" ".join(str(exc).split())) from exc
     click.echo(f"Registered {dataset} (version {reg.version}): n={reg.n} records, public from "

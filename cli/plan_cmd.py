@@ -10,7 +10,7 @@ import json
 
 import click
 
-from cli.common import fail, load_config
+from cli.common import fail, load_config, planning_options
 
 
 @click.command()
@@ -19,14 +19,14 @@ from cli.common import fail, load_config
               help="Override a config value (dotted key), e.g. --set estimator.zeta=1.0.")
 @click.option("--target-halfwidth", type=float, default=None,
               help="Also print the zeta needed to reach this expected CI half-width.")
-@click.option("--outcome-sd", type=float, default=None,
-              help="Public assumption on the outcome's sd [default: estimator.outcome_sd, "
-                   "else half the bounds' width].")
+@planning_options("Public assumption on", "the config's estimator.* value, else the "
+                  "curator's registered one")
 @click.option("--compute-budget", type=float, default=60.0, show_default=True,
               help="Seconds of fit + aggregation allowed for the recommended K.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float | None,
-         outcome_sd: float | None, compute_budget: float, as_json: bool) -> None:
+         outcome_sd: float | None, treated_share: float | None, compute_budget: float,
+         as_json: bool) -> None:
     """Precision of a core release for CONFIG before anything is spent: charges nothing.
 
     A private check of the outcome bounds spends budget, so it is a charged library call
@@ -47,7 +47,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
             raise ConfigError(f"plan is for the core release (kind ate); {config_path} is kind "
                               f"{config.kind!r}, whose noise does not depend on K")
         summary = plan_summary(config, outcome_sd=outcome_sd, compute_budget=compute_budget,
-                               target_halfwidth=target_halfwidth)
+                               target_halfwidth=target_halfwidth, treated_share=treated_share)
     except (ConfigError, ValueError) as exc:  # exit 2, as `run` reports the same input
         fail(exc)
     if as_json:

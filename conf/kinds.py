@@ -146,14 +146,17 @@ def _core_roles(config: ReleaseConfig) -> dict[str, Any]:
 def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
     """What the ledger records of a core release: the estimator (the planner's choice for
     ``auto``, written into the config by :func:`with_planned`), its design, the covariate
-    bounds, the assumption the release states, K for an ensemble (and K' for a block ensemble,
-    the planner's or the config's), and the missing-value policy."""
+    bounds, the assumption the release states and whether it declares ``assume_linear``, the
+    stated ``treated_share``, K for an ensemble (and K' for a block ensemble, the planner's or
+    the config's), and the missing-value policy."""
     e = config.estimator
     sums = e.estimator in SUM_ESTIMATORS
     bounds = e.covariate_bounds
     return {"mechanism": "PrivateATE", "estimator": e.estimator, "design": e.design,
             "assumption": None if e.estimator == "auto" else
-            PrivateATE(design=e.design).assumption(e.estimator),
+            PrivateATE(design=e.design, assume_linear=bool(e.assume_linear)).assumption(
+                e.estimator),
+            "assume_linear": bool(e.assume_linear), "treated_share": e.treated_share,
             "K": None if sums else e.n_folds or "auto",
             "K'": e.block_folds if isinstance(e.block_folds, int) and not sums else None,
             "bounds": list(e.outcome_bounds) if e.outcome_bounds else None,
@@ -175,7 +178,12 @@ def _core_facts(mechanism: PrivateATE, frame: pd.DataFrame, roles: dict[str, Any
 def _core_public(mechanism: PrivateATE, roles: dict[str, Any],
                  registration: Registration) -> ATEFacts:
     """n and d as registered, checked (:meth:`dpcausal.PrivateATE.check_facts`: K against n,
-    the parameters, the noise scale)."""
+    the parameters, the noise scale), with the planning facts the curator registered where the
+    mechanism states none (:func:`conf.registration.planning_facts`: a run loaded by
+    ``load_asked`` holds them already)."""
+    from conf.registration import planning_facts
+
+    mechanism.set_params(**planning_facts(registration, mechanism.get_params(deep=False)))
     facts = ATEFacts(registration.n, registration.facts["d"])
     mechanism.check_facts(facts)
     return facts

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, TypeVar, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from conf import registry
 from dpcausal.location import data_dir
@@ -186,14 +186,20 @@ class EstimatorConfig(_Strict):
     ``ipw``, ``g``, or the estimators from noisy sums ``dim`` (difference in means: a
     randomized ``design`` only) and ``lin`` (Lin's regression adjustment: needs
     ``covariate_bounds``, a mapping covariate -> [lo, hi] or one pair per covariate in column
-    order). ``design`` (``observational`` or ``randomized``) and ``covariate_bounds`` are
-    public and published with the release; ``outcome_sd`` is a stated outcome spread for the
-    planner's expected CI (default: the widest the outcome bounds allow)."""
+    order, and in an observational design ``assume_linear: true``). ``design``
+    (``observational`` or ``randomized``), ``assume_linear`` (the declaration that each arm's
+    outcome is linear in the covariates: only then may ``auto`` take ``lin`` in an
+    observational design) and ``covariate_bounds`` are public and published with the release;
+    ``outcome_sd`` and ``treated_share`` are stated planning facts for the planner's expected
+    CI and ``auto``'s choice (defaults: the widest spread the outcome bounds allow, and 1/2, or
+    the values the curator registered as public facts)."""
 
     estimator: Literal["auto", "aipw", "ipw", "g", "dim", "lin"] = "auto"
     design: Literal["observational", "randomized"] = "observational"
     covariate_bounds: dict[str, Bounds] | list[Bounds] | None = None
     outcome_sd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    assume_linear: StrictBool | None = None     # None: not declared (the library's False)
+    treated_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     n_folds: int | Literal["auto"] | None = None
     block_folds: int | Literal["auto", "full"] | None = None  # "full": the paper's ensemble
     folds: Literal["shuffle", "contiguous"] | None = None
@@ -213,8 +219,9 @@ class EstimatorConfig(_Strict):
     @model_validator(mode="after")
     def _estimator_rules(self) -> "EstimatorConfig":
         """The library's refusals of the estimator choice, at load (its arguments are these
-        keys): ``dim`` only in a randomized design, ``lin`` with covariate bounds, each bound
-        finite with lo < hi, ``outcome_sd`` within the outcome bounds."""
+        keys): ``dim`` only in a randomized design, ``lin`` with covariate bounds and, in an
+        observational design, ``assume_linear: true``, each bound finite with lo < hi,
+        ``outcome_sd`` within the outcome bounds."""
         from dpcausal import PrivateATE
 
         bounds = self.covariate_bounds

@@ -11,6 +11,10 @@ which half").
   registration (:func:`load_asked`), one it gives must equal the registration, compared
   as public text before anything is read (:func:`check_asked`), or the run is refused (exit 2)
   naming the differing key. Evaluation mode is refused unless the registration allows it.
+
+The curator may also register public planning facts of the core release (issue 39 item 5:
+``treated_share``, e.g. a trial protocol's assignment probability, and ``outcome_sd``), which
+a run's planner and ``auto`` take where the run states none (:func:`planning_facts`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from dpcausal.ledger import Ledger, Registration
 CURATOR_KEYS = ("data", "columns")
 #: The ``data`` keys that the registration stores apart from the source.
 _POLICY = ("missing", "missing_fill")
+#: The core release's planning facts a curator may register as public (issue 39 item 5).
+PLANNING_FACTS = ("treated_share", "outcome_sd")
 
 
 class EvaluationRefusedError(ValueError):
@@ -84,6 +90,23 @@ def registered(dataset: str) -> Registration:
     return found
 
 
+def planning_facts(registration: Registration, estimator: dict[str, Any]) -> dict[str, Any]:
+    """The planning facts the curator registered (:data:`PLANNING_FACTS`) that the core
+    release's ``estimator`` settings (a config section or the mechanism's parameters) leave
+    unstated: the analyst's stated value wins. A registered ``outcome_sd`` above half the
+    width of the stated outcome bounds is left out: the bounds' worst case is then the
+    tighter true statement (and the library refuses a larger one)."""
+    out = {k: registration.facts[k] for k in PLANNING_FACTS
+           if registration.facts.get(k) is not None and estimator.get(k) is None}
+    try:
+        lo, hi = (float(b) for b in estimator.get("outcome_bounds"))  # type: ignore[union-attr]
+    except (TypeError, ValueError):     # unset or malformed: the config's own check says so
+        return out
+    if out.get("outcome_sd", 0) > (hi - lo) / 2:
+        del out["outcome_sd"]
+    return out
+
+
 def check_asked(config: Any, registration: Registration) -> None:
     """Refuse a run whose curator half differs from the registration (ConfigError naming the
     first differing key; public text only: nothing is read), and evaluation mode on a dataset
@@ -118,8 +141,15 @@ def load_asked(path: str | Path | None, overrides: list[str] | tuple[str, ...] =
                           "it asks about")
     registration = registered(dataset)
     # the registration under the run's settings: a curator key the run leaves out is the
-    # registration's; one it gives is checked against it below
-    config = load_any(path, overrides, base={**registered_half(registration), **(base or {})})
+    # registration's; one it gives is checked against it below; so is a registered planning
+    # fact the core release's estimator section leaves unstated
+    held = registered_half(registration)
+    if raw.get("kind", "ate") == "ate":
+        section = raw.get("estimator")
+        facts = planning_facts(registration, section if isinstance(section, dict) else {})
+        if facts:
+            held["estimator"] = facts
+    config = load_any(path, overrides, base={**held, **(base or {})})
     check_asked(config, registration)
     return config, registration
 

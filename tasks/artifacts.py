@@ -38,7 +38,8 @@ def release_table(release: dict[str, Any], release_id: str,
                     "remaining_next_epsilon": spent.get("next_epsilon"),
                     "releases": spent.get("n_charges")})
     params = release.get("params") or {}
-    for key in ("estimator", "design", "covariate_bounds", "assumption"):  # issue 33 §6
+    for key in ("estimator", "design", "covariate_bounds", "assumption",  # issue 33 §6
+                "assume_linear"):                                       # issue 39 item 1
         value = release.get(key) or params.get(key)
         if value is not None:
             row[key] = json.dumps(value) if isinstance(value, list) else value

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from conf.registration import registered
+from conf.registration import PLANNING_FACTS, planning_facts, registered
 from dpcausal.ate.sums import SUM_ESTIMATORS as SUMS
 from tasks.data import partition_footers
 
@@ -38,24 +38,52 @@ def best_per_k(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def planned_mechanism(config: Any, outcome_sd: float | None = None,
-                      compute_budget: float | None = None) -> Any:
-    """The config's mechanism with the plan's stated outcome spread (``outcome_sd`` over the
-    config's ``estimator.outcome_sd``) and compute budget."""
+                      compute_budget: float | None = None, treated_share: float | None = None
+                      ) -> Any:
+    """The config's mechanism with the plan's stated planning facts (``outcome_sd`` and
+    ``treated_share`` over the config's ``estimator.*``) and compute budget."""
     from conf.kinds import build_mechanism
 
     mechanism = build_mechanism(config)
-    if outcome_sd is not None:
-        mechanism.set_params(outcome_sd=outcome_sd)
-    if compute_budget is not None:
-        mechanism.set_params(compute_budget=compute_budget)
+    stated = {"outcome_sd": outcome_sd, "treated_share": treated_share,
+              "compute_budget": compute_budget}
+    mechanism.set_params(**{k: v for k, v in stated.items() if v is not None})
     return mechanism
 
 
+def assumed_facts(config: Any, mechanism: Any, registration: Any,
+                  stated: dict[str, float | None]) -> dict[str, dict[str, Any]]:
+    """Which planning facts the plan assumed and where each comes from (issue 39 item 5):
+    ``{fact: {"value", "source"}}`` for :data:`conf.registration.PLANNING_FACTS`, the source
+    ``"stated (--option)"`` (``stated``: the plan's options), ``"stated (estimator.<key>)"``,
+    ``"registered by the curator"`` or ``"default"`` (1/2 treated; the worst spread the outcome
+    bounds allow)."""
+    out = {}
+    for key in PLANNING_FACTS:
+        value = mechanism.get_params()[key]
+        if stated.get(key) is not None:
+            source = f"stated (--{key.replace('_', '-')})"
+        elif value is None:
+            source = "default"
+        elif registration.facts.get(key) == value and getattr(config.estimator, key) in (
+                None, value):
+            source = "registered by the curator"
+        else:
+            source = f"stated (estimator.{key})"
+        out[key] = {"value": value, "source": source}
+    return out
+
+
 def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget: float = 60.0,
-                 target_halfwidth: float | None = None) -> dict[str, Any]:
+                 target_halfwidth: float | None = None, treated_share: float | None = None
+                 ) -> dict[str, Any]:
     """``{"n", "d", "zeta", "design", "estimator", "estimators", "recommended", "ensemble",
-    "zeta_for_target", "table", "partitioned"}`` (JSON-ready): n and d from the dataset's
-    registration (issue 32 §1: counted by its curator);
+    "zeta_for_target", "table", "partitioned", "facts", "declarations"}`` (JSON-ready): n and
+    d from the dataset's registration (issue 32 §1: counted by its curator); ``facts``, the
+    planning facts assumed and their sources (:func:`assumed_facts`: ``treated_share`` and
+    ``outcome_sd`` as stated here, in the config, or registered by the curator, else the
+    defaults); ``declarations``, the declarations that would change ``auto``'s choice
+    (:meth:`dpcausal.PrivateATE.declaration_changes`);
     ``estimators``, every estimator valid for the declared design compared from public
     facts (:meth:`dpcausal.PrivateATE.compare_estimators`: expected half-width, ratio, the
     assumption each states, ``chosen`` by ``auto``); ``estimator``, the one the release runs
@@ -69,9 +97,12 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     widest the bounds allow)."""
     from dpcausal.ate.planner import recommended, zeta_for_halfwidth, zeta_for_sums_halfwidth
 
-    facts = registered(config.ledger.dataset_id)  # n and d as the curator counted them
-    n, d = facts.n, facts.facts["d"]
-    mechanism = planned_mechanism(config, outcome_sd, compute_budget)
+    registration = registered(config.ledger.dataset_id)  # n and d as the curator counted them
+    n, d = registration.n, registration.facts["d"]
+    mechanism = planned_mechanism(config, outcome_sd, compute_budget, treated_share)
+    mechanism.set_params(**planning_facts(registration, mechanism.get_params(deep=False)))
+    facts = assumed_facts(config, mechanism, registration,
+                          {"outcome_sd": outcome_sd, "treated_share": treated_share})
     chosen = mechanism.resolved_estimator(n, d)
     compared = mechanism.compare_estimators(n, d)
     # the ensemble's K table: the release's ensemble, or the one auto compares (AIPW)
@@ -85,11 +116,13 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
         p.pop("zeta")
         needed = (zeta_for_sums_halfwidth(target_halfwidth, chosen, n, d,
                                           outcome_bounds=p["outcome_bounds"], alpha=p["alpha"],
-                                          outcome_sd=mechanism.outcome_sd)
+                                          outcome_sd=mechanism.outcome_sd,
+                                          treated_share=mechanism.assumed_treated_share())
                   if chosen in SUMS else
                   zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
                                      ci_share=float(best["ci_share"]),
                                      sigma2=str(best["sigma2"]), outcome_sd=mechanism.outcome_sd,
+                                     treated_share=mechanism.assumed_treated_share(),
                                      block_folds=int(best["block_folds"])))
     return {"n": n, "d": d, "zeta": float(mechanism.zeta), "design": mechanism.design,
             "estimator": chosen, "outcome_sd": mechanism.outcome_sd,
@@ -97,7 +130,8 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
             "recommended": plain_row(best.to_dict()),
             "ensemble": plain_row(ensemble_best.to_dict()),
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
-            "partitioned": partitioned_layout(config, mechanism.outcome_sd)}
+            "partitioned": partitioned_layout(config, mechanism.outcome_sd),
+            "facts": facts, "declarations": mechanism.declaration_changes(n, d)}
 
 
 def estimator_lines(summary: dict[str, Any]) -> list[str]:
@@ -110,8 +144,32 @@ def estimator_lines(summary: dict[str, Any]) -> list[str]:
                     for e, chosen in zip(table["estimator"], table["chosen"], strict=True)]
     lines = table[["estimator", "halfwidth", "ratio", "assumption", "use"]].to_string(
         index=False, float_format=lambda v: f"{v:.4g}").splitlines()
-    spread = table["outcome_spread"].iloc[0]
-    return [*lines, f"(outcome spread assumed: {spread})"]
+    return [*lines, facts_line(summary)]
+
+
+def facts_line(summary: dict[str, Any]) -> str:
+    """The planning facts the plan assumed and where each comes from (issue 39 item 5)."""
+    share, sd = summary["facts"]["treated_share"], summary["facts"]["outcome_sd"]
+    spread = pd.DataFrame(summary["estimators"])["outcome_spread"].iloc[0]
+    treated = (f"{share['value']:g}, {share['source']}" if share["value"] is not None
+               else "1/2, default (none declared)")
+    return (f"(planning facts assumed: treated share {treated}; outcome spread {spread}, "
+            f"{sd['source'] if sd['value'] is not None else 'default (none declared)'})")
+
+
+def declaration_lines(summary: dict[str, Any]) -> list[str]:
+    """What declaring ``design: randomized`` or ``assume_linear: true`` would change (issue 39
+    item 6): the estimator ``auto`` would take and the half-width it would then expect."""
+    lines = []
+    for change in summary["declarations"]:
+        needs = (" (with estimator.covariate_bounds, which lin needs)"
+                 if change["needs_covariate_bounds"] else "")
+        lines.append(
+            f"Declaring {change['declare']}{needs} would let auto take {change['estimator']}: "
+            f"expected 95% CI half-width {change['halfwidth']:.4g}, {change['ratio']:.1f}x the "
+            f"non-private one; the release would then state: {change['assumption']}. Declare it "
+            "only if it is true of the study.")
+    return lines
 
 
 def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str, Any] | None:
@@ -140,7 +198,8 @@ def partitioned_layout(config: Any, outcome_sd: float | None = None) -> dict[str
     layout = plan.layout
     half, ratio = layout_halfwidth(plan.n, plan.n_folds, layout,
                                    **public_params(config, plan.estimator.estimator),
-                                   outcome_sd=outcome_sd)
+                                   outcome_sd=outcome_sd,
+                                   treated_share=plan.estimator.assumed_treated_share())
     return {"partitions": len(footers), "n_folds": plan.n_folds, "n_blocks": plan.n_blocks,
             "block_folds": plan.block_folds,
             "rows_per_block": plan.n if layout is None else layout.block_rows,
@@ -184,7 +243,7 @@ def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> l
     warning = uninformative(best["ratio"], outcome_sd)
     if warning is not None:
         lines.append(f"Warning: {warning}")
-    return lines
+    return [*lines, *declaration_lines(summary)]
 
 
 def uninformative(ratio: float, outcome_sd: float | None) -> str | None:
@@ -226,7 +285,8 @@ def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
         plan = checked.prepared.data   # the footers' layout (a registered source has none yet)
         _, ratio = layout_halfwidth(plan.n, plan.n_folds, plan.layout,
                                     **public_params(config, chosen),
-                                    outcome_sd=mechanism.outcome_sd)
+                                    outcome_sd=mechanism.outcome_sd,
+                                    treated_share=mechanism.assumed_treated_share())
     else:
         K = mechanism.resolved_n_folds(n, d)
         ratio = float(recommended(mechanism.plan(n, d, n_folds=[K], estimators=[chosen]))[

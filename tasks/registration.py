@@ -11,7 +11,7 @@ from typing import Any
 
 from conf.kinds import KINDS, default_covariates
 from conf.models import Schema
-from conf.registration import registration_values
+from conf.registration import PLANNING_FACTS, registration_values
 from dpcausal.ate.partitioned import check_roles
 from dpcausal.ledger import Ledger, Registration
 from store import frame_identities, source_fingerprint
@@ -20,16 +20,23 @@ from tasks.sql_partitions import sql_partitions, sql_schema
 
 
 def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
-             public: str | None = None) -> Registration:
+             public: str | None = None, planning: dict[str, float] | None = None
+             ) -> Registration:
     """Register ``config``'s dataset id with its data half (:func:`conf.registration.
     registration_values`), the mechanism's unit (``public``: the relation's public facts,
     default the unit's), n counted now (records, not lines) and, for the core release, d;
-    ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap.
-    Creates the ledger if needed."""
+    ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap;
+    ``planning``: the core release's planning facts the curator declares public
+    (:data:`conf.registration.PLANNING_FACTS`: ``treated_share``, ``outcome_sd``; issue 39
+    item 5). Creates the ledger if needed."""
     kind = KINDS[config.kind]
+    declared = {k: v for k, v in (planning or {}).items() if v is not None}
+    if set(declared) - set(PLANNING_FACTS) or (declared and config.kind != "ate"):
+        raise ValueError(f"planning facts are {', '.join(PLANNING_FACTS)} of the core release "
+                         f"(kind ate), got {sorted(declared)} for kind {config.kind!r}")
     counted = count(config)
     facts = {"unit": kind.build(config).unit, **({"public": public} if public else {}),
-             **{k: v for k, v in counted.items() if k not in ("n", "identity")}}
+             **{k: v for k, v in counted.items() if k not in ("n", "identity")}, **declared}
     with Ledger(create=True) as led:
         return led.register(config.ledger.dataset_id, **registration_values(config),
                             n=counted["n"], facts=facts, evaluation_allowed=origin is not None,

@@ -1,5 +1,12 @@
 """The planner's choice across estimators (issue 33 §4): every estimator valid for the declared
-design, compared from public facts alone by its expected CI half-width.
+design and the declared assumptions, compared from public facts alone by its expected CI
+half-width.
+
+Validity is declared, never inferred (issue 39 item 1; spec small_n_estimators.md §6 erratum
+E1): randomization makes ``dim``, ``lin`` and the ensemble valid; in an observational design
+only the model-agnostic ensemble is, unless the release declares the outcome model
+(``assume_linear=True``: each arm's outcome linear in the covariates), which ``lin`` needs.
+``covariate_bounds`` are what ``lin`` computes with, and say nothing about linearity.
 
 A :class:`Candidate` is one registry entry: its name, whether the declared design and public
 parameters make it valid, whether ``estimator="auto"`` may take it (its assumptions are then
@@ -41,6 +48,44 @@ class Candidate:
     assumption: Callable[[str], str]
 
 
+#: The declarations that widen what ``auto`` may take, as a config states them (issue 39 item 6):
+#: the key and value, and the constructor argument of :class:`dpcausal.PrivateATE` they set.
+DECLARATIONS: dict[str, dict[str, Any]] = {
+    "design: randomized": {"design": "randomized"},
+    "assume_linear: true": {"assume_linear": True},
+}
+
+
+def lin_valid(design: str, assume_linear: bool) -> bool:
+    """Whether ``lin``'s assumption holds by the declarations (erratum E1): randomization, or
+    an observational design that declares each arm's outcome linear in the covariates."""
+    return design == "randomized" or bool(assume_linear)
+
+
+def assumption(estimator: str, design: str, assume_linear: bool = False) -> str:
+    """The assumption a release by ``estimator`` states for the declared design (issue 39 item
+    1): the ensemble's, or ``dim``/``lin``'s (:func:`dpcausal.ate.sums.assumption`), with
+    ``lin``'s outcome model in an observational design named as declared by ``assume_linear``.
+    A ``ValueError`` when the declarations do not make ``estimator`` valid."""
+    if estimator not in sums.SUM_ESTIMATORS:
+        return ENSEMBLE_ASSUMPTION
+    stated = sums.assumption(estimator, design)
+    if estimator == "lin" and design == "observational":
+        if not assume_linear:
+            raise ValueError(LIN_UNDECLARED)
+        return f"{stated}; declared by assume_linear=True"
+    return stated
+
+
+LIN_UNDECLARED = (
+    "estimator='lin' in an observational design assumes each arm's outcome is linear in the "
+    "covariates (Lin's regression adjustment is biased otherwise, at any n), and "
+    "covariate_bounds do not declare that: declare it with assume_linear=True (config: "
+    "estimator.assume_linear: true) only if you can defend it; otherwise use estimator='auto' "
+    "or 'aipw' (the model-agnostic ensemble), or design='randomized' if the treatment was "
+    "randomly assigned")
+
+
 def _ensemble_halfwidth(n: int, d: int, *, zeta: float, outcome_bounds: tuple[float, float],
                         alpha: float = 0.05, outcome_sd: float | None = None,
                         **public: Any) -> float:
@@ -73,16 +118,19 @@ def _comparator(name: str) -> Candidate | None:
                                                "auto)")
 
 
-def candidates() -> list[Candidate]:
-    """The registry: the ensemble, dim (randomized designs), lin (with covariate bounds), and
-    the comparators whose modules are present."""
+def candidates(assume_linear: bool = False) -> list[Candidate]:
+    """The registry: the ensemble, dim (randomized designs), lin (with covariate bounds, in a
+    randomized design or one that declares ``assume_linear``), and the comparators whose
+    modules are present."""
     entries = [
         Candidate("aipw", lambda design, public: True, _ensemble_halfwidth, True,
                   lambda design: ENSEMBLE_ASSUMPTION),
         Candidate("dim", lambda design, public: design == "randomized", _sums_halfwidth("dim"),
                   True, lambda design: sums.assumption("dim", design)),
-        Candidate("lin", lambda design, public: public.get("covariate_bounds") is not None,
-                  _sums_halfwidth("lin"), True, lambda design: sums.assumption("lin", design)),
+        Candidate("lin", lambda design, public: public.get("covariate_bounds") is not None
+                  and lin_valid(design, public.get("assume_linear", False)),
+                  _sums_halfwidth("lin"), True,
+                  lambda design: assumption("lin", design, assume_linear)),
     ]
     return entries + [c for c in (_comparator("lpgm19"), _comparator("gr25")) if c is not None]
 
@@ -97,11 +145,12 @@ def spread_statement(outcome_sd: float | None, outcome_bounds: tuple[float, floa
 def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[float, float],
             alpha: float = 0.05, outcome_sd: float | None = None,
             covariate_bounds: Any = None, treated_share: float = 0.5,
-            ensemble: dict[str, Any] | None = None) -> pd.DataFrame:
-    """One row per candidate valid for ``design``: estimator, expected half-width, the
-    non-private difference-in-means half-width under the stated spread, their ratio, whether
-    ``auto`` may take it, the assumption it states, and ``chosen`` (auto's pick: the narrowest
-    selectable one). Data-free.
+            ensemble: dict[str, Any] | None = None, assume_linear: bool = False
+            ) -> pd.DataFrame:
+    """One row per candidate valid for ``design`` and the declared ``assume_linear``: estimator,
+    expected half-width, the non-private difference-in-means half-width under the stated
+    spread, their ratio, whether ``auto`` may take it, the assumption it states, and ``chosen``
+    (auto's pick: the narrowest selectable one). Data-free.
 
     ``ensemble``: the ensemble's public knobs for :func:`dpcausal.ate.planner.plan`
     (propensity_clip, sensitivity, ...)."""
@@ -110,11 +159,11 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
     # a comparator for binary outcomes (GR25) is listed where the bounds are (0, 1): a planning
     # row only, never auto's pick
     public = {"covariate_bounds": covariate_bounds, "treated_share": treated_share,
-              "binary_outcome": tuple(outcome_bounds) == (0, 1)}
+              "binary_outcome": tuple(outcome_bounds) == (0, 1), "assume_linear": assume_linear}
     base = float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(
         nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share))
     rows = []
-    for cand in candidates():
+    for cand in candidates(assume_linear):
         if not cand.valid(design, public):
             continue
         extra = dict(ensemble or {}, treated_share=treated_share) if cand.name == "aipw" \
@@ -135,3 +184,32 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
     best = pool.sort_values("halfwidth", kind="stable").index[0]
     table["chosen"] = table.index == best
     return table
+
+
+def declaration_changes(n: int, d: int, *, design: str, assume_linear: bool = False,
+                        covariate_bounds: Any = None, **compared: Any) -> list[dict[str, Any]]:
+    """The declarations (:data:`DECLARATIONS`) the release does not make that would change
+    ``auto``'s choice (issue 39 item 6), each ``{"declare", "estimator", "halfwidth",
+    "assumption", "needs_covariate_bounds"}``: the estimator ``auto`` would then take and its
+    expected half-width (:func:`compare` under the wider declarations; ``compared`` holds its
+    other arguments). ``lin``'s expected half-width does not depend on the covariate bounds'
+    values, so ``assume_linear`` is weighed without them, flagged ``needs_covariate_bounds``.
+    Data-free; a declaration is a statement about the study, never a setting to tune."""
+    now = compare(n, d, design=design, assume_linear=assume_linear,
+                  covariate_bounds=covariate_bounds, **compared)
+    chosen = str(now.loc[now["chosen"], "estimator"].iloc[0])
+    out = []
+    for text, change in DECLARATIONS.items():
+        declared: dict[str, Any] = {"design": design, "assume_linear": assume_linear, **change}
+        if declared == {"design": design, "assume_linear": assume_linear}:
+            continue
+        placeholder = covariate_bounds is None and "assume_linear" in change
+        table = compare(n, d, **declared, covariate_bounds=[(0.0, 1.0)] * d if placeholder
+                        else covariate_bounds, **compared)
+        row = table[table["chosen"]].iloc[0]
+        if row["estimator"] != chosen:
+            out.append({"declare": text, "estimator": str(row["estimator"]),
+                        "halfwidth": float(row["halfwidth"]), "ratio": float(row["ratio"]),
+                        "assumption": str(row["assumption"]),
+                        "needs_covariate_bounds": placeholder and row["estimator"] == "lin"})
+    return out

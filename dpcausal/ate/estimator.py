@@ -27,7 +27,15 @@ from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.ate import sums
 from dpcausal.ate.aggregation import EnsembleNuisances, aggregate, one_blas_thread
 from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
-from dpcausal.ate.choice import DESIGNS, ENSEMBLE_ASSUMPTION, compare
+from dpcausal.ate.choice import (
+    DESIGNS,
+    ENSEMBLE_ASSUMPTION,
+    LIN_UNDECLARED,
+    compare,
+    declaration_changes,
+    lin_valid,
+)
+from dpcausal.ate.choice import assumption as stated_assumption
 from dpcausal.ate.complete_cases import complete_case_release, split_zeta
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
@@ -95,12 +103,14 @@ class PrivateATE(Mechanism[ATEFacts]):
     estimator : {"auto", "aipw", "ipw", "g", "dim", "lin"}
         "aipw", "ipw", "g": the cross-fitted ensembles (spec §2.7). "dim": the difference in arm
         means from noisy sums (randomized designs only); "lin": Lin's regression adjustment from
-        noisy sufficient statistics (needs ``covariate_bounds``); both :mod:`dpcausal.ate.sums`
-        (spec small_n_estimators.md §2-3). "auto" (default): the narrowest expected CI among the
-        estimators whose assumptions the release states (:mod:`dpcausal.ate.choice`): in a
-        randomized design all; in an observational one the AIPW ensemble, and "lin" when
-        ``covariate_bounds`` are given. Chosen from public facts (n, d, design, bounds, zeta,
-        ``outcome_sd``) and published.
+        noisy sufficient statistics (needs ``covariate_bounds``, and in an observational design
+        ``assume_linear=True``); both :mod:`dpcausal.ate.sums` (spec small_n_estimators.md
+        §2-3). "auto" (default): the narrowest expected CI among the estimators whose
+        assumptions the release declares (:mod:`dpcausal.ate.choice`): in a randomized design
+        all; in an observational one the model-agnostic AIPW ensemble, and "lin" only when
+        ``assume_linear=True`` declares its outcome model and ``covariate_bounds`` are given
+        (the bounds alone declare nothing: erratum E1). Chosen from public facts (n, d, design,
+        the declarations, bounds, zeta, ``outcome_sd``, ``treated_share``) and published.
     propensity_model : classifier with ``fit``/``predict_proba`` (default ``LogisticRegression()``).
     outcome_model : regressor, or classifier for binary outcomes (default ``LinearRegression()``).
     n_folds : int or "auto"
@@ -166,11 +176,19 @@ class PrivateATE(Mechanism[ATEFacts]):
         assumption then.
     covariate_bounds : mapping column -> (lo, hi), or d pairs in column order, optional
         Public covariate bounds, fixed without looking at the data; covariates are clipped to
-        them. Required for "lin"; published.
+        them. Required for "lin"; published. They say nothing about the outcome model.
     outcome_sd : float, optional
         A stated outcome standard deviation for the planner's expected CI (and the "auto"
         choices); default the worst case the outcome bounds allow. Public, never checked
         against the data.
+    assume_linear : bool
+        Declares each arm's outcome linear in the covariates (default False), the model "lin"
+        needs in an observational design (issue 39 item 1): only then may "auto" take "lin"
+        there, and an explicit "lin" is refused without it. Public: the release states it.
+    treated_share : float in (0, 1), optional
+        A stated share of treated rows for the planner's expected CI and the "auto" choice (a
+        trial protocol's assignment probability, or a curator's registered fact); default 1/2.
+        Public, never checked against the data; published.
     """
 
     def __init__(
@@ -200,6 +218,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         design: str = "observational",
         covariate_bounds: Any = None,
         outcome_sd: float | None = None,
+        assume_linear: bool = False,
+        treated_share: float | None = None,
     ) -> None:
         self.estimator = estimator
         self.propensity_model = propensity_model
@@ -226,6 +246,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.design = design
         self.covariate_bounds = covariate_bounds
         self.outcome_sd = outcome_sd
+        self.assume_linear = assume_linear
+        self.treated_share = treated_share
 
     # ------------------------------------------------------------------ estimator choice
     def _ensemble(self) -> str:
@@ -235,8 +257,9 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def _check_choice(self, d: int | None = None, columns: Sequence[Any] | None = None
                       ) -> None:
-        """Refusals of ``estimator``, ``design``, ``covariate_bounds`` and ``outcome_sd``, from
-        public parameters only (before any charge)."""
+        """Refusals of ``estimator``, ``design``, the declarations (``assume_linear``),
+        ``covariate_bounds``, ``outcome_sd`` and ``treated_share``, from public parameters only
+        (before any charge)."""
         if self.estimator not in ESTIMATOR_NAMES:
             raise ValueError(f"estimator must be one of {ESTIMATOR_NAMES}, got "
                              f"{self.estimator!r}")
@@ -247,6 +270,10 @@ class PrivateATE(Mechanism[ATEFacts]):
                              f"randomized design, got design={self.design!r}: declare "
                              "design='randomized' if the treatment was randomly assigned, or "
                              "use estimator='aipw' or 'lin'")
+        if not isinstance(self.assume_linear, (bool, np.bool_)):
+            raise ValueError(f"assume_linear must be True or False, got {self.assume_linear!r}")
+        if self.estimator == "lin" and not lin_valid(self.design, self.assume_linear):
+            raise ValueError(LIN_UNDECLARED)
         if self.estimator == "lin" and self.covariate_bounds is None:
             raise ValueError("estimator='lin' needs covariate_bounds: a mapping column -> "
                              "(lo, hi) or one pair per covariate, fixed without looking at the "
@@ -258,20 +285,52 @@ class PrivateATE(Mechanism[ATEFacts]):
         if sd is not None and sd > (self._bounds()[1] - self._bounds()[0]) / 2:
             raise ValueError(f"outcome_sd={sd!r} exceeds half the width of the outcome bounds, "
                              "the largest spread any outcome within them can have")
+        share = self.treated_share
+        if share is not None and not (isinstance(share, (int, float)) and not isinstance(
+                share, bool) and 0 < share < 1):
+            raise ValueError(f"treated_share must be a number in (0, 1) or None, got {share!r}")
         if self.covariate_bounds is not None and d is not None:
             sums.check_covariate_bounds(self.covariate_bounds, columns, d)
 
-    def compare_estimators(self, n: int, d: int, *, treated_share: float = 0.5
+    def compare_estimators(self, n: int, d: int, *, treated_share: float | None = None
                            ) -> pd.DataFrame:
-        """Every estimator valid for the declared design, compared from public facts
-        (:func:`dpcausal.ate.choice.compare`): expected half-width, ratio to the non-private
-        CI under the stated outcome spread (``outcome_sd``, else the worst case), the assumption
+        """Every estimator valid for the declared design and assumptions, compared from public
+        facts (:func:`dpcausal.ate.choice.compare`): expected half-width, ratio to the
+        non-private CI under the stated outcome spread (``outcome_sd``, else the worst case) and
+        treated share (``treated_share``, else this estimator's, else 1/2), the assumption
         each states, and ``chosen``, what ``estimator="auto"`` takes. Data-free."""
         self._check_choice()
-        return compare(n, d, design=self.design, zeta=self.zeta, outcome_bounds=self._bounds(),
-                       alpha=self.alpha, outcome_sd=self.outcome_sd,
-                       covariate_bounds=self.covariate_bounds, treated_share=treated_share,
-                       ensemble=self._ensemble_knobs())
+        return compare(n, d, **self._compared(treated_share),
+                       covariate_bounds=self.covariate_bounds, design=self.design,
+                       assume_linear=bool(self.assume_linear))
+
+    def declaration_changes(self, n: int, d: int) -> list[dict[str, Any]]:
+        """For ``estimator="auto"``: each declaration this release does not make (``design:
+        randomized``, ``assume_linear: true``) that would change auto's choice, with the
+        estimator it would then take and that one's expected half-width
+        (:func:`dpcausal.ate.choice.declaration_changes`); empty for a fixed estimator.
+        Data-free."""
+        self._check_choice()
+        if self.estimator != "auto":
+            return []
+        return declaration_changes(n, d, **self._compared(None), design=self.design,
+                                   assume_linear=bool(self.assume_linear),
+                                   covariate_bounds=self.covariate_bounds)
+
+    def _compared(self, treated_share: float | None) -> dict[str, Any]:
+        """The public arguments of :func:`dpcausal.ate.choice.compare` besides the
+        declarations."""
+        return dict(zeta=self.zeta, outcome_bounds=self._bounds(), alpha=self.alpha,
+                    outcome_sd=self.outcome_sd,
+                    treated_share=self.assumed_treated_share(treated_share),
+                    ensemble=self._ensemble_knobs())
+
+    def assumed_treated_share(self, given: float | None = None) -> float:
+        """The treated share the planner assumes: ``given``, else the stated
+        ``treated_share``, else 1/2 (the planner's default)."""
+        if given is not None:
+            return float(given)
+        return 0.5 if self.treated_share is None else float(self.treated_share)
 
     def _ensemble_knobs(self) -> dict[str, Any]:
         """The ensemble's public knobs for :func:`dpcausal.ate.planner.plan`."""
@@ -288,11 +347,13 @@ class PrivateATE(Mechanism[ATEFacts]):
         """The estimator a release on n rows and d covariates runs: the given one, or for
         "auto" the narrowest expected CI among those whose assumptions it states
         (:meth:`compare_estimators`); "aipw" when it is the only one (an observational design
-        without ``covariate_bounds``). Public facts only."""
+        that does not declare ``assume_linear`` with ``covariate_bounds``). Public facts
+        only."""
         self._check_choice()
         if self.estimator != "auto":
             return self.estimator
-        if self.design == "observational" and self.covariate_bounds is None:
+        if self.design == "observational" and (self.covariate_bounds is None
+                                               or not self.assume_linear):
             return "aipw"
         if d is None:
             raise ValueError("estimator='auto' compares estimators whose noise depends on the "
@@ -307,10 +368,9 @@ class PrivateATE(Mechanism[ATEFacts]):
         return cache[key]
 
     def assumption(self, estimator: str) -> str:
-        """The assumption a release by ``estimator`` states, for the declared design."""
-        if estimator in sums.SUM_ESTIMATORS:
-            return sums.assumption(estimator, self.design)
-        return ENSEMBLE_ASSUMPTION
+        """The assumption a release by ``estimator`` states, for the declared design and
+        assumptions (:func:`dpcausal.ate.choice.assumption`)."""
+        return stated_assumption(estimator, self.design, bool(self.assume_linear))
 
     def _sums_calibration(self, estimator: str, n: int, d: int) -> sums.SumsCalibration:
         _positive_zeta(self.zeta)
@@ -327,7 +387,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             "estimator": estimator, "design": self.design, "n": n, "d": d,
             "assumption": self.assumption(estimator),
             "outcome_bounds": list(self._bounds()), "covariate_bounds": bounds,
-            "outcome_sd": self.outcome_sd, "zeta": self.zeta, "alpha": self.alpha,
+            "outcome_sd": self.outcome_sd, "assume_linear": bool(self.assume_linear),
+            "treated_share": self.treated_share, "zeta": self.zeta, "alpha": self.alpha,
             "delta": self.delta, "sensitivity": cal.sensitivity,
             "sensitivity_mode": "replace_one_l2_sums", "q_weight": cal.q_weight,
             "ridge": cal.ridge, "count_floor": cal.floor,
@@ -431,13 +492,24 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def check_facts(self, n: ATEFacts | int, d: int | None = None) -> None:
         """Every refusal that n rows and d covariates (or their :class:`ATEFacts`) decide, as
-        :meth:`check_input` makes them after its schema checks: the parameters, K against n,
-        the noise scale against the bounds. Data-free: an orchestrator that holds the
-        registered n (issue 32 §3) refuses here, before the charge and before any read."""
+        :meth:`check_input` makes them after its schema checks: the parameters of the estimator
+        that will run, and for an ensemble K against n and its noise scale against the bounds
+        (``dim``/``lin`` are not judged by the ensemble's noise: issue 39 item 6). Data-free: an
+        orchestrator that holds the registered n (issue 32 §3) refuses here, before the charge
+        and before any read."""
+        facts = n
         n, d = _facts(n, d)
         if d is None:
             raise TypeError("check_facts needs d, the number of covariates (or ATEFacts)")
-        self._params(n, d)
+        chosen = self.resolved_estimator(n, d)
+        if chosen not in sums.SUM_ESTIMATORS:  # dim/lin are not judged by the ensemble's noise
+            self._params(n, d)
+            return
+        names = facts.covariates if isinstance(facts, ATEFacts) else None
+        if names is None and isinstance(self.covariate_bounds, Mapping):
+            names = tuple(self.covariate_bounds)
+        check_policy(self.missing, self.missing_fill)
+        self._sums_params(chosen, n, d, names)
 
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
         """``(sigma2, ci_share)``: the given values, or for "auto" the planner's narrowest
@@ -454,7 +526,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             p1=self.p1, sensitivity=self.sensitivity)
 
     def plan(self, n: int, d: int, *, outcome_sd: float | None = None,
-             treated_share: float = 0.5, n_folds: Sequence[int] | None = None,
+             treated_share: float | None = None, n_folds: Sequence[int] | None = None,
              estimators: Sequence[str] | None = None,
              propensity_clips: Sequence[float] | None = None) -> pd.DataFrame:
         """The planner's table for this estimator's public parameters on n rows and d
@@ -470,8 +542,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             Rows and covariates (public).
         outcome_sd : float, optional
             The assumed outcome standard deviation; default the worst case of the bounds.
-        treated_share : float
-            The assumed share of treated rows.
+        treated_share : float, optional
+            The assumed share of treated rows; default the stated ``treated_share``, else 1/2.
         n_folds, estimators, propensity_clips : sequences, optional
             Candidates to compare instead of the planner's K grid and this estimator's own
             ``estimator`` and ``propensity_clip``.
@@ -481,7 +553,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         pandas.DataFrame
             :func:`dpcausal.ate.planner.plan`'s table for the ensemble, plus one row per
             other estimator valid for the declared design (:meth:`compare_estimators`: dim in
-            a randomized design, lin with ``covariate_bounds``, the comparators present), with
+            a randomized design, lin with ``covariate_bounds`` where its model is valid, the
+            comparators present), with
             the columns ``design``, ``assumption`` (what a release by that estimator states),
             ``outcome_spread`` (the stated ``outcome_sd`` or the worst case) and
             ``selectable``; ``planner.recommended(table)`` is its recommended row: for
@@ -489,6 +562,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         """
         self._check_choice()
         outcome_sd = self.outcome_sd if outcome_sd is None else outcome_sd
+        treated_share = self.assumed_treated_share(treated_share)
         ensembles = None if estimators is None else [e for e in estimators
                                                      if e in ("g", "ipw", "aipw")]
         others = [e for e in (estimators or []) if e not in ("g", "ipw", "aipw")]
@@ -515,7 +589,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         comparison = compare(n, d, design=self.design, zeta=self.zeta,
                              outcome_bounds=self._bounds(), alpha=self.alpha,
                              outcome_sd=outcome_sd, covariate_bounds=self.covariate_bounds,
-                             treated_share=treated_share, ensemble=self._ensemble_knobs())
+                             treated_share=treated_share, ensemble=self._ensemble_knobs(),
+                             assume_linear=bool(self.assume_linear))
         extra = comparison[(comparison["estimator"] != "aipw") & (
             comparison["estimator"].isin(names) if names is not None else True)]
         table = table.assign(design=self.design, assumption=ENSEMBLE_ASSUMPTION,
@@ -699,7 +774,8 @@ class PrivateATE(Mechanism[ATEFacts]):
                 list(b) for b in sums.check_covariate_bounds(
                     self.covariate_bounds, list(self.covariate_bounds)
                     if isinstance(self.covariate_bounds, Mapping) else None, d)],
-            "outcome_sd": self.outcome_sd,
+            "outcome_sd": self.outcome_sd, "assume_linear": bool(self.assume_linear),
+            "treated_share": self.treated_share,
         }
 
     # ------------------------------------------------------------------ phases

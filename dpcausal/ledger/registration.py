@@ -9,12 +9,16 @@ missing-value policy, the unit and public facts of the neighbouring relation, th
 records ``n`` counted by the curator (public from the registration on: the planner, the charge
 and the fold layout use it, and a source that no longer holds ``n`` records fails after the
 charge), and whether evaluation mode (a non-private read) is allowed, which the curator grants
-only to a source marked synthetic or public.
+only to a source marked synthetic or public. Among the ``facts``, the curator may declare the
+core release's planning facts public (issue 39 item 5): ``treated_share``, the share of treated
+records (a trial protocol's assignment probability), and ``outcome_sd``, the outcome's standard
+deviation; the planner and ``estimator="auto"`` then use them instead of 1/2 and the worst case.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -59,6 +63,7 @@ class Registration:
             if not isinstance(getattr(self, name), dict):
                 raise TypeError(f"{name} must be a dict of public values, got "
                                 f"{type(getattr(self, name)).__name__}")
+        _check_planning_facts(self.facts)
 
     def bound(self) -> dict[str, Any]:
         """What the registration binds, as one JSON-ready dict (without version, by, at)."""
@@ -84,3 +89,18 @@ class Registration:
                 f"source {where}; columns {self.columns}; dtypes {self.dtypes or 'by role'}; "
                 f"missing {self.missing or 'impute'}; facts {self._shown_facts()}; "
                 f"n={self.n} records (public); evaluation mode {evaluation}")
+
+
+def _check_planning_facts(facts: dict[str, Any]) -> None:
+    """The registered planning facts (module docstring): ``treated_share`` a number in (0, 1),
+    ``outcome_sd`` a finite number > 0; absent or None means undeclared."""
+    share, sd = facts.get("treated_share"), facts.get("outcome_sd")
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if share is not None and not (number(share) and 0 < share < 1):
+        raise ValueError(f"the registered treated_share must be a number in (0, 1), got "
+                         f"{share!r}")
+    if sd is not None and not (number(sd) and sd > 0):
+        raise ValueError(f"the registered outcome_sd must be a finite number > 0, got {sd!r}")

@@ -75,6 +75,7 @@ CASES = {
                            "outcome_bounds", ((5, -5), (0, float("inf")), "wide", None),
                            epsilon="zeta"),
     "PrivateATE-lin": Case(_with({"outcome_bounds": (-5, 5), "estimator": "lin",
+                                  "assume_linear": True,
                                   "covariate_bounds": {"x1": (-4, 4), "x2": (-4, 4)}},
                                  PrivateATE),
                            ate_frame, {"treatment": "a", "outcome": "y"},

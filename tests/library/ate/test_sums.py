@@ -65,7 +65,8 @@ def _loop_statistics(X, A, Y, y_bounds, x_bounds):
 def test_statistics_match_a_loop_and_add_over_chunks():
     X, A, Y = _trial()
     X[0, 0], Y[1] = 9.0, 55.0                                  # clipped to the bounds
-    est = PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS, covariate_bounds=COV_BOUNDS)
+    est = PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS, covariate_bounds=COV_BOUNDS,
+                     assume_linear=True)
     whole = est.sum_statistics(X, A, Y, estimator="lin")
     np.testing.assert_allclose(whole, _loop_statistics(X, A, Y, Y_BOUNDS, COV_BOUNDS),
                                rtol=1e-12, atol=1e-9)
@@ -196,16 +197,16 @@ def test_dim_is_refused_in_an_observational_design_before_any_charge(accountant)
     with pytest.raises(ValueError, match="covariate_bounds"):
         PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS).fit(X, A, Y)
     with pytest.raises(ValueError, match="covariate_bounds has 1 pairs for 2"):
-        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS,
+        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS, assume_linear=True,
                    covariate_bounds=[(0, 1)]).fit(X, A, Y)
     # each pair by the library's one bounds check (dpcausal.validation.bounds_pair)
     with pytest.raises(ValueError, match=r"^covariate_bounds\[1\] must be finite with low < "
                                          r"high, got \(3, -2\)$"):
-        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS,
+        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS, assume_linear=True,
                    covariate_bounds=[(-2, 3), (3, -2)]).fit(X, A, Y)
     with pytest.raises(ValueError, match=r"^covariate_bounds\[0\] must be a pair \(low, high\), "
                                          r"got 5$"):
-        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS,
+        PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS, assume_linear=True,
                    covariate_bounds=[5, (-2, 3)]).fit(X, A, Y)
     with pytest.raises(ValueError, match="design must be one of"):
         PrivateATE(design="rct", outcome_bounds=Y_BOUNDS).fit(X, A, Y)
@@ -217,7 +218,7 @@ def test_dim_is_refused_in_an_observational_design_before_any_charge(accountant)
 def test_mapping_bounds_follow_the_columns_and_are_published():
     X, A, Y = _trial()
     df = pd.DataFrame({"b": X[:, 1], "a_cov": X[:, 0], "t": A, "y": Y})
-    est = PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS, noise_seed=1,
+    est = PrivateATE(estimator="lin", outcome_bounds=Y_BOUNDS, noise_seed=1, assume_linear=True,
                      covariate_bounds={"a_cov": (-2, 3), "b": (-1, 1)})
     rel = est.fit(df, treatment="t", outcome="y", evaluation=True)
     assert rel.params["covariate_bounds"] == [[-1.0, 1.0], [-2.0, 3.0]]    # column order
@@ -284,7 +285,8 @@ def test_auto_follows_the_design_and_the_stated_assumptions():
     rct = PrivateATE(outcome_bounds=(0, 1), design="randomized", zeta=1.0)
     assert rct.resolved_estimator(2000, 3) == "dim"
     assert rct.planned_params(2000, 3) == {"estimator": "dim"}
-    lin = PrivateATE(outcome_bounds=(0, 1), covariate_bounds=[(0, 1)] * 3, zeta=1.0)
+    lin = PrivateATE(outcome_bounds=(0, 1), covariate_bounds=[(0, 1)] * 3, zeta=1.0,
+                     assume_linear=True)
     assert lin.resolved_estimator(3000, 3) == "lin"
     table = lin.plan(3000, 3)
     # no dim without randomization; the comparators are listed, never auto's pick

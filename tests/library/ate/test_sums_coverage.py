@@ -38,7 +38,8 @@ def _coverage(estimator, n, outcome, design):
     chosen = set()
     est = PrivateATE(estimator=estimator, design=design,
                      outcome_bounds=(0.0, 1.0) if outcome == "binary" else (-2.0, 8.0),
-                     covariate_bounds=COV_BOUNDS, zeta=1.0)
+                     covariate_bounds=COV_BOUNDS, zeta=1.0,
+                     assume_linear=design == "observational")   # its outcome is linear in X
     for r in range(RELEASES):
         X, A, Y, tau, bounds = _draw(n, outcome, design, rng)
         assert bounds == est.outcome_bounds

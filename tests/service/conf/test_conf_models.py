@@ -247,7 +247,8 @@ def test_the_estimator_keys_default_to_auto_in_an_observational_design_and_reach
     assert {k: tuple(v) for k, v in params["covariate_bounds"].items()} == {
         "age": (18.0, 80.0), "score": (0.0, 10.0)}
     pairs = ReleaseConfig.model_validate(_minimal(estimator={
-        "estimator": "lin", "covariate_bounds": [[18, 80], [0, 10]]}))
+        "estimator": "lin", "assume_linear": True, "covariate_bounds": [[18, 80], [0, 10]]}))
+    assert build_mechanism(pairs).get_params()["assume_linear"] is True
     assert [tuple(b) for b in build_mechanism(pairs).get_params()["covariate_bounds"]] == [
         (18.0, 80.0), (0.0, 10.0)]
 
@@ -259,7 +260,12 @@ def test_the_estimator_keys_default_to_auto_in_an_observational_design_and_reach
     (["estimator.design=trial"],
      r"estimator\.design: Input should be 'observational' or 'randomized'"),
     (["estimator.estimator=lin"],
+     r"estimator: estimator='lin' in an observational design assumes each arm's outcome is "
+     r"linear in the covariates .* \(config: estimator\.assume_linear: true\)"),
+    (["estimator.estimator=lin", "estimator.assume_linear=true"],
      r"estimator: estimator='lin' needs covariate_bounds: a mapping column -> \(lo, hi\)"),
+    (["estimator.assume_linear=1"], r"estimator\.assume_linear: Input should be a valid boolean"),
+    (["estimator.treated_share=1"], r"estimator\.treated_share: Input should be less than 1"),
     (["estimator.covariate_bounds={X1: [1, -1]}"],
      r"estimator: covariate_bounds\[0\] must be finite with low < high, got \(1\.0, -1\.0\)"),
     (["estimator.covariate_bounds={age: [0, 1]}"],

@@ -128,25 +128,39 @@ def test_auto_in_a_randomized_design_releases_the_planners_choice_and_records_it
 
 def test_a_lin_release_publishes_its_covariate_bounds_and_observational_assumption(
         project, tmp_path, curator_registers):
+    """An observational lin release declares its outcome model (``estimator.assume_linear:
+    true``, issue 39 item 1): the declaration is stated in the release, its printed text, the
+    MLflow params, the Prefect artifact and the ledger's detail."""
     from mlflow import MlflowClient
 
+    declared = "declared by assume_linear=True"
     config = _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=3), "sums-lin",
                      "estimator.estimator=lin", "estimator.design=observational",
+                     "estimator.assume_linear=true",
                      "estimator.covariate_bounds=" + json.dumps(BOUNDS))
     out = run_release(config)
     rel = out["release"]
     assert rel["estimator"] == "lin"
     assert rel["params"]["covariate_bounds"] == [[18.0, 80.0], [0.0, 10.0], [0.0, 1.0]]
     assert "linear in the covariates" in rel["params"]["assumption"]
+    assert declared in rel["params"]["assumption"] and rel["params"]["assume_linear"] is True
     p = MlflowClient().get_run(out["mlflow"]["run_id"]).data.params
     assert json.loads(p["estimator.covariate_bounds"]) == [[18.0, 80.0], [0.0, 10.0], [0.0, 1.0]]
     assert "linear in the covariates" in p["estimator.assumption"]
+    assert declared in p["estimator.assumption"] and p["estimator.assume_linear"] == "True"
     assert "assumption" in out["text"] and "linear in the covariates" in out["text"]
+    assert declared in out["text"]
     [table] = [a for a in artifacts_of([out["release_id"].split("/")[0]])
                if a.key == "release-sums-lin"]
     [row] = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert json.loads(row["covariate_bounds"]) == [[18.0, 80.0], [0.0, 10.0], [0.0, 1.0]]
     assert row["estimator"] == "lin" and "linear in the covariates" in row["assumption"]
+    assert declared in row["assumption"] and row["assume_linear"] is True
+    with Ledger() as led:
+        [charge] = led.history("sums-lin").to_dict("records")
+    detail = charge["detail"] if isinstance(charge["detail"], dict) else json.loads(
+        charge["detail"])
+    assert detail["assume_linear"] is True and declared in detail["assumption"]
 
 
 def test_meta_analysis_pools_dim_and_ensemble_releases(project, tmp_path, curator_registers):
