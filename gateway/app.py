@@ -48,6 +48,14 @@ def _token(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" else None
 
 
+def _who(request: Request) -> Analyst:
+    """The analyst of a JSON API request (401 unless a valid bearer token)."""
+    return request.app.state.service.analyst(_token(request))
+
+
+Who = Annotated[Analyst, Depends(_who)]
+
+
 async def _form(request: Request) -> dict[str, str]:
     """A posted urlencoded form (first value of each field)."""
     parsed = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
@@ -61,16 +69,13 @@ def create_app(service: Service | None = None) -> FastAPI:
     app = FastAPI(title="dpcausal gateway", version="1",
                   description="Ask for differentially private releases of the datasets you are "
                               "admitted to. Every refusal is made before anything is charged.")
+    app.state.service = svc
 
     @app.exception_handler(Refused)
     async def _refused(request: Request, exc: Refused) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=headers)
 
-    def who(request: Request) -> Analyst:
-        return svc.analyst(_token(request))
-
-    Who = Annotated[Analyst, Depends(who)]
 
     # ------------------------------------------------------------------ JSON API
     @app.get("/api/datasets", summary="Your datasets with their public facts and spend")

@@ -106,14 +106,13 @@ def _refusal_text(message: str) -> str:
 
 @dataclass
 class Service:
-    """The gateway's operations for one ledger (``ledger_url``: None, the project's) and one
-    :class:`Runs`."""
+    """The gateway's operations on the project ledger (``DPCAUSAL_LEDGER_URL``, as every run's)
+    and one :class:`Runs`."""
 
     runs: Runs
-    ledger_url: str | None = None
 
     def _ledger(self) -> Ledger:
-        return Ledger(self.ledger_url)
+        return Ledger()
 
     # ---------------------------------------------------------------- who
     def analyst(self, token: str | None) -> Analyst:
