@@ -28,6 +28,13 @@ def release_json() -> str:
     return PrivateATE(outcome_bounds=(-1.0, 1.0), zeta=1.0, n_folds=4).fit(X, T, Y).to_json()
 
 
+def labelled(dataset: str) -> str:
+    """:func:`release_json` labelled with ``dataset``, as the charged release labels it."""
+    from dpcausal import Release
+
+    return Release.from_json(release_json()).of_dataset(dataset).to_json()
+
+
 def curator_setup(url: str) -> dict[str, str]:
     """The curator's ledger: datasets A (cap 3) and B (cap 2) registered, analysts alice (A,
     own cap 1.5), bob (B) and carol (A, revoked); their tokens by name."""
@@ -65,7 +72,7 @@ class LedgerRuns:
             with Ledger(self.url) as led, led.release(
                     raw["ledger"]["dataset_id"], f"{sub}/{raw['name']}",
                     PrivacyCharge("gaussian", zeta=zeta), unit="row", analyst=analyst) as slot:
-                slot.commit(release_json())
+                slot.commit(labelled(raw["ledger"]["dataset_id"]))
         except ValueError as exc:
             state = "FAILED"
             message = f"Flow run encountered an exception: {type(exc).__name__}: {exc}"
