@@ -188,10 +188,15 @@ def test_the_page_in_chromium(stack: Stack) -> None:
         cookie = page.send("Runtime.evaluate", expression="document.cookie",
                            returnByValue=True)["result"]["value"]
         assert cookie == ""  # HttpOnly: no script can read the token
-        loaded = page.send("Runtime.evaluate", returnByValue=True, expression=(
-            "[...document.querySelectorAll('img.forest')].map(i => i.naturalWidth)"
-        ))["result"]["value"]
-        assert loaded and all(w > 0 for w in loaded), loaded
+        deadline = time.monotonic() + 90  # the first plot imports matplotlib in the gateway
+        while True:
+            loaded = page.send("Runtime.evaluate", returnByValue=True, expression=(
+                "[...document.querySelectorAll('img.forest')].map(i => i.naturalWidth)"
+            ))["result"]["value"]
+            if loaded and all(w > 0 for w in loaded):
+                break
+            assert time.monotonic() < deadline, f"the forest plot did not load: {loaded}"
+            time.sleep(1)
         page.scroll_to("Your releases")
         page.screenshot(ARTIFACTS / "gateway_page_releases.png")
         page.send("Runtime.evaluate", expression=(
