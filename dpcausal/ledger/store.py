@@ -294,6 +294,11 @@ class Ledger:
         For refusing a non-private evaluation read of budgeted data (it would leak what the budget
         protects): a caller
         refuses evaluation mode whenever this is not None.
+
+        The curator's call (README "Two seats"): asked about data of one's choosing, the keyed
+        row sketch answers whether a row belongs to a registered dataset, so whoever may call it
+        holds the ledger and its key already. Analysts ask through the gateway, which never
+        calls it.
         """
         fingerprints = _fingerprints(fingerprint)
         if dataset is None and not fingerprints:
