@@ -11,13 +11,15 @@ a refusal by the budget :class:`AskBudgetError`; nothing is charged for either.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -148,6 +150,78 @@ def ask(dataset: str, config: str, settings: Mapping[str, Any] | None = None, *,
     return Release.from_dict(done["release"])
 
 
+#: exit codes of ``dpcausal ask`` (those of ``dpcausal run``)
+EXIT_RELEASED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+
+
+def ask_command(dataset: str, config: str, sets: Sequence[str] = (), *, as_json: bool = False,
+                timeout: float = 3600.0) -> int:
+    """``dpcausal ask``: ask, wait (progress on stderr), print the release as ``dpcausal run``
+    does (or its JSON) and return the exit code: 0 released, 2 refused, 3 refused by the
+    budget, 1 anything else (an ``Error:`` line on stderr; with ``as_json`` also
+    ``{"error", "type", "message", "exit_code"}`` on stdout)."""
+    try:
+        settings = dict(_setting(item) for item in sets)
+        gateway = Gateway()
+        asked = gateway.submit(dataset, config, settings)
+        print(f"asked: request {asked['request_id']}", file=sys.stderr, flush=True)
+        done = gateway.wait(asked["request_id"], timeout=timeout,
+                            progress=lambda s: print(f"  {s}", file=sys.stderr, flush=True))
+    except Exception as exc:  # noqa: BLE001 - every failure ends as one line and a code
+        code = (EXIT_BUDGET if isinstance(exc, AskBudgetError) else
+                EXIT_BAD_INPUT if isinstance(exc, AskRefusedError) else EXIT_FAILED)
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"Error: {message}", file=sys.stderr)
+        if as_json:
+            kind = {EXIT_BUDGET: "refused", EXIT_BAD_INPUT: "bad_input"}.get(code, "failed")
+            print(json.dumps({"error": kind, "type": type(exc).__name__, "message": message,
+                              "exit_code": code}))
+        return code
+    if as_json:
+        print(json.dumps(done, indent=2))
+        return EXIT_RELEASED
+    spent = done["spent"]
+    print(done["text"])
+    print(f"dataset spend: {spent['dataset']['text']}; yours: {spent['yours']['text']}")
+    print(f"release id: {done['release_id']}")
+    return EXIT_RELEASED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The wheel's ``dpcausal`` command: ``dpcausal ask`` for an analyst who installed the
+    library alone (the checkout's ``dpcausal`` has every command, this one too)."""
+    parser = argparse.ArgumentParser(
+        prog="dpcausal", description="dpcausal for analysts: ask the curator's gateway "
+        f"({URL_ENV}, {TOKEN_ENV}). Exit codes: 0 released, 2 refused, 3 refused by the "
+        "budget, 1 else.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    one = sub.add_parser("ask", help="ask for a release of DATASET under its registered "
+                                     "config CONFIG_NAME, wait, and print it")
+    one.add_argument("dataset", metavar="DATASET")
+    one.add_argument("config", metavar="CONFIG_NAME")
+    one.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                     help="an analysis key of the Run form's allow-list, e.g. "
+                          "--set estimator.zeta=0.5")
+    one.add_argument("--json", dest="as_json", action="store_true",
+                     help="print the result, or the error, as JSON")
+    one.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait")
+    args = parser.parse_args(argv)
+    return ask_command(args.dataset, args.config, args.sets, as_json=args.as_json,
+                       timeout=args.timeout)
+
+
+def _setting(item: str) -> tuple[str, Any]:
+    """A ``--set KEY=VALUE`` item; the value as JSON when it parses (numbers, lists, true),
+    else the string."""
+    key, eq, value = item.partition("=")
+    if not eq or not key.strip():
+        raise AskRefusedError(f"--set expects KEY=VALUE, got {item!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
 def _detail(exc: urllib.error.HTTPError) -> str:
     try:
         body = json.loads(exc.read() or b"{}")
@@ -157,4 +231,5 @@ def _detail(exc: urllib.error.HTTPError) -> str:
     return detail if isinstance(detail, str) else json.dumps(detail)
 
 
-__all__ = ["AskBudgetError", "AskFailedError", "AskRefusedError", "Gateway", "ask"]
+__all__ = ["AskBudgetError", "AskFailedError", "AskRefusedError", "Gateway", "ask",
+           "ask_command", "main"]
