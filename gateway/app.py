@@ -57,9 +57,14 @@ Who = Annotated[Analyst, Depends(_who)]
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """A posted urlencoded form (first value of each field)."""
+    """A posted urlencoded form (first value of each field): read in the event loop, so that
+    the routes using it stay synchronous and run on worker threads (Prefect's client and the
+    ledger block; ``run_deployment`` returns an un-run coroutine inside an event loop)."""
     parsed = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
     return {k: v[0] for k, v in parsed.items()}
+
+
+Form = Annotated[dict[str, str], Depends(_form)]
 
 
 def create_app(service: Service | None = None) -> FastAPI:
@@ -127,8 +132,8 @@ def create_app(service: Service | None = None) -> FastAPI:
         return _html(page.signin()) if analyst is None else _home(analyst)
 
     @app.post("/signin", include_in_schema=False)
-    async def signin(request: Request) -> Response:
-        token = (await _form(request)).get("token", "").strip()
+    def signin(form: Form) -> Response:
+        token = form.get("token", "").strip()
         try:
             svc.analyst(token)
         except Refused as exc:
@@ -144,11 +149,10 @@ def create_app(service: Service | None = None) -> FastAPI:
         return out
 
     @app.post("/ask", include_in_schema=False)
-    async def ask_page(request: Request) -> Response:
+    def ask_page(request: Request, form: Form) -> Response:
         analyst = _cookie_analyst(request)
         if analyst is None:
             return _html(page.signin("sign in first"), 401)
-        form = await _form(request)
         dataset, _, config = form.get("target", "").rpartition("/")
         try:
             settings = page.settings_from_form(form)

@@ -5,6 +5,7 @@ Prefect would; a refusal by the ledger becomes a Failed run whose message names 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from functools import cache
 from typing import Any
@@ -63,6 +64,7 @@ class LedgerRuns:
         self.runs: dict[str, dict[str, Any]] = {}
 
     def submit(self, config: str, overrides: dict[str, Any], analyst: str) -> str:
+        _outside_event_loop()
         self.submitted.append((config, dict(overrides), analyst))
         raw = yaml.safe_load((PROJECT_ROOT / config).read_text())
         request, sub = str(uuid.uuid4()), str(uuid.uuid4())
@@ -81,4 +83,16 @@ class LedgerRuns:
         return request
 
     def state(self, request_id: str) -> dict[str, Any] | None:
+        _outside_event_loop()
         return self.runs.get(request_id)
+
+
+def _outside_event_loop() -> None:
+    """Prefect's client (``run_deployment``) returns a coroutine instead of running when it is
+    called on a thread with a running event loop: the gateway must call it from a worker
+    thread, never from an ``async`` route."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise AssertionError("bug: the gateway called Prefect's client inside the event loop")
