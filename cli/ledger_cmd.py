@@ -93,8 +93,8 @@ json_option = click.option("--json", "as_json", is_flag=True,
 
 BUDGET_COLUMNS = ["dataset", "unit", "public", "cap", "charges", "unfinished", "spent_zeta",
                   "spent_epsilon", "next_zeta", "next_epsilon", "next_pure_epsilon"]
-HISTORY_COLUMNS = ["release_id", "status", "mechanism", "unit", "public", "epsilon", "delta",
-                   "detail", "reserved_at", "run_url"]
+HISTORY_COLUMNS = ["release_id", "status", "analyst", "mechanism", "unit", "public", "epsilon",
+                   "delta", "detail", "reserved_at", "run_url"]
 
 
 @click.group()
@@ -181,8 +181,10 @@ def history(dataset: str, url: str | None, as_json: bool) -> None:
     if frame.empty:
         click.echo(f"No charges on {dataset} yet (cap {cap.describe()} {relation.describe()}).")
         return
-    _table(frame[HISTORY_COLUMNS], f"Charges on {dataset} (cap {cap.describe()} "
-                                   f"{relation.describe()}; spent {spent.describe()}; times UTC)")
+    shown = frame.assign(analyst=frame["analyst"].fillna("(curator)"))[HISTORY_COLUMNS]
+    _table(shown, f"Charges on {dataset} (cap {cap.describe()} {relation.describe()}; spent "
+                  f"{spent.describe()}; analyst: who asked, (curator) for the curator's own "
+                  "runs; times UTC)")
     if not fixes.empty:
         _table(fixes, "Corrections of a charge's unit (`dpcausal ledger correct-unit`)")
 
@@ -254,6 +256,10 @@ def show(dataset: str, url: str | None, as_json: bool) -> None:
     """DATASET's registration (what a run may only ask about) and its earlier versions."""
     with _open(url) as led:
         versions = led.registrations(dataset)
+        askers = [(a, led.analyst_spent(a.name, dataset)) for a in led.analysts()
+                  if dataset in a.datasets] if versions else []
+        charged = led.history(dataset)["analyst"] if versions and led.has_dataset(dataset) \
+            else pd.Series(dtype=object)
     if not versions:
         raise InputError(f"dataset {dataset!r} is not registered; its curator registers it: "
                          f"`dpcausal ledger register {dataset} CONFIG`")
@@ -262,6 +268,13 @@ def show(dataset: str, url: str | None, as_json: bool) -> None:
                                        "at": pd.Timestamp(r.at)} for r in versions]), indent=2))
         return
     click.echo(versions[-1].describe())
+    click.echo(f"Charges: {int(charged.isna().sum())} by the curator's own runs, "
+               f"{int(charged.notna().sum())} asked by analysts.")
+    for who, spend in askers:
+        cap = "the dataset's cap" if who.datasets[dataset] is None else \
+            f"own cap zeta={who.datasets[dataset]:g}"
+        state = "active" if who.active else "revoked"
+        click.echo(f"  analyst {who.name} ({state}): {cap}; spent {spend.describe()}")
     if len(versions) > 1:
         _table(pd.DataFrame([{"version": r.version, "by": r.by, "at": pd.Timestamp(r.at),
                               "n": r.n, "evaluation": r.evaluation_allowed}

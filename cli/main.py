@@ -17,6 +17,8 @@ COMMANDS: dict[str, str] = {
     "run": "cli.run_cmd:run",
     "demo": "cli.run_cmd:demo",
     "ledger": "cli.ledger_cmd:ledger",
+    "analyst": "cli.analyst_cmd:analyst",
+    "ask": "cli.ask_cmd:ask",
     "meta": "cli.meta_cmd:meta",
     "reproduce": "cli.reproduce_cmd:reproduce",
     "serve": "cli.serve_cmd:serve",
@@ -29,6 +31,8 @@ HELP = {
     "run": "Run a release flow from a YAML config.",
     "demo": "Synthetic data, then a full private release with embedded defaults.",
     "ledger": "Inspect and set per-dataset privacy budgets.",
+    "analyst": "Admit, list and revoke remote analysts and their tokens (the curator).",
+    "ask": "An analyst's release through the gateway (DPCAUSAL_ASK_URL, DPCAUSAL_ASK_TOKEN).",
     "meta": "Pool private releases (no privacy cost).",
     "reproduce": "Reproduce the papers' experiments and write reports/.",
     "serve": "Start Prefect + MLflow servers, deploy, start a worker.",
@@ -65,6 +69,8 @@ def _available(name: str) -> bool:
 @click.version_option(package_name="dpcausal", prog_name="dpcausal")
 def main() -> None:
     """dpcausal: orchestrated, differentially private causal-effect releases."""
+    if click.get_current_context().invoked_subcommand == "ask":
+        return  # the analyst's seat: a URL and a token, no data folder
     try:
         settings.apply_defaults()
     except OSError as exc:  # e.g. DPCAUSAL_DATA names a file

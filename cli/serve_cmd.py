@@ -21,10 +21,12 @@ from deploy.servers import ServiceError
 @click.option("--auth", default=None, metavar="USER:PASS",
               help="Basic auth on both servers (MLflow basic-auth app, Prefect API auth string); "
                    "the worker and its flows get the credentials.")
-@click.option("--no-deploy", is_flag=True, help="Start the servers only.")
+@click.option("--gateway-port", default=8400, show_default=True, type=int,
+              help="Port of the analysts' gateway (its page and JSON API).")
+@click.option("--no-deploy", is_flag=True, help="Start the servers only (no gateway).")
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait per stage.")
 def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, auth: str | None,
-          no_deploy: bool, timeout: float) -> None:
+          gateway_port: int, no_deploy: bool, timeout: float) -> None:
     """Start Prefect + MLflow on 127.0.0.1, create the work pool, deploy, start a worker."""
     t0 = time.monotonic()
     if auth is not None and (":" not in auth or len(auth.split(":", 1)[1]) < 12):
@@ -38,7 +40,7 @@ def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, au
     try:
         try:
             stack = servers.start_stack(prefect_port, mlflow_port, backend_store_uri, auth,
-                                        not no_deploy, timeout, t0)
+                                        not no_deploy, timeout, t0, gateway_port)
         except BaseException:
             click.echo("start-up failed: stopping what was started", err=True)
             _stop(grace=10)
@@ -48,6 +50,9 @@ def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, au
     click.echo(f"Prefect UI : {stack['prefect_ui']}\nMLflow UI  : {stack['mlflow_ui']}\n"
                f"(servers healthy after {stack['servers_s']:.1f} s, stack ready after "
                f"{stack['startup_s']:.1f} s; logs in {servers.services_dir() / 'logs'})")
+    if "gateway" in stack:
+        click.echo(f"gateway: {stack['gateway']}")
+        click.echo("  (analysts ask there with a token: dpcausal analyst add NAME --datasets A)")
     if not no_deploy:
         click.echo("Trigger a release: Prefect UI > Deployments > release_from_config/demo > "
                    f"Run, or\n  {servers.trigger_command(stack['prefect_api'])}\nor, for a "

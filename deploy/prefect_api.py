@@ -153,3 +153,53 @@ def submit_release(config_path: str, overrides: dict[str, Any]) -> str:
             raise LookupError(f"--submit: no deployment {DEPLOYMENT!r} on {api}; `dpcausal "
                               "serve` deploys it (not with --no-deploy)") from None
         return str(url_for(flow_run) or f"{api.removesuffix('/api')}/runs/flow-run/{flow_run.id}")
+
+
+def submit_ask(config: str, overrides: dict[str, Any], analyst: str) -> str:
+    """Start the release of the registered ``config`` with analysis ``overrides``, asked by
+    ``analyst``, through :data:`DEPLOYMENT` of the Prefect API in ``PREFECT_API_URL`` (with
+    ``PREFECT_API_AUTH_STRING``: the gateway holds the curator's credential); the flow run's id,
+    without waiting. ``LookupError`` when there is no such API or deployment."""
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+
+    api = os.environ.get("PREFECT_API_URL")
+    if not api:
+        raise LookupError("the gateway needs PREFECT_API_URL (dpcausal serve sets it)")
+    with _settings(api):
+        try:
+            flow_run = run_deployment(DEPLOYMENT, timeout=0, parameters={
+                "settings": {"config": config, "overrides": overrides}, "analyst": analyst})
+        except ObjectNotFound:
+            raise LookupError(f"no deployment {DEPLOYMENT!r} on {api}") from None
+    return str(flow_run.id)
+
+
+def ask_state(flow_run_id: str) -> dict[str, Any] | None:
+    """What the gateway may know of a flow run it started (:func:`submit_ask`): ``state`` (its
+    state type: SCHEDULED, PENDING, RUNNING, COMPLETED, FAILED, CRASHED, CANCELLED ...),
+    ``message`` (the state's), ``analyst`` (the run's parameter) and ``release_runs`` (the ids
+    of its subflow runs: the release id of its charge starts with one of them); None for an
+    unknown id."""
+    import uuid
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        run_id = uuid.UUID(flow_run_id)
+    except ValueError:
+        return None
+    with _settings(os.environ["PREFECT_API_URL"]), get_client(sync_client=True) as client:
+        try:
+            run = client.read_flow_run(run_id)
+        except ObjectNotFound:
+            return None
+        subflows = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id])))
+    state = run.state
+    return {"state": str(state.type.value) if state else "SCHEDULED",
+            "message": (state.message or "") if state else "",
+            "analyst": run.parameters.get("analyst"),
+            "release_runs": [str(sub.id) for sub in subflows]}

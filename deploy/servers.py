@@ -146,9 +146,12 @@ def running() -> list[dict[str, Any]]:
 
 
 def start_stack(prefect_port: int, mlflow_port: int, backend_store_uri: str | None,
-                auth: str | None, deploy: bool, timeout: float, t0: float) -> dict[str, Any]:
+                auth: str | None, deploy: bool, timeout: float, t0: float,
+                gateway_port: int = 8400) -> dict[str, Any]:
     """Start the servers, wait for their health checks, then (``deploy``) create the work pool,
-    deploy deploy/prefect.yaml and start a worker; ``timeout`` seconds per stage. Returns the
+    deploy deploy/prefect.yaml, start a worker and the analysts' gateway on ``gateway_port``
+    (``gateway.app``: it gets the curator's Prefect credential from this environment);
+    ``timeout`` seconds per stage. Returns the
     stack's record (``<data>/services/stack.info``: URLs, ``auth``, seconds since ``t0`` until
     the servers answered and until the stack was ready). On a failure the services started so
     far keep running: :func:`stop_recorded` ends them."""
@@ -187,9 +190,15 @@ def start_stack(prefect_port: int, mlflow_port: int, backend_store_uri: str | No
               str(PREFECT_FILE)], env, "prefect deploy --all", timeout)
         _start("worker", [tool("prefect"), "worker", "start", "--pool", POOL, "--limit", "2",
                           "--type", "process"], env, prefect_api, {})
+        gateway = f"http://127.0.0.1:{gateway_port}"
+        _start("gateway", [sys.executable, "-m", "uvicorn", "gateway.app:create_app",
+                           "--factory", "--host", "127.0.0.1", "--port", str(gateway_port),
+                           "--workers", "1", "--no-server-header"], env, gateway, {})
+        _wait_healthy({"gateway": (f"{gateway}/openapi.json", {})}, timeout)
     stack = {"prefect_ui": prefect_api.removesuffix("/api"), "prefect_api": prefect_api,
              "mlflow_ui": mlflow_url, "auth": bool(auth), "servers_s": round(t_servers, 1),
-             "startup_s": round(time.monotonic() - t0, 1)}
+             "startup_s": round(time.monotonic() - t0, 1),
+             **({"gateway": gateway} if deploy else {})}
     (services_dir() / "stack.info").write_text(json.dumps(stack, indent=2))
     return stack
 

@@ -5,6 +5,8 @@ Every mechanism is a scikit-learn style estimator whose ``fit`` is one privacy r
 ``ate``), and the mechanisms of the subpackages ``cluster_dp``, ``user_level`` and ``federated``.
 ``meta`` pools releases; :class:`Ledger` keeps a persistent privacy budget per dataset, and
 :func:`fingerprint` is the keyed, order-invariant identity of a table it binds to a dataset id.
+:func:`ask` is a remote analyst's release through the curator's gateway (:mod:`dpcausal.client`:
+the standard library only).
 
 The names below are loaded on first use, so a light module (``dpcausal.location``, which the
 CLI reads before anything else) does not pull in scikit-learn and SciPy.
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dpcausal.ate import ATEFacts, ATERelease, PrivateATE
+    from dpcausal.client import ask
     from dpcausal.contract import Mechanism, Prepared, Privacy, PublicFacts, Release
     from dpcausal.fingerprints import fingerprint
     from dpcausal.ledger import Ledger
@@ -26,7 +29,8 @@ _HOME = {"Mechanism": "dpcausal.contract", "Prepared": "dpcausal.contract",
          "Privacy": "dpcausal.contract", "Release": "dpcausal.contract",
          "PublicFacts": "dpcausal.contract", "ATEFacts": "dpcausal.ate",
          "PrivateATE": "dpcausal.ate", "Ledger": "dpcausal.ledger",
-         "ATERelease": "dpcausal.ate", "fingerprint": "dpcausal.fingerprints"}
+         "ATERelease": "dpcausal.ate", "fingerprint": "dpcausal.fingerprints",
+         "ask": "dpcausal.client"}
 
 try:
     __version__ = version("dpcausal")
@@ -44,4 +48,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["ATEFacts", "ATERelease", "Ledger", "Mechanism", "Prepared", "PrivateATE", "Privacy",
-           "PublicFacts", "Release", "__version__", "fingerprint"]
+           "PublicFacts", "Release", "__version__", "ask", "fingerprint"]

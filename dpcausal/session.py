@@ -145,7 +145,8 @@ class Charged:
 def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Mechanism,
                     prepared: Prepared | Callable[[], Prepared], charge: PrivacyCharge, *,
                     fingerprint: Fingerprint = None, run_url: str | None = None,
-                    detail: dict[str, Any] | None = None, draw: Draw | None = None) -> Charged:
+                    detail: dict[str, Any] | None = None, draw: Draw | None = None,
+                    analyst: str | None = None) -> Charged:
     """One release charged to ``dataset``: reserve, draw once, commit, then return.
 
     The reservation (:meth:`dpcausal.ledger.Ledger.release`, per ``mechanism.unit``, binding
@@ -159,6 +160,8 @@ def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Me
     :class:`~dpcausal.validation.ReleaseFailedError` (its details go to
     :data:`~dpcausal.validation.private_log` only) and the charge stays recorded. The release's
     JSON is committed before this function returns it: nothing is visible earlier.
+    ``analyst`` (a remote analyst who asked, :mod:`dpcausal.ledger.analysts`) is checked and
+    recorded by the same reservation.
     """
     from dpcausal.contract import Release
 
@@ -168,7 +171,7 @@ def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Me
     else:
         run = _draw_of(mechanism, prepared, False, draw)
     with ledger.release(dataset, release_id, charge, run_url, unit=mechanism.unit,
-                        fingerprint=fingerprint, detail=detail) as slot:
+                        fingerprint=fingerprint, detail=detail, analyst=analyst) as slot:
         if slot.result is not None:
             return Charged(Release.from_json(slot.result), reused=True)
         try:

@@ -25,7 +25,8 @@ DEFAULT_SETTINGS = ReleaseParameters()
 
 @flow(name="release_from_config", persist_result=False, retries=0)
 def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
-                        refresh_demo_data: bool = False) -> dict[str, Any]:
+                        refresh_demo_data: bool = False,
+                        analyst: str | None = None) -> dict[str, Any]:
     """Load ``settings.config`` (one of the registered configs, relative to the project root)
     with ``settings`` (analysis keys only: :mod:`conf.deployment`) and release.
 
@@ -35,6 +36,10 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
     config): the nightly deployment's stand-in for an upstream job that refreshes a dataset
     before its scheduled release. A refused release ends this run Failed with the ledger's
     message, recorded in MLflow and as an artifact here and on the subflow.
+
+    ``analyst`` names the remote analyst who asked through the gateway (issue 40; set by the
+    gateway, which holds the curator's Prefect credential): the ledger records it with the
+    charge and holds the release to the analyst's grant and cap in the same reservation.
     """
     from demo import write_demo
     from tasks.registration import register_demo
@@ -49,11 +54,13 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
             raise ValueError(f"refresh_demo_data rewrites the demo data of the {config.kind} "
                              f"demo config ({KINDS[config.kind].example}) only, not "
                              f"{settings.config}")
+        if refresh_demo_data and analyst is not None:
+            raise ValueError("refresh_demo_data is the curator's step, not an analyst's")
         if refresh_demo_data:  # the curator's step: the demo data registered (synthetic)
             data = write_demo(config.kind, data_dir() / "demo")
             config = load_any(path, [f"data.path={json.dumps(str(data))}", *items])
             register_demo(config)
-        out = dp_release(config=config)
+        out = dp_release(config=config, analyst=analyst)
     except Exception as exc:
         reason = refusal_reason(exc)
         if reason is not None:

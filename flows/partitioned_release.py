@@ -211,7 +211,8 @@ def _key(fold_key: str) -> bytes:
 @flow(name="dp_partitioned_config_release", task_runner=DEFAULT_RUNNER, persist_result=False,
       retries=0)
 def partitioned_config_release(config: ReleaseConfig, release_id: str,
-                               run_url: str | None = None) -> Charged:
+                               run_url: str | None = None, analyst: str | None = None
+                               ) -> Charged:
     """The partitioned path of ``dp_release`` (:mod:`flows.release`), its subflow on the
     config's Dask runner (:func:`dask_runner`): the public checks again on the footers the
     workers read, then the charged release under ``release_id``, recording ``run_url`` (the
@@ -219,7 +220,8 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     and logs the release. A SQL source's partitions counted by ``dp_release``'s checks, held
     in memory (:func:`tasks.preflight.checked_before`), are read with the key they were counted
     under, not counted again; the subflow run on its own counts them by the same function
-    (:func:`tasks.sql_partitions.count_sql`)."""
+    (:func:`tasks.sql_partitions.count_sql`). ``analyst``: the remote analyst who asked
+    (recorded with the charge and held to their cap; None: the curator)."""
     data, c = config.data, config.columns
     held = checked_before(config)
     counted = held.counted if held is not None else None
@@ -227,7 +229,7 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
     roles = {"treatment": c.treatment, "outcome": c.outcome, "covariates": c.covariates,
              "evaluation": config.evaluation}
     if held is not None and held.prepared.data is None:  # checked from the registration
-        return _registered_release(config, held, key, roles, release_id, run_url)
+        return _registered_release(config, held, key, roles, release_id, run_url, analyst)
     parts: list[Any]
     if data.sql_partitions is not None:   # a SQL query split by ranges of its id
         source = sql_partitions_of(data, config.runner)
@@ -242,7 +244,7 @@ def partitioned_config_release(config: ReleaseConfig, release_id: str,
                     detail={**KINDS["ate"].detail(config), "path": "partitioned", **(
                         {} if plan.sums is not None else {"K": plan.n_folds, "B": plan.n_blocks,
                                                          "K'": plan.block_folds})},
-                    cap=KINDS["ate"].cap(config), run_url=run_url)
+                    cap=KINDS["ate"].cap(config), run_url=run_url, analyst=analyst)
 
 
 def _checked(source: str, estimator: Any, *, id_column: str, treatment: str, outcome: str,
@@ -272,7 +274,7 @@ def _checked_sql(source: SqlPartitions, counted: SqlCounted, estimator: Any, *,
 
 def _charged(parts: list[Any], checked: Checked, *, dataset: str, release_id: str,
              key: bytes, evaluation: bool, detail: dict[str, Any], cap: str = "--zeta Z",
-             run_url: str | None = None) -> Charged:
+             run_url: str | None = None, analyst: str | None = None) -> Charged:
     """Steps 2-5: the one charged task, which runs the phases after the reservation, with the
     fold key drawn before (a SQL source's partition counts need it)."""
     plan: PartitionPlan = checked.prepared.data
@@ -284,7 +286,7 @@ def _charged(parts: list[Any], checked: Checked, *, dataset: str, release_id: st
         public=checked.prepared.public, data=lambda: _compute(parts, plan, key, evaluation)))
     return charged_release(PartitionedATE(plan.estimator), computing, dataset=dataset,
                            release_id=release_id, evaluation=evaluation, detail=detail, cap=cap,
-                           run_url=run_url)
+                           run_url=run_url, analyst=analyst)
 
 
 def _compute(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool) -> Release:
@@ -310,7 +312,8 @@ def _compute(parts: list[Any], plan: PartitionPlan, key: bytes, evaluation: bool
 
 
 def _registered_release(config: ReleaseConfig, held: Checked, key: bytes,
-                        roles: dict[str, Any], release_id: str, run_url: str | None) -> Charged:
+                        roles: dict[str, Any], release_id: str, run_url: str | None,
+                        analyst: str | None = None) -> Charged:
     """The release of a partitioned source checked from its registration (issue 32 §3): the
     charge is reserved on the registered facts first; only then are the partitions listed and
     their footers read, or a SQL source's partitions counted (``count_sql``, on a worker), all
@@ -339,7 +342,7 @@ def _registered_release(config: ReleaseConfig, held: Checked, key: bytes,
                            evaluation=config.evaluation,
                            detail={**KINDS["ate"].detail(with_planned(config, held.planned)),
                                    "path": "partitioned"},
-                           cap=KINDS["ate"].cap(config), run_url=run_url)
+                           cap=KINDS["ate"].cap(config), run_url=run_url, analyst=analyst)
 
 
 # ----------------------------------------------------------------- phases

@@ -80,13 +80,18 @@ def extra_steps(mechanism: Mechanism) -> Callable[[Any, Any, Checked, str], Mech
 
 @flow(name="dp_release", persist_result=False, retries=0,
       task_runner=ThreadPoolTaskRunner(max_workers=2))
-def dp_release(config: AnyConfig) -> dict[str, Any]:
+def dp_release(config: AnyConfig, analyst: str | None = None) -> dict[str, Any]:
     """One release of ``config`` (any kind); returns ``{"kind", "release" (the release's dict),
     "text" (its printed form), "release_id", "reused", "spent", "mlflow", "experiment",
-    "artifact"}``. Release mode publishes private values only."""
+    "artifact"}``. Release mode publishes private values only. ``analyst``: the remote analyst
+    who asked through the gateway (recorded with the charge, held to their cap; evaluation mode
+    refused); None for the curator's own runs."""
     kind = KINDS[config.kind]
     mechanism = kind.build(config)
     dataset, evaluation = config.ledger.dataset_id, config.evaluation
+    if analyst is not None and evaluation:
+        raise ValueError("evaluation mode is the curator's (a non-private read); an analyst's "
+                         "release runs in mode: release")
     release_id = f"{flow_run.id}/{config.name}"
     tags = {"prefect.flow_run_id": str(flow_run.id), "prefect.flow_run_name": str(flow_run.name),
             "prefect.flow_run_url": str(flow_run.ui_url or ""), "release_id": release_id,
@@ -134,12 +139,13 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
             # K and K' the subflow plans on the partitions' footers (plan_partitions)
             with checked_in_process(asked, checked):
                 published = partitioned_config_release.with_options(
-                    task_runner=dask_runner(config.runner))(asked, release_id, run.url)
+                    task_runner=dask_runner(config.runner))(asked, release_id, run.url,
+                                                            analyst)
         else:
             published = charged_release(mechanism, checked, dataset=dataset,
                                         release_id=release_id, evaluation=evaluation,
                                         detail=kind.detail(config), cap=kind.cap(config),
-                                        run_url=run.url)
+                                        run_url=run.url, analyst=analyst)
     except BUDGET_REFUSALS as exc:
         log_refusal(run, str(exc), **where)
         publish_refusal(dataset, "budget", str(exc))

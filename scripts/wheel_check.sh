@@ -62,6 +62,16 @@ assert not loaded, f"a release and a meta-analysis loaded {loaded}"
 print(f"[wheel] release ate={releases[0].ate:.3f}, pooled ate={pooled.ate:.3f}: ok")
 EOF
 
+# an analyst's seat (issue 40): the wheel's `dpcausal ask` starts without the orchestration,
+# Prefect, MLflow or scikit-learn
+"$work/venv/bin/dpcausal" ask --help | grep -q DPCAUSAL_ASK_URL
+"$vpy" -P -X importtime -c "import dpcausal; dpcausal.ask; from dpcausal.client import main" \
+  2>"$work/importtime.txt"
+if grep -Eq '\| +(sklearn|prefect|mlflow)(\.|$)' "$work/importtime.txt"; then
+  echo "[wheel] dpcausal.ask imports scikit-learn, Prefect or MLflow" >&2; exit 1
+fi
+echo "[wheel] dpcausal ask: the library's command, without the orchestration: ok"
+
 # the library tier, tests/library (it needs neither the orchestration nor Prefect/MLflow: this
 # venv has neither, so the run also proves it); PYTHONPATH holds only the copied tests (their shared
 # references), not the checkout

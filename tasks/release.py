@@ -44,7 +44,7 @@ check_release_task = task(name="check_release", **_PRIVATE_TASK)(check_release)
 @task(name="charged_release", **_PRIVATE_TASK)
 def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, release_id: str,
                     evaluation: bool, detail: dict[str, Any], cap: str = "--zeta Z",
-                    run_url: str | None = None) -> Charged:
+                    run_url: str | None = None, analyst: str | None = None) -> Charged:
     """Step 2: the only place in the orchestration that charges a release.
 
     Release mode: :func:`dpcausal.session.charged_release` on the project ledger (reserve
@@ -52,7 +52,8 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
     checked from the registration (``checked.load``), release once, commit; a
     release id committed before returns its stored release without drawing). Evaluation mode:
     no ledger; the release is marked not private. Returns the :class:`dpcausal.Release`
-    (rebuilt from its committed JSON when ``reused``).
+    (rebuilt from its committed JSON when ``reused``). ``analyst``: the remote analyst who
+    asked, recorded with the charge and held to their own cap in the same reservation.
     """
     if evaluation:
         return Charged(evaluation_release(mechanism, checked.prepared).of_dataset(dataset))
@@ -61,4 +62,5 @@ def charged_release(mechanism: Mechanism, checked: Checked, *, dataset: str, rel
         # a release checked from its registration reads its input here, after the reservation
         return charge_to_ledger(led, dataset, release_id, mechanism,
                                 checked.load or checked.prepared, checked.charge,
-                                fingerprint=checked.identity, run_url=run_url, detail=detail)
+                                fingerprint=checked.identity, run_url=run_url, detail=detail,
+                                analyst=analyst)

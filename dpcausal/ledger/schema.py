@@ -22,8 +22,8 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from dpcausal.ledger.errors import LedgerError
 from dpcausal.location import data_dir
 
-SCHEMA = "dpcausal-ledger/4"
-HEAD = "0004"  # the Alembic revision these tables are
+SCHEMA = "dpcausal-ledger/5"
+HEAD = "0005"  # the Alembic revision these tables are
 VERSION_TABLE = "ledger_schema_version"
 MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_S = 120.0
@@ -74,6 +74,7 @@ charges = sa.Table(
     sa.Column("unit", sa.String(16), nullable=False, server_default="row"),  # row|user|label|client
     sa.Column("fingerprint", sa.String(256)),  # keyed fingerprint of the data released, if given
     sa.Column("public", sa.String(256), nullable=False, server_default=""),  # Relation.text
+    sa.Column("analyst", sa.String(128)),  # who asked (ledger_analysts.name); None: the curator
 )
 
 corrections = sa.Table(
@@ -109,6 +110,25 @@ registrations = sa.Table(
     sa.Column("by", sa.String(256), nullable=False),  # user@host
     sa.Column("at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("dataset", "version", name="uq_registration_version"),
+)
+
+analysts = sa.Table(
+    "ledger_analysts", metadata,  # remote analysts the curator admits (issue 40), never deleted
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("token_id", sa.String(32), nullable=False, unique=True),  # public half of a token
+    sa.Column("token_hash", sa.String(256), nullable=False),  # scrypt$n$r$p$salt$hash (hex)
+    sa.Column("by", sa.String(256), nullable=False),  # user@host of the curator who added it
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("revoked_at", sa.DateTime(timezone=True)),
+)
+
+analyst_datasets = sa.Table(
+    "ledger_analyst_datasets", metadata,  # which datasets an analyst may ask about, and a cap
+    sa.Column("analyst", sa.String(128), sa.ForeignKey("ledger_analysts.name"),
+              primary_key=True),
+    sa.Column("dataset", sa.String(256), sa.ForeignKey("ledger_datasets.name"),
+              primary_key=True),
+    sa.Column("zeta", sa.Double),  # the analyst's own zeta-GDP cap on it; None: the dataset's
 )
 
 

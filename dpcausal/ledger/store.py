@@ -33,7 +33,8 @@ from sqlalchemy.engine import Connection
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
 from dpcausal.fingerprints import SKETCH_PREFIX, near_copy
-from dpcausal.ledger import schema
+from dpcausal.ledger import analysts, schema
+from dpcausal.ledger.analysts import Analyst, AnalystBudgetExceededError
 from dpcausal.ledger.composition import (
     Cap,
     Relation,
@@ -293,6 +294,11 @@ class Ledger:
         For refusing a non-private evaluation read of budgeted data (it would leak what the budget
         protects): a caller
         refuses evaluation mode whenever this is not None.
+
+        The curator's call (README "Two seats"): asked about data of one's choosing, the keyed
+        row sketch answers whether a row belongs to a registered dataset, so whoever may call it
+        holds the ledger and its key already. Analysts ask through the gateway, which never
+        calls it.
         """
         fingerprints = _fingerprints(fingerprint)
         if dataset is None and not fingerprints:
@@ -422,7 +428,7 @@ class Ledger:
         pandas.DataFrame
             One row per charge: status, mechanism, unit, the charge's own (epsilon, delta)
             (Gaussian and RDP charges at the dataset's delta), what the release was
-            (``detail``) and its run link.
+            (``detail``), its run link and the analyst who asked (None: the curator).
         """
         with self.engine.begin() as conn:
             cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
@@ -430,7 +436,7 @@ class Ledger:
             rows = conn.execute(sa.select(_T).where(_T.c.dataset == dataset).order_by(_T.c.id))
             records = [dict(r) for r in rows.mappings()]
         columns = ["release_id", "status", "mechanism", "unit", "public", "zeta", "epsilon",
-                   "delta", "detail", "reserved_at", "finished_at", "run_url"]
+                   "delta", "detail", "reserved_at", "finished_at", "run_url", "analyst"]
         if not records:
             return pd.DataFrame(columns=columns)
         guarantees = [_guarantee(_row_charge(r), cap.delta) for r in records]
@@ -480,6 +486,59 @@ class Ledger:
                 sa.select(*(_C.c[c] for c in columns)).join(_T, _T.c.release_id == _C.c.release_id)
                 .where(_T.c.dataset == dataset).order_by(_C.c.id)).mappings().all()
         return pd.DataFrame([dict(r) for r in rows], columns=columns)
+
+    # ------------------------------------------------------------------ analysts
+    def add_analyst(self, name: str, datasets: Sequence[str], *,
+                    zeta: float | None = None) -> tuple[Analyst, str]:
+        """Admit a remote analyst (issue 40; :mod:`dpcausal.ledger.analysts`): ``name`` may ask
+        about ``datasets`` (each must have a cap), with their own zeta-GDP cap ``zeta`` on each
+        (within each dataset's cap; None: the dataset's cap only).
+
+        Returns
+        -------
+        (Analyst, str)
+            The analyst recorded and their token: shown once, stored only as a salted hash.
+        """
+        analysts.check_name(name)
+        wanted = [datasets] if isinstance(datasets, str) else list(datasets)
+        if not wanted or not all(isinstance(d, str) and d.strip() for d in wanted):
+            raise ValueError(f"datasets must name at least one dataset id, got {datasets!r}")
+        by = f"{getpass.getuser()}@{socket.gethostname()}"
+        with self.engine.begin() as conn:
+            caps = {d: _cap_of(_require(conn, d, _lock_dataset(conn, d)))
+                    for d in dict.fromkeys(wanted)}
+            token = analysts.add(conn, name, list(caps), zeta, caps, by)
+            return analysts.read(conn, name)[0], token
+
+    def analysts(self) -> list[Analyst]:
+        """Every analyst ever admitted (revoked ones too), by name."""
+        with self.engine.connect() as conn:
+            return analysts.read(conn)
+
+    def revoke_analyst(self, name: str) -> Analyst:
+        """Revoke analyst ``name``: their token is refused from now on (their charges stay)."""
+        with self.engine.begin() as conn:
+            return analysts.revoke(conn, name)
+
+    def authenticate(self, token: str) -> Analyst:
+        """The active analyst holding ``token``
+        (:class:`~dpcausal.ledger.analysts.AnalystRefusedError` otherwise)."""
+        with self.engine.connect() as conn:
+            return analysts.authenticate(conn, token)
+
+    def asked_by(self, name: str, prefix: str | None = None) -> list[dict[str, Any]]:
+        """Analyst ``name``'s charges, oldest first (release ids starting with ``prefix``, if
+        given): ``release_id``, ``dataset``, ``status``, ``reserved_at``, ``finished_at`` and
+        the committed ``result`` (the release's JSON; None until committed)."""
+        with self.engine.connect() as conn:
+            return analysts.asked_by(conn, name, prefix)
+
+    def analyst_spent(self, name: str, dataset: str) -> Spend:
+        """The composed spend of analyst ``name``'s charges on ``dataset`` (at its cap's
+        delta)."""
+        with self.engine.connect() as conn:
+            cap = _cap_of(_require(conn, dataset, _read_dataset(conn, dataset)))
+            return analysts.spent(conn, name, dataset, cap.delta)
 
     # ------------------------------------------------------------------ notebooks
     @contextmanager
@@ -570,8 +629,8 @@ class Ledger:
     @contextmanager
     def release(self, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None = None, *, unit: str, public: str | list[str] | None = None,
-                fingerprint: Fingerprint = None, detail: dict | None = None
-                ) -> Iterator[ReleaseSlot]:
+                fingerprint: Fingerprint = None, detail: dict | None = None,
+                analyst: str | None = None) -> Iterator[ReleaseSlot]:
         """Reserve ``charge`` for ``release_id`` before any noise; commit inside the block.
 
         Parameters
@@ -595,6 +654,10 @@ class Ledger:
         detail : dict, optional
             What the release was (mechanism, estimator, K, bounds ...), stored with
             ``charge.detail``.
+        analyst : str, optional
+            The remote analyst who asked (recorded with the charge; None: the curator). The
+            same transaction refuses an unknown or revoked analyst, a dataset they are not
+            admitted to, and a charge over their own cap (:mod:`dpcausal.ledger.analysts`).
 
         Yields
         ------
@@ -616,7 +679,8 @@ class Ledger:
         """
         if detail:
             charge = replace(charge, detail={**charge.detail, **detail})
-        slot = self._reserve(dataset, release_id, charge, run_url, unit, public, fingerprint)
+        slot = self._reserve(dataset, release_id, charge, run_url, unit, public, fingerprint,
+                             analyst)
         if slot.result is not None:  # committed before: hand it back, draw nothing
             yield slot
             return
@@ -633,7 +697,7 @@ class Ledger:
 
     def _reserve(self, dataset: str, release_id: str, charge: PrivacyCharge,
                  run_url: str | None, unit: str, public: str | list[str] | None,
-                 fingerprint: Fingerprint) -> ReleaseSlot:
+                 fingerprint: Fingerprint, analyst: str | None = None) -> ReleaseSlot:
         _check_name(dataset)
         fingerprints = _fingerprints(fingerprint)
         if not isinstance(release_id, str) or not release_id.strip():
@@ -651,11 +715,14 @@ class Ledger:
             old = conn.execute(same_id).mappings().first()
             if old is not None:
                 outcome = _retry(conn, old, dataset, charge, relation, recorded, _cap_of(row))
+            elif analyst is not None and (refused := analysts.admit(
+                    conn, analyst, dataset, charge, _cap_of(row).delta, self.where)) is not None:
+                outcome = refused
             elif (owner := _other_owner(conn, dataset, fingerprints, lock=True)) is not None:
                 outcome = DatasetIdentityError(dataset, owner, self.where)
             else:
                 outcome = self._insert(conn, dataset, release_id, charge, run_url, recorded, row,
-                                       relation, fingerprints)
+                                       relation, fingerprints, analyst)
         # raised after the transaction commits, so that an "incomplete" mark made by a retry stays
         if isinstance(outcome, Exception):
             raise _with_most(outcome, recorded, _cap_of(row), self.where)
@@ -663,7 +730,8 @@ class Ledger:
 
     def _insert(self, conn: Connection, dataset: str, release_id: str, charge: PrivacyCharge,
                 run_url: str | None, recorded: list[PrivacyCharge], row: sa.RowMapping,
-                relation: Relation, fingerprints: tuple[str, ...]) -> ReleaseSlot | Exception:
+                relation: Relation, fingerprints: tuple[str, ...],
+                analyst: str | None = None) -> ReleaseSlot | Exception:
         refusal, spend = _admit(dataset, charge, relation, recorded, row,
                                 _relations_of(conn, dataset))
         if refusal is not None:
@@ -674,7 +742,7 @@ class Ledger:
             release_id=release_id, dataset=dataset, status="reserved", token=token,
             owner=f"{socket.gethostname()}:{os.getpid()}", run_url=run_url, unit=relation.unit,
             public=relation.text, fingerprint=",".join(_split_sketch(fingerprints)[0]) or None,
-            reserved_at=datetime.now(UTC), **_charge_row(charge)))
+            reserved_at=datetime.now(UTC), analyst=analyst, **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
     def _finish(self, release_id: str, token: str, status: str, result: str | None) -> None:
@@ -713,6 +781,8 @@ def _with_most(refusal: Exception, recorded: list[PrivacyCharge], cap: Cap,
     """A refusal naming the ``ledger`` it was refused by; a budget refusal also with the most one
     more release could spend: computed after the transaction, so the bisection never holds the
     ledger's lock."""
+    if isinstance(refusal, AnalystBudgetExceededError):
+        return refusal  # the analyst's own cap: the dataset's headroom is not theirs to read
     if isinstance(refusal, BudgetExceededError):
         return BudgetExceededError(refusal.dataset, refusal.spent, refusal.requested,
                                    refusal.cap, refusal.total, _most(recorded, cap), ledger)

@@ -34,6 +34,7 @@ class Stack:
     env: dict[str, str]
     prefect: str  # http://127.0.0.1:<port>
     mlflow: str
+    gateway: str = ""  # the analysts' gateway, as `serve` printed it (`gateway: http://...`)
 
     @property
     def headers(self) -> dict[str, str]:

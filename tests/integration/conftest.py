@@ -18,16 +18,18 @@ _failed: list[str] = []
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
     data = tmp_path_factory.mktemp("stack")
     env = stack_env(data)
-    pport, mport = free_port(), free_port()
+    pport, mport, gport = free_port(), free_port(), free_port()
     st = Stack(data=data, env=env, prefect=f"http://127.0.0.1:{pport}",
                mlflow=f"http://127.0.0.1:{mport}")
     t0 = time.monotonic()
     done = st.dpcausal("serve", "--prefect-port", str(pport), "--mlflow-port", str(mport),
-                       "--auth", AUTH, "--timeout", "150")
+                       "--gateway-port", str(gport), "--auth", AUTH, "--timeout", "150")
     if done.returncode != 0:
         _save_logs(data, "serve")
         pytest.fail(f"dpcausal serve failed (exit {done.returncode}) after "
                     f"{time.monotonic() - t0:.0f} s:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    printed = [line for line in done.stdout.splitlines() if line.startswith("gateway: ")]
+    st.gateway = printed[0].split(": ", 1)[1].strip() if printed else ""
     print(f"\n[integration] stack ready in {time.monotonic() - t0:.1f} s: {done.stdout}")
     yield st
     if (data / "services" / "prefect.json").exists():  # the stop test did not run or failed

@@ -317,6 +317,7 @@ def test_schema_3_ledger_migrates_to_registrations_and_keeps_every_cap(ledger_ur
             slot.commit("{}")
     engine = sa.create_engine(ledger_url)
     with engine.begin() as conn:  # back to schema 3, as a ledger written by schema-3 code
+        _drop_schema_5(conn)
         conn.execute(sa.text("DROP TABLE ledger_registrations"))
         conn.execute(sa.text(f"UPDATE {schema.VERSION_TABLE} SET version_num = '0003'"))
         conn.execute(schema.meta.update().values(value="dpcausal-ledger/3"))
@@ -328,4 +329,38 @@ def test_schema_3_ledger_migrates_to_registrations_and_keeps_every_cap(ledger_ur
         led.register("trial-A", source={"path": "/d/b.csv"}, columns={"treatment": "A"}, n=8)
         assert [(r.version, r.source["path"], r.n) for r in led.registrations("trial-A")] == [
             (1, "/d/a.csv", 7), (2, "/d/b.csv", 8)]
+    _no_schema_drift(ledger_url)
+
+
+def _drop_schema_5(conn: sa.Connection) -> None:
+    """Undo revision 0005 by hand (a ledger written by schema-4 code)."""
+    conn.execute(sa.text("DROP TABLE ledger_analyst_datasets"))
+    conn.execute(sa.text("DROP TABLE ledger_analysts"))
+    conn.execute(sa.text("ALTER TABLE ledger_charges DROP COLUMN analyst"))
+
+
+def test_schema_4_ledger_migrates_to_analysts_and_keeps_every_charge(ledger_url: str) -> None:
+    """Issue 40: revision 0005 adds the analysts, their grants and the charge's analyst; a
+    schema-4 ledger keeps its charges (recorded as the curator's: analyst None)."""
+    with Ledger(ledger_url, create=True) as led:
+        led.set_budget("trial-A", zeta=2.0)
+        with led.release("trial-A", "r/1", PrivacyCharge("gaussian", zeta=0.5),
+                         unit="row") as slot:
+            slot.commit("{}")
+    engine = sa.create_engine(ledger_url)
+    with engine.begin() as conn:
+        _drop_schema_5(conn)
+        conn.execute(sa.text(f"UPDATE {schema.VERSION_TABLE} SET version_num = '0004'"))
+        conn.execute(schema.meta.update().values(value="dpcausal-ledger/4"))
+        assert not sa.inspect(conn).has_table("ledger_analysts")
+    engine.dispose()
+    with Ledger(ledger_url) as led:  # opening migrates
+        hist = led.history("trial-A")
+        assert list(hist["release_id"]) == ["r/1"] and hist["analyst"].isna().all()
+        assert led.analysts() == []
+        led.add_analyst("alice", ["trial-A"], zeta=1.0)
+        with led.release("trial-A", "r/2", PrivacyCharge("gaussian", zeta=0.5), unit="row",
+                         analyst="alice") as slot:
+            slot.commit("{}")
+        assert list(led.history("trial-A")["analyst"].fillna("-")) == ["-", "alice"]
     _no_schema_drift(ledger_url)

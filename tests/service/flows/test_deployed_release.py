@@ -85,3 +85,32 @@ def test_a_refusal_is_noted_on_the_launched_run(tmp_path, register, curator_regi
     assert charges(dataset) == 0
     with pytest.raises(NoCapError, match=dataset):
         state.result()
+
+
+def test_the_analyst_a_run_names_is_charged_and_held_to_their_grant(tmp_path, register,
+                                                                     curator_registers):
+    """Issue 40: the gateway's ``analyst`` parameter reaches the ledger's reservation: the
+    charge names the analyst, and one not admitted to the dataset is refused with nothing
+    charged."""
+    from dpcausal.ledger import AnalystRefusedError, Ledger
+
+    dataset = "deployed-analyst"
+    give_cap(dataset, zeta=10.0)
+    config = register(_config(tmp_path / "study", dataset))
+    assert curator_registers(config) is not None
+    with Ledger() as led:
+        led.set_budget("elsewhere", zeta=1.0)
+        led.add_analyst("alice", [dataset], zeta=1.0)
+        led.add_analyst("eve", ["elsewhere"])
+    state = release_from_config(settings=ReleaseParameters(config=config, zeta=0.5,
+                                                           n_folds=10),
+                                analyst="alice", return_state=True)
+    assert state.is_completed(), state.message
+    refused = release_from_config(settings=ReleaseParameters(config=config, zeta=0.5,
+                                                             n_folds=10),
+                                  analyst="eve", return_state=True)
+    assert refused.is_failed() and "AnalystRefusedError" in refused.message
+    with pytest.raises(AnalystRefusedError, match="not admitted to dataset"):
+        refused.result()
+    with Ledger() as led:
+        assert list(led.history(dataset)["analyst"]) == ["alice"]
