@@ -330,7 +330,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             "outcome_sd": self.outcome_sd, "zeta": self.zeta, "alpha": self.alpha,
             "delta": self.delta, "sensitivity": cal.sensitivity,
             "sensitivity_mode": "replace_one_l2_sums", "q_weight": cal.q_weight,
-            "ridge": cal.ridge, "count_floor": cal.floor,
+            "eigen_floor": cal.eigen_floor, "count_floor": cal.floor,
             "planned": "estimator" if self.estimator == "auto" else "",
             "noise_seeded": self.noise_seed is not None,
             "missing": self.missing,
