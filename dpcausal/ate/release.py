@@ -161,7 +161,7 @@ def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.G
     nonprivate = None
     if evaluation:
         exact, one, zero, xbar = sums.point(np.asarray(statistics, dtype=float), cal.d,
-                                            cal.eigen_floor, cal.floor)
+                                            cal.ridge, cal.eigen_floor, cal.floor)
         nonprivate = {"ate": float(h * float(exact)),
                       "variance": float(h * h * sums.sampling_variance(one, zero, xbar))}
     return ATERelease(

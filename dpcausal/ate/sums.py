@@ -15,10 +15,11 @@ entry is the arm's count n_a, its first row the covariate sums), ``sum u y`` and
 a corner of the bounds moved across arms.
 
 The estimate (:func:`point`): per arm the centred normal equations with the covariate scatter
-projected on the positive semi-definite cone and its eigenvalues floored at a public
-``eigen_floor`` (no ridge: a ridge shrinks the slopes toward 0, i.e. toward the unadjusted
-difference in means, which in an observational design is the confounding; spec §6 E2; the floor
-acts only in directions the noise swamps), each arm's fit through its noisy means, evaluated at
+projected on the positive semi-definite cone and regularised at a public level: in an
+observational design its eigenvalues floored (no ridge: a ridge shrinks the slopes toward 0,
+i.e. toward the unadjusted difference in means, which there is the confounding; spec §6 E2; the
+floor acts only in directions the noise swamps), in a randomized one a ridge (its pull is
+toward an unbiased estimate); each arm's fit through its noisy means, evaluated at
 the pooled covariate mean (Lin 2013). Its CI (:func:`estimate_from`): the hull of a parametric
 bootstrap interval over the known noise and the sampling variability given the released
 statistics (Ferrando, Wang & Sheldon 2022; spec §6 E3) and the delta method's (per-arm residual
@@ -52,10 +53,10 @@ SUM_ESTIMATORS = ("dim", "lin")
 #: Weight of the sums of squares in the vector: dim's (d = 0) bound is proven for any weight, lin's
 #: needs w_q >= 1/sqrt(2) (SPECS.md); 1/2 costs dim 6% more noise on the means, 1 costs lin little.
 Q_WEIGHT = {"dim": 0.5, "lin": 1.0}
-#: The floor of the eigenvalues of lin's covariate scatter, in units of the noise sd of the Gram
-#: entries times sqrt(d): about half the spectral norm of the scatter's noise (a public,
-#: data-free choice). A floor, not a ridge: directions the data determine are not shrunk.
-EIGEN_FLOOR = 1.0
+#: The regularisation of lin's covariate scatter (a ridge in randomized designs, a floor of its
+#: eigenvalues in observational ones), in units of the noise sd of the Gram entries times
+#: sqrt(d): about half the spectral norm of the scatter's noise (a public, data-free choice).
+REGULARISATION = 1.0
 #: Parametric bootstrap replicates of a ``dim``/``lin`` CI (the 2.5% quantile from 50 of them).
 BOOTSTRAP_REPLICATES = 2000
 ASSUMPTIONS = {
@@ -177,22 +178,31 @@ class SumsCalibration:
     q_weight: float
     sensitivity: float
     sigma: float          # sd of each weighted coordinate's noise (lattice-inflated)
-    eigen_floor: float    # floor of the covariate scatter's eigenvalues (scaled units)
+    ridge: float          # added to the covariate scatter's eigenvalues (randomized designs)
+    eigen_floor: float    # floor of the scatter's eigenvalues (observational designs)
     floor: float          # public floor of each arm's count
 
 
-def calibrate_sums(estimator: str, n: int, d: int, zeta: float) -> SumsCalibration:
+def calibrate_sums(estimator: str, n: int, d: int, zeta: float,
+                   design: str = "observational") -> SumsCalibration:
     """Noise sd ``Delta / zeta`` per coordinate (the vector's L2 sensitivity over zeta:
-    zeta-GDP, CKS Theorem 14 with the lattice step), the floor ``EIGEN_FLOOR sigma sqrt(d)`` of
-    the covariate scatter's eigenvalues and the count floor ``max(1, 2 sigma)`` (public)."""
+    zeta-GDP, CKS Theorem 14 with the lattice step), the count floor ``max(1, 2 sigma)``, and
+    the regularisation of lin's covariate scatter at ``lam = sigma sqrt(d)`` (public, data-free;
+    SPECS.md, "Estimators from noisy sums", estimate): in a randomized design a ridge ``+ lam``
+    (it shrinks the slopes toward the difference in means, unbiased there), in an observational
+    one a floor ``max(eigenvalue, lam)`` (no pull toward the confounded difference in means:
+    spec small_n_estimators.md §6 E2)."""
     from dpcausal.noise import gaussian_vector_sigma
 
     dd = d if estimator == "lin" else 0
     qw = Q_WEIGHT[estimator]
     delta = sensitivity(dd, qw)
     sigma = gaussian_vector_sigma(delta / zeta, delta, 2 * block_size(dd))
+    lam = REGULARISATION * sigma * math.sqrt(dd)
+    randomized = design == "randomized"
     return SumsCalibration(estimator, n, dd, zeta, qw, delta, sigma,
-                           EIGEN_FLOOR * sigma * math.sqrt(dd), max(1.0, 2.0 * sigma))
+                           lam if randomized else 0.0, 0.0 if randomized else lam,
+                           max(1.0, 2.0 * sigma))
 
 
 @dataclass(frozen=True)
@@ -205,7 +215,7 @@ class ArmFit:
     mean_y: np.ndarray
     slopes: np.ndarray
     scatter: np.ndarray     # PSD(S_xx), the centred covariate scatter
-    inverse: np.ndarray     # the inverse of PSD(S_xx) with its eigenvalues floored
+    inverse: np.ndarray     # S_reg^-1: PSD(S_xx), eigenvalues floored and raised
     residual_var: np.ndarray
 
 
@@ -225,12 +235,13 @@ def _psd_eigen(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(vals, 0.0), vecs
 
 
-def fit_arm(block: np.ndarray, d: int, eigen_floor: float, floor: float) -> ArmFit:
+def fit_arm(block: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float
+            ) -> ArmFit:
     """Centred normal equations of one arm (SPECS.md, "Estimators from noisy sums", estimate):
-    the count floored at the public ``floor``, the covariate scatter projected on the PSD cone
-    with its eigenvalues floored at ``eigen_floor``, slopes ``S_floored^-1 S_xy``. With
-    ``eigen_floor = 0`` the pseudo-inverse (null directions get slope 0): without noise, Lin's
-    OLS. ``block`` may carry leading batch axes."""
+    the count floored at the public ``floor``, the covariate scatter projected on the PSD cone,
+    its eigenvalues floored at ``eigen_floor`` and raised by ``ridge``, slopes
+    ``S_reg^-1 S_xy``. With both 0 the pseudo-inverse (null directions get slope 0): without
+    noise, Lin's OLS. ``block`` may carry leading batch axes."""
     gram, cross, sq = _unpack(block, d)
     count = np.maximum(gram[..., 0, 0], floor)
     mean_x, mean_y = gram[..., 0, 1:] / count[..., None], cross[..., 0] / count
@@ -239,7 +250,7 @@ def fit_arm(block: np.ndarray, d: int, eigen_floor: float, floor: float) -> ArmF
     s_xy = cross[..., 1:] - count[..., None] * mean_x * mean_y[..., None]
     s_yy = sq - count * mean_y**2
     vals, vecs = _psd_eigen(s_xx)
-    shrunk = np.maximum(vals, eigen_floor)
+    shrunk = np.maximum(vals, eigen_floor) + ridge
     tiny = 1e-10 * np.maximum(count, 1.0)[..., None]          # rounding of an exact zero
     inv_vals = np.where(shrunk > tiny, 1.0 / np.where(shrunk > tiny, shrunk, 1.0), 0.0)
     scatter = (vecs * vals[..., None, :]) @ np.swapaxes(vecs, -1, -2)
@@ -251,15 +262,16 @@ def fit_arm(block: np.ndarray, d: int, eigen_floor: float, floor: float) -> ArmF
     return ArmFit(count, mean_x, mean_y, slopes, scatter, inverse, residual_var)
 
 
-def point(stats: np.ndarray, d: int, eigen_floor: float, floor: float, *, clip: bool = True
+def point(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float, *,
+          clip: bool = True
           ) -> tuple[np.ndarray, ArmFit, ArmFit, np.ndarray]:
     """``(tau, arm 1, arm 0, pooled covariate mean)`` in scaled units: Lin's estimate
     ``mu_1(xbar) - mu_0(xbar)``, ``mu_a(x) = ybar_a + (x - xbar_a)^T beta_a`` (spec §3), each
     ``mu_a`` clipped to [-1, 1] unless ``clip`` is False (the CI's unclipped estimator).
     ``stats`` may carry leading batch axes."""
     size = block_size(d)
-    one = fit_arm(stats[..., :size], d, eigen_floor, floor)
-    zero = fit_arm(stats[..., size:], d, eigen_floor, floor)
+    one = fit_arm(stats[..., :size], d, ridge, eigen_floor, floor)
+    zero = fit_arm(stats[..., size:], d, ridge, eigen_floor, floor)
     total = (one.count + zero.count)[..., None]
     xbar = (one.count[..., None] * one.mean_x + zero.count[..., None] * zero.mean_x) / total
     mu = [f.mean_y + np.sum((xbar - f.mean_x) * f.slopes, axis=-1) for f in (one, zero)]
@@ -283,7 +295,7 @@ def _covariate_mean_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> flo
 
 
 def sampling_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> float:
-    """Per arm ``s_a^2 (1/n_a + (xbar - xbar_a)^T S_floored^-1 (xbar - xbar_a))`` (the
+    """Per arm ``s_a^2 (1/n_a + (xbar - xbar_a)^T S_reg^-1 (xbar - xbar_a))`` (the
     residual variance at the pooled mean), plus ``(beta_1 - beta_0)^T Sigma_x (beta_1 - beta_0)
     / n`` for the spread of the covariate mean (the population ATE); scaled units, one fit."""
     var = _covariate_mean_variance(one, zero, xbar)
@@ -293,7 +305,7 @@ def sampling_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> float:
     return var
 
 
-def noise_variance(stats: np.ndarray, d: int, eigen_floor: float, floor: float,
+def noise_variance(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float,
                    sigma: np.ndarray
                    ) -> float:
     """Delta-method variance of the unclipped estimate from the noise: ``sum_k (d tau / d S_k)^2
@@ -302,7 +314,7 @@ def noise_variance(stats: np.ndarray, d: int, eigen_floor: float, floor: float,
     :func:`bootstrap_interval`'s."""
     step = 1e-4 * np.maximum(np.asarray(sigma, dtype=float), 1e-12)
     shifts = np.diag(step)
-    taus = point(np.concatenate([stats + shifts, stats - shifts]), d, eigen_floor, floor,
+    taus = point(np.concatenate([stats + shifts, stats - shifts]), d, ridge, eigen_floor, floor,
                  clip=False)[0]
     grad = (taus[:stats.size] - taus[stats.size:]) / (2.0 * step)
     return float(np.sum((grad * sigma) ** 2))
@@ -332,7 +344,7 @@ def bootstrap_deviations(stats: np.ndarray, cal: SumsCalibration, rng: np.random
     estimate; plus a normal draw of the covariate mean's spread (population ATE). Returns the
     B deviations ``tau* - tau_model`` in scaled units: post-processing of the released vector."""
     d = cal.d
-    _, one, zero, xbar = point(stats, d, cal.eigen_floor, cal.floor, clip=False)
+    _, one, zero, xbar = point(stats, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)
     iu = np.triu_indices(d + 1)
     centre, blocks = [], []
     for fit in (one, zero):
@@ -348,9 +360,9 @@ def bootstrap_deviations(stats: np.ndarray, cal: SumsCalibration, rng: np.random
     model = np.concatenate(centre)
     noisy = np.hstack(blocks) + (rng.standard_normal((replicates, model.size))
                                  * (cal.sigma / weights(d, cal.q_weight)))
-    taus = point(noisy, d, cal.eigen_floor, cal.floor, clip=False)[0]
+    taus = point(noisy, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0]
     spread = math.sqrt(_covariate_mean_variance(one, zero, xbar))
-    tau_model = float(point(model, d, cal.eigen_floor, cal.floor, clip=False)[0])
+    tau_model = float(point(model, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0])
     return taus - tau_model + spread * rng.standard_normal(replicates)
 
 
@@ -378,10 +390,10 @@ def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: fl
     bootstrap's replicates (not privacy noise)."""
     w = weights(cal.d, cal.q_weight)
     stats = np.asarray(noisy_weighted, dtype=float) / w
-    tau, one, zero, xbar = point(stats, cal.d, cal.eigen_floor, cal.floor)
-    raw = float(point(stats, cal.d, cal.eigen_floor, cal.floor, clip=False)[0])
+    tau, one, zero, xbar = point(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor)
+    raw = float(point(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0])
     v_s = sampling_variance(one, zero, xbar)
-    v_n = noise_variance(stats, cal.d, cal.eigen_floor, cal.floor, cal.sigma / w)
+    v_n = noise_variance(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor, cal.sigma / w)
     q_lo, q_hi = np.quantile(bootstrap_deviations(stats, cal, rng), [alpha / 2, 1 - alpha / 2])
     half = float(ndtri(1 - alpha / 2)) * math.sqrt(v_s + v_n)
     lo = min(raw - float(q_hi), raw - half, float(tau))

@@ -10,10 +10,13 @@ it, with half-widths down to 0.46 on outcomes in [0, 60])."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from dpcausal import PrivateATE
+from dpcausal.ate import sums
 from dpcausal.datasets import make_experiment_a
 
 
@@ -92,3 +95,22 @@ def test_the_bootstrap_ci_is_reproducible_in_evaluation_mode():
                       noise_seed=0).fit(X, A, Y, evaluation=True)
     assert rel.clamped_to is None           # the se is the CI's normal-equivalent
     assert rel.se == pytest.approx((rel.ci[1] - rel.ci[0]) / (2 * 1.959963984540054))
+
+
+@pytest.mark.parametrize("design", ["observational", "randomized"])
+def test_the_scatter_is_floored_in_observational_designs_and_ridged_in_randomized_ones(design):
+    """SPECS.md "Estimators from noisy sums", estimate: lambda = sigma sqrt(d), a floor of the
+    scatter's eigenvalues where a ridge's pull would be the confounding, a ridge where it is
+    toward the unbiased difference in means; dim has no scatter."""
+    cal = sums.calibrate_sums("lin", 2000, 8, 1.0, design)
+    lam = cal.sigma * math.sqrt(8)
+    assert (cal.ridge, cal.eigen_floor) == ((lam, 0.0) if design == "randomized" else (0.0, lam))
+    dim = sums.calibrate_sums("dim", 2000, 8, 1.0, design)
+    assert (dim.ridge, dim.eigen_floor) == (0.0, 0.0)
+    # a floor leaves a well-determined scatter alone; a ridge shrinks every slope
+    block = sums.statistics(np.linspace(-1, 1, 50)[:, None], np.ones(50, dtype=int),
+                            np.linspace(-1, 1, 50))[:sums.block_size(1)]
+    floored = sums.fit_arm(block, 1, 0.0, 1.0, 1.0).slopes
+    ridged = sums.fit_arm(block, 1, 1.0, 0.0, 1.0).slopes
+    scatter = float(np.sum(np.linspace(-1, 1, 50) ** 2))
+    assert floored == pytest.approx([1.0]) and ridged == pytest.approx([scatter / (scatter + 1)])
