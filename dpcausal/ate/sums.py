@@ -53,10 +53,11 @@ SUM_ESTIMATORS = ("dim", "lin")
 #: Weight of the sums of squares in the vector: dim's (d = 0) bound is proven for any weight, lin's
 #: needs w_q >= 1/sqrt(2) (SPECS.md); 1/2 costs dim 6% more noise on the means, 1 costs lin little.
 Q_WEIGHT = {"dim": 0.5, "lin": 1.0}
-#: The regularisation of lin's covariate scatter (a ridge in randomized designs, a floor of its
-#: eigenvalues in observational ones), in units of the noise sd of the Gram entries times
-#: sqrt(d): about half the spectral norm of the scatter's noise (a public, data-free choice).
-REGULARISATION = 1.0
+#: The regularisation of lin's covariate scatter, in units of the noise sd of the Gram entries
+#: times sqrt(d) (public, data-free): a ridge of about half the spectral norm of the scatter's
+#: noise in randomized designs; in observational ones a floor of its eigenvalues at about that
+#: spectral norm (2 sigma sqrt(d)), below which an eigenvalue is indistinguishable from noise.
+RIDGE, EIGEN_FLOOR = 1.0, 2.0
 #: Parametric bootstrap replicates of a ``dim``/``lin`` CI (the 2.5% quantile from 50 of them).
 BOOTSTRAP_REPLICATES = 2000
 ASSUMPTIONS = {
@@ -187,22 +188,22 @@ def calibrate_sums(estimator: str, n: int, d: int, zeta: float,
                    design: str = "observational") -> SumsCalibration:
     """Noise sd ``Delta / zeta`` per coordinate (the vector's L2 sensitivity over zeta:
     zeta-GDP, CKS Theorem 14 with the lattice step), the count floor ``max(1, 2 sigma)``, and
-    the regularisation of lin's covariate scatter at ``lam = sigma sqrt(d)`` (public, data-free;
-    SPECS.md, "Estimators from noisy sums", estimate): in a randomized design a ridge ``+ lam``
-    (it shrinks the slopes toward the difference in means, unbiased there), in an observational
-    one a floor ``max(eigenvalue, lam)`` (no pull toward the confounded difference in means:
-    spec small_n_estimators.md §6 E2)."""
+    the regularisation of lin's covariate scatter (public, data-free; SPECS.md, "Estimators
+    from noisy sums", estimate): in a randomized design a ridge ``+ RIDGE sigma sqrt(d)`` (it
+    shrinks the slopes toward the difference in means, unbiased there), in an observational one
+    a floor ``max(eigenvalue, EIGEN_FLOOR sigma sqrt(d))`` (no pull toward the confounded
+    difference in means in directions the data determine: spec small_n_estimators.md §6 E2)."""
     from dpcausal.noise import gaussian_vector_sigma
 
     dd = d if estimator == "lin" else 0
     qw = Q_WEIGHT[estimator]
     delta = sensitivity(dd, qw)
     sigma = gaussian_vector_sigma(delta / zeta, delta, 2 * block_size(dd))
-    lam = REGULARISATION * sigma * math.sqrt(dd)
+    scale = sigma * math.sqrt(dd)
     randomized = design == "randomized"
     return SumsCalibration(estimator, n, dd, zeta, qw, delta, sigma,
-                           lam if randomized else 0.0, 0.0 if randomized else lam,
-                           max(1.0, 2.0 * sigma))
+                           RIDGE * scale if randomized else 0.0,
+                           0.0 if randomized else EIGEN_FLOOR * scale, max(1.0, 2.0 * sigma))
 
 
 @dataclass(frozen=True)

@@ -99,12 +99,13 @@ def test_the_bootstrap_ci_is_reproducible_in_evaluation_mode():
 
 @pytest.mark.parametrize("design", ["observational", "randomized"])
 def test_the_scatter_is_floored_in_observational_designs_and_ridged_in_randomized_ones(design):
-    """SPECS.md "Estimators from noisy sums", estimate: lambda = sigma sqrt(d), a floor of the
-    scatter's eigenvalues where a ridge's pull would be the confounding, a ridge where it is
+    """SPECS.md "Estimators from noisy sums", estimate: a floor 2 sigma sqrt(d) of the scatter's
+    eigenvalues where a ridge's pull would be the confounding, a ridge sigma sqrt(d) where it is
     toward the unbiased difference in means; dim has no scatter."""
     cal = sums.calibrate_sums("lin", 2000, 8, 1.0, design)
     lam = cal.sigma * math.sqrt(8)
-    assert (cal.ridge, cal.eigen_floor) == ((lam, 0.0) if design == "randomized" else (0.0, lam))
+    assert (cal.ridge, cal.eigen_floor) == pytest.approx(
+        (lam, 0.0) if design == "randomized" else (0.0, 2 * lam), rel=1e-12)
     dim = sums.calibrate_sums("dim", 2000, 8, 1.0, design)
     assert (dim.ridge, dim.eigen_floor) == (0.0, 0.0)
     # a floor leaves a well-determined scatter alone; a ridge shrinks every slope
