@@ -312,7 +312,7 @@ def noise_variance(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, 
     """Delta-method variance of the unclipped estimate from the noise: ``sum_k (d tau / d S_k)^2
     sigma_k^2`` at the released statistics, by central differences of :func:`point` (all 2p
     shifted vectors in one batch). Reported as the release's noise sd; the CI is
-    :func:`bootstrap_interval`'s."""
+    the hull of :func:`estimate_from`."""
     step = 1e-4 * np.maximum(np.asarray(sigma, dtype=float), 1e-12)
     shifts = np.diag(step)
     taus = point(np.concatenate([stats + shifts, stats - shifts]), d, ridge, eigen_floor, floor,

@@ -12,9 +12,10 @@
   treated arm's noisy scatter noise-dominated). Also the same with covariates drawn uniformly
   within their bounds and the same 185 treated (the real fits applied to them).
 
-Measured (nice 10, 2 cores shared with other jobs, load average ~13): Exp. A +/-4 0.947, +/-8
-0.950; job training 1.000 (median CI width 113 of a feasible 122: lin's ATE carries the treated
-arm's noisy extrapolation to the comparison group's covariates), uniform covariates 0.990.
+Measured once at full size (nice 10, 2 cores shared, load average 25 -> 20): Exp. A +/-4 0.940
+(median CI width 0.0424), +/-8 0.957 (0.134); job training 0.990 (median width 87.5 of a
+feasible 122: lin's ATE extrapolates the treated arm's noisy fit to the comparison group's
+covariates), uniform covariates 0.997 (14.0).
 """
 
 from __future__ import annotations
