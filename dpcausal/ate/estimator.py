@@ -374,7 +374,7 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def _sums_calibration(self, estimator: str, n: int, d: int) -> sums.SumsCalibration:
         _positive_zeta(self.zeta)
-        return sums.calibrate_sums(estimator, n, d, float(self.zeta))
+        return sums.calibrate_sums(estimator, n, d, float(self.zeta), self.design)
 
     def _sums_params(self, estimator: str, n: int, d: int,
                      columns: Sequence[Any] | None = None) -> dict[str, Any]:
@@ -391,7 +391,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             "treated_share": self.treated_share, "zeta": self.zeta, "alpha": self.alpha,
             "delta": self.delta, "sensitivity": cal.sensitivity,
             "sensitivity_mode": "replace_one_l2_sums", "q_weight": cal.q_weight,
-            "ridge": cal.ridge, "count_floor": cal.floor,
+            "ridge": cal.ridge, "eigen_floor": cal.eigen_floor, "count_floor": cal.floor,
             "planned": "estimator" if self.estimator == "auto" else "",
             "noise_seeded": self.noise_seed is not None,
             "missing": self.missing,

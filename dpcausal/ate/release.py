@@ -18,7 +18,7 @@ from dpcausal.accounting import DEFAULT_DELTA, gdp_epsilon, gdp_to_zcdp
 from dpcausal.ate.ci import confidence_interval, private_variance
 from dpcausal.ate.sensitivity import NoiseCalibration
 from dpcausal.contract import Privacy, Release
-from dpcausal.noise import gaussian_mechanism, gaussian_vector_mechanism
+from dpcausal.noise import gaussian_mechanism, gaussian_vector_mechanism, secure_rng
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,10 +129,13 @@ def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.G
     the weighted statistic vector plus exact discrete Gaussian noise, drawn once
     (:func:`dpcausal.noise.gaussian_vector_mechanism`: L2 sensitivity over the scale is
     ``zeta``, so the release is ``zeta``-GDP = ``zeta^2/2``-zCDP), then post-processing: the
-    estimate and the CI ``tau +/- z_{1-alpha/2} sqrt(V_sampling + V_noise)`` with the noise's
-    delta-method variance, both scaled back by the outcome's half-range h and clamped to the
-    feasible range (:func:`clamp_to_feasible`). ``statistics``: the UNWEIGHTED pre-noise
-    vector (:func:`dpcausal.ate.sums.statistics`)."""
+    estimate and its CI (:func:`dpcausal.ate.sums.estimate_from`: the hull of a parametric
+    bootstrap interval over the known noise and the delta method's), both scaled back by the
+    outcome's half-range h and clamped to the feasible range (:func:`clamp_to_feasible`);
+    ``se`` is the CI's normal-equivalent ``width / (2 z_{1-alpha/2})``. The bootstrap's draws
+    use no data and no noise value: fresh OS entropy in a release, the noise generator's own
+    seed sequence in evaluation mode. ``statistics``: the UNWEIGHTED pre-noise vector
+    (:func:`dpcausal.ate.sums.statistics`)."""
     from dpcausal.ate import sums
 
     cal = calibration
@@ -140,25 +143,26 @@ def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.G
     noisy = gaussian_vector_mechanism(np.asarray(statistics, dtype=float) * w,
                                       cal.sensitivity / cal.zeta, cal.sensitivity, rng)
     h = (outcome_bounds[1] - outcome_bounds[0]) / 2.0
-    tau, v_sampling, v_noise = sums.estimate_from(noisy, cal)
-    variance = h * h * (v_sampling + v_noise)
-    se = math.sqrt(variance)
-    ate = h * tau
-    half = float(ndtri(1.0 - alpha / 2.0)) * se
-    ate, ci, clamped_to = clamp_to_feasible(ate, (ate - half, ate + half), outcome_bounds)
+    est = sums.estimate_from(noisy, cal, alpha=alpha,
+                             rng=rng.spawn(1)[0] if evaluation else secure_rng())
+    ate = h * est.tau
+    ate, ci, clamped_to = clamp_to_feasible(ate, (h * est.ci[0], h * est.ci[1]), outcome_bounds)
+    se = (est.ci[1] - est.ci[0]) * h / (2.0 * float(ndtri(1.0 - alpha / 2.0)))
+    variance = se * se
     privacy = Privacy(
         epsilon=gdp_epsilon(cal.zeta, delta), delta=delta, unit="row", mechanism="gaussian",
         zeta=cal.zeta, rho=gdp_to_zcdp(cal.zeta),
         detail={"zeta1": cal.zeta, "zeta2": 0.0, "sampler": "discrete_gaussian",
                 "valid_claim": True})
-    noise = {"sigma_ate": h * math.sqrt(v_noise), "sigma_stat": cal.sigma,
+    noise = {"sigma_ate": h * math.sqrt(est.noise_var), "sigma_stat": cal.sigma,
              "sensitivity": cal.sensitivity, "sensitivity_mode": "replace_one_l2_sums",
-             "coordinates": int(w.size), "ci_mode": "delta_method"}
+             "coordinates": int(w.size), "ci_mode": "parametric_bootstrap_hull_delta",
+             "bootstrap_replicates": sums.BOOTSTRAP_REPLICATES}
     nonprivate = None
     if evaluation:
         exact, one, zero, xbar = sums.point(np.asarray(statistics, dtype=float), cal.d,
-                                            cal.ridge, cal.floor)
-        nonprivate = {"ate": float(h * exact),
+                                            cal.ridge, cal.eigen_floor, cal.floor)
+        nonprivate = {"ate": float(h * float(exact)),
                       "variance": float(h * h * sums.sampling_variance(one, zero, xbar))}
     return ATERelease(
         ate=ate, ci=ci, se=se, level=1.0 - alpha, privacy=privacy, n=cal.n,

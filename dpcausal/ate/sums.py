@@ -14,14 +14,17 @@ entry is the arm's count n_a, its first row the covariate sums), ``sum u y`` and
 ``Delta = sqrt((d+1)(d+4) + 2 w_q^2)`` in L2 (:func:`sensitivity`; SPECS.md), attained by a row at
 a corner of the bounds moved across arms.
 
-The estimate (:func:`estimate`): per arm the centred normal equations with the covariate scatter
-projected on the positive semi-definite cone and a ridge ``lam`` on the slopes only (the
-intercept is not shrunk, so each arm's fit passes through its noisy means; ``lam -> inf`` gives
-the difference in means), evaluated at the pooled covariate mean (Lin 2013). Its variance: the
-per-arm residual variance over the arm's count and leverage at the pooled mean, the spread of the
-covariate mean times the difference of the slopes (the population ATE), and the privacy noise's
-delta-method variance at the released statistics (a central-difference gradient of the
-post-processing itself, Ferrando, Wang & Sheldon 2022 use the noise model the same way).
+The estimate (:func:`point`): per arm the centred normal equations with the covariate scatter
+projected on the positive semi-definite cone and regularised at a public level: in an
+observational design its eigenvalues floored (no ridge: a ridge shrinks the slopes toward 0,
+i.e. toward the unadjusted difference in means, which there is the confounding; spec §6 E2; the
+floor acts only in directions the noise swamps), in a randomized one a ridge (its pull is
+toward an unbiased estimate); each arm's fit through its noisy means, evaluated at
+the pooled covariate mean (Lin 2013). Its CI (:func:`estimate_from`): the hull of a parametric
+bootstrap interval over the known noise and the sampling variability given the released
+statistics (Ferrando, Wang & Sheldon 2022; spec §6 E3) and the delta method's (per-arm residual
+variance over the count and leverage at the pooled mean, the covariate mean's spread times the
+slopes' difference, the noise's linearised variance), both of the unclipped estimate.
 
 References
 ----------
@@ -50,9 +53,13 @@ SUM_ESTIMATORS = ("dim", "lin")
 #: Weight of the sums of squares in the vector: dim's (d = 0) bound is proven for any weight, lin's
 #: needs w_q >= 1/sqrt(2) (SPECS.md); 1/2 costs dim 6% more noise on the means, 1 costs lin little.
 Q_WEIGHT = {"dim": 0.5, "lin": 1.0}
-#: The ridge on lin's slopes, in units of the noise sd of the Gram entries times sqrt(d): about
-#: the spectral norm of the noise of the covariate scatter (a public, data-free choice).
-RIDGE = 1.0
+#: The regularisation of lin's covariate scatter, in units of the noise sd of the Gram entries
+#: times sqrt(d) (public, data-free): a ridge of about half the spectral norm of the scatter's
+#: noise in randomized designs; in observational ones a floor of its eigenvalues at about that
+#: spectral norm (2 sigma sqrt(d)), below which an eigenvalue is indistinguishable from noise.
+RIDGE, EIGEN_FLOOR = 1.0, 2.0
+#: Parametric bootstrap replicates of a ``dim``/``lin`` CI (the 2.5% quantile from 50 of them).
+BOOTSTRAP_REPLICATES = 2000
 ASSUMPTIONS = {
     ("dim", "randomized"): "randomized assignment (declared design): no model assumption",
     ("lin", "randomized"): "randomized assignment (declared design): valid without a model "
@@ -162,101 +169,6 @@ def statistics(x: np.ndarray, a: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ArmFit:
-    """One arm's fit from the (noisy) statistics, in scaled units."""
-
-    count: float
-    mean_x: np.ndarray
-    mean_y: float
-    slopes: np.ndarray
-    scatter: np.ndarray     # PSD(S_xx), the centred covariate scatter
-    inverse: np.ndarray     # (PSD(S_xx) + lam I)^-1
-    residual_var: float
-
-
-def _unpack(block: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray, float]:
-    iu = np.triu_indices(d + 1)
-    m = (d + 1) * (d + 2) // 2
-    gram = np.zeros((d + 1, d + 1))
-    gram[iu] = block[:m]
-    gram = gram + np.triu(gram, 1).T
-    return gram, block[m:m + d + 1], float(block[-1])
-
-
-def _psd(matrix: np.ndarray) -> np.ndarray:
-    """The nearest positive semi-definite matrix (eigenvalues clipped at 0)."""
-    if matrix.size == 0:
-        return matrix
-    vals, vecs = np.linalg.eigh((matrix + matrix.T) / 2.0)
-    return (vecs * np.maximum(vals, 0.0)) @ vecs.T
-
-
-def fit_arm(block: np.ndarray, d: int, lam: float, floor: float) -> ArmFit:
-    """Centred ridge-on-slopes normal equations of one arm (module docstring), the count floored
-    at the public ``floor``."""
-    gram, cross, sq = _unpack(block, d)
-    count = max(float(gram[0, 0]), floor)
-    mean_x, mean_y = gram[0, 1:] / count, cross[0] / count
-    s_xx = gram[1:, 1:] - count * np.outer(mean_x, mean_x)
-    s_xy = cross[1:] - count * mean_x * mean_y
-    s_yy = sq - count * mean_y**2
-    scatter = _psd(s_xx)
-    inverse = np.linalg.inv(scatter + lam * np.eye(d)) if d else np.zeros((0, 0))
-    slopes = inverse @ s_xy
-    rss = s_yy - 2.0 * slopes @ s_xy + slopes @ s_xx @ slopes
-    residual_var = min(max(rss, 0.0) / max(count - d - 1.0, 1.0), 1.0)
-    return ArmFit(count, mean_x, float(mean_y), slopes, scatter, inverse, residual_var)
-
-
-def point(stats: np.ndarray, d: int, lam: float, floor: float) -> tuple[float, ArmFit, ArmFit,
-                                                                         np.ndarray]:
-    """``(tau, arm 1, arm 0, pooled covariate mean)`` in scaled units: Lin's estimate
-    ``mu_1(xbar) - mu_0(xbar)``, ``mu_a(x) = ybar_a + (x - xbar_a)^T beta_a`` clipped to
-    [-1, 1] (spec §3)."""
-    size = block_size(d)
-    one, zero = fit_arm(stats[:size], d, lam, floor), fit_arm(stats[size:], d, lam, floor)
-    xbar = (one.count * one.mean_x + zero.count * zero.mean_x) / (one.count + zero.count)
-    mu = [float(np.clip(f.mean_y + (xbar - f.mean_x) @ f.slopes, -1.0, 1.0))
-          for f in (one, zero)]
-    return mu[0] - mu[1], one, zero, xbar
-
-
-def sampling_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> float:
-    """Per arm ``s_a^2 (1/n_a + (xbar - xbar_a)^T (S_xx + lam I)^-1 (xbar - xbar_a))`` (the
-    residual variance at the pooled mean), plus ``(beta_1 - beta_0)^T Sigma_x (beta_1 - beta_0)
-    / n`` for the spread of the covariate mean (the population ATE); scaled units."""
-    var = 0.0
-    for f in (one, zero):
-        gap = xbar - f.mean_x
-        var += f.residual_var * (1.0 / f.count + gap @ f.inverse @ gap)
-    if xbar.size:
-        n = one.count + zero.count
-        spread = np.zeros((xbar.size, xbar.size))
-        for f in (one, zero):   # within-arm scatter plus between-arm
-            gap = f.mean_x - xbar
-            spread += f.scatter + f.count * np.outer(gap, gap)
-        spread /= n
-        diff = one.slopes - zero.slopes
-        var += float(diff @ spread @ diff) / n
-    return var
-
-
-def noise_variance(stats: np.ndarray, d: int, lam: float, floor: float, sigma: np.ndarray
-                   ) -> float:
-    """Delta-method variance of the estimate from the noise: ``sum_k (d tau / d S_k)^2
-    sigma_k^2`` at the released statistics, by central differences of :func:`point` (spec §2:
-    the noise variance joins the CI)."""
-    grad = np.empty(stats.size)
-    for k in range(stats.size):
-        step = 1e-4 * max(float(sigma[k]), 1e-12)
-        up, down = stats.copy(), stats.copy()
-        up[k] += step
-        down[k] -= step
-        grad[k] = (point(up, d, lam, floor)[0] - point(down, d, lam, floor)[0]) / (2 * step)
-    return float(np.sum((grad * sigma) ** 2))
-
-
-@dataclass(frozen=True)
 class SumsCalibration:
     """The public noise calibration of a ``dim``/``lin`` release."""
 
@@ -267,32 +179,227 @@ class SumsCalibration:
     q_weight: float
     sensitivity: float
     sigma: float          # sd of each weighted coordinate's noise (lattice-inflated)
-    ridge: float          # lam on the slopes (scaled units)
+    ridge: float          # added to the covariate scatter's eigenvalues (randomized designs)
+    eigen_floor: float    # floor of the scatter's eigenvalues (observational designs)
     floor: float          # public floor of each arm's count
 
 
-def calibrate_sums(estimator: str, n: int, d: int, zeta: float) -> SumsCalibration:
+def calibrate_sums(estimator: str, n: int, d: int, zeta: float,
+                   design: str = "observational") -> SumsCalibration:
     """Noise sd ``Delta / zeta`` per coordinate (the vector's L2 sensitivity over zeta:
-    zeta-GDP, CKS Theorem 14 with the lattice step), the ridge ``RIDGE sigma sqrt(d)`` and
-    the count floor ``max(1, 2 sigma)`` (public)."""
+    zeta-GDP, CKS Theorem 14 with the lattice step), the count floor ``max(1, 2 sigma)``, and
+    the regularisation of lin's covariate scatter (public, data-free; SPECS.md, "Estimators
+    from noisy sums", estimate): in a randomized design a ridge ``+ RIDGE sigma sqrt(d)`` (it
+    shrinks the slopes toward the difference in means, unbiased there), in an observational one
+    a floor ``max(eigenvalue, EIGEN_FLOOR sigma sqrt(d))`` (no pull toward the confounded
+    difference in means in directions the data determine: spec small_n_estimators.md §6 E2)."""
     from dpcausal.noise import gaussian_vector_sigma
 
     dd = d if estimator == "lin" else 0
     qw = Q_WEIGHT[estimator]
     delta = sensitivity(dd, qw)
     sigma = gaussian_vector_sigma(delta / zeta, delta, 2 * block_size(dd))
+    scale = sigma * math.sqrt(dd)
+    randomized = design == "randomized"
     return SumsCalibration(estimator, n, dd, zeta, qw, delta, sigma,
-                           RIDGE * sigma * math.sqrt(dd), max(1.0, 2.0 * sigma))
+                           RIDGE * scale if randomized else 0.0,
+                           0.0 if randomized else EIGEN_FLOOR * scale, max(1.0, 2.0 * sigma))
 
 
-def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration) -> tuple[float, float, float]:
-    """``(tau, sampling variance, noise variance)`` in scaled units from the released
-    (weighted, noisy) vector: post-processing only."""
+@dataclass(frozen=True)
+class ArmFit:
+    """One arm's fit from the (noisy) statistics, in scaled units. Each field carries the
+    statistics' leading (batch) shape: none for one vector, ``(B,)`` for B replicates."""
+
+    count: np.ndarray
+    mean_x: np.ndarray
+    mean_y: np.ndarray
+    slopes: np.ndarray
+    scatter: np.ndarray     # PSD(S_xx), the centred covariate scatter
+    inverse: np.ndarray     # S_reg^-1: PSD(S_xx), eigenvalues floored and raised
+    residual_var: np.ndarray
+
+
+def _unpack(block: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    iu = np.triu_indices(d + 1)
+    m = (d + 1) * (d + 2) // 2
+    gram = np.zeros(block.shape[:-1] + (d + 1, d + 1))
+    gram[..., iu[0], iu[1]] = block[..., :m]
+    gram = gram + np.swapaxes(np.triu(gram, 1), -1, -2)
+    return gram, block[..., m:m + d + 1], block[..., -1]
+
+
+def _psd_eigen(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues clipped at 0 and eigenvectors of the symmetric part: the nearest positive
+    semi-definite matrix is ``vecs diag(vals) vecs^T``."""
+    vals, vecs = np.linalg.eigh((matrix + np.swapaxes(matrix, -1, -2)) / 2.0)
+    return np.maximum(vals, 0.0), vecs
+
+
+def fit_arm(block: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float
+            ) -> ArmFit:
+    """Centred normal equations of one arm (SPECS.md, "Estimators from noisy sums", estimate):
+    the count floored at the public ``floor``, the covariate scatter projected on the PSD cone,
+    its eigenvalues floored at ``eigen_floor`` and raised by ``ridge``, slopes
+    ``S_reg^-1 S_xy``. With both 0 the pseudo-inverse (null directions get slope 0): without
+    noise, Lin's OLS. ``block`` may carry leading batch axes."""
+    gram, cross, sq = _unpack(block, d)
+    count = np.maximum(gram[..., 0, 0], floor)
+    mean_x, mean_y = gram[..., 0, 1:] / count[..., None], cross[..., 0] / count
+    s_xx = gram[..., 1:, 1:] - count[..., None, None] * (mean_x[..., :, None]
+                                                        * mean_x[..., None, :])
+    s_xy = cross[..., 1:] - count[..., None] * mean_x * mean_y[..., None]
+    s_yy = sq - count * mean_y**2
+    vals, vecs = _psd_eigen(s_xx)
+    shrunk = np.maximum(vals, eigen_floor) + ridge
+    tiny = 1e-10 * np.maximum(count, 1.0)[..., None]          # rounding of an exact zero
+    inv_vals = np.where(shrunk > tiny, 1.0 / np.where(shrunk > tiny, shrunk, 1.0), 0.0)
+    scatter = (vecs * vals[..., None, :]) @ np.swapaxes(vecs, -1, -2)
+    inverse = (vecs * inv_vals[..., None, :]) @ np.swapaxes(vecs, -1, -2)
+    slopes = (inverse @ s_xy[..., None])[..., 0]
+    rss = (s_yy - 2.0 * np.sum(slopes * s_xy, axis=-1)
+           + (slopes[..., None, :] @ s_xx @ slopes[..., :, None])[..., 0, 0])
+    residual_var = np.clip(rss / np.maximum(count - d - 1.0, 1.0), 0.0, 1.0)
+    return ArmFit(count, mean_x, mean_y, slopes, scatter, inverse, residual_var)
+
+
+def point(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float, *,
+          clip: bool = True
+          ) -> tuple[np.ndarray, ArmFit, ArmFit, np.ndarray]:
+    """``(tau, arm 1, arm 0, pooled covariate mean)`` in scaled units: Lin's estimate
+    ``mu_1(xbar) - mu_0(xbar)``, ``mu_a(x) = ybar_a + (x - xbar_a)^T beta_a`` (spec §3), each
+    ``mu_a`` clipped to [-1, 1] unless ``clip`` is False (the CI's unclipped estimator).
+    ``stats`` may carry leading batch axes."""
+    size = block_size(d)
+    one = fit_arm(stats[..., :size], d, ridge, eigen_floor, floor)
+    zero = fit_arm(stats[..., size:], d, ridge, eigen_floor, floor)
+    total = (one.count + zero.count)[..., None]
+    xbar = (one.count[..., None] * one.mean_x + zero.count[..., None] * zero.mean_x) / total
+    mu = [f.mean_y + np.sum((xbar - f.mean_x) * f.slopes, axis=-1) for f in (one, zero)]
+    if clip:
+        mu = [np.clip(m, -1.0, 1.0) for m in mu]
+    return mu[0] - mu[1], one, zero, xbar
+
+
+def _covariate_mean_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> float:
+    """``(beta_1 - beta_0)^T Sigma_x (beta_1 - beta_0) / n``: the spread of the covariate mean
+    times the difference of the slopes (the population ATE's share of the sampling variance)."""
+    if not xbar.size:
+        return 0.0
+    n = float(one.count + zero.count)
+    spread = np.zeros((xbar.size, xbar.size))
+    for f in (one, zero):   # within-arm scatter plus between-arm
+        gap = f.mean_x - xbar
+        spread += f.scatter + f.count * np.outer(gap, gap)
+    diff = one.slopes - zero.slopes
+    return float(diff @ spread @ diff) / n**2
+
+
+def sampling_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> float:
+    """Per arm ``s_a^2 (1/n_a + (xbar - xbar_a)^T S_reg^-1 (xbar - xbar_a))`` (the
+    residual variance at the pooled mean), plus ``(beta_1 - beta_0)^T Sigma_x (beta_1 - beta_0)
+    / n`` for the spread of the covariate mean (the population ATE); scaled units, one fit."""
+    var = _covariate_mean_variance(one, zero, xbar)
+    for f in (one, zero):
+        gap = xbar - f.mean_x
+        var += float(f.residual_var * (1.0 / f.count + gap @ f.inverse @ gap))
+    return var
+
+
+def noise_variance(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float,
+                   sigma: np.ndarray
+                   ) -> float:
+    """Delta-method variance of the unclipped estimate from the noise: ``sum_k (d tau / d S_k)^2
+    sigma_k^2`` at the released statistics, by central differences of :func:`point` (all 2p
+    shifted vectors in one batch). Reported as the release's noise sd; the CI is
+    the hull of :func:`estimate_from`."""
+    step = 1e-4 * np.maximum(np.asarray(sigma, dtype=float), 1e-12)
+    shifts = np.diag(step)
+    taus = point(np.concatenate([stats + shifts, stats - shifts]), d, ridge, eigen_floor, floor,
+                 clip=False)[0]
+    grad = (taus[:stats.size] - taus[stats.size:]) / (2.0 * step)
+    return float(np.sum((grad * sigma) ** 2))
+
+
+def model_statistics(fit: ArmFit, d: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """One arm's fitted model as the parametric bootstrap's centre, its design fixed at the
+    fit's count, means and (PSD) scatter: ``(Gram G, theta, s^2)`` with
+    ``theta = (ybar - xbar^T beta, beta)``; the model's pre-noise block is ``vech(G)``,
+    ``G theta``, ``theta^T G theta + n s^2``."""
+    n = float(fit.count)
+    gram = np.empty((d + 1, d + 1))
+    gram[0, 0] = n
+    gram[0, 1:] = gram[1:, 0] = n * fit.mean_x
+    gram[1:, 1:] = fit.scatter + n * np.outer(fit.mean_x, fit.mean_x)
+    theta = np.concatenate([[float(fit.mean_y - fit.mean_x @ fit.slopes)], fit.slopes])
+    return gram, theta, float(fit.residual_var)
+
+
+def bootstrap_deviations(stats: np.ndarray, cal: SumsCalibration, rng: np.random.Generator,
+                         replicates: int = BOOTSTRAP_REPLICATES) -> np.ndarray:
+    """Parametric bootstrap of the unclipped estimate given the released statistics (Ferrando,
+    Wang & Sheldon 2022; SPECS.md, "Estimators from noisy sums", CI). Per replicate and arm: the
+    model's pre-noise block (:func:`model_statistics`) with a fresh draw of its sampling
+    variability (``sum u e ~ N(0, s^2 G)``, ``sum e^2 = s^2 (n + sqrt(2n) z)``) and of the known
+    noise (sd ``sigma / w`` per coordinate), re-estimated by :func:`point`; minus the model's own
+    estimate; plus a normal draw of the covariate mean's spread (population ATE). Returns the
+    B deviations ``tau* - tau_model`` in scaled units: post-processing of the released vector."""
+    d = cal.d
+    _, one, zero, xbar = point(stats, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)
+    iu = np.triu_indices(d + 1)
+    centre, blocks = [], []
+    for fit in (one, zero):
+        gram, theta, s2 = model_statistics(fit, d)
+        cross = gram @ theta
+        sq = float(theta @ cross) + float(fit.count) * s2
+        vals, vecs = _psd_eigen(gram)
+        ue = (math.sqrt(s2) * rng.standard_normal((replicates, d + 1))) @ (vecs * np.sqrt(vals)).T
+        e2 = s2 * math.sqrt(2.0 * float(fit.count)) * rng.standard_normal(replicates)
+        centre.append(np.concatenate([gram[iu], cross, [sq]]))
+        blocks.append(np.column_stack([np.broadcast_to(gram[iu], (replicates, iu[0].size)),
+                                       cross + ue, sq + 2.0 * ue @ theta + e2]))
+    model = np.concatenate(centre)
+    noisy = np.hstack(blocks) + (rng.standard_normal((replicates, model.size))
+                                 * (cal.sigma / weights(d, cal.q_weight)))
+    taus = point(noisy, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0]
+    spread = math.sqrt(_covariate_mean_variance(one, zero, xbar))
+    tau_model = float(point(model, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0])
+    return taus - tau_model + spread * rng.standard_normal(replicates)
+
+
+@dataclass(frozen=True)
+class SumsEstimate:
+    """A ``dim``/``lin`` estimate from the released vector, scaled units (times h for the
+    outcome's): the clipped estimate, its CI, and the sampling and noise variances of the
+    delta method (reported, not the CI's)."""
+
+    tau: float
+    ci: tuple[float, float]
+    sampling_var: float
+    noise_var: float
+
+
+def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: float,
+                  rng: np.random.Generator) -> SumsEstimate:
+    """The estimate and its ``1 - alpha`` CI from the released (weighted, noisy) vector:
+    post-processing only (SPECS.md, "Estimators from noisy sums", CI). The CI is the hull of two
+    intervals around the unclipped estimate t: the basic parametric bootstrap interval
+    ``[t - q_{1-alpha/2}, t - q_{alpha/2}]`` (q the quantiles of :func:`bootstrap_deviations`),
+    which follows the estimate's nonlinearity in the noise, and the delta method's
+    ``t +/- z sqrt(V_sampling + V_noise)``, which holds where a floored count makes the
+    bootstrap's centre biased; then widened to hold the clipped estimate. ``rng`` draws the
+    bootstrap's replicates (not privacy noise)."""
     w = weights(cal.d, cal.q_weight)
     stats = np.asarray(noisy_weighted, dtype=float) / w
-    tau, one, zero, xbar = point(stats, cal.d, cal.ridge, cal.floor)
-    return (tau, sampling_variance(one, zero, xbar),
-            noise_variance(stats, cal.d, cal.ridge, cal.floor, cal.sigma / w))
+    tau, one, zero, xbar = point(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor)
+    raw = float(point(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0])
+    v_s = sampling_variance(one, zero, xbar)
+    v_n = noise_variance(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor, cal.sigma / w)
+    q_lo, q_hi = np.quantile(bootstrap_deviations(stats, cal, rng), [alpha / 2, 1 - alpha / 2])
+    half = float(ndtri(1 - alpha / 2)) * math.sqrt(v_s + v_n)
+    lo = min(raw - float(q_hi), raw - half, float(tau))
+    hi = max(raw - float(q_lo), raw + half, float(tau))
+    return SumsEstimate(float(tau), (lo, hi), v_s, v_n)
 
 
 def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,

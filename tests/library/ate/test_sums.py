@@ -95,7 +95,7 @@ def test_lin_without_noise_or_ridge_is_lins_ols(randomized):
     bounds = [(-2.0, 3.0)] * 3
     stat = sums.chunk_statistics(X, A, Y, estimator="lin", outcome_bounds=Y_BOUNDS,
                                  covariate_bounds=bounds)
-    tau, *_ = sums.point(stat, 3, 0.0, 1.0)
+    tau, *_ = sums.point(stat, 3, 0.0, 0.0, 1.0)
     # Lin (2013): OLS of Y on (1, A, X - mean X, A (X - mean X)); the ATE is A's coefficient
     Xc = X - X.mean(axis=0)
     design = np.column_stack([np.ones(len(A)), A, Xc, A[:, None] * Xc])

@@ -3,7 +3,13 @@ over 500 simulated releases per design, with the privacy noise (exact sampler, s
 evaluation mode) at zeta = 1. Randomized designs at n = 500, 2,000 and 20,000 with a binary and a
 bounded continuous outcome (heterogeneous effects), and an observational design whose outcome is
 linear in the covariates within each arm (confounded through a logistic propensity). Slow: run
-with ``./dev slow``. The truth is the population ATE of the data-generating process."""
+with ``./dev slow``. The truth is the population ATE of the data-generating process.
+
+Measured with issue 39's CI (the hull of a parametric bootstrap and the delta method; nice 10,
+load average ~20 on 2 cores): randomized binary / continuous at n = 500, 2,000, 20,000: dim
+0.956 0.952 0.964 / 0.942 0.942 0.964, lin 0.938 0.960 0.950 / 0.966 0.970 0.948, auto (dim)
+0.958 0.940 0.950 / 0.950 0.958 0.970; observational linear n = 2,000, 20,000: lin 0.952 0.970,
+auto (lin) 0.948 0.948."""
 
 from __future__ import annotations
 
