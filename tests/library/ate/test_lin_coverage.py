@@ -39,7 +39,7 @@ EARNINGS_BOUNDS = (0.0, 61.0)
 def lin_release(**kw):
     """Every ``lin`` estimator of this module: an observational design whose outcomes are linear
     in the covariates within each arm."""
-    return PrivateATE(estimator="lin", **kw)
+    return PrivateATE(estimator="lin", assume_linear=True, **kw)
 
 
 def _coverage(est, draws, seed):

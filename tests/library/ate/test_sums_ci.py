@@ -22,8 +22,8 @@ from dpcausal.datasets import make_experiment_a
 
 def lin_release(**kw):
     """Every ``lin`` estimator of this module: an observational design (Lin's regression
-    adjustment under its linear-outcome assumption)."""
-    return PrivateATE(estimator="lin", **kw)
+    adjustment under its declared linear-outcome assumption, assume_linear=True)."""
+    return PrivateATE(estimator="lin", assume_linear=True, **kw)
 
 
 def _lins_ols(X, A, Y):
