@@ -147,7 +147,8 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
     """What the ledger records of a core release: the estimator (the planner's choice for
     ``auto``, written into the config by :func:`with_planned`), its design, the covariate
     bounds, the assumption the release states, K for an ensemble (and K' for a block ensemble,
-    the planner's or the config's), and the missing-value policy."""
+    the planner's or the config's), its propensity clip eta (the planner's for "auto"), and
+    the missing-value policy."""
     e = config.estimator
     sums = e.estimator in SUM_ESTIMATORS
     bounds = e.covariate_bounds
@@ -156,6 +157,7 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
             PrivateATE(design=e.design).assumption(e.estimator),
             "K": None if sums else e.n_folds or "auto",
             "K'": e.block_folds if isinstance(e.block_folds, int) and not sums else None,
+            "eta": None if sums or e.estimator == "g" else e.propensity_clip or "auto",
             "bounds": list(e.outcome_bounds) if e.outcome_bounds else None,
             "covariate_bounds": None if bounds is None or e.estimator == "dim" else (
                 {k: list(v) for k, v in bounds.items()} if isinstance(bounds, dict)
