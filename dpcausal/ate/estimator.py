@@ -814,7 +814,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             outcome = FoldImputed(outcome, self.missing_fill)
         # a fold's constant propensity is clipped again at aggregation, at the release's eta:
         # with "auto", clip here at the least eta the rule gives (clipping twice = the larger)
-        clip = AUTO_CLIP_RANGE[0] if self.propensity_clip == "auto" else self.propensity_clip
+        clip = (AUTO_CLIP_RANGE[0] if self.propensity_clip == "auto"
+                else check_clip(self.propensity_clip))
         with one_blas_thread(), config_context(
             assume_finite=True, skip_parameter_validation=True
         ):

@@ -373,7 +373,7 @@ def plan(
         for clip in (etas if est != "g" else etas[:1]):
             for k, kb in splits:
                 layout = layout_for(n, k, kb)
-                eta = auto_propensity_clip(n, k, zeta, layout) if clip == "auto" else clip
+                eta = resolve_clip(clip, n, k, zeta, layout)
                 for mode in _sigma2_modes(sigma2, layout):
                     for share in _shares(est, ci_share):
                         cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta, share,

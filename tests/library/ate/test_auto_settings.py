@@ -38,7 +38,7 @@ def test_auto_k_follows_the_floor_and_is_published():
                        ci_share=0.1)
     params = fixed.fit(X, A, Y, evaluation=True).params
     assert (params["n_folds"], params["sigma2"], params["ci_share"], params["planned"]) == (
-        50, "paper", 0.1, "")
+        50, "paper", 0.1, "propensity_clip")       # eta is "auto" by default (issue 39)
 
 
 def test_the_plans_recommended_row_is_what_auto_chooses():
