@@ -117,3 +117,5 @@ def test_a_partitioned_release_runs_the_blocks_plan_shows(tmp_path, curator_regi
         [charge] = led.history(dataset).to_dict("records")
     assert (charge["detail"]["K"], charge["detail"]["K'"]) == (shown["n_folds"],
                                                                 shown["block_folds"])
+    # ... and the eta the release used (propensity_clip "auto", issue 39)
+    assert charge["detail"]["eta"] == rel["params"]["propensity_clip"] < 0.2

@@ -124,7 +124,7 @@ def test_mlflow_run_holds_public_params_released_metrics_lineage_and_links(make_
     p = run.data.params
     assert (p["estimator.estimator"], p["estimator.n_folds"], p["estimator.fold_seed"]) == (
         "aipw", "20", "3")
-    assert p["models.propensity.name"] == "logistic" and p["mode"] == "release"
+    assert p["models.propensity.name"] == "quadratic" and p["mode"] == "release"  # issue 39
     assert params_disagreeing(p, out["release"]) == []  # what the release used (issue 34)
     assert (p["estimator.sigma2"], p["estimator.ci"], p["estimator.delta"]) == (
         out["release"]["params"]["sigma2"], "conservative", "1e-05")
