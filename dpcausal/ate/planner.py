@@ -19,7 +19,9 @@ privacy. sigma1 and sigma2 come from :func:`dpcausal.ate.sensitivity.calibrate` 
 Rows-per-fold floors (our decision, spec §7 is silent past its 5(d+1)/50 warning): the folds of a
 recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (5(d+1) before block ensembles),
 ``max(25, 10(d+1))`` for G and ``max(50, 50(d+1))`` for IPW with parametric nuisance models, and
-``max(100, 10(d+1))`` for any other model kind. The evidence: the paper's Exp. A runs all three
+``max(100, 10(d+1))`` for any other model kind; the default degree-2 models ("quadratic",
+:mod:`dpcausal.ate.features`) count their p = d(d+3)/2 features as covariates:
+``max(100, 10(p+1))``. The evidence: the paper's Exp. A runs all three
 at 25 rows per fold (d = 1). AIPW at n = 10^6, d = 5 (``make_large``, block ensembles, pre-noise
 estimate minus DoubleML IRM's on the same data, in DoubleML SEs of 0.0003): +3.2 at 25 rows per
 fold, +0.8 at 32, +0.4/+0.5 at 36 (two data sets), +0.3 at 40, 0.0/+0.02 at 48: blocks, whose
