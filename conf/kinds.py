@@ -148,7 +148,8 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
     ``auto``, written into the config by :func:`with_planned`), its design, the covariate
     bounds, the assumption the release states and whether it declares ``assume_linear``, the
     stated ``treated_share``, K for an ensemble (and K' for a block ensemble, the planner's or
-    the config's), and the missing-value policy."""
+    the config's), its propensity clip eta (the planner's for "auto"), and the missing-value
+    policy."""
     e = config.estimator
     sums = e.estimator in SUM_ESTIMATORS
     bounds = e.covariate_bounds
@@ -159,6 +160,7 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
             "assume_linear": bool(e.assume_linear), "treated_share": e.treated_share,
             "K": None if sums else e.n_folds or "auto",
             "K'": e.block_folds if isinstance(e.block_folds, int) and not sums else None,
+            "eta": None if sums or e.estimator == "g" else e.propensity_clip or "auto",
             "bounds": list(e.outcome_bounds) if e.outcome_bounds else None,
             "covariate_bounds": None if bounds is None or e.estimator == "dim" else (
                 {k: list(v) for k, v in bounds.items()} if isinstance(bounds, dict)

@@ -164,8 +164,11 @@ class ModelSpec(_Strict):
 
 
 class Models(_Strict):
-    propensity: ModelSpec = ModelSpec(name="logistic")
-    outcome: ModelSpec = ModelSpec(name="linear")
+    """The fold models by registry name (:mod:`conf.registry`); the default ``quadratic`` is
+    the library's (degree-2 features, logistic propensity, per-arm least squares)."""
+
+    propensity: ModelSpec = ModelSpec(name="quadratic")
+    outcome: ModelSpec = ModelSpec(name="quadratic")
 
     @model_validator(mode="after")
     def _known(self) -> "Models":
@@ -205,7 +208,7 @@ class EstimatorConfig(_Strict):
     folds: Literal["shuffle", "contiguous"] | None = None
     fold_seed: int = 0  # evaluation only: seeds the folds (a release draws secret folds)
     outcome_bounds: tuple[float, float] | None = None
-    propensity_clip: float | None = None
+    propensity_clip: float | Literal["auto"] | None = None
     zeta: float | None = None
     ci_share: float | None = None
     alpha: float | None = None

@@ -1,5 +1,8 @@
 """Model registry: short names -> fresh, unfitted scikit-learn / xgboost estimators.
 
+``quadratic`` is the library's default pair (issue 39): degree-2 features, then a logistic
+propensity and per-arm least squares (:mod:`dpcausal.ate.features`), built by its factories.
+
 A name resolves by role: the propensity model must be a classifier (``predict_proba``), the outcome
 model is a regressor, or a classifier for binary outcomes (``logistic``). Any importable
 ``module:Class`` is accepted too. Tree ensembles default to ``n_jobs=1`` (the task runner already
@@ -16,6 +19,8 @@ Role = Literal["propensity", "outcome"]
 
 # name -> {role: "module:Class"}; defaults are merged under the user's params.
 _REGISTRY: dict[str, dict[str, str]] = {
+    "quadratic": {"propensity": "dpcausal.ate.features:default_propensity_model",
+                  "outcome": "dpcausal.ate.features:default_outcome_model"},
     "logistic": {"propensity": "sklearn.linear_model:LogisticRegression",
                  "outcome": "sklearn.linear_model:LogisticRegression"},
     "linear": {"outcome": "sklearn.linear_model:LinearRegression"},
@@ -33,6 +38,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "gradient_boosting": {"random_state": 0},
     "xgboost": {"n_jobs": 1, "random_state": 0, "verbosity": 0},
 }
+_FACTORIES = ("quadratic",)   # names built by a function, not a class
 NAMES = tuple(_REGISTRY)
 
 
@@ -66,6 +72,8 @@ def model_class(name: str, role: Role) -> type:
             f"{role} model {name!r} cannot be imported ({type(exc).__name__}: {exc}); "
             "check the 'module:Class' spelling and that the package is installed"
         ) from None
+    if name in _FACTORIES:      # the registry's own factories (a Pipeline has no single class)
+        return cls
     if not isinstance(cls, type) or not hasattr(cls, "fit"):
         raise ValueError(f"{role} model {name!r} is not an estimator class with a fit method")
     if role == "propensity" and not hasattr(cls, "predict_proba"):

@@ -301,7 +301,15 @@ def check_footers(parts: list[Any], footers: list[tuple[int, dict[str, str]]],
                    fingerprint=None,
                    source=source_fingerprint(identity or partition_identity(parts, footers)),
                    schema=tuple(plan.schema), charge=plan.estimator.privacy_charge(plan.n, plan.d),
-                   planned=estimator.planned_params(plan.n, plan.d))
+                   planned=_with_eta(estimator.planned_params(plan.n, plan.d), plan.estimator))
+
+
+def _with_eta(planned: dict[str, Any], planned_estimator: PrivateATE) -> dict[str, Any]:
+    """``planned`` with the eta the partitioned plan resolved (from its own block layout,
+    :func:`dpcausal.ate.partitioned.plan_partitions`) where the planner chose eta."""
+    if "propensity_clip" not in planned:
+        return planned
+    return {**planned, "propensity_clip": planned_estimator.propensity_clip}
 
 
 def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, identity: tuple[str, ...],

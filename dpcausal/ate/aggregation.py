@@ -40,6 +40,7 @@ import numpy as np
 from scipy.special import expit
 from threadpoolctl import ThreadpoolController
 
+from dpcausal.ate.features import unwrap_fold_models
 from dpcausal.ate.linear_collapse import collapsed_means
 from dpcausal.ate.nuisance import FoldModels, linear_form, predict_nuisance, take_rows
 from dpcausal.validation import guarded, private_log
@@ -87,6 +88,7 @@ def aggregate(
     K = len(fold_models)
     if [fm.k for fm in fold_models] != list(range(K)):
         raise ValueError("fold_models must be ordered by fold id 0..K-1")
+    X, fold_models = unwrap_fold_models(X, fold_models)   # a shared row-wise feature map
     lo, hi = outcome_bounds
     eta = propensity_clip
     threads = n_threads or min(2, os.cpu_count() or 1)

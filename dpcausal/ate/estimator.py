@@ -37,12 +37,20 @@ from dpcausal.ate.choice import (
 )
 from dpcausal.ate.choice import assumption as stated_assumption
 from dpcausal.ate.complete_cases import complete_case_release, split_zeta
-from dpcausal.ate.folds import make_folds
+from dpcausal.ate.features import (
+    as_pipeline,
+    default_outcome_model,
+    default_propensity_model,
+    shared_features,
+)
+from dpcausal.ate.folds import check_n_folds, make_folds
 from dpcausal.ate.nuisance import FoldModels, fit_folds, take_rows
-from dpcausal.ate.params import check_params
+from dpcausal.ate.params import check_clip, check_params
 from dpcausal.ate.planner import (
+    AUTO_CLIP_RANGE,
     UNINFORMATIVE_RATIO,
     auto_folds,
+    auto_propensity_clip,
     layout_for,
     narrowest_noise_modes,
     plan,
@@ -111,8 +119,11 @@ class PrivateATE(Mechanism[ATEFacts]):
         ``assume_linear=True`` declares its outcome model and ``covariate_bounds`` are given
         (the bounds alone declare nothing: erratum E1). Chosen from public facts (n, d, design,
         the declarations, bounds, zeta, ``outcome_sd``, ``treated_share``) and published.
-    propensity_model : classifier with ``fit``/``predict_proba`` (default ``LogisticRegression()``).
-    outcome_model : regressor, or classifier for binary outcomes (default ``LinearRegression()``).
+    propensity_model : classifier with ``fit``/``predict_proba``. Default: degree-2 features
+        then ``LogisticRegression()`` (:func:`dpcausal.ate.features.default_propensity_model`),
+        which fits a selection U-shaped in a covariate.
+    outcome_model : regressor, or classifier for binary outcomes. Default: degree-2 features then
+        ``LinearRegression()`` per arm (:func:`dpcausal.ate.features.default_outcome_model`).
     n_folds : int or "auto"
         K; "auto" (default) follows the data-free planner
         (:func:`dpcausal.ate.planner.auto_n_folds`): the largest K whose folds keep the
@@ -138,7 +149,11 @@ class PrivateATE(Mechanism[ATEFacts]):
         without looking at the data. The noise is calibrated to them and outcomes outside are
         clipped to them (spec §1.2), so a silent default would bias the estimate or misstate
         the privacy; DP libraries such as OpenDP and Tumult require bounds for this reason.
-    propensity_clip : eta_c in (0, 0.5]; B_pi = 1/eta_c.
+    propensity_clip : eta_c in (0, 0.5] (B_pi = 1/eta_c), or "auto" (default): the planner's
+        eta for this release, ``2 sqrt((1/n + 1/(K-1)) / zeta)`` within [0.01, 0.2]
+        (:func:`dpcausal.ate.planner.auto_propensity_clip`; SPECS.md "The propensity clip for
+        the release at hand"), so that the clip's bias, under the overlap assumption stated
+        there, stays below the noise as n and zeta grow. Public; the eta chosen is published.
     zeta : total Gaussian-DP budget of the release.
     ci_share : r = zeta2^2 / zeta^2 spent on the variance; 0 releases the point estimate only;
         "auto" (default): the planner's share with the narrowest expected CI for this n and K
@@ -200,7 +215,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         block_folds: int | str | None = "auto",
         folds: str | Sequence[int] = "secret",
         outcome_bounds: tuple[float, float] | None = None,
-        propensity_clip: float = 0.2,
+        propensity_clip: float | str = "auto",
         zeta: float = 1.5,
         ci_share: float | str = "auto",
         alpha: float = 0.05,
@@ -488,7 +503,21 @@ class PrivateATE(Mechanism[ATEFacts]):
             out["n_folds"] = K
             if kb != K:   # blocks (spec §2.5b): an int K alone would be the full ensemble
                 out["block_folds"] = kb
+        if chosen not in sums.SUM_ESTIMATORS and chosen != "g" and self.propensity_clip == "auto":
+            out["propensity_clip"] = self.resolved_propensity_clip(n, d)
         return out
+
+    def resolved_propensity_clip(self, n: int, d: int | None = None,
+                                 layout: BlockLayout | None = None) -> float:
+        """eta: the given number, or for "auto" the planner's
+        (:func:`dpcausal.ate.planner.auto_propensity_clip`) at this n, K (or block ``layout``)
+        and the estimate's zeta; public."""
+        if self.propensity_clip != "auto":
+            return check_clip(self.propensity_clip)
+        K, _ = self.resolved_folds(n, d)
+        check_n_folds(n, K)
+        _positive_zeta(self.zeta)
+        return auto_propensity_clip(n, K, self._estimate_zeta(), self._layout(n, d, layout))
 
     def check_facts(self, n: ATEFacts | int, d: int | None = None) -> None:
         """Every refusal that n rows and d covariates (or their :class:`ATEFacts`) decide, as
@@ -520,8 +549,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         K, kb = self.resolved_folds(n, d)
         return narrowest_noise_modes(
             n, K, block_folds=kb, outcome_bounds=self._bounds(),
-            estimator=self._ensemble(), propensity_clip=self.propensity_clip, zeta=self.zeta,
-            ci_share=None if share == "auto" else share,  # type: ignore[arg-type]
+            estimator=self._ensemble(), propensity_clip=self.resolved_propensity_clip(n, d),
+            zeta=self.zeta, ci_share=None if share == "auto" else share,  # type: ignore[arg-type]
             sigma2=None if sigma2 == "auto" else sigma2, ci=self.ci, alpha=self.alpha,
             p1=self.p1, sensitivity=self.sensitivity)
 
@@ -606,8 +635,14 @@ class PrivateATE(Mechanism[ATEFacts]):
         return out
 
     def _model_kind(self) -> str:
-        """The planner's model kind: "parametric" for plain linear/logistic models."""
-        return "parametric" if self._plain_linear() else "other"
+        """The planner's model kind: "parametric" for plain linear/logistic models,
+        "quadratic" for them after a shared degree-2 feature map (the defaults)."""
+        features, _ = shared_features(self._used_models())
+        if not self._plain_linear():
+            return "other"
+        if features is None:
+            return "parametric"
+        return "quadratic" if features.get_params()["degree"] == 2 else "other"
 
     def _params(self, n: int, d: int) -> dict[str, Any]:
         p = self.get_params(deep=False)
@@ -615,6 +650,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         p["n_folds"] = self.resolved_n_folds(n, d)
         p["propensity_model"] = self._propensity_model()
         p["outcome_model"] = self._outcome_model()
+        if self.propensity_clip == "auto":
+            p["propensity_clip"] = self.resolved_propensity_clip(n, d)
         # "auto" noise modes are the planner's choice among valid values: checked as such here,
         # resolved once K has passed its checks
         p["sigma2"] = "tight" if self.sigma2 == "auto" else self.sigma2
@@ -632,12 +669,17 @@ class PrivateATE(Mechanism[ATEFacts]):
         models are predicted by one stacked matrix product; otherwise a DataFrame reaches the
         models with its column names and dtypes, for a Pipeline that selects columns by
         name."""
+        _, inner = shared_features(self._used_models())
+        return all(type(m) in (LinearRegression, LogisticRegression) for m in inner)
+
+    def _used_models(self) -> list[Any]:
+        """The models the ensemble fits: propensity (IPW, AIPW) and outcome (G, AIPW)."""
         used = []
         if self._ensemble() in ("ipw", "aipw"):
             used.append(self._propensity_model())
         if self._ensemble() in ("g", "aipw"):
             used.append(self._outcome_model())
-        return all(type(m) in (LinearRegression, LogisticRegression) for m in used)
+        return used
 
     def _indicators(self, linear: str) -> str:
         """Where the "impute" policy fills covariates (:func:`dpcausal.missing.apply_missing`):
@@ -646,10 +688,11 @@ class PrivateATE(Mechanism[ATEFacts]):
         return linear if self._plain_linear() else "in_folds"
 
     def _propensity_model(self) -> Any:
-        return LogisticRegression() if self.propensity_model is None else self.propensity_model
+        return (default_propensity_model() if self.propensity_model is None
+                else self.propensity_model)
 
     def _outcome_model(self) -> Any:
-        return LinearRegression() if self.outcome_model is None else self.outcome_model
+        return default_outcome_model() if self.outcome_model is None else self.outcome_model
 
     def check_mode(self, evaluation: bool) -> None:
         """Refusals that depend on the mode and the public parameters only, made before anything
@@ -685,7 +728,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         K = self.resolved_n_folds(n, d)
         sigma2, share = self.resolved_noise_modes(n, d)
         return calibrate(
-            self._ensemble(), n, K, self._bounds(), self.propensity_clip,
+            self._ensemble(), n, K, self._bounds(), self.resolved_propensity_clip(n, d, layout),
             self._estimate_zeta(), share, self.sensitivity, sigma2, self._layout(n, d, layout),
         )
 
@@ -744,6 +787,8 @@ class PrivateATE(Mechanism[ATEFacts]):
                                             ("ci_share", self.ci_share),
                                             ("block_folds", self.block_folds if self.n_folds
                                              == "auto" else None),
+                                            ("propensity_clip", self.propensity_clip
+                                             if self._ensemble() != "g" else None),
                                             ("estimator", self.estimator)) if value == "auto"]
         layout = self._layout(n, d, layout)
         return {
@@ -760,7 +805,8 @@ class PrivateATE(Mechanism[ATEFacts]):
                               if self._ensemble() != "ipw" else None),
             "aggregators": "harmonic(pi), harmonic(1-pi), mean(mu)",
             "outcome_bounds": list(self._bounds()),
-            "propensity_clip": self.propensity_clip, "B_mu": cal.B_mu, "B_pi": cal.B_pi,
+            "propensity_clip": self.resolved_propensity_clip(n, d, layout), "B_mu": cal.B_mu,
+            "B_pi": cal.B_pi,
             "zeta": self.zeta, "ci_share": share, "zeta1": cal.zeta1,
             "zeta2": cal.zeta2, "alpha": self.alpha, "p1": self.p1,
             "sensitivity": self.sensitivity, "sigma2": cal.sigma2_mode, "ci": self.ci,
@@ -828,16 +874,36 @@ class PrivateATE(Mechanism[ATEFacts]):
         """
         if ks is None:
             ks = range(self.resolved_n_folds(X.shape[0], X.shape[1]))
-        propensity, outcome = clone(self._propensity_model()), clone(self._outcome_model())
+        features, used = shared_features(self._used_models())
+        if features is not None and isinstance(X, np.ndarray):
+            features = clone(features).fit(X[:1])   # row-wise: learns only the column count
+            X = features.transform(X)
+        else:
+            features, used = None, self._used_models()
+        models = dict(zip([r for r, e in (("propensity", ("ipw", "aipw")),
+                                          ("outcome", ("g", "aipw")))
+                           if self._ensemble() in e], used, strict=True))
+        propensity = clone(models.get("propensity", self._propensity_model()))
+        outcome = clone(models.get("outcome", self._outcome_model()))
         if self.missing == "impute" and not self._plain_linear():
             propensity = FoldImputed(propensity, self.missing_fill)
             outcome = FoldImputed(outcome, self.missing_fill)
+        # a fold's constant propensity is clipped again at aggregation, at the release's eta:
+        # with "auto", clip here at the least eta the rule gives (clipping twice = the larger)
+        clip = (AUTO_CLIP_RANGE[0] if self.propensity_clip == "auto"
+                else check_clip(self.propensity_clip))
         with one_blas_thread(), config_context(
             assume_finite=True, skip_parameter_validation=True
         ):
-            return fit_folds(X, A, Y, fold_ids, ks, estimator=self._ensemble(),
-                             propensity_model=propensity, outcome_model=outcome,
-                             propensity_clip=self.propensity_clip)
+            fitted = fit_folds(X, A, Y, fold_ids, ks, estimator=self._ensemble(),
+                               propensity_model=propensity, outcome_model=outcome,
+                               propensity_clip=clip)
+        if features is None:
+            return fitted
+        p, o = self._propensity_model(), self._outcome_model()
+        return [FoldModels(fm.k, as_pipeline(p, features, fm.propensity),
+                           as_pipeline(o, features, fm.mu1), as_pipeline(o, features, fm.mu0),
+                           fm.failed) for fm in fitted]
 
     def aggregate(
         self, X: Covariates, fold_ids: np.ndarray, fold_models: Sequence[FoldModels],
@@ -847,13 +913,16 @@ class PrivateATE(Mechanism[ATEFacts]):
         each block of ``block_folds`` folds when there are several (spec §2.5b). ``d``: the
         declared covariates when X also holds missing-value indicator columns."""
 
+        n, d = X.shape[0], X.shape[1] if d is None else d
+        eta = self.resolved_propensity_clip(n, d)
+
         def full(x: Covariates, ids: np.ndarray, models: Sequence[FoldModels]
                  ) -> EnsembleNuisances:
             return aggregate(x, ids, models, estimator=self._ensemble(),
-                             outcome_bounds=self._bounds(), propensity_clip=self.propensity_clip,
+                             outcome_bounds=self._bounds(), propensity_clip=eta,
                              chunk_size=self.chunk_size)
 
-        K, kb = self.resolved_folds(X.shape[0], X.shape[1] if d is None else d)
+        K, kb = self.resolved_folds(n, d)
         if kb == K:
             return full(X, fold_ids, fold_models)
         return aggregate_blocks(X, fold_ids, fold_models, kb, full)

@@ -32,11 +32,7 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
     lo, hi = outcome_bounds(params["outcome_bounds"])
     if est == "ipw" and max(abs(lo), abs(hi)) == 0:
         raise ValueError("outcome_bounds must not be (0, 0)")
-    clip = params["propensity_clip"]
-    if not (isinstance(clip, (int, float)) and 0 < clip <= 0.5):
-        raise ValueError(
-            f"propensity_clip (eta_c, B_pi = 1/eta_c) must be in (0, 0.5], got {clip!r}"
-        )
+    check_clip(params["propensity_clip"])
     _positive("zeta", params["zeta"])
     r = params["ci_share"]
     if not (isinstance(r, (int, float)) and 0 <= r < 1):
@@ -77,6 +73,15 @@ def check_params(params: dict[str, Any], n: int, d: int) -> None:
         )
     _check_model(params, "propensity_model", needed=est in ("ipw", "aipw"), method="predict_proba")
     _check_model(params, "outcome_model", needed=est in ("g", "aipw"), method="predict")
+
+
+def check_clip(clip: Any) -> float:
+    """A numeric propensity clip eta_c in (0, 0.5] (``"auto"`` is resolved before)."""
+    if not (isinstance(clip, (int, float)) and not isinstance(clip, bool) and 0 < clip <= 0.5):
+        raise ValueError(
+            f"propensity_clip (eta_c, B_pi = 1/eta_c) must be in (0, 0.5] or 'auto', got "
+            f"{clip!r}")
+    return float(clip)
 
 
 def _check_model(params: dict[str, Any], name: str, needed: bool, method: str) -> None:

@@ -442,6 +442,7 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
     if kb == K:     # the full ensemble: block_folds=None, or "auto" at K <= 256
         est.set_params(n_folds=K, block_folds=None)
         est._params(n, d)
+        est.set_params(propensity_clip=est.resolved_propensity_clip(n, d))
         est.check_mode(evaluation)
         return PartitionPlan(roles=roles, rows=rows, folds=tuple(allocate_folds(rows, K)),
                              schema=dict(footers[0][1]), estimator=est)
@@ -450,6 +451,7 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
     est._params(n, d)
     est.check_mode(evaluation)
     blocks, layout = allocate_blocks(rows, K, kb)
+    est.set_params(propensity_clip=est.resolved_propensity_clip(n, d, layout))
     check_noise_scale(est.calibration(n, d, layout).sigma_ate, outcome_bounds(est.outcome_bounds))
     return PartitionPlan(roles=roles, rows=rows,
                          folds=tuple(range(b.start * kb, b.stop * kb) for b in blocks),

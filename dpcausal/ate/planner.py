@@ -19,7 +19,9 @@ privacy. sigma1 and sigma2 come from :func:`dpcausal.ate.sensitivity.calibrate` 
 Rows-per-fold floors (our decision, spec §7 is silent past its 5(d+1)/50 warning): the folds of a
 recommended K keep at least ``max(25, 8(d+1))`` rows for AIPW (5(d+1) before block ensembles),
 ``max(25, 10(d+1))`` for G and ``max(50, 50(d+1))`` for IPW with parametric nuisance models, and
-``max(100, 10(d+1))`` for any other model kind. The evidence: the paper's Exp. A runs all three
+``max(100, 10(d+1))`` for any other model kind; the default degree-2 models ("quadratic",
+:mod:`dpcausal.ate.features`) count their p = d(d+3)/2 features as covariates:
+``max(100, 10(p+1))``. The evidence: the paper's Exp. A runs all three
 at 25 rows per fold (d = 1). AIPW at n = 10^6, d = 5 (``make_large``, block ensembles, pre-noise
 estimate minus DoubleML IRM's on the same data, in DoubleML SEs of 0.0003): +3.2 at 25 rows per
 fold, +0.8 at 32, +0.4/+0.5 at 36 (two data sets), +0.3 at 40, 0.0/+0.02 at 48: blocks, whose
@@ -56,7 +58,7 @@ from dpcausal.ate.blocks import BlockLayout, balanced_layout
 from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
-MODEL_KINDS = ("parametric", "other")
+MODEL_KINDS = ("parametric", "quadratic", "other")
 _SECONDS_PER_ROW = 1.5e-6           # a: loading, validation, grouping, scores
 _SECONDS_PER_FOLD = 1e-4            # f: batched fits and model objects
 _SECONDS_PER_PROPENSITY = 1.9e-9    # c_pi: per out-of-fold propensity prediction
@@ -70,17 +72,59 @@ FULL_ENSEMBLE_FOLDS = 256   # block_folds="auto" keeps the paper's full ensemble
 MAX_BLOCK_FOLDS = 128       # ... and above it, blocks of at most this many folds (block_split)
 
 
+#: The range of ``propensity_clip="auto"``: never more clipping than the former default 0.2
+#: (where the noise hides the clip's bias), never less than 0.01 (the non-private reference).
+AUTO_CLIP_RANGE = (0.01, 0.2)
+
+
+def auto_propensity_clip(n: int, n_folds: int, zeta: float, layout: BlockLayout | None = None
+                         ) -> float:
+    r"""``propensity_clip="auto"``: eta = 2 sqrt(s / zeta) within :data:`AUTO_CLIP_RANGE`,
+    s = 1/n + w (Theorem 1's s, w = 1/(K-1); a block layout's
+    :meth:`~dpcausal.ate.blocks.BlockLayout.other_fold_weight`): dpcausal/SPECS.md
+    "The propensity clip for the release at hand". Pure function of public parameters.
+
+    Notes
+    -----
+    Under the stated overlap assumption ``P(min(pi, 1 - pi) < t) <= t`` the clip biases AIPW by
+    at most ``B_mu eta``, while the tight sensitivity (spec §2.4) gives the ATE noise
+    ``sigma1 ~ 4 B_mu s / (eta zeta1)``; the worst-case error ``B_mu eta + sigma1`` is least where
+    the two are equal:
+
+    .. math:: \eta = 2 \sqrt{s / \zeta}, \qquad s = \frac{1}{n} + w,
+
+    at which the bias bound is at most sigma1 (zeta >= zeta1). ``zeta`` is the estimate's
+    budget (the release's, less the complete-case count's under ``missing="drop"``).
+    """
+    w = 1.0 / (n_folds - 1) if layout is None else layout.other_fold_weight()
+    eta = 2.0 * math.sqrt((1.0 / n + w) / zeta)
+    lo, hi = AUTO_CLIP_RANGE
+    return float(min(hi, max(lo, eta)))
+
+
+def resolve_clip(propensity_clip: float | str, n: int, n_folds: int, zeta: float,
+                 layout: BlockLayout | None = None) -> float:
+    """``propensity_clip``, or :func:`auto_propensity_clip` for ``"auto"``."""
+    if propensity_clip == "auto":
+        return auto_propensity_clip(n, n_folds, zeta, layout)
+    return float(propensity_clip)
+
+
 def _pair(bounds: Sequence[float]) -> tuple[float, float]:
     lo, hi = bounds
     return float(lo), float(hi)
 
 
 def rows_per_fold_floor(estimator: str, d: int, model_kind: str = "parametric") -> int:
-    """The fewest rows a fold of a recommended K keeps (module docstring: our decision)."""
+    """The fewest rows a fold of a recommended K keeps (module docstring: our decision);
+    ``"quadratic"`` (the default degree-2 models, :mod:`dpcausal.ate.features`) counts their
+    ``d (d + 3) / 2`` features as ``"other"`` counts covariates."""
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}, got {model_kind!r}")
     if model_kind == "other":
         return max(100, 10 * (d + 1))
+    if model_kind == "quadratic":   # the default models: p = d (d + 3) / 2 degree-2 features
+        return max(100, 10 * (d * (d + 3) // 2 + 1))
     return {"aipw": max(25, 8 * (d + 1)), "g": max(25, 10 * (d + 1)),
             "ipw": max(50, 50 * (d + 1))}[estimator]
 
@@ -186,7 +230,7 @@ def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametri
 
 
 def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[float],
-                          estimator: str = "aipw", propensity_clip: float = 0.2,
+                          estimator: str = "aipw", propensity_clip: float | str = "auto",
                           zeta: float = 1.5, ci_share: float | None = None,
                           sigma2: str | None = None, ci: str = "conservative",
                           alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
@@ -202,7 +246,8 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
     best: tuple[float, str, float] | None = None
     for mode in _sigma2_modes(sigma2, layout):
         for share in _shares(estimator, ci_share):
-            cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip, zeta,
+            cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
+                            resolve_clip(propensity_clip, n, n_folds, zeta, layout), zeta,
                             share, sensitivity, mode, layout)
             half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci,
                                       alpha=alpha, p1=p1)
@@ -214,7 +259,8 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
 
 def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
                      outcome_bounds: Sequence[float], estimator: str = "aipw",
-                     propensity_clip: float = 0.2, zeta: float = 1.5, ci: str = "conservative",
+                     propensity_clip: float | str = "auto", zeta: float = 1.5,
+                     ci: str = "conservative",
                      alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                      outcome_sd: float | None = None, treated_share: float = 0.5
                      ) -> tuple[float, float]:
@@ -227,7 +273,8 @@ def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
     half = min(
         expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha, p1=p1)
         for mode in _sigma2_modes(None, layout) for share in _shares(estimator, None)
-        for cal in [calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip,
+        for cal in [calibrate(estimator, n, n_folds, _pair(outcome_bounds),
+                              resolve_clip(propensity_clip, n, n_folds, zeta, layout),
                               zeta, share, sensitivity, mode, layout)])
     return half, half / (float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance))
 
@@ -253,7 +300,7 @@ def plan(
     *,
     outcome_bounds: Sequence[float],
     estimator: str = "aipw",
-    propensity_clip: float = 0.2,
+    propensity_clip: float | str = "auto",
     zeta: float = 1.5,
     ci_share: float | None = None,
     sigma2: str | None = None,
@@ -263,7 +310,7 @@ def plan(
     sensitivity: str = "tight",
     n_folds: Iterable[int] | None = None,
     estimators: Iterable[str] | None = None,
-    propensity_clips: Iterable[float] | None = None,
+    propensity_clips: Iterable[float | str] | None = None,
     model_kind: str = "parametric",
     outcome_sd: float | None = None,
     treated_share: float = 0.5,
@@ -281,7 +328,8 @@ def plan(
     outcome_bounds : (float, float)
         The public outcome bounds.
     estimator, propensity_clip, zeta, sensitivity
-        As in :class:`dpcausal.PrivateATE`.
+        As in :class:`dpcausal.PrivateATE`; ``propensity_clip="auto"`` (the default) is
+        :func:`auto_propensity_clip` of each candidate K.
     ci_share, sigma2 : optional
         ``None`` tries :data:`CI_SHARES` / :data:`SIGMA2_MODES` (both public and data-free); a
         value fixes it.
@@ -324,9 +372,10 @@ def plan(
                    else candidate_folds(n, d, est, model_kind, compute_budget, block_folds))
         splits = sorted({block_split(k, block_folds) for k in targets})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
-        for eta in (etas if est != "g" else etas[:1]):
+        for clip in (etas if est != "g" else etas[:1]):
             for k, kb in splits:
                 layout = layout_for(n, k, kb)
+                eta = resolve_clip(clip, n, k, zeta, layout)
                 for mode in _sigma2_modes(sigma2, layout):
                     for share in _shares(est, ci_share):
                         cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta, share,
@@ -407,7 +456,7 @@ def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "pa
 
 
 def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: Sequence[float],
-                       estimator: str = "aipw", propensity_clip: float = 0.2,
+                       estimator: str = "aipw", propensity_clip: float | str = "auto",
                        ci_share: float = 0.1, sigma2: str = "tight", ci: str = "conservative",
                        alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                        outcome_sd: float | None = None, treated_share: float = 0.5,
@@ -437,7 +486,8 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
 
     def excess(zeta: float) -> float:
-        cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds), propensity_clip, zeta,
+        cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
+                        resolve_clip(propensity_clip, n, n_folds, zeta, layout), zeta,
                         ci_share, sensitivity, sigma2, layout)
         return expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha,
                                   p1=p1) - target

@@ -49,3 +49,42 @@ def test_make_large_outcomes_in_bounds_and_the_clipped_population_ate():
     u = np.random.default_rng(0).normal(0.5, np.hypot(0.1, 0.15), 4_000_000)
     assert tau == pytest.approx(np.mean(np.clip(u + 0.1, 0, 1) - np.clip(u, 0, 1)), abs=2e-4)
     assert 0.098 < tau < 0.1                   # the clip lowers the nominal 0.1 slightly
+
+
+@pytest.mark.parametrize("name, d", [("quadratic", 2), ("interaction", 5), ("threshold", 2),
+                                     ("exponential", 2)])
+@pytest.mark.parametrize("confounding", ["mild", "strong"])
+def test_nonlinear_designs_shapes_bounds_overlap_and_truth(name, d, confounding):
+    """Issue 39's designs: seeded, outcomes inside the public bounds (never clipped), the
+    propensity range of the confounding level reached, and the stated ATE against the sample
+    mean of Y(1) - Y(0) recomputed here from X by the docstrings' formulas."""
+    from dpcausal.datasets import CONFOUNDING, NONLINEAR_DESIGNS, NONLINEAR_OUTCOME_BOUNDS
+
+    n = 400_000
+    X, A, Y, truth = NONLINEAR_DESIGNS[name](n, confounding, random_state=5)
+    assert X.shape == (n, d) and A.shape == Y.shape == (n,) and np.abs(X).max() <= 1
+    lo, hi = NONLINEAR_OUTCOME_BOUNDS
+    assert lo <= Y.min() and Y.max() <= hi
+    x1, x2 = X[:, 0], X[:, 1]
+    effect = {"quadratic": 0.1 + 0.2 * x1**2, "interaction": 0.1 + 0.1 * x1 * x2,
+              "threshold": 0.1 + 0.2 * (x1 > 0.5), "exponential": 0.1 + 0.1 * np.exp(x1)}[name]
+    assert truth == pytest.approx(effect.mean(), abs=4 * effect.std() / np.sqrt(n))
+    assert truth == pytest.approx({"quadratic": 1 / 6, "interaction": 0.1, "threshold": 0.15,
+                                   "exponential": 0.2175201}[name], abs=1e-7)
+    # the docstrings' propensity covers the stated range, and A follows it
+    score = (1 + x1 * x2) / 2 if name == "interaction" else x1**2
+    p_lo, p_hi = CONFOUNDING[confounding]
+    l0, l1 = np.log(p_lo / (1 - p_lo)), np.log(p_hi / (1 - p_hi))
+    pi = 1 / (1 + np.exp(-(l0 + (l1 - l0) * score)))
+    assert pi.min() == pytest.approx(p_lo, abs=2e-3) and pi.max() == pytest.approx(p_hi, abs=2e-3)
+    for part in (score < 0.25, score > 0.75):
+        assert A[part].mean() == pytest.approx(pi[part].mean(), abs=4 / np.sqrt(part.sum()))
+    X2, A2, Y2, _ = NONLINEAR_DESIGNS[name](1000, confounding, random_state=5)
+    assert np.array_equal(Y2, NONLINEAR_DESIGNS[name](1000, confounding, random_state=5)[2])
+
+
+def test_nonlinear_designs_refuse_an_unknown_confounding():
+    from dpcausal.datasets import make_quadratic
+
+    with pytest.raises(ValueError, match="confounding must be one of"):
+        make_quadratic(100, "extreme")

@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal import PrivateATE
 from dpcausal.ate.planner import recommended
@@ -17,13 +18,19 @@ def _data(n=3000, d=2, seed=0):
 
 
 def test_auto_k_follows_the_floor_and_is_published():
-    # AIPW, d = 2: floor max(25, 8 * 3) = 25 rows, so K = 3000 // 25 = 120 (the 60 s budget and
-    # sqrt(3000) = 54 do not bind at this n); K <= 256: one block (issue 28)
+    # AIPW, d = 2, the default degree-2 models (issue 39): p = 5 features, floor
+    # max(100, 10 * 6) = 100 rows, so K = 3000 // 100 = 30; K <= 256: one block (issue 28)
     X, A, Y = _data()
     rel = PrivateATE(outcome_bounds=(0, 1)).fit(X, A, Y, evaluation=True)
-    assert rel.params["n_folds"] == 120
-    assert (rel.params["n_blocks"], rel.params["block_folds"]) == (1, 120)
-    assert rel.params["planned"] == "n_folds,sigma2,ci_share,block_folds,estimator"
+    assert rel.params["n_folds"] == 30
+    assert (rel.params["n_blocks"], rel.params["block_folds"]) == (1, 30)
+    assert rel.params["planned"] == (
+        "n_folds,sigma2,ci_share,block_folds,propensity_clip,estimator")
+    # plain logistic / linear models: floor max(25, 8 * 3) = 25 rows, K = 3000 // 25 = 120 (the
+    # 60 s budget and sqrt(3000) = 54 do not bind at this n)
+    plain = PrivateATE(outcome_bounds=(0, 1), propensity_model=LogisticRegression(),
+                       outcome_model=LinearRegression()).fit(X, A, Y, evaluation=True)
+    assert plain.params["n_folds"] == 120
     assert rel.params["sigma2"] == "tight"             # the narrower valid sigma2 (spec §2.5)
     assert rel.params["ci_share"] in (0.05, 0.1, 0.2, 0.3)
     assert rel.params["compute_budget"] == 60.0
@@ -31,7 +38,7 @@ def test_auto_k_follows_the_floor_and_is_published():
                        ci_share=0.1)
     params = fixed.fit(X, A, Y, evaluation=True).params
     assert (params["n_folds"], params["sigma2"], params["ci_share"], params["planned"]) == (
-        50, "paper", 0.1, "")
+        50, "paper", 0.1, "propensity_clip")       # eta is "auto" by default (issue 39)
 
 
 def test_the_plans_recommended_row_is_what_auto_chooses():
@@ -46,10 +53,12 @@ def test_the_plans_recommended_row_is_what_auto_chooses():
 
 def test_auto_k_at_a_million_rows_is_far_narrower_than_the_old_default():
     """Issue 19: K = 500 gave a CI about 26x the non-private one (worst-case spread, zeta 1)."""
-    est = PrivateATE(outcome_bounds=(0, 1), zeta=1.0)
+    plain = {"propensity_model": LogisticRegression(), "outcome_model": LinearRegression(),
+             "propensity_clip": 0.2}     # issue 19's models and eta
+    est = PrivateATE(outcome_bounds=(0, 1), zeta=1.0, **plain)
     best = recommended(est.plan(1_000_000, 5))
     old = PrivateATE(outcome_bounds=(0, 1), zeta=1.0, n_folds=500, sigma2="paper",
-                     ci_share=0.1).plan(1_000_000, 5, n_folds=[500]).iloc[0]
+                     ci_share=0.1, **plain).plan(1_000_000, 5, n_folds=[500]).iloc[0]
     assert best["n_folds"] >= 5000 and best["ratio"] <= 3.0 < old["ratio"] / 5
 
 

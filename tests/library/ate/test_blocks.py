@@ -99,11 +99,12 @@ def test_one_block_through_the_block_path_equals_aggregate():
 
 def test_auto_blocks_at_small_k_are_the_full_ensemble():
     """Planner: K <= 256 is one block (the paper's estimator), above it B = ceil(K/128)."""
-    est = PrivateATE(outcome_bounds=(0, 1))
+    plain = {"propensity_model": LogisticRegression(), "outcome_model": LinearRegression()}
+    est = PrivateATE(outcome_bounds=(0, 1), **plain)
     K, kb = est.resolved_folds(5000, 1)
     assert (K, kb) == (200, 200)
-    assert est.calibration(5000, 1) == PrivateATE(outcome_bounds=(0, 1), block_folds=None
-                                                  ).calibration(5000, 1)
+    assert est.calibration(5000, 1) == PrivateATE(outcome_bounds=(0, 1), block_folds=None,
+                                                  **plain).calibration(5000, 1)
     # K = 256 is the last full ensemble; 257 folds make ceil(257/128) = 3 blocks of 85
     assert block_split(256) == (256, 256)
     assert block_split(257) == (255, 85)
@@ -298,7 +299,8 @@ def test_block_noise_has_the_block_scale(factor, passes):
     hand-written sigma1 = (Delta_=/n + kappa n_b,max/(n(K'-1)))/zeta1 passes, 0.8 sigma1
     fails."""
     n, K, kb = 100_000, 2000, 250
-    est = PrivateATE(n_folds=K, block_folds=kb, outcome_bounds=(-1, 1), zeta=1.0, ci_share=0.1)
+    est = PrivateATE(n_folds=K, block_folds=kb, outcome_bounds=(-1, 1), zeta=1.0, ci_share=0.1,
+                     propensity_clip=0.2)
     cal = est.calibration(n)
     sigma1 = (20.0 / n + 17.5 * (n // 8) / (n * (kb - 1))) / math.sqrt(0.9)
     rng = np.random.default_rng(3)

@@ -145,12 +145,18 @@ def test_degenerate_folds_use_fold_local_fallbacks():
     A = np.r_[np.ones(40), rng.binomial(1, 0.5, n - 40)].astype(int)   # fold 0 all treated
     Y = np.clip(0.1 * A + rng.normal(0, 0.1, n), -1, 1)
     est = PrivateATE(estimator="aipw", n_folds=5, folds="contiguous", random_state=0,
-                     outcome_bounds=(-1, 1))
+                     outcome_bounds=(-1, 1), propensity_clip=0.2)
     Xa, Aa, Ya = est.validate(X, A, Y)
     fm = est.fit_fold(Xa, Aa, Ya, est.make_folds(n, evaluation=True), 0)
     assert fm.propensity == pytest.approx(0.8)      # clip(mean A = 1, eta, 1 - eta)
-    assert fm.mu0 is None and isinstance(fm.mu1, LinearRegression) and fm.failed == 0
+    # the default models (issue 39): degree-2 features, then least squares
+    assert fm.mu0 is None and isinstance(fm.mu1[-1], LinearRegression) and fm.failed == 0
     assert np.isfinite(est.fit(X, A, Y, evaluation=True).ate)
+    # propensity_clip="auto": the fit clips at the rule's least eta, 0.01; the aggregation
+    # clips again at the release's eta
+    auto = est.set_params(propensity_clip="auto")
+    assert auto.fit_fold(Xa, Aa, Ya, auto.make_folds(n, evaluation=True), 0).propensity == (
+        pytest.approx(0.99))
 
 
 def test_binary_outcome_with_classifier():

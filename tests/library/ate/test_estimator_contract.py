@@ -115,7 +115,8 @@ def test_named_columns_and_categoricals_reach_a_pipeline_fold_locally():
                   evaluation=True)
     assert rel.nonprivate["failed_fits"] == 0
     design = pd.get_dummies(df[["x1", "x2", "colour"]], dtype=float).to_numpy()
-    manual = PrivateATE(estimator="g", n_folds=3, folds="contiguous", outcome_bounds=(-1, 1)
+    manual = PrivateATE(estimator="g", n_folds=3, folds="contiguous", outcome_bounds=(-1, 1),
+                        outcome_model=LinearRegression()
                         ).fit(design, df["a"].to_numpy(), df["y"].to_numpy(), evaluation=True)
     assert abs(rel.nonprivate["ate"] - manual.nonprivate["ate"]) < 1e-10
 

@@ -47,7 +47,8 @@ def test_asymmetric_bounds_shift_trick_keeps_estimate():
     X, A, Y = _data(300, 2, seed=3)
     Y = np.clip(Y + 1.0, 0.0, 2.0)
     est = PrivateATE(estimator="aipw", n_folds=5, folds="contiguous", outcome_bounds=(0.0, 2.0),
-                     propensity_clip=0.1, random_state=0)
+                     propensity_clip=0.1, random_state=0, propensity_model=LogisticRegression(),
+                     outcome_model=LinearRegression())
     rel = est.fit(X, A, Y, evaluation=True)
     tau, var = reference_ate(X, A, Y, 5, "aipw", _converged_logistic(), LinearRegression(),
                              (0.0, 2.0), 0.1)
@@ -58,8 +59,9 @@ def test_asymmetric_bounds_shift_trick_keeps_estimate():
 @pytest.mark.parametrize("estimator", ["g", "ipw", "aipw"])
 def test_k2_reduces_to_two_fold_cross_fitting(estimator):
     """Spec §5 item 8: with K=2 each row uses exactly the other fold's models (1/pi of one
-    model)."""
+    model); the default models are degree-2 features, then logistic / least squares."""
     X, A, Y = _data(200, 2, seed=11)
+    F = np.column_stack([X, X[:, 0] ** 2, X[:, 0] * X[:, 1], X[:, 1] ** 2])   # by hand
     Y = np.clip(Y, -1, 1)
     eta = 0.05
     est = PrivateATE(estimator=estimator, n_folds=2, folds="contiguous", propensity_clip=eta,
@@ -68,11 +70,11 @@ def test_k2_reduces_to_two_fold_cross_fitting(estimator):
     halves = [np.arange(100), np.arange(100, 200)]
     gamma = np.empty(200)
     for train, test in (halves, halves[::-1]):
-        p = np.clip(_converged_logistic().fit(X[train], A[train]).predict_proba(X[test])[:, 1],
+        p = np.clip(_converged_logistic().fit(F[train], A[train]).predict_proba(F[test])[:, 1],
                     eta, 1 - eta)
         t1, t0 = train[A[train] == 1], train[A[train] == 0]
-        m1 = np.clip(LinearRegression().fit(X[t1], Y[t1]).predict(X[test]), -1, 1)
-        m0 = np.clip(LinearRegression().fit(X[t0], Y[t0]).predict(X[test]), -1, 1)
+        m1 = np.clip(LinearRegression().fit(F[t1], Y[t1]).predict(F[test]), -1, 1)
+        m0 = np.clip(LinearRegression().fit(F[t0], Y[t0]).predict(F[test]), -1, 1)
         a, y = A[test], Y[test]
         gamma[test] = {
             "g": m1 - m0,
@@ -92,6 +94,7 @@ def test_stacked_linear_path_equals_generic_predict():
     Y = np.clip(Y, -1, 1)
     ident = FunctionTransformer()            # a Pipeline is never stacked: the generic path
     fast = PrivateATE(n_folds=10, random_state=1, noise_seed=1,
+                      propensity_model=LogisticRegression(), outcome_model=LinearRegression(),
                       outcome_bounds=(-1, 1)).fit(X, A, Y, evaluation=True)
     slow = PrivateATE(n_folds=10, random_state=1, noise_seed=1,
                       propensity_model=make_pipeline(ident, _converged_logistic()),

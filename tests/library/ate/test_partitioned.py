@@ -9,6 +9,7 @@ import hmac
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal import PrivateATE
 from dpcausal.ate.partitioned import (
@@ -180,7 +181,8 @@ def _check_equals_in_memory(partitions, estimator):
 
 def test_shuffling_a_partition_changes_no_fold_model_and_no_sum(partitions):
     K = 9
-    est = PrivateATE(n_folds=K, outcome_bounds=(-1, 1))
+    est = PrivateATE(n_folds=K, outcome_bounds=(-1, 1), propensity_model=LogisticRegression(),
+                     outcome_model=LinearRegression())     # coef_ read below
     _, models, sums = _partitioned(partitions, est, K)
     shuffled = [f.sample(frac=1.0, random_state=5).reset_index(drop=True) for f in partitions]
     _, models2, sums2 = _partitioned(shuffled, est, K)
@@ -206,7 +208,8 @@ def test_each_fold_model_sees_only_its_own_rows(partitions):
     for a, b in zip(base, after, strict=True):
         arm = a.mu1 if changed.loc[0, "A"] == 1 else a.mu0
         arm_after = b.mu1 if changed.loc[0, "A"] == 1 else b.mu0
-        assert np.array_equal(arm.coef_, arm_after.coef_) == (a.k != own)
+        # the default models are fitted pipelines (degree-2 features, then least squares)
+        assert np.array_equal(arm[-1].coef_, arm_after[-1].coef_) == (a.k != own)
 
 
 def test_an_empty_fold_gets_the_public_constants(partitions):

@@ -288,3 +288,18 @@ def test_a_randomized_design_allows_dim_and_the_bounds_may_be_pairs():
                              "estimator.covariate_bounds=[[-3, 3]]", "estimator.outcome_sd=0.5"])
     assert (cfg.estimator.estimator, cfg.estimator.design) == ("dim", "randomized")
     assert cfg.estimator.covariate_bounds == [(-3.0, 3.0)] and cfg.estimator.outcome_sd == 0.5
+
+
+def test_propensity_clip_auto_is_a_config_value():
+    """Issue 39: ``estimator.propensity_clip: auto`` (the library default when unset) reaches
+    the library; the planner's eta is written back like K (``planned_params``)."""
+    from conf.kinds import build_mechanism
+
+    cfg = load_config(DEMO, ["estimator.propensity_clip=auto"])
+    assert cfg.estimator.propensity_clip == "auto"
+    est = build_mechanism(cfg)
+    assert est.propensity_clip == "auto"
+    assert est.planned_params(5000, 1)["propensity_clip"] == pytest.approx(
+        2 * (1 / 5000 + 1 / 199) ** 0.5 / 1.5 ** 0.5, rel=1e-12)   # K = 200, zeta = 1.5
+    with pytest.raises(ConfigError, match="propensity_clip"):
+        load_config(DEMO, ["estimator.propensity_clip=tight"])

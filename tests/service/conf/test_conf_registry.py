@@ -56,5 +56,19 @@ def test_bad_models(name, role, params, match):
 
 
 def test_names_listed():
-    assert set(NAMES) == {"logistic", "linear", "decision_tree", "random_forest",
+    assert set(NAMES) == {"quadratic", "logistic", "linear", "decision_tree", "random_forest",
                           "gradient_boosting", "xgboost"}
+
+
+def test_quadratic_is_the_default_pair_and_builds_the_librarys_models():
+    """Issue 39: a config without ``models`` gets the library's default degree-2 models."""
+    from conf.models import Models
+    from dpcausal.ate.features import default_outcome_model, default_propensity_model
+
+    assert (Models().propensity.name, Models().outcome.name) == ("quadratic", "quadratic")
+    for role, ref in (("propensity", default_propensity_model()),
+                      ("outcome", default_outcome_model())):
+        built = build_model("quadratic", None, role)
+        assert repr(built) == repr(ref) and built is not build_model("quadratic", None, role)
+    with pytest.raises(ValueError, match=r"rejected its params \['C'\]"):
+        build_model("quadratic", {"C": 2.0}, "propensity")

@@ -40,7 +40,9 @@ def test_a_config_without_n_folds_releases_through_the_cli(estimator, tmp_path, 
     res = invoke("run", config, "--no-progress", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert 20 < PLANNED_K and out["release"]["n_folds"] == PLANNED_K
+    # d = 1 with the default degree-2 models (issue 39): 2 features, a floor of 100 rows per
+    # fold, K = 2000 // 100 (it was 80 with the plain models' floor of 25 rows)
+    assert PLANNED_K == 20 and out["release"]["n_folds"] == PLANNED_K
     assert out["release"]["params"]["n_folds"] == PLANNED_K
     run = MlflowClient().get_run(out["mlflow"]["run_id"])
     assert run.data.params["estimator.n_folds"] == str(PLANNED_K)
@@ -117,3 +119,5 @@ def test_a_partitioned_release_runs_the_blocks_plan_shows(tmp_path, curator_regi
         [charge] = led.history(dataset).to_dict("records")
     assert (charge["detail"]["K"], charge["detail"]["K'"]) == (shown["n_folds"],
                                                                 shown["block_folds"])
+    # ... and the eta the release used (propensity_clip "auto", issue 39)
+    assert charge["detail"]["eta"] == rel["params"]["propensity_clip"] < 0.2

@@ -21,7 +21,7 @@ def test_plan_flow_publishes_the_table_and_charges_nothing(make_config):
     assert out["artifact"] == "plan-plan-me-1"
     # the recommendation is the library planner's for the same public facts
     p = PrivateATE(estimator="aipw", outcome_bounds=(-1.0, 1.0), zeta=1.0).get_params()
-    table = plan(2000, 1, model_kind="parametric", **{k: p[k] for k in (
+    table = plan(2000, 1, model_kind="quadratic", **{k: p[k] for k in (   # the default models
         "estimator", "outcome_bounds", "propensity_clip", "zeta", "ci", "alpha", "p1",
         "sensitivity")})
     best = table[table["recommended"]].iloc[0]

@@ -124,7 +124,7 @@ def test_mlflow_run_holds_public_params_released_metrics_lineage_and_links(make_
     p = run.data.params
     assert (p["estimator.estimator"], p["estimator.n_folds"], p["estimator.fold_seed"]) == (
         "aipw", "20", "3")
-    assert p["models.propensity.name"] == "logistic" and p["mode"] == "release"
+    assert p["models.propensity.name"] == "quadratic" and p["mode"] == "release"  # issue 39
     assert params_disagreeing(p, out["release"]) == []  # what the release used (issue 34)
     assert (p["estimator.sigma2"], p["estimator.ci"], p["estimator.delta"]) == (
         out["release"]["params"]["sigma2"], "conservative", "1e-05")
@@ -314,15 +314,15 @@ def test_dask_runner_gives_the_same_release_as_threads(make_config):
 
     # evaluation with a noise seed makes the two comparable; another fold seed's store key
     # makes the Dask run fit every fold itself
+    plain = ("models.propensity.name=logistic", "models.outcome.name=linear")   # as before 39
     threads = run_release(make_config("mode=evaluation", "noise_seed=7",
-                                      "estimator.fold_seed=55"))
+                                      "estimator.fold_seed=55", *plain))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster:
         dask, rec = _recorded(make_config("mode=evaluation", "noise_seed=7",
                                           "estimator.fold_seed=55", "runner.kind=dask",
                                           f"runner.address={cluster.scheduler_address}",
-                                          "models.outcome.name=linear",
-                                          "models.outcome.params.fit_intercept=true"))
+                                          *plain, "models.outcome.params.fit_intercept=true"))
     assert _fits(rec) == (20, 0)
     a, b = threads["release"], dask["release"]
     assert b["nonprivate"] == pytest.approx(a["nonprivate"], rel=1e-9)
