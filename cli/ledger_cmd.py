@@ -230,7 +230,7 @@ def register(dataset: str, config_path: str, zeta: float | None, origin: str | N
                          f"(ledger.dataset_id), not {dataset!r}: register the dataset its "
                          "config names, or fix ledger.dataset_id")
     try:
-        reg = register_config(config, zeta=zeta, origin=origin, public=public)
+        reg = register_config(config, zeta=zeta, origin=origin, public=public, path=config_path)
     except ValueError as exc:
         raise InputError(" ".join(str(exc).split())) from exc
     click.echo(f"Registered {dataset} (version {reg.version}): n={reg.n} records, public from "

@@ -182,29 +182,18 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
 
 def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> None:
     """``run --submit``, after :func:`preflight` passed (a refusal exits as ``run`` would,
-    before anything is submitted): the config's release through the served stack's
-    deployment; prints the flow run's URL at once (no wait). The deployment runs registered
-    configs only, with analysis keys only (:mod:`conf.deployment`): anything else is refused
-    here (exit 2), before anything is submitted."""
+    before anything is submitted): the release through the served stack's deployment
+    (:func:`conf.deployment.submission`: a shipped config, or the file the dataset was
+    registered from; analysis keys only, else exit 2); prints the flow run's URL at once."""
     import yaml
 
-    from conf.deployment import REGISTERED_CONFIGS, check_analysis_key
-    from conf.settings import PROJECT_ROOT
+    from conf.deployment import submission
     from deploy.prefect_api import submit_release
 
     items = {key: yaml.safe_load(value) for key, _, value in
              (item.partition("=") for item in overrides)}
-    resolved = Path(config_path).resolve()
-    registered = (resolved.relative_to(PROJECT_ROOT).as_posix()
-                  if resolved.is_relative_to(PROJECT_ROOT) else str(resolved))
     try:
-        if registered not in REGISTERED_CONFIGS:
-            raise ValueError(f"--submit runs one of the deployment's registered configs "
-                             f"({', '.join(REGISTERED_CONFIGS)}), not {config_path}; run it "
-                             "here without --submit, or have the curator register it")
-        for key, value in items.items():
-            check_analysis_key(key, value)
-        url = submit_release(registered, items)
+        url = submit_release(submission(config_path, config.ledger.dataset_id, items))
     except (LookupError, ValueError) as exc:
         fail(exc)
     click.echo(url)

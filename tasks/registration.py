@@ -7,6 +7,7 @@ the source's keyed fingerprints, so the same data cannot be registered again und
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from conf.kinds import KINDS, default_covariates
@@ -20,16 +21,19 @@ from tasks.sql_partitions import sql_partitions, sql_schema
 
 
 def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
-             public: str | None = None) -> Registration:
+             public: str | None = None, path: str | Path | None = None) -> Registration:
     """Register ``config``'s dataset id with its data half (:func:`conf.registration.
     registration_values`), the mechanism's unit (``public``: the relation's public facts,
     default the unit's), n counted now (records, not lines) and, for the core release, d;
-    ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap.
+    ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap;
+    ``path``, the config's file, is kept as the fact ``config`` (its absolute path: the file a
+    deployment run of the dataset releases, :func:`conf.deployment.registered_config`).
     Creates the ledger if needed."""
     kind = KINDS[config.kind]
     counted = count(config)
     facts = {"unit": kind.build(config).unit, **({"public": public} if public else {}),
-             **{k: v for k, v in counted.items() if k not in ("n", "identity")}}
+             **{k: v for k, v in counted.items() if k not in ("n", "identity")},
+             **({"config": str(Path(path).resolve())} if path is not None else {})}
     with Ledger(create=True) as led:
         return led.register(config.ledger.dataset_id, **registration_values(config),
                             n=counted["n"], facts=facts, evaluation_allowed=origin is not None,

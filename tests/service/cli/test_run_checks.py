@@ -231,16 +231,12 @@ def test_json_errors_are_a_json_object_on_stdout_with_the_exit_code(env, case, c
 
 def test_plan_json_error_and_submit_without_a_stack(env, tmp_path, monkeypatch):
     """plan's error as JSON; ``run --submit`` makes run's checks first (exit 3 without a cap,
-    before anything is sent: issue 32 §3), then needs the served stack. It submits a config the
-    deployment registered (conf.deployment.REGISTERED_CONFIGS), whose dataset is registered."""
-    import conf.deployment
-
+    before anything is sent: issue 32 §3), then needs the served stack. It submits the config
+    its dataset was registered from (`dpcausal ledger register DATASET CONFIG`: issue 42)."""
     plan = _invoke("plan", "--json", DEMO, "--set", f"data.path={tmp_path / 'nope.csv'}")
     assert plan.exit_code == 2 and json.loads(plan.stdout)["exit_code"] == 2
     config = _release_config(tmp_path, "submitted.yaml", env["csv"], "submitted")
-    monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",    # the curator registers it
-                        (*conf.deployment.REGISTERED_CONFIGS, str(config)))
-    assert env["register"](config).n == 2000
+    assert env["register"](config, path=config).n == 2000   # the curator registers the file
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     no_cap = _invoke("run", "--submit", str(config), "--set", "estimator.zeta=1.0")
     assert no_cap.exit_code == 3 and "has no privacy budget" in no_cap.stderr, no_cap.output
