@@ -53,27 +53,6 @@ def _failed(exc: BaseException, evaluation: bool) -> NoReturn:
                  type(exc).__name__)
 
 
-def _bounds_notice(config: Any) -> None:
-    """A core release whose outcome bounds the ledger has never seen privately checked says so,
-    once, before the charge (issue 19 §1), with the charged library call that checks them.
-    Only an outcome declared binary (``data.dtypes`` gives it ``bool``: its reader makes any
-    value but 0/1 missing, so nothing is clipped) needs no check; bounds [0, 1] alone declare
-    nothing, as they are easily copied onto a continuous outcome (issue 34 §2)."""
-    from tasks.ledger_ops import bounds_checked
-
-    bounds, dataset = config.estimator.outcome_bounds, config.ledger.dataset_id
-    if bounds is None or config.data.dtypes.get(config.columns.outcome) == "bool" or \
-            bounds_checked(dataset, tuple(bounds)):
-        return
-    click.echo(f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been "
-               f"checked on dataset {dataset!r}; outcomes outside them are clipped and bias the "
-               "release. A private check costs a small stated budget (zeta=0.1 under a zeta or "
-               "rho cap, epsilon=0.1 under an epsilon cap), charged to the ledger from Python: "
-               f"`with dpcausal.Ledger().charging({dataset!r}): "
-               f"BoundsCheck(outcome_bounds=({bounds[0]:g}, {bounds[1]:g}), zeta=0.1)"
-               f".fit(df, outcome={config.columns.outcome!r})` (dpcausal.bounds_check)", err=True)
-
-
 def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
               ) -> tuple[Any, list[str]]:
     """Every check of a release before its charge, with no Prefect import: config, schema,
@@ -113,7 +92,10 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
         fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
                         "charged"))
     if config.kind == "ate" and not config.evaluation and bounds_notice:
-        _bounds_notice(config)
+        from tasks.ledger_ops import bounds_notice as notice
+
+        if text := notice(config):
+            click.echo(text, err=True)
     return checked, shown
 
 

@@ -275,6 +275,9 @@ def test_bounds_0_1_are_noticed_unless_the_outcome_is_declared_bool(env, tmp_pat
     continuous = _invoke("run", "--dry-run", *base, "--set", f"data.path={wage}")
     assert continuous.exit_code == 0, continuous.output
     assert "Notice: the outcome bounds [0, 1] have never been checked" in continuous.stderr
+    # the free alternative for a 0/1 outcome is named beside the charged check (issue 42 §2)
+    assert ("If Y is a 0/1 outcome, its curator can declare it instead, at no cost: "
+            "`data.dtypes: {Y: bool}` in the registered config") in continuous.stderr
     binary = tmp_path / "binary.csv"
     pd.DataFrame({"X1": rng.normal(size=n), "A": rng.integers(0, 2, n),
                   "Y": rng.integers(0, 2, n)}).to_csv(binary, index=False)
