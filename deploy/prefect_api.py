@@ -24,7 +24,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from conf.settings import PROJECT_ROOT, default_tracking_uri
+from conf.settings import PROJECT_ROOT, TEMPORARY_PREFECT_API, default_tracking_uri
 from deploy.servers import answers, services_dir, tool
 
 
@@ -119,6 +119,7 @@ def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
     # flushed the run's logs and events to it
     atexit.register(server.stop)
     os.environ["PREFECT_API_URL"] = server.api  # for child processes (Dask workers)
+    os.environ[TEMPORARY_PREFECT_API] = server.api  # no link to its pages outlives it
     import flows.release  # noqa: F401 - imports while the server boots (the slow part)
 
     meanwhile()

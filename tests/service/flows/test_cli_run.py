@@ -488,6 +488,24 @@ def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_c
     assert survivors == []
 
 
+def test_a_release_under_a_temporary_server_links_no_flow_run(cli_config, tmp_path):
+    """Issue 42 friction 3: the MLflow tag ``prefect.flow_run_url`` of a release run without a
+    served stack pointed at the temporary Prefect server, gone once the command ended. It is
+    left out there (the flow run's id stays, as ``prefect.flow_run_id``)."""
+    from mlflow import MlflowClient
+
+    dataset = "cli-temporary-server"
+    give_cap(dataset)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    path = cli_config(ledger={"dataset_id": dataset})
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "run", path, "--no-progress",
+                           "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tags = MlflowClient().get_run(json.loads(proc.stdout)["mlflow"]["run_id"]).data.tags
+    assert tags["prefect.flow_run_id"] and "prefect.flow_run_url" not in tags
+
+
 def test_a_set_typo_exits_2_blamed_on_set_with_the_closest_key(cli_config, invoke):
     out = invoke("run", cli_config(), "--set", "estimator.n_fold=10")
     _assert_error(out, 2, r"^Error: invalid --set: estimator\.n_fold: unknown key; did you mean "
