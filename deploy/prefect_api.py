@@ -21,7 +21,7 @@ import signal
 import socket
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Callable, Iterator
 
 from conf.settings import PROJECT_ROOT, TEMPORARY_PREFECT_API, default_tracking_uri
@@ -126,6 +126,22 @@ def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
     server.wait(float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")))
     with _settings(server.api):
         yield
+
+
+def release_in_process(config: Any, checked: Any,
+                       progress: AbstractContextManager[Any] | None = None) -> dict[str, Any]:
+    """The release flow of ``config`` in this process, on :func:`prefect_api` (the MLflow store
+    opened while a temporary server boots), taking the input the caller's public checks read
+    (:func:`tasks.preflight.checked_in_process`: the data are read once and its warnings are
+    not raised again); ``progress`` is entered around the flow run (the CLI's bar)."""
+    from tasks.preflight import checked_in_process
+    from tasks.tracking import connect
+
+    with prefect_api(meanwhile=lambda: connect(config.mlflow.tracking_uri)), \
+            progress or nullcontext(), checked_in_process(config, checked):
+        from flows.release import run_release
+
+        return run_release(config)
 
 
 DEPLOYMENT = "release_from_config/from-config"

@@ -27,7 +27,8 @@ DEFAULT_SETTINGS = ReleaseParameters()
 def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
                         refresh_demo_data: bool = False) -> dict[str, Any]:
     """Load ``settings.config`` (one of the registered configs, relative to the project root),
-    or the file ``settings.dataset`` was registered from, with ``settings`` (analysis keys only: :mod:`conf.deployment`) and release.
+    or the file ``settings.dataset`` was registered from, with ``settings`` (analysis keys
+    only: :mod:`conf.deployment`) and release.
 
     ``refresh_demo_data`` first re-writes the demo dataset of the config's kind under the data
     folder, points the config at it, gives the demo dataset its cap if it has none and registers

@@ -21,14 +21,20 @@ from tasks.sql_partitions import sql_partitions, sql_schema
 
 
 def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
-             public: str | None = None, path: str | Path | None = None) -> Registration:
+             public: str | None = None, path: str | Path | None = None,
+             dataset: str | None = None) -> Registration:
     """Register ``config``'s dataset id with its data half (:func:`conf.registration.
     registration_values`), the mechanism's unit (``public``: the relation's public facts,
     default the unit's), n counted now (records, not lines) and, for the core release, d;
     ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap;
     ``path``, the config's file, is kept as the fact ``config`` (its absolute path: the file a
     deployment run of the dataset releases, :func:`conf.deployment.registered_config`).
+    ``dataset``, the id the curator names, must be the config's (ValueError naming both).
     Creates the ledger if needed."""
+    if dataset is not None and config.ledger.dataset_id != dataset:
+        raise ValueError(f"{path or 'the config'} names dataset {config.ledger.dataset_id!r} "
+                         f"(ledger.dataset_id), not {dataset!r}: register the dataset its "
+                         "config names, or fix ledger.dataset_id")
     kind = KINDS[config.kind]
     counted = count(config)
     facts = {"unit": kind.build(config).unit, **({"public": public} if public else {}),
@@ -49,6 +55,19 @@ def register_demo(config: Any) -> Registration:
 
     set_initial_budget(config.ledger.dataset_id, **demo_cap(config.kind))
     return register(config, origin="synthetic")
+
+
+def prepare_demo(kind: str, n_rows: int) -> tuple[Path, dict[str, Any], Registration]:
+    """``dpcausal demo``'s curator step: ``kind``'s synthetic data (``n_rows`` for the core
+    demo) written under the data folder, its demo config (:func:`demo.example_config`) pointed at
+    them, as a raw dict, and their registration (:func:`register_demo`)."""
+    from conf.kinds import load_any
+    from conf.settings import data_dir
+    from demo import example_config, write_demo
+
+    path = write_demo(kind, data_dir() / "demo", n_rows)
+    base = {**example_config(kind), "data": {"path": str(path)}}
+    return path, base, register_demo(load_any(None, base=base))
 
 
 def count(config: Any) -> dict[str, Any]:

@@ -1,0 +1,174 @@
+"""The CLI's own cost (issue 41 §2, issue 42 friction 5): a 10^6-row ``dpcausal run`` beside the
+same release by the library in a fresh Python process, in one run, with the load average.
+
+Data: n rows (default 10^6) of :func:`dpcausal.datasets.make_large`, d = 5, as one CSV; release
+mode, AIPW, the planner's K and K', zeta 1, propensity clip 0.2, outcome bounds (0, 1); the
+dataset registered by its curator (``dpcausal ledger register``) with a large cap, in a
+temporary data folder. Alternated, ``--repeats`` times each (the machine's load affects both):
+
+- library: ``python -c`` of ``import pandas, dpcausal``; ``pd.read_csv``; ``PrivateATE.fit``
+  in release mode (a fresh process: import, read, fit);
+- cli, cold: ``dpcausal run CONFIG`` with no stack (its temporary Prefect server, MLflow);
+- phases of one cold run, from its ``DPCAUSAL_TIMINGS`` log (``cli/timings``: seconds since
+  the interpreter started at each step the command passes).
+
+Then, once each: ``dpcausal serve`` (seconds to a ready stack, deployments included), ``run``
+against the served stack, ``run --submit`` (seconds until it returns the flow run's URL) and
+the submitted run's completion (until its MLflow run is recorded), then ``dpcausal stop``.
+Every figure has its load average (1-minute) beside it; compare ratios of the same run.
+
+    .venv/bin/python bench/cli_cost.py [--n 1000000] [--repeats 3] [--no-served]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from cli_release import DPCAUSAL, ROOT, _cli, _load, cli_workdir  # bench/ is on sys.path
+from partitioned_blocks import write_source
+
+D = 5
+ESTIMATOR = {"estimator": "aipw", "outcome_bounds": [0.0, 1.0], "propensity_clip": 0.2,
+             "zeta": 1.0}
+COVARIATES = [f"x{j + 1}" for j in range(D)]
+
+LIBRARY = """
+import time, warnings
+t0 = time.perf_counter()
+import pandas as pd
+from dpcausal import PrivateATE
+t1 = time.perf_counter()
+frame = pd.read_csv({csv!r})
+t2 = time.perf_counter()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    PrivateATE(**{estimator!r}).fit(frame, treatment="A", outcome="Y", covariates={cov!r})
+t3 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2)
+"""
+
+
+def _write(folder: Path, n: int) -> tuple[Path, Path]:
+    import pandas as pd
+
+    write_source(folder / "parts", n, D, 1, 125_000, seed=2026)
+    csv = folder / "trial.csv"
+    pd.read_parquet(folder / "parts").drop(columns="id").to_csv(csv, index=False)
+    config = folder / "release.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "cost", "data": {"path": str(csv)},
+        "columns": {"treatment": "A", "outcome": "Y", "covariates": COVARIATES},
+        "estimator": ESTIMATOR, "ledger": {"dataset_id": "bench-cost"},
+        "mlflow": {"experiment": "bench-cost"}}))
+    return csv, config
+
+
+def _library(csv: Path) -> tuple[float, list[float]]:
+    """Wall seconds of the fresh process, and its (import, read, fit) seconds."""
+    code = LIBRARY.format(csv=str(csv), cov=COVARIATES,
+                          estimator={**ESTIMATOR, "outcome_bounds": (0.0, 1.0)})
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    return time.perf_counter() - t0, [float(x) for x in done.stdout.split()]
+
+
+def _phases(config: Path, env: dict[str, str], folder: Path) -> list[tuple[str, float]]:
+    """The steps of one cold run and the seconds since start at each (cli/timings.py)."""
+    log = folder / "timings.jsonl"
+    log.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    _cli(["run", str(config), "--no-progress"], {**env, "DPCAUSAL_TIMINGS": str(log)})
+    wall = time.perf_counter() - t0
+    steps = [(r["step"], r["s"]) for r in map(json.loads, log.read_text().splitlines())]
+    return [*steps, ("exit (wall of the command)", wall)]
+
+
+def _served(config: Path, env: dict[str, str], folder: Path) -> list[tuple[str, float, float]]:
+    """(what, seconds, load) of the served stack's figures."""
+    out = []
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    _cli(["serve", "--prefect-port", "4291", "--mlflow-port", "5091"], env)
+    out.append(("serve: stack ready (deployed, worker started)", time.perf_counter() - t0, load))
+    try:
+        load = os.getloadavg()[0]
+        out.append(("run, served stack", _cli(["run", str(config), "--no-progress"], env)[0],
+                    load))
+        shipped = folder / "release.yaml"
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        done = subprocess.run([DPCAUSAL, "run", "--submit", str(shipped)], env=env, cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        out.append(("run --submit: URL printed", time.perf_counter() - t0, load))
+        out.append(("run --submit: flow run completed", _wait(done.stdout.strip(), t0), load))
+    finally:
+        _cli(["stop"], env)
+    return out
+
+
+def _wait(url: str, t0: float, timeout: float = 1800) -> float:
+    """Seconds from ``t0`` until the flow run at ``url`` is final (its state, by the API)."""
+    import urllib.request
+
+    run_id = url.rstrip("/").rsplit("/", 1)[-1]
+    api = url.split("/runs/")[0] + "/api"
+    while time.perf_counter() - t0 < timeout:
+        with urllib.request.urlopen(f"{api}/flow_runs/{run_id}", timeout=10) as response:
+            state = json.load(response).get("state_type")
+        if state in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+            if state != "COMPLETED":
+                raise SystemExit(f"the submitted run ended {state}")
+            return time.perf_counter() - t0
+        time.sleep(0.5)
+    raise SystemExit("the submitted run did not finish")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=10**6)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-served", action="store_true")
+    args = parser.parse_args()
+    folder, env = cli_workdir("dpcausal-bench-cost-")
+    csv, config = _write(folder, args.n)
+    _cli(["ledger", "register", "bench-cost", str(config), "--zeta", "1000"], env)
+    load_before = os.getloadavg()
+    library, cold, parts = [], [], []
+    for _ in range(args.repeats):  # alternated: the machine's load affects both alike
+        wall, split = _library(csv)
+        library.append(wall)
+        parts.append(split)
+        cold.append(_cli(["run", str(config), "--no-progress"], env)[0])
+    load_after = os.getloadavg()
+    phases = _phases(config, env, folder)
+    served = [] if args.no_served else _served(config, env, folder)
+    lib, cli = statistics.median(library), statistics.median(cold)
+    print(f"\n=== dpcausal run vs the library in a fresh process, n = {args.n:,}, d = {D}, "
+          f"AIPW, {args.repeats} runs each, alternated; cores: {os.cpu_count()}; load average "
+          f"(1, 5, 15 min) before {_load(load_before)}, after {_load(load_after)} ===")
+    print(f"library (import, read CSV, fit)  {lib:7.2f} s median  ("
+          + ", ".join(f"{w:.2f}" for w in library) + "); import/read/fit "
+          + " / ".join(f"{statistics.median(p[i] for p in parts):.2f}" for i in range(3)))
+    print(f"dpcausal run, cold               {cli:7.2f} s median  ("
+          + ", ".join(f"{w:.2f}" for w in cold) + ")")
+    print(f"ratio cli / library: {cli / lib:.2f}x (target <= 2 on a quiet machine)")
+    print(f"\nphases of one cold run (seconds since the interpreter started; load "
+          f"{os.getloadavg()[0]:.1f}):")
+    for step, seconds in phases:
+        print(f"  {seconds:7.2f}  {step}")
+    for what, seconds, load in served:
+        print(f"{what:48s} {seconds:7.2f} s  (load {load:.1f})")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main()
