@@ -9,8 +9,8 @@ temporary data folder. Alternated, ``--repeats`` times each (the machine's load 
 - library: ``python -c`` of ``import pandas, dpcausal``; ``pd.read_csv``; ``PrivateATE.fit``
   in release mode (a fresh process: import, read, fit);
 - cli, cold: ``dpcausal run CONFIG`` with no stack (its temporary Prefect server, MLflow);
-- phases of one cold run, from its ``DPCAUSAL_TIMINGS`` log (``cli/timings``: seconds since
-  the interpreter started at each step the command passes).
+- phases of one cold run under cProfile: imports, public checks, the temporary server's
+  start, the flow, the CSV read, the fold fits, MLflow (cumulative seconds in the main thread).
 
 Then, once each: ``dpcausal serve`` (seconds to a ready stack, deployments included), ``run``
 against the served stack, ``run --submit`` (seconds until it returns the flow run's URL) and
@@ -81,15 +81,49 @@ def _library(csv: Path) -> tuple[float, list[float]]:
     return time.perf_counter() - t0, [float(x) for x in done.stdout.split()]
 
 
+PROFILED = """
+import cProfile, sys
+from cli.main import main
+profile = cProfile.Profile()
+profile.enable()
+try:
+    main(sys.argv[2:], prog_name="dpcausal", standalone_mode=False)
+finally:
+    profile.disable()
+    profile.dump_stats(sys.argv[1])
+"""
+
+#: (label, file suffix, function) of the steps of a cold run, as cProfile sees them in the
+#: command's main thread (the fold fits in threads count in the step that waits for them)
+STEPS = [("imports (cumulative, every module)", "<frozen importlib._bootstrap>", "_find_and_load"),
+         ("public checks before the charge", "tasks/preflight.py", "public_checks"),
+         ("temporary Prefect server: wait to answer", "deploy/prefect_api.py", "wait"),
+         ("MLflow store opened (during the server's boot)", "tasks/tracking.py", "connect"),
+         ("the flow (dp_release)", "prefect/flow_engine.py", "run_flow"),
+         ("  read and check the CSV (after the charge)", "tasks/preflight.py", "load_registered"),
+         ("    of which coerce to the declared types", "tasks/data.py", "coerce"),
+         ("  fold fits (tasks.fold_fits)", "tasks/fold_fits.py", "fit_folds"),
+         ("  MLflow run opened", "tasks/tracking.py", "open_release_run"),
+         ("  MLflow run logged", "tasks/tracking.py", "log_release")]
+
+
 def _phases(config: Path, env: dict[str, str], folder: Path) -> list[tuple[str, float]]:
-    """The steps of one cold run and the seconds since start at each (cli/timings.py)."""
-    log = folder / "timings.jsonl"
-    log.unlink(missing_ok=True)
+    """Cumulative seconds of the steps (:data:`STEPS`) of one cold run under cProfile (which
+    slows Python-heavy steps), and the command's wall time."""
+    import pstats
+
+    out = folder / "run.prof"
     t0 = time.perf_counter()
-    _cli(["run", str(config), "--no-progress"], {**env, "DPCAUSAL_TIMINGS": str(log)})
+    subprocess.run([sys.executable, "-c", PROFILED, str(out), "run", str(config),
+                    "--no-progress"], env=env, cwd=ROOT, check=True, capture_output=True)
     wall = time.perf_counter() - t0
-    steps = [(r["step"], r["s"]) for r in map(json.loads, log.read_text().splitlines())]
-    return [*steps, ("exit (wall of the command)", wall)]
+    stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+    found = []
+    for label, suffix, name in STEPS:
+        cumulative = [v[3] for (path, _, func), v in stats.items()
+                      if func == name and path.endswith(suffix)]
+        found.append((label, max(cumulative, default=0.0)))
+    return [*found, ("the command, wall (profiled)", wall)]
 
 
 def _served(config: Path, env: dict[str, str], folder: Path) -> list[tuple[str, float, float]]:
@@ -161,8 +195,7 @@ def main() -> None:
     print(f"dpcausal run, cold               {cli:7.2f} s median  ("
           + ", ".join(f"{w:.2f}" for w in cold) + ")")
     print(f"ratio cli / library: {cli / lib:.2f}x (target <= 2 on a quiet machine)")
-    print(f"\nphases of one cold run (seconds since the interpreter started; load "
-          f"{os.getloadavg()[0]:.1f}):")
+    print(f"\nsteps of one cold run under cProfile, cumulative s (load {os.getloadavg()[0]:.1f}):")
     for step, seconds in phases:
         print(f"  {seconds:7.2f}  {step}")
     for what, seconds, load in served:

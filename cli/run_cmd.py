@@ -220,15 +220,12 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
     from tasks.registration import prepare_demo
 
     try:
-        path, base, registration = prepare_demo(kind, n_rows)  # the curator's step
+        base, note = prepare_demo(kind, n_rows)  # the curator's step
     except (ValueError, TypeError) as exc:
         fail(exc)
     config = load_config(None, overrides, base=base, asked=True)
     if not as_json:
-        click.echo(f"demo data: {path} ({kind} demo), registered as dataset "
-                   f"{registration.dataset!r} (n={registration.n}, version "
-                   f"{registration.version}; `dpcausal ledger show {registration.dataset}`)",
-                   err=True)
+        click.echo(note, err=True)
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
     if not as_json:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")

@@ -21,7 +21,7 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
+from conf.kinds import KINDS, AnyConfig, model_specs, unused_settings, with_planned
 from conf.registration import check_asked, registered
 from conf.settings import lasting_url
 from dpcausal import Mechanism, PrivateATE
@@ -122,7 +122,7 @@ def dp_release(config: AnyConfig) -> dict[str, Any]:
     run: TrackedRun = open_release_run(
         config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags, settings,
         lineage(dataset, source_description(config.data), kind.roles(config), checked.schema,
-                settings))
+                settings), unused_settings(config))
     partitioned = config.data.partitioned
     steps = None if partitioned else extra_steps(mechanism)
     if steps is not None:

@@ -14,7 +14,7 @@ from conf.kinds import KINDS, default_covariates
 from conf.models import Schema
 from conf.registration import registration_values
 from dpcausal.ate.partitioned import check_roles
-from dpcausal.ledger import Ledger, Registration
+from dpcausal.ledger import Cap, Ledger, Registration
 from store import frame_identities, source_fingerprint
 from tasks.data import partition_footers, read_frame, select, source_identity, source_shape
 from tasks.sql_partitions import sql_partitions, sql_schema
@@ -46,28 +46,36 @@ def register(config: Any, *, zeta: float | None = None, origin: str | None = Non
                             origin=origin, zeta=zeta, fingerprint=counted["identity"])
 
 
-def register_demo(config: Any) -> Registration:
+def register_demo(config: Any) -> tuple[Registration, Cap]:
     """The demo's own data (``config`` points at them): their cap if they have none
     (:func:`demo.demo_cap`), and their registration as a synthetic source, which allows
-    evaluation mode on them."""
+    evaluation mode on them; returns the registration and the dataset's cap."""
     from demo import demo_cap
     from tasks.ledger_ops import set_initial_budget
 
-    set_initial_budget(config.ledger.dataset_id, **demo_cap(config.kind))
-    return register(config, origin="synthetic")
+    cap = set_initial_budget(config.ledger.dataset_id, **demo_cap(config.kind))
+    return register(config, origin="synthetic"), cap
 
 
-def prepare_demo(kind: str, n_rows: int) -> tuple[Path, dict[str, Any], Registration]:
+def prepare_demo(kind: str, n_rows: int) -> tuple[dict[str, Any], str]:
     """``dpcausal demo``'s curator step: ``kind``'s synthetic data (``n_rows`` for the core
     demo) written under the data folder, its demo config (:func:`demo.example_config`) pointed at
-    them, as a raw dict, and their registration (:func:`register_demo`)."""
+    them, as a raw dict, and their registration with their cap (:func:`register_demo`); returns
+    the config and a note for the user saying what was registered, the cap,
+    and why the demo may give one (issue 42: caps are otherwise never assumed)."""
     from conf.kinds import load_any
     from conf.settings import data_dir
     from demo import example_config, write_demo
 
     path = write_demo(kind, data_dir() / "demo", n_rows)
     base = {**example_config(kind), "data": {"path": str(path)}}
-    return path, base, register_demo(load_any(None, base=base))
+    reg, cap = register_demo(load_any(None, base=base))
+    return base, (
+        f"demo data: {path} ({kind} demo), registered as dataset {reg.dataset!r} (n={reg.n}, "
+        f"version {reg.version}; `dpcausal ledger show {reg.dataset}`); its cap, {cap.kind} "
+        f"{cap.value:g}, was set by the demo itself because these data are synthetic (made just "
+        "now; no person is in them): any other dataset's cap is set by its curator (`dpcausal "
+        "ledger set-budget`), never assumed")
 
 
 def count(config: Any) -> dict[str, Any]:

@@ -372,3 +372,19 @@ def test_a_stated_outcome_sd_is_the_spread_run_rates_the_release_against(env):
     assert _invoke("run", "--dry-run", "--strict",
                    *_args(env, "rehearsed", *stated)).exit_code == 2
     assert _charges(env, "rehearsed") == 0
+
+
+def test_the_demo_says_why_it_gives_its_data_a_cap(env):
+    """Issue 42 friction 6: `./dev demo` gave its dataset a zeta = 15 cap by itself while the
+    README stresses that caps are never assumed. Its note says the cap and why: the data are
+    synthetic, made by the demo; any other dataset's cap is its curator's."""
+    from tasks.registration import prepare_demo
+
+    base, note = prepare_demo("ate", 500)
+    assert base["ledger"]["dataset_id"] == "demo-experiment-a"
+    assert "registered as dataset 'demo-experiment-a' (n=500, version 1" in note
+    assert ("its cap, zeta 15, was set by the demo itself because these data are synthetic "
+            "(made just now; no person is in them): any other dataset's cap is set by its "
+            "curator (`dpcausal ledger set-budget`), never assumed") in note
+    with Ledger(env["ledger"]) as led:
+        assert led.cap("demo-experiment-a").zeta == 15.0
