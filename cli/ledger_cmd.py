@@ -11,7 +11,7 @@ import json
 import click
 import pandas as pd
 
-from tasks.ledger_view import dataset_history, plain, records, table
+from tasks.ledger_view import dataset_history, history_json, records, registrations_json, table
 
 
 class InputError(click.ClickException):
@@ -121,12 +121,7 @@ def history(dataset: str, url: str | None, as_json: bool) -> None:
     frame, spent, cap, relation, fixes = (h[k] for k in ("charges", "spent", "cap", "relation",
                                                          "corrections"))
     if as_json:
-        doc = {"dataset": dataset, "unit": relation.unit, "public": relation.text,
-               "cap": cap.describe(), "delta": cap.delta,
-               "spent": {"zeta": spent.zeta, "rho": spent.rho, "epsilon": spent.epsilon,
-                         "n_charges": spent.n_charges},
-               "next": h["next"], "charges": records(frame), "corrections": records(fixes)}
-        click.echo(json.dumps(plain(doc), indent=2))
+        click.echo(json.dumps(history_json(dataset, h), indent=2))
         return
     if frame.empty:
         click.echo(f"No charges on {dataset} yet (cap {cap.describe()} {relation.describe()}).")
@@ -199,8 +194,7 @@ def show(dataset: str, url: str | None, as_json: bool) -> None:
         raise InputError(f"dataset {dataset!r} is not registered; its curator registers it: "
                          f"`dpcausal ledger register {dataset} CONFIG`")
     if as_json:
-        click.echo(json.dumps(plain([{**r.bound(), "version": r.version, "by": r.by,
-                                       "at": pd.Timestamp(r.at)} for r in versions]), indent=2))
+        click.echo(json.dumps(registrations_json(versions), indent=2))
         return
     click.echo(versions[-1].describe())
     if len(versions) > 1:

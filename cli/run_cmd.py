@@ -1,13 +1,10 @@
 """``dpcausal run CONFIG [--set key=value ...]`` and ``dpcausal demo``, for every release kind.
 
-Heavy imports (Prefect, MLflow, scikit-learn) happen inside the commands, so ``dpcausal --help``
-stays fast. Before any Prefect server starts, the config, the mechanism, the data's schema and the
-budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. The
-warnings those public checks raise, and ``plan``'s warning when the release's expected CI is more
-than 10 times the non-private one (:func:`tasks.planning.release_warnings`), are printed there,
-once, in plain words (``--strict`` refuses the release instead, exit 2). A release that fails
-afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no data-dependent
-text (the details go to the curator's private log).
+Heavy imports happen inside the commands (``dpcausal --help`` stays fast). Before any Prefect
+server starts, the public checks (:func:`tasks.preflight.public_checks`) run, charging nothing:
+bad input exits 2, a refusal by the budget 3, their warnings are printed once in plain words
+(``--strict`` refuses instead, exit 2). A release that fails afterwards exits 1 with one
+``Error:`` paragraph, with no data-dependent text in release mode (:func:`store.log_failure`).
 """
 
 from __future__ import annotations
@@ -107,7 +104,7 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
              as_json: bool) -> None:
     """``run --dry-run``: :func:`preflight` (which exits as ``run`` would on a failure), then
     what the release would charge; nothing is charged and no server starts."""
-    from tasks.preflight import charge_of
+    from tasks.preflight import charge_of, describe_charge
 
     checked, shown = preflight(config, strict=strict, bounds_notice=bounds_notice)
     charge = charge_of(checked)
@@ -117,10 +114,7 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
                                "evaluation": config.evaluation, "charge": charge,
                                "warnings": shown}))
         return
-    cost = "nothing (evaluation mode)" if config.evaluation else (
-        f"gaussian, zeta {charge['zeta']:g} (epsilon {charge['epsilon']:.3g} at delta "
-        f"{charge['delta']:g})" if charge["mechanism"] == "gaussian" else ", ".join(
-            f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items()))
+    cost = "nothing (evaluation mode)" if config.evaluation else describe_charge(charge)
     click.echo(f"Dry run of {config_path}: every check before the charge passed; the release "
                f"would charge {cost} to dataset {dataset!r}. Nothing was charged.")
 
@@ -130,15 +124,11 @@ def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> Non
     before anything is submitted): the release through the served stack's deployment
     (:func:`conf.deployment.submission`: a shipped config, or the file the dataset was
     registered from; analysis keys only, else exit 2); prints the flow run's URL at once."""
-    import yaml
-
     from conf.deployment import submission
     from deploy.prefect_api import submit_release
 
-    items = {key: yaml.safe_load(value) for key, _, value in
-             (item.partition("=") for item in overrides)}
     try:
-        url = submit_release(submission(config_path, config.ledger.dataset_id, items))
+        url = submit_release(submission(config_path, config.ledger.dataset_id, overrides))
     except (LookupError, ValueError) as exc:
         fail(exc)
     click.echo(url)

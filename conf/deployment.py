@@ -63,12 +63,16 @@ def registered_config(dataset: str) -> str | None:
     return registered(dataset).facts.get("config")
 
 
-def submission(config_path: str, dataset: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def submission(config_path: str, dataset: str, items: tuple[str, ...]) -> dict[str, Any]:
     """The ``settings`` of a deployment run of ``config_path`` (``dpcausal run --submit``):
     a shipped config of :data:`REGISTERED_CONFIGS` by its path, the file ``dataset`` was
-    registered from (:func:`registered_config`) by the dataset; ``overrides`` are analysis keys
-    only (:func:`check_analysis_key`). ValueError for any other config or key, before anything
-    is submitted."""
+    registered from (:func:`registered_config`) by the dataset; ``items`` (``--set``'s
+    ``key=value``, values read as YAML) are analysis keys only (:func:`check_analysis_key`).
+    ValueError for any other config or key, before anything is submitted."""
+    import yaml
+
+    overrides = {key: yaml.safe_load(value) for key, _, value in
+                 (item.partition("=") for item in items)}
     for key, value in overrides.items():
         check_analysis_key(key, value)
     resolved = Path(config_path).resolve()

@@ -69,3 +69,20 @@ def dataset_history(led: Ledger, dataset: str) -> dict[str, Any]:
     return {"charges": led.history(dataset), "spent": led.spent(dataset),
             "cap": led.cap(dataset), "relation": led.relation(dataset),
             "next": led.headroom(dataset), "corrections": led.corrections(dataset)}
+
+
+def history_json(dataset: str, history: dict[str, Any]) -> dict[str, Any]:
+    """:func:`dataset_history` as one JSON-ready document (``ledger history --json``)."""
+    cap, spent, relation = history["cap"], history["spent"], history["relation"]
+    return plain({"dataset": dataset, "unit": relation.unit, "public": relation.text,
+                  "cap": cap.describe(), "delta": cap.delta,
+                  "spent": {"zeta": spent.zeta, "rho": spent.rho, "epsilon": spent.epsilon,
+                            "n_charges": spent.n_charges},
+                  "next": history["next"], "charges": records(history["charges"]),
+                  "corrections": records(history["corrections"])})
+
+
+def registrations_json(versions: list[Any]) -> list[dict[str, Any]]:
+    """Registrations (oldest first) as JSON-ready documents (``ledger show --json``)."""
+    return plain([{**r.bound(), "version": r.version, "by": r.by, "at": pd.Timestamp(r.at)}
+                  for r in versions])

@@ -285,6 +285,14 @@ def charge_of(checked: Checked) -> dict[str, Any]:
     return charge
 
 
+def describe_charge(charge: dict[str, Any]) -> str:
+    """:func:`charge_of`'s charge in words: a Gaussian one as zeta and (epsilon, delta)."""
+    if charge["mechanism"] == "gaussian":
+        return (f"gaussian, zeta {charge['zeta']:g} (epsilon {charge['epsilon']:.3g} at delta "
+                f"{charge['delta']:g})")
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items())
+
+
 def check_data(config: Any) -> Any:
     """``dpcausal check-data``: a NON-PRIVATE look at the values of ``config``'s data (issue 25
     §2), read as the release reads them (:func:`tasks.data.read_frame`), by its mechanism's
