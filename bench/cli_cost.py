@@ -26,6 +26,10 @@ under cProfile (204 s wall at load 17): imports 86 s cumulative, reading and che
 after the charge 59 s (its coerce 29 s), the fold fits 27 s, the MLflow store opened during the
 temporary server's boot 29 s. The served stack: ``serve`` ready in 129 s (load 20), ``run``
 on it 104 s (load 15), ``run --submit`` 22 s to the URL and 84 s to the finished run (load 17).
+Later, at load 4 (1 run each): the library 5.23 s (import 1.11, read 0.28, fit 3.48), a cold
+``dpcausal run`` 37.40 s, 7.15x; under cProfile (67.8 s wall, load 6.9) reading and checking
+the CSV 20.5 s (coerce 9.5 s), the fold fits 15.1 s (they store every fold model in the private
+store), imports 17.9 s, the MLflow store 7.6 s during the server's boot, the server's wait 0.4 s.
 The release's CSV reader (every cell parsed by the declared types' public rules) is the largest
 cost that is not the work: its coerce took 34.8-42.4 s before fed7c22 and 21.8-22.3 s after
 (7 columns of 10^6 rows, alternated in one process, load 20).
