@@ -50,8 +50,8 @@ def main() -> None:
            if not k.startswith(("PREFECT_", "MLFLOW_", "DPCAUSAL_"))}
     env["DPCAUSAL_DATA"] = str(folder / "data")
     config = _write(folder, 3000)
-    subprocess.run([DPCAUSAL, "ledger", "set-budget", "bench-cli", "--zeta", "1000"], env=env,
-                   check=True, capture_output=True)
+    subprocess.run([DPCAUSAL, "ledger", "register", "bench-cli", str(config), "--zeta", "1000"],
+                   env=env, check=True, capture_output=True)  # the curator registers the data
     load = os.getloadavg()
     rows = [("python", _python(config)[0]),
             ("imports: library and checks", _imports("tasks.preflight")),

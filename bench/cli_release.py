@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     folder, env = cli_workdir("dpcausal-bench-cli-")
     config = _write(folder, args.n)
-    _cli(["ledger", "set-budget", "bench-cli", "--zeta", "1000"], env)
+    _cli(["ledger", "register", "bench-cli", str(config), "--zeta", "1000"], env)  # the curator
     load_before = os.getloadavg()
     run = ["run", str(config), "--no-progress"]
     python = [_python(config) for _ in range(args.repeats)]

@@ -29,22 +29,11 @@ def check_data(config_path: str, overrides: tuple[str, ...]) -> None:
 
     Charges nothing and records nothing (no ledger, MLflow or Prefect). Its output describes the
     data themselves: keep it to yourself, never share or publish it."""
-    from conf.settings import data_dir
-    from store import curator_key_file
     from tasks.preflight import check_data as look
 
     config = load_config(config_path, overrides)
-    if curator_key_file() is None:
-        fail(ValueError(f"check-data is for the dataset's curator only: it prints non-private "
-                        f"counts, and needs the curator's key file (fingerprint.key or fold.key "
-                        f"under {data_dir() / 'private'}) readable, which it is not for this "
-                        "user; ask the curator, or release privately with `dpcausal run`"))
-    if config.data.url_block is not None:
-        fail(ValueError(f"check-data does not read data.url_block {config.data.url_block!r}: "
-                        "that database is reached through a block the runner holds, not the "
-                        "caller; the curator checks it with data.url and their own credentials"))
     try:
-        check = look(config)
+        check = look(config)  # refuses a caller without the curator's key, before any read
     except (ValueError, TypeError) as exc:     # bad input or configuration
         fail(exc)
     click.echo(str(check))

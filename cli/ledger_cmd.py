@@ -7,13 +7,12 @@ Exit codes: 0 done, 2 bad input (unknown dataset, bad cap, missing or unreadable
 from __future__ import annotations
 
 import json
-import math
-from typing import Any
 
 import click
 import pandas as pd
 
 from cli.common import planning_options
+from tasks.ledger_view import dataset_history, history_json, records, registrations_json, table
 
 
 class InputError(click.ClickException):
@@ -29,55 +28,6 @@ def _open(url: str | None, create: bool = False):  # noqa: ANN202 - ledger impor
         return Ledger(url, create=create)
     except (LedgerError, ValueError) as exc:
         raise InputError(str(exc)) from exc
-
-
-def _fmt(value: object) -> str:
-    """A table cell: :func:`_plain`'s value, a timestamp to the second (UTC), missing as '-'."""
-    if isinstance(value, pd.Timestamp):
-        return _utc(value).strftime("%Y-%m-%d %H:%M:%S")
-    value = _plain(value)
-    if isinstance(value, dict):
-        text = ", ".join(f"{k}={_fmt(v)}" for k, v in value.items())
-        return (text or "-") if len(text) <= 60 else text[:57] + "..."
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return "-" if value is None else str(value) or "-"
-
-
-def _utc(stamp: pd.Timestamp) -> pd.Timestamp:
-    """UTC (SQLite drops the zone, PostgreSQL keeps it)."""
-    return stamp.tz_convert("UTC") if stamp.tzinfo is not None else stamp.tz_localize("UTC")
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value: missing -> null, inf -> "inf", timestamps -> ISO 8601 UTC."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, pd.Timestamp):
-        return _utc(value).isoformat()
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
-        return None
-    if hasattr(value, "item"):  # numpy scalars
-        value = value.item()
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return value
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
-
-
-def _table(frame: pd.DataFrame, title: str) -> None:
-    """An aligned plain-text table (columns as given, missing values as '-')."""
-    cells = [[_fmt(v) for v in row] for row in frame.itertuples(index=False)]
-    head = [str(c) for c in frame.columns]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(head)]
-    click.echo(title)
-    for row in [head, ["-" * w for w in widths], *cells]:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 url_option = click.option("--url", default=None, metavar="URL",
@@ -114,13 +64,14 @@ def budgets(url: str | None, as_json: bool) -> None:
         frame = led.budgets()
         where = led.engine.url.render_as_string(hide_password=True)
     if as_json:
-        click.echo(json.dumps({"ledger": where, "datasets": _records(frame)}, indent=2))
+        click.echo(json.dumps({"ledger": where, "datasets": records(frame)}, indent=2))
         return
     if frame.empty:
         click.echo(f"No datasets in the ledger at {where}; add one with "
                    "`dpcausal ledger set-budget DATASET --zeta ...`.")
         return
-    _table(frame[BUDGET_COLUMNS], f"Privacy budgets ({where}; epsilon at each dataset's delta)")
+    click.echo(table(frame[BUDGET_COLUMNS],
+                     f"Privacy budgets ({where}; epsilon at each dataset's delta)"))
     click.echo("next_*: the most ONE more release could spend: a Gaussian release of next_zeta "
                "(= next_epsilon at the delta), or a pure next_pure_epsilon. Spend composes, so "
                "this is not cap minus spent.")
@@ -165,28 +116,23 @@ def history(dataset: str, url: str | None, as_json: bool) -> None:
     """DATASET's charges in order: status, epsilon, unit, what was released, run link."""
     with _open(url) as led:
         try:
-            frame, spent, cap = led.history(dataset), led.spent(dataset), led.cap(dataset)
-            relation, left = led.relation(dataset), led.headroom(dataset)
-            fixes = led.corrections(dataset)
+            h = dataset_history(led, dataset)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
+    frame, spent, cap, relation, fixes = (h[k] for k in ("charges", "spent", "cap", "relation",
+                                                         "corrections"))
     if as_json:
-        doc = {"dataset": dataset, "unit": relation.unit, "public": relation.text,
-               "cap": cap.describe(), "delta": cap.delta,
-               "spent": {"zeta": spent.zeta, "rho": spent.rho, "epsilon": spent.epsilon,
-                         "n_charges": spent.n_charges},
-               "next": left, "charges": _records(frame), "corrections": _records(fixes)}
-        click.echo(json.dumps(_plain(doc), indent=2))
+        click.echo(json.dumps(history_json(dataset, h), indent=2))
         return
     if frame.empty:
         click.echo(f"No charges on {dataset} yet (cap {cap.describe()} {relation.describe()}).")
         return
     shown = frame.assign(analyst=frame["analyst"].fillna("(curator)"))[HISTORY_COLUMNS]
-    _table(shown, f"Charges on {dataset} (cap {cap.describe()} {relation.describe()}; spent "
-                  f"{spent.describe()}; analyst: who asked, (curator) for the curator's own "
-                  "runs; times UTC)")
+    click.echo(table(shown, f"Charges on {dataset} (cap {cap.describe()} "
+                     f"{relation.describe()}; spent {spent.describe()}; analyst: who asked, "
+                     "(curator) for the curator's own runs; times UTC)"))
     if not fixes.empty:
-        _table(fixes, "Corrections of a charge's unit (`dpcausal ledger correct-unit`)")
+        click.echo(table(fixes, "Corrections of a charge's unit (`dpcausal ledger correct-unit`)"))
 
 
 @ledger.command("correct-unit")
@@ -233,14 +179,10 @@ def register(dataset: str, config_path: str, zeta: float | None, origin: str | N
     from tasks.registration import register as register_config
 
     config = load_config(config_path, ())
-    if config.ledger.dataset_id != dataset:
-        raise InputError(f"{config_path} names dataset {config.ledger.dataset_id!r} "
-                         f"(ledger.dataset_id), not {dataset!r}: register the dataset its "
-                         "config names, or fix ledger.dataset_id")
     try:
-        reg = register_config(config, zeta=zeta, origin=origin, public=public,
-                              planning={"treated_share": treated_share,
-                                        "outcome_sd": outcome_sd})
+        reg = register_config(config, zeta=zeta, origin=origin, public=public, path=config_path,
+                              dataset=dataset, planning={"treated_share": treated_share,
+                                                         "outcome_sd": outcome_sd})
     except ValueError as exc:
         raise InputError(" ".join(str(exc).split())) from exc
     click.echo(f"Registered {dataset} (version {reg.version}): n={reg.n} records, public from "
@@ -264,8 +206,7 @@ def show(dataset: str, url: str | None, as_json: bool) -> None:
         raise InputError(f"dataset {dataset!r} is not registered; its curator registers it: "
                          f"`dpcausal ledger register {dataset} CONFIG`")
     if as_json:
-        click.echo(json.dumps(_plain([{**r.bound(), "version": r.version, "by": r.by,
-                                       "at": pd.Timestamp(r.at)} for r in versions]), indent=2))
+        click.echo(json.dumps(registrations_json(versions), indent=2))
         return
     click.echo(versions[-1].describe())
     click.echo(f"Charges: {int(charged.isna().sum())} by the curator's own runs, "
@@ -276,6 +217,7 @@ def show(dataset: str, url: str | None, as_json: bool) -> None:
         state = "active" if who.active else "revoked"
         click.echo(f"  analyst {who.name} ({state}): {cap}; spent {spend.describe()}")
     if len(versions) > 1:
-        _table(pd.DataFrame([{"version": r.version, "by": r.by, "at": pd.Timestamp(r.at),
-                              "n": r.n, "evaluation": r.evaluation_allowed}
-                             for r in versions]), "Registrations (each change, oldest first)")
+        click.echo(table(pd.DataFrame([{"version": r.version, "by": r.by,
+                                        "at": pd.Timestamp(r.at), "n": r.n,
+                                        "evaluation": r.evaluation_allowed} for r in versions]),
+                         "Registrations (each change, oldest first)"))

@@ -32,14 +32,7 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     A private check of the outcome bounds spends budget, so it is a charged library call
     (:class:`dpcausal.bounds_check.BoundsCheck` under ``ledger.charging``), not part of plan."""
     from conf.models import ConfigError, ReleaseConfig
-    from tasks.planning import (
-        TABLE_COLUMNS,
-        best_per_k,
-        estimator_lines,
-        plan_summary,
-        recommendation_lines,
-        target_line,
-    )
+    from tasks.planning import plan_lines, plan_summary
 
     config = load_config(config_path, overrides, asked=True)  # the registered data half
     try:
@@ -53,34 +46,6 @@ def plan(config_path: str, overrides: tuple[str, ...], target_halfwidth: float |
     if as_json:
         click.echo(json.dumps(summary))
         return
-    import pandas as pd
-
-    best = summary["recommended"]
-    click.echo(f"Plan for {config_path}: n={summary['n']}, d={summary['d']}, "
-               f"design={summary['design']}, estimator={config.estimator.estimator}"
-               + ("" if config.estimator.estimator == summary["estimator"]
-                  else f" -> {summary['estimator']}")
-               + f", zeta={summary['zeta']:g} (from the registration; nothing read, nothing "
-               "charged)")
-    if config.data.missing == "drop_public_count":  # the curator declared the count public
-        click.echo("data.missing: drop_public_count: the release's n is the exact complete-case "
-                   f"count, and K is resolved from it; this table uses all {summary['n']} rows "
-                   f"(`dpcausal check-data {config_path}` shows the count; it charges nothing)")
-    click.echo("Estimators compared (expected 95% CI; ratio to the non-private CI):")
-    for line in estimator_lines(summary):
+    for line in plan_lines(summary, config, config_path, outcome_sd=outcome_sd,
+                           target_halfwidth=target_halfwidth):
         click.echo(line)
-    ensemble = summary["ensemble"]
-    click.echo(f"The {ensemble['estimator']} ensemble over K:")
-    shown = best_per_k(pd.DataFrame(summary["table"]))
-    text = shown[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}")
-    marker = (" <- recommended" if best["estimator"] == ensemble["estimator"]
-              else " <- its best K")
-    for line in text.splitlines():
-        parts = line.split()
-        click.echo(line + (marker if parts and parts[0] == str(int(ensemble["n_folds"]))
-                           else ""))
-    for line in recommendation_lines(summary, outcome_sd):
-        click.echo(line)
-    if target_halfwidth is not None:
-        click.echo(target_line(summary, target_halfwidth))
-

@@ -1,22 +1,17 @@
 """``dpcausal run CONFIG [--set key=value ...]`` and ``dpcausal demo``, for every release kind.
 
-Heavy imports (Prefect, MLflow, scikit-learn) happen inside the commands, so ``dpcausal --help``
-stays fast. Before any Prefect server starts, the config, the mechanism, the data's schema and the
-budget are checked (charging nothing): bad input exits 2, a refusal by the budget exits 3. The
-warnings those public checks raise, and ``plan``'s warning when the release's expected CI is more
-than 10 times the non-private one (:func:`tasks.planning.release_warnings`), are printed there,
-once, in plain words (``--strict`` refuses the release instead, exit 2). A release that fails
-afterwards exits 1 with one ``Error:`` paragraph; in release mode it holds no data-dependent
-text (the details go to the curator's private log).
+Heavy imports happen inside the commands (``dpcausal --help`` stays fast). Before any Prefect
+server starts, the public checks (:func:`tasks.preflight.public_checks`) run, charging nothing:
+bad input exits 2, a refusal by the budget 3, their warnings are printed once in plain words
+(``--strict`` refuses instead, exit 2). A release that fails afterwards exits 1 with one
+``Error:`` paragraph, with no data-dependent text in release mode (:func:`store.log_failure`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -41,70 +36,23 @@ def _failed(exc: BaseException, evaluation: bool) -> NoReturn:
     mode does."""
     if (code := exit_code(exc)) != EXIT_FAILED:
         fail(exc, code)
-    from store import log_private_errors
+    from store import log_failure
 
-    path = log_private_errors()
-    logging.getLogger("dpcausal.private").error("release run failed", exc_info=exc)
-    what = type(exc).__name__
-    if evaluation or exc.__class__.__name__ == "ReleaseFailedError":
-        what += f": {' '.join(str(exc).split())}"
+    what, path = log_failure(exc, evaluation=evaluation)
     report_error(f"the release run failed ({what}). The temporary services of the run were "
                  f"stopped; the full log is in the curator's private log {path}.", EXIT_FAILED,
                  type(exc).__name__)
 
 
-def _bounds_notice(config: Any) -> None:
-    """A core release whose outcome bounds the ledger has never seen privately checked says so,
-    once, before the charge (issue 19 §1), with the charged library call that checks them.
-    Only an outcome declared binary (``data.dtypes`` gives it ``bool``: its reader makes any
-    value but 0/1 missing, so nothing is clipped) needs no check; bounds [0, 1] alone declare
-    nothing, as they are easily copied onto a continuous outcome (issue 34 §2)."""
-    from tasks.ledger_ops import bounds_checked
-
-    bounds, dataset = config.estimator.outcome_bounds, config.ledger.dataset_id
-    if bounds is None or config.data.dtypes.get(config.columns.outcome) == "bool" or \
-            bounds_checked(dataset, tuple(bounds)):
-        return
-    click.echo(f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been "
-               f"checked on dataset {dataset!r}; outcomes outside them are clipped and bias the "
-               "release. A private check costs a small stated budget (zeta=0.1 under a zeta or "
-               "rho cap, epsilon=0.1 under an epsilon cap), charged to the ledger from Python: "
-               f"`with dpcausal.Ledger().charging({dataset!r}): "
-               f"BoundsCheck(outcome_bounds=({bounds[0]:g}, {bounds[1]:g}), zeta=0.1)"
-               f".fit(df, outcome={config.columns.outcome!r})` (dpcausal.bounds_check)", err=True)
-
-
 def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
               ) -> tuple[Any, list[str]]:
-    """Every check of a release before its charge, with no Prefect import: config, schema,
-    source shape, the budget's existence and headroom (``tasks.preflight.check_release``), its
-    warnings printed once in plain words (``strict``: a warning refuses, exit 2) and, with
-    ``bounds_notice``, a notice when a core release's bounds were never privately checked.
-    Returns the checked input and the warnings shown; a failure ends the command (exit 1, 2, 3)."""
-    from conf.kinds import KINDS
-    from dpcausal.validation import NoiseWiderThanBoundsWarning
-    from tasks.planning import release_warnings
-    from tasks.preflight import check_release
+    """:func:`tasks.preflight.public_checks`, with no Prefect import: its warnings printed once
+    in plain words (``strict``: a warning refuses, exit 2) and, with ``bounds_notice``, a notice
+    when a core release's bounds were never privately checked. Returns the checked input and
+    the warnings shown; a failure ends the command (exit 1, 2, 3)."""
+    from tasks.preflight import public_checks
 
-    kind = KINDS[config.kind]
-    failure: Exception | None = None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:  # the flow's first step, here before any Prefect server starts
-            mechanism = kind.build(config)
-            checked = check_release(config.data, kind.schema(config), mechanism,
-                                    kind.roles(config), dataset=config.ledger.dataset_id,
-                                    evaluation=config.evaluation, cap=kind.cap(config),
-                                    runner=config.runner)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
-            failure = exc
-    # the distinct UserWarning texts, in order, one line each
-    shown = list(dict.fromkeys(str(w.message) for w in caught
-                               if issubclass(w.category, UserWarning)))
-    # the planner's warning (issue 33 §5), unless the noise alone already fills the bounds
-    if failure is None and not any(issubclass(w.category, NoiseWiderThanBoundsWarning)
-                                   for w in caught):
-        shown += release_warnings(config, mechanism, checked)
+    checked, shown, failure = public_checks(config)
     for text in shown:
         click.echo(f"Warning: {' '.join(text.split())}", err=True)
     if failure is not None:
@@ -113,7 +61,10 @@ def preflight(config: Any, *, strict: bool, bounds_notice: bool = False
         fail(ValueError(f"refused by --strict: {len(shown)} warning(s) above; nothing was "
                         "charged"))
     if config.kind == "ate" and not config.evaluation and bounds_notice:
-        _bounds_notice(config)
+        from tasks.ledger_ops import bounds_notice as notice
+
+        if text := notice(config):
+            click.echo(text, err=True)
     return checked, shown
 
 
@@ -129,21 +80,15 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
 
     from cli.printer import print_result
     from cli.progress_bar import progress_bar
-    from deploy.prefect_api import prefect_api
-    from tasks.preflight import checked_in_process
-    from tasks.tracking import connect
+    from deploy.prefect_api import release_in_process
 
     # SIGTERM unwinds like Ctrl-C, so the temporary Prefect server and any Dask cluster of the
     # run stop with it (their context managers and atexit hooks run)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         unit = "partitions" if config.data.partitioned else "folds"
-        with prefect_api(meanwhile=lambda: connect(config.mlflow.tracking_uri)), \
-                progress_bar(unit, enabled=show_progress and not as_json), \
-                checked_in_process(config, checked):
-            from flows.release import run_release
-
-            result = run_release(config)
+        result = release_in_process(config, checked, progress_bar(
+            unit, enabled=show_progress and not as_json))
     except KeyboardInterrupt:
         report_error("the release run was interrupted (SIGTERM or Ctrl-C); the temporary "
                      "services of the run were stopped; a charge it had reserved stays spent "
@@ -159,52 +104,31 @@ def rehearse(config: Any, config_path: str, *, strict: bool, bounds_notice: bool
              as_json: bool) -> None:
     """``run --dry-run``: :func:`preflight` (which exits as ``run`` would on a failure), then
     what the release would charge; nothing is charged and no server starts."""
-    from dpcausal.accounting import gdp_epsilon
+    from tasks.preflight import charge_of, describe_charge
 
     checked, shown = preflight(config, strict=strict, bounds_notice=bounds_notice)
-    charge = {k: v for k in ("mechanism", "zeta", "epsilon", "delta")
-              if (v := getattr(checked.charge, k)) is not None}
-    if charge["mechanism"] == "gaussian":  # zeta-GDP as (epsilon, delta): spec §1.3
-        charge["epsilon"] = gdp_epsilon(charge["zeta"], charge["delta"])
+    charge = charge_of(checked)
     dataset = config.ledger.dataset_id
     if as_json:
         click.echo(json.dumps({"dry_run": True, "config": config_path, "dataset": dataset,
                                "evaluation": config.evaluation, "charge": charge,
                                "warnings": shown}))
         return
-    cost = "nothing (evaluation mode)" if config.evaluation else (
-        f"gaussian, zeta {charge['zeta']:g} (epsilon {charge['epsilon']:.3g} at delta "
-        f"{charge['delta']:g})" if charge["mechanism"] == "gaussian" else ", ".join(
-            f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items()))
+    cost = "nothing (evaluation mode)" if config.evaluation else describe_charge(charge)
     click.echo(f"Dry run of {config_path}: every check before the charge passed; the release "
                f"would charge {cost} to dataset {dataset!r}. Nothing was charged.")
 
 
 def submit_run(config: Any, config_path: str, overrides: tuple[str, ...]) -> None:
     """``run --submit``, after :func:`preflight` passed (a refusal exits as ``run`` would,
-    before anything is submitted): the config's release through the served stack's
-    deployment; prints the flow run's URL at once (no wait). The deployment runs registered
-    configs only, with analysis keys only (:mod:`conf.deployment`): anything else is refused
-    here (exit 2), before anything is submitted."""
-    import yaml
-
-    from conf.deployment import REGISTERED_CONFIGS, check_analysis_key
-    from conf.settings import PROJECT_ROOT
+    before anything is submitted): the release through the served stack's deployment
+    (:func:`conf.deployment.submission`: a shipped config, or the file the dataset was
+    registered from; analysis keys only, else exit 2); prints the flow run's URL at once."""
+    from conf.deployment import submission
     from deploy.prefect_api import submit_release
 
-    items = {key: yaml.safe_load(value) for key, _, value in
-             (item.partition("=") for item in overrides)}
-    resolved = Path(config_path).resolve()
-    registered = (resolved.relative_to(PROJECT_ROOT).as_posix()
-                  if resolved.is_relative_to(PROJECT_ROOT) else str(resolved))
     try:
-        if registered not in REGISTERED_CONFIGS:
-            raise ValueError(f"--submit runs one of the deployment's registered configs "
-                             f"({', '.join(REGISTERED_CONFIGS)}), not {config_path}; run it "
-                             "here without --submit, or have the curator register it")
-        for key, value in items.items():
-            check_analysis_key(key, value)
-        url = submit_release(registered, items)
+        url = submit_release(submission(config_path, config.ledger.dataset_id, overrides))
     except (LookupError, ValueError) as exc:
         fail(exc)
     click.echo(url)
@@ -235,7 +159,12 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
     if submit and dry_run:
         fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
-    check_where_data_go(overrides)
+    from conf.registration import check_run_overrides
+
+    try:
+        check_run_overrides(overrides)
+    except ValueError as exc:
+        fail(exc)
     config = load_config(config_path, overrides, asked=True)
     partitioned = config.data.partitioned  # the check reads the outcome in memory
     if submit:  # the same public checks and budget test first: run's exit code, nothing sent
@@ -248,20 +177,6 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
         return
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
             strict=strict, bounds_notice=not partitioned)
-
-
-#: Config sections that say where a run's data go (a Dask scheduler, a tracking server): the
-#: curator's, in the config file; ``run --set`` may not change them (issue 32 item 6).
-CURATOR_SECTIONS = ("runner", "mlflow")
-
-
-def check_where_data_go(overrides: tuple[str, ...]) -> None:
-    """Exit 2 naming the key when a ``--set`` item changes :data:`CURATOR_SECTIONS`."""
-    for item in overrides:
-        key = item.split("=", 1)[0].strip()
-        if key.split(".", 1)[0] in CURATOR_SECTIONS:
-            fail(ValueError(f"--set {key}: where a release's data go (runner.*, mlflow.*) is the "
-                            "curator's, set in the config file, not by a run; remove the --set"))
 
 
 class KindChoice(click.Choice):
@@ -292,25 +207,15 @@ def demo(kind: str, n_rows: int, overrides: tuple[str, ...], as_json: bool, no_p
          verbose: bool) -> None:
     """Write synthetic data, register it as the curator would (synthetic, with its cap if it
     has none), then run a full private release on it (conf/release/*demo.yaml)."""
-    import yaml
+    from tasks.registration import prepare_demo
 
-    import conf
-    from conf.kinds import KINDS
-    from conf.settings import data_dir
-    from demo import write_demo
-    from tasks.registration import register_demo
-
-    path = write_demo(kind, data_dir() / "demo", n_rows)
-    example = Path(conf.__file__).parents[1] / KINDS[kind].example
-    base = yaml.safe_load(example.read_text())
-    base["data"] = {"path": str(path)}
-    registration = register_demo(load_config(None, (), base=base))  # the curator's step
+    try:
+        base, note = prepare_demo(kind, n_rows)  # the curator's step
+    except (ValueError, TypeError) as exc:
+        fail(exc)
     config = load_config(None, overrides, base=base, asked=True)
     if not as_json:
-        click.echo(f"demo data: {path} ({kind} demo), registered as dataset "
-                   f"{registration.dataset!r} (n={registration.n}, version "
-                   f"{registration.version}; `dpcausal ledger show {registration.dataset}`)",
-                   err=True)
+        click.echo(note, err=True)
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose)
     if not as_json:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")

@@ -33,11 +33,8 @@ def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, au
         raise click.BadParameter("expected USER:PASS with a password of at least 12 characters "
                                  "(MLflow's basic-auth app refuses shorter ones)",
                                  param_hint="--auth")
-    servers.services_dir().mkdir(parents=True, exist_ok=True)
-    if live := servers.running():
-        raise click.ClickException("already running: " + ", ".join(
-            f"{r['name']} (pid {r['pid']})" for r in live) + "; run `dpcausal stop` first")
     try:
+        servers.check_can_start()
         try:
             stack = servers.start_stack(prefect_port, mlflow_port, backend_store_uri, auth,
                                         not no_deploy, timeout, t0, gateway_port)

@@ -4,7 +4,9 @@ before a run is created; each field left empty keeps the config file's value. Ev
 public: it is recorded as the flow run's parameters.
 
 The form asks, the curator decides (issue 32 item 6): a run chooses one of the deployment's
-registered configs (:data:`REGISTERED_CONFIGS`, never a free path) and may set only the analysis
+registered configs (:data:`REGISTERED_CONFIGS`, never a free path), or a registered ``dataset``,
+whose config is the file its curator registered it from (``dpcausal ledger register DATASET
+CONFIG``: :func:`registered_config`, issue 42), and may set only the analysis
 (:data:`ANALYSIS_KEYS`: the budget, the bounds, K, the estimator, its CI settings, models by their
 registry names). Where the data are and what is read (``data.*``), where they go (``runner.*``,
 ``mlflow.*``), the mode, the ledger and ``module:Class`` models come from the config only.
@@ -21,6 +23,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from conf.kinds import KINDS
 from conf.registry import NAMES
+from conf.settings import PROJECT_ROOT
 
 #: The configs a deployment run may choose: the curator's release configs in conf/release/,
 #: relative to the project root (adding a file there registers it).
@@ -51,6 +54,42 @@ def check_analysis_key(key: str, value: Any) -> None:
         raise ValueError(f"overrides: {key} must be a model of the registry ({', '.join(NAMES)}), "
                          f"got {value!r}; a module:Class model is the curator's, in the config")
 
+def registered_config(dataset: str) -> str | None:
+    """The config file the latest registration of ``dataset`` was made from (its absolute path,
+    kept in the registration's facts by ``dpcausal ledger register``); None when it was
+    registered without a file (``Ledger.register`` from Python, the demo)."""
+    from conf.registration import registered
+
+    return registered(dataset).facts.get("config")
+
+
+def submission(config_path: str, dataset: str, items: tuple[str, ...]) -> dict[str, Any]:
+    """The ``settings`` of a deployment run of ``config_path`` (``dpcausal run --submit``):
+    a shipped config of :data:`REGISTERED_CONFIGS` by its path, the file ``dataset`` was
+    registered from (:func:`registered_config`) by the dataset; ``items`` (``--set``'s
+    ``key=value``, values read as YAML) are analysis keys only (:func:`check_analysis_key`).
+    ValueError for any other config or key, before anything is submitted."""
+    import yaml
+
+    overrides = {key: yaml.safe_load(value) for key, _, value in
+                 (item.partition("=") for item in items)}
+    for key, value in overrides.items():
+        check_analysis_key(key, value)
+    resolved = Path(config_path).resolve()
+    shipped = (resolved.relative_to(PROJECT_ROOT).as_posix()
+               if resolved.is_relative_to(PROJECT_ROOT) else None)
+    if shipped in REGISTERED_CONFIGS:
+        return {"config": shipped, "overrides": overrides}
+    registered = registered_config(dataset)
+    if registered != str(resolved):
+        raise ValueError(
+            f"--submit runs a config its curator registered: dataset {dataset!r} was registered "
+            f"from {registered or 'no config file'}, not {config_path}; submit that file (with "
+            "--set for the analysis), have the curator register this one (`dpcausal ledger "
+            f"register {dataset} {config_path}`), or run it here without --submit")
+    return {"dataset": dataset, "overrides": overrides}
+
+
 # An empty form field is None, "keep the config's value". The schema Prefect renders leaves the
 # None out (SkipJsonSchema), so the form shows a plain input instead of a "type | None" switch.
 _Unset = SkipJsonSchema[None]
@@ -75,6 +114,10 @@ class ReleaseParameters(BaseModel):
                     f"({', '.join(KINDS)}) picks the mechanism, and its data, mode, dataset, "
                     "runner and tracking are the curator's.",
         json_schema_extra={"enum": list(REGISTERED_CONFIGS)})
+    dataset: Annotated[str, Field(min_length=1)] | _Unset = Field(
+        None, description="Instead of config: a registered dataset, released from the config "
+                          "file its curator registered it from (`dpcausal ledger register "
+                          "DATASET CONFIG`). Empty: the config above.")
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")] | _Unset = Field(
         None, description="The release's name (MLflow run and params). Empty: the config's name.")
     zeta: Annotated[float, Field(gt=0, le=100)] | _Unset = Field(
@@ -112,6 +155,25 @@ class ReleaseParameters(BaseModel):
         for key, value in overrides.items():
             check_analysis_key(key, value)
         return overrides
+
+    @model_validator(mode="after")
+    def _config_or_dataset(self) -> "ReleaseParameters":
+        if self.dataset is not None and "config" in self.model_fields_set:
+            raise ValueError("give config or dataset, not both: a dataset is released from the "
+                             "config its curator registered it from")
+        return self
+
+    def config_file(self) -> Path:
+        """The config file to release: ``dataset``'s registered one, else ``config`` (relative
+        to the project root). ValueError when ``dataset`` was registered without a file."""
+        if self.dataset is None:
+            return PROJECT_ROOT / self.config
+        path = registered_config(self.dataset)
+        if path is None:
+            raise ValueError(f"dataset {self.dataset!r} was registered without a config file; "
+                             "its curator registers it with `dpcausal ledger register "
+                             f"{self.dataset} CONFIG`, or choose a config")
+        return Path(path)
 
     @model_validator(mode="after")
     def _bounds_together(self) -> "ReleaseParameters":

@@ -203,6 +203,23 @@ def with_planned(config: AnyConfig, planned: dict[str, Any]) -> AnyConfig:
         update={"estimator": config.estimator.model_copy(update=planned)})
 
 
+def unused_settings(config: AnyConfig) -> tuple[str, ...]:
+    """The dotted config keys (or sections) a core release with its planned estimator
+    (:func:`with_planned`) does not use, which its MLflow run leaves out of its params (issue
+    42): ``estimator.fold_seed`` but in evaluation mode with folds (a release draws secret
+    folds); the fold models, their chunks and the fold layout for an estimator from noisy sums
+    (``dim``, ``lin``); the outcome model for ``ipw``, the propensity model for ``g``."""
+    if not isinstance(config, ReleaseConfig):
+        return ()
+    estimator = config.estimator.estimator
+    folds = estimator not in SUM_ESTIMATORS
+    unused = [] if config.evaluation and folds else ["estimator.fold_seed"]
+    if not folds:
+        unused += ["models", "folds_per_task", "estimator.n_folds", "estimator.block_folds",
+                   "estimator.folds", "estimator.propensity_clip"]
+    return (*unused, *{"ipw": ["models.outcome"], "g": ["models.propensity"]}.get(estimator, []))
+
+
 def model_specs(config: ReleaseConfig) -> dict[str, Any]:
     """The public description of the core's fold models (part of their store key)."""
     return {"propensity": {"class": resolve(config.models.propensity.name, "propensity"),

@@ -11,6 +11,19 @@ from dpcausal.location import data_dir
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+#: Set by a command to the API of the temporary Prefect server it started for itself
+#: (``deploy.prefect_api``): that server stops with the command, so no link may point at it.
+TEMPORARY_PREFECT_API = "DPCAUSAL_TEMPORARY_PREFECT_API"
+
+
+def lasting_url(ui_url: str | None, api: str | None) -> str | None:
+    """``ui_url``, a flow run's page on the Prefect API ``api``, unless that server is gone
+    once the command ends (:data:`TEMPORARY_PREFECT_API`) or there is no page."""
+    if not ui_url or (api is not None and os.environ.get(TEMPORARY_PREFECT_API) == api):
+        return None
+    return ui_url
+
+
 def default_tracking_uri() -> str:
     """The project's local MLflow store: ``sqlite:///<data>/mlflow.db``."""
     return f"sqlite:///{data_dir() / 'mlflow.db'}"

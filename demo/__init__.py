@@ -18,7 +18,7 @@ import yaml
 CORE_SEED = 2026  # the core demo data are the same on every run
 
 
-def _example(kind: str) -> dict[str, Any]:
+def example_config(kind: str) -> dict[str, Any]:
     """The raw demo config of ``kind`` (``KINDS[kind].example``, relative to the project root)."""
     import conf
     from conf.kinds import KINDS
@@ -28,7 +28,7 @@ def _example(kind: str) -> dict[str, Any]:
 
 def demo_file(kind: str) -> str:
     """The file name of ``kind``'s demo data: the one its demo config reads."""
-    return Path(_example(kind)["data"]["path"]).name
+    return Path(example_config(kind)["data"]["path"]).name
 
 
 def demo_cap(kind: str) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def demo_cap(kind: str) -> dict[str, Any]:
     cap its demo config suggests, per the unit of its mechanism."""
     from conf.kinds import KINDS, load_any
 
-    config = load_any(None, base={**_example(kind), "data": {"path": demo_file(kind)}})
+    config = load_any(None, base={**example_config(kind), "data": {"path": demo_file(kind)}})
     kind_ = KINDS[kind]
     return {**kind_.budget(config), "unit": kind_.build(config).unit}
 

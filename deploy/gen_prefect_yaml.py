@@ -49,8 +49,9 @@ def render() -> str:
        "schedules": [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}],
        "tags": ["release", "ate", "nightly"]},
       {"name": "from-config", "entrypoint": "flows/deployed.py:release_from_config",
-       "description": f"Any release kind ({', '.join(KINDS)}) from one of the registered "
-                      "configs (conf/release/), with the Run form's analysis settings.",
+       "description": f"Any release kind ({', '.join(KINDS)}) from one of the shipped "
+                      "configs (conf/release/), or a registered dataset from the config its "
+                      "curator registered it from, with the Run form's analysis settings.",
        "parameters": {"settings": settings("conf/release/cluster_dp_demo.yaml"),
                       "refresh_demo_data": False},
        "tags": ["release"]},

@@ -21,10 +21,10 @@ import signal
 import socket
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Callable, Iterator
 
-from conf.settings import PROJECT_ROOT, default_tracking_uri
+from conf.settings import PROJECT_ROOT, TEMPORARY_PREFECT_API, default_tracking_uri
 from deploy.servers import answers, services_dir, tool
 
 
@@ -119,6 +119,7 @@ def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
     # flushed the run's logs and events to it
     atexit.register(server.stop)
     os.environ["PREFECT_API_URL"] = server.api  # for child processes (Dask workers)
+    os.environ[TEMPORARY_PREFECT_API] = server.api  # no link to its pages outlives it
     import flows.release  # noqa: F401 - imports while the server boots (the slow part)
 
     meanwhile()
@@ -127,31 +128,58 @@ def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
         yield
 
 
+def release_in_process(config: Any, checked: Any,
+                       progress: AbstractContextManager[Any] | None = None) -> dict[str, Any]:
+    """The release flow of ``config`` in this process, on :func:`prefect_api` (the MLflow store
+    opened while a temporary server boots), taking the input the caller's public checks read
+    (:func:`tasks.preflight.checked_in_process`: the data are read once and its warnings are
+    not raised again); ``progress`` is entered around the flow run (the CLI's bar)."""
+    from tasks.preflight import checked_in_process
+    from tasks.tracking import connect
+
+    with prefect_api(meanwhile=lambda: connect(config.mlflow.tracking_uri)), \
+            progress or nullcontext(), checked_in_process(config, checked):
+        from flows.release import run_release
+
+        return run_release(config)
+
+
 DEPLOYMENT = "release_from_config/from-config"
 
 
-def submit_release(config_path: str, overrides: dict[str, Any]) -> str:
-    """Start the release of ``config_path`` (with dotted ``overrides``) through the
-    :data:`DEPLOYMENT` of the Prefect API this process would use, without waiting; the flow
-    run's URL in the Prefect UI. ``LookupError`` when there is no such API or deployment."""
+class SubmitError(LookupError):
+    """A deployment run that could not be started, in plain words (exit 2): no stack, no
+    deployment, or its refusal of the run's parameters."""
+
+
+def submit_release(settings: dict[str, Any]) -> str:
+    """Start a run of :data:`DEPLOYMENT` with ``settings`` (:func:`conf.deployment.submission`)
+    on the Prefect API this process would use, without waiting; the flow run's URL in the
+    Prefect UI. :class:`SubmitError` when there is no such API or deployment, or when the
+    server refuses the parameters (a deployment of older configs: HTTP 409); no Prefect error
+    reaches the caller raw."""
     if not (os.environ.get("PREFECT_API_URL") or use_served_stack()):
-        raise LookupError("--submit needs a running stack: start one with `dpcausal serve` (or "
+        raise SubmitError("--submit needs a running stack: start one with `dpcausal serve` (or "
                           "set PREFECT_API_URL to a Prefect API with the dpcausal deployments)")
     api = os.environ["PREFECT_API_URL"]
     if not answers(f"{api}/health", timeout=3.0):
-        raise LookupError(f"--submit: the Prefect API {api} does not answer; start the stack "
+        raise SubmitError(f"--submit: the Prefect API {api} does not answer; start the stack "
                           "with `dpcausal serve` or fix PREFECT_API_URL")
     from prefect.deployments import run_deployment
-    from prefect.exceptions import ObjectNotFound
+    from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
     from prefect.utilities.urls import url_for
 
     with _settings(api):
         try:
-            flow_run = run_deployment(DEPLOYMENT, timeout=0, parameters={
-                "settings": {"config": config_path, "overrides": overrides}})
+            flow_run = run_deployment(DEPLOYMENT, timeout=0, parameters={"settings": settings})
         except ObjectNotFound:
-            raise LookupError(f"--submit: no deployment {DEPLOYMENT!r} on {api}; `dpcausal "
+            raise SubmitError(f"--submit: no deployment {DEPLOYMENT!r} on {api}; `dpcausal "
                               "serve` deploys it (not with --no-deploy)") from None
+        except PrefectHTTPStatusError as exc:
+            raise SubmitError(f"the stack's deployment {DEPLOYMENT!r} refused the run "
+                              f"({_detail(exc)}); its deployments may predate this config or "
+                              "this version: restart the stack to deploy them again, "
+                              "`dpcausal stop && dpcausal serve`") from None
         return str(url_for(flow_run) or f"{api.removesuffix('/api')}/runs/flow-run/{flow_run.id}")
 
 
@@ -203,3 +231,12 @@ def ask_state(flow_run_id: str) -> dict[str, Any] | None:
             "message": (state.message or "") if state else "",
             "analyst": run.parameters.get("analyst"),
             "release_runs": [str(sub.id) for sub in subflows]}
+
+
+def _detail(exc: Any) -> str:
+    """The server's reason from a Prefect HTTP error, on one line (its ``detail``)."""
+    try:
+        detail = exc.response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return " ".join(str(detail or f"HTTP {exc.response.status_code}").split())

@@ -145,6 +145,15 @@ def running() -> list[dict[str, Any]]:
     return [r for r in recs if _pgid_alive(r["pgid"])]
 
 
+def check_can_start() -> None:
+    """:class:`ServiceError` naming them when services ``dpcausal serve`` started still run
+    (their records in :func:`services_dir`, which is created here)."""
+    services_dir().mkdir(parents=True, exist_ok=True)
+    if live := running():
+        raise ServiceError("already running: " + ", ".join(
+            f"{r['name']} (pid {r['pid']})" for r in live) + "; run `dpcausal stop` first")
+
+
 def start_stack(prefect_port: int, mlflow_port: int, backend_store_uri: str | None,
                 auth: str | None, deploy: bool, timeout: float, t0: float,
                 gateway_port: int = 8400) -> dict[str, Any]:

@@ -169,19 +169,27 @@ class Release(ResultMixin):
         mechanism that releases no estimate gives its released figures instead."""
         return self.estimate_rows()
 
+    @property
+    def estimator_name(self) -> str:
+        """What made the release, as :meth:`summary` names it: the release's kind unless its
+        mechanism names its estimator (the core release: ``aipw``, ``dim``, ...)."""
+        return self.kind
+
     def summary(self) -> pd.DataFrame:
         """The released estimates as a table (DoubleML's layout).
 
         Returns
         -------
         pandas.DataFrame
-            One row per estimate (:meth:`table_rows`), columns ``estimate``, ``se``,
-            ``ci_lower``, ``ci_upper``, ``epsilon``, ``delta``.
+            One row per estimate (:meth:`table_rows`), columns ``estimator``
+            (:attr:`estimator_name`), ``estimate``, ``se``, ``ci_lower``, ``ci_upper``,
+            ``epsilon``, ``delta``.
         """
         rows = self.table_rows()
         frame = pd.DataFrame(rows, columns=["name", "estimate", "se", "ci_lower", "ci_upper"])
         frame = frame.set_index("name").astype(float)
         frame.index.name = None
+        frame.insert(0, "estimator", self.estimator_name)
         frame["epsilon"] = float(self.privacy.epsilon)
         frame["delta"] = float(self.privacy.delta)
         return frame

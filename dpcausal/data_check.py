@@ -8,7 +8,9 @@ must not be shared (a count of missing values or of an arm is a fact about the d
 It reports what the release's declared missing-value policy (:mod:`dpcausal.missing`) will do:
 rows, missing and non-finite values per role, values a role cannot use (a treatment not coded
 0/1, an outcome outside the public bounds, which is clipped), the arm sizes, the rows the
-release will count as n and the rows per fold at the planned K.
+release will count as n and the rows per fold at the planned K, of each arm too, with a warning
+when an arm has fewer than d + 1 rows per fold (the rows a linear model of one arm needs in a
+fold, with its intercept: fewer, and most folds' models of that arm fall back to a constant).
 """
 
 from __future__ import annotations
@@ -112,11 +114,13 @@ def check_roles_data(frame: pd.DataFrame, roles: dict[str, Any],
 def check_ate_data(frame: pd.DataFrame, *, treatment: str, outcome: str,
                    covariates: Sequence[str], outcome_bounds: tuple[float, float],
                    missing: str, n_folds: Callable[[int, int], int],
-                   left_out: Sequence[str] = ()) -> DataCheck:
+                   left_out: Sequence[str] = (), folds: bool = True) -> DataCheck:
     """:class:`DataCheck` of the core release: per-column counts, arms, what the policy
     ``missing`` does (rows dropped or scored 0), n and rows per fold at ``n_folds(n, d)``; the
     covariates missing in every row (each adds an indicator, raises d and lowers K: a text or id
-    column read as a number?) and the ``left_out`` columns the default covariates skipped."""
+    column read as a number?) and the ``left_out`` columns the default covariates skipped;
+    with ``folds`` (an ensemble release, not one from noisy sums) each arm's rows per fold, and
+    a warning under d + 1 of either arm."""
     table = describe(frame, {"treatment": treatment, "outcome": outcome,
                              "covariate": list(covariates)},
                      treatment="treatment", outcome="outcome", outcome_bounds=outcome_bounds)
@@ -158,4 +162,16 @@ def check_ate_data(frame: pd.DataFrame, *, treatment: str, outcome: str,
         facts["rows per fold"] = n / K
     except ValueError as exc:                    # e.g. too few rows for any K
         facts["n_folds (planned K)"] = f"none: {exc}"
+        return DataCheck(table=table, facts=facts)
+    if not folds:
+        return DataCheck(table=table, facts=facts)
+    arms = {"treated": facts["treated"], "control": facts["control"]}
+    facts.update({f"{arm} rows per fold": count / K for arm, count in arms.items()})
+    floor = d + 1
+    arm, fewest = min(arms.items(), key=lambda item: item[1])
+    if fewest / K < floor:
+        facts["warning"] = (
+            f"under {floor} {arm} rows per fold (d + 1 for d = {d} covariates): most folds' "
+            f"models of the {arm} arm fall back to a constant; K <= {max(fewest // floor, 2)} "
+            f"keeps {floor} (estimator.n_folds)")
     return DataCheck(table=table, facts=facts)

@@ -14,7 +14,7 @@ from prefect import flow
 
 from conf.deployment import ReleaseParameters
 from conf.kinds import KINDS, load_any
-from conf.settings import PROJECT_ROOT, data_dir
+from conf.settings import data_dir
 from dpcausal import Release
 from flows.release import dp_release, refusal_reason
 from tasks.artifacts import publish_refusal, publish_release
@@ -27,8 +27,9 @@ DEFAULT_SETTINGS = ReleaseParameters()
 def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
                         refresh_demo_data: bool = False,
                         analyst: str | None = None) -> dict[str, Any]:
-    """Load ``settings.config`` (one of the registered configs, relative to the project root)
-    with ``settings`` (analysis keys only: :mod:`conf.deployment`) and release.
+    """Load ``settings.config`` (one of the registered configs, relative to the project root),
+    or the file ``settings.dataset`` was registered from, with ``settings`` (analysis keys
+    only: :mod:`conf.deployment`) and release.
 
     ``refresh_demo_data`` first re-writes the demo dataset of the config's kind under the data
     folder, points the config at it, gives the demo dataset its cap if it has none and registers
@@ -45,10 +46,14 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
     from tasks.registration import register_demo
 
     items = settings.override_items()
-    path = PROJECT_ROOT / settings.config
-    dataset = "dataset"
+    dataset = settings.dataset or "dataset"
     try:
+        path = settings.config_file()
         config = load_any(path, items)
+        if settings.dataset not in (None, config.ledger.dataset_id):
+            raise ValueError(f"the config registered for dataset {settings.dataset!r} ({path}) "
+                             f"now names dataset {config.ledger.dataset_id!r}; its curator "
+                             "registers it again")
         dataset = config.ledger.dataset_id
         if refresh_demo_data and KINDS[config.kind].example != settings.config:
             raise ValueError(f"refresh_demo_data rewrites the demo data of the {config.kind} "

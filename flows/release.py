@@ -18,10 +18,12 @@ from typing import Any, Callable
 
 from prefect import flow
 from prefect.runtime import flow_run
+from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from conf.kinds import KINDS, AnyConfig, model_specs, with_planned
+from conf.kinds import KINDS, AnyConfig, model_specs, unused_settings, with_planned
 from conf.registration import check_asked, registered
+from conf.settings import lasting_url
 from dpcausal import Mechanism, PrivateATE
 from dpcausal.ate.sums import SUM_ESTIMATORS
 from dpcausal.federated import FederatedATE
@@ -93,8 +95,10 @@ def dp_release(config: AnyConfig, analyst: str | None = None) -> dict[str, Any]:
         raise ValueError("evaluation mode is the curator's (a non-private read); an analyst's "
                          "release runs in mode: release")
     release_id = f"{flow_run.id}/{config.name}"
+    # no link to a flow run page that dies with the command's temporary server (issue 42)
+    url = lasting_url(flow_run.ui_url, PREFECT_API_URL.value())
     tags = {"prefect.flow_run_id": str(flow_run.id), "prefect.flow_run_name": str(flow_run.name),
-            "prefect.flow_run_url": str(flow_run.ui_url or ""), "release_id": release_id,
+            **({"prefect.flow_run_url": url} if url else {}), "release_id": release_id,
             "dataset_id": dataset, "kind": config.kind, "mode": config.mode,
             "evaluation": str(evaluation).lower()}
     where = dict(experiment=config.experiment_name, tracking_uri=config.mlflow.tracking_uri,
@@ -123,7 +127,7 @@ def dp_release(config: AnyConfig, analyst: str | None = None) -> dict[str, Any]:
     run: TrackedRun = open_release_run(
         config.experiment_name, config.mlflow.tracking_uri, where["run_name"], tags, settings,
         lineage(dataset, source_description(config.data), kind.roles(config), checked.schema,
-                settings))
+                settings), unused_settings(config))
     partitioned = config.data.partitioned
     steps = None if partitioned else extra_steps(mechanism)
     if steps is not None:

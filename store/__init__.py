@@ -171,3 +171,18 @@ def log_private_errors() -> Path:
     failures) to the curator's ``errors.log`` (0600, :func:`dpcausal.curator_log.attach`);
     returns its path."""
     return attach(error_log_path())
+
+
+def log_failure(exc: BaseException, *, evaluation: bool) -> tuple[str, Path]:
+    """Log a failed release's ``exc``, traceback included, to the curator's private log
+    (:func:`log_private_errors`); returns what may be shown of it, and the log's path: its class
+    name, with its text only in evaluation mode or for a ``ReleaseFailedError`` (whose text is
+    public by construction). A release-mode exception's text may depend on the data."""
+    import logging
+
+    path = log_private_errors()
+    logging.getLogger("dpcausal.private").error("release run failed", exc_info=exc)
+    what = type(exc).__name__
+    if evaluation or what == "ReleaseFailedError":
+        what += f": {' '.join(str(exc).split())}"
+    return what, path

@@ -85,8 +85,11 @@ def coerce(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 def _as_float(col: pd.Series) -> pd.Series:
     if pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col):
         return pd.Series(col.to_numpy(dtype=float, na_value=np.nan))
-    text = col.map(lambda v: v.strip() if isinstance(v, str) else v, na_action="ignore")
-    return pd.Series(pd.to_numeric(text.to_numpy(), errors="coerce"), dtype=float)
+    # one list comprehension over the cells (Series.map with a lambda cost 3x as much: 10^6
+    # rows of 7 columns took 14 s of a 10^6-row release's 23 s read, issue 41 §2)
+    text = np.array([v.strip() if isinstance(v, str) else v for v in col.to_numpy(dtype=object)],
+                    dtype=object)
+    return pd.Series(pd.to_numeric(text, errors="coerce"), dtype=float)
 
 
 def _as_int(col: pd.Series) -> pd.Series:

@@ -121,3 +121,28 @@ def bounds_checked(dataset: str, bounds: tuple[float, float]) -> bool:
     return any(status == "committed" and detail.get("kind") == "bounds_check"
                and [float(b) for b in detail.get("bounds", [])] == wanted
                for status, detail in zip(history["status"], history["detail"], strict=True))
+
+
+def bounds_notice(config: Any) -> str | None:
+    """The notice of a core release whose outcome bounds the ledger has never seen privately
+    checked (issue 19 §1), with the charged library call that checks them; None when they were
+    checked, or when the outcome is declared binary (``data.dtypes`` gives it ``bool``: its
+    reader makes any value but 0/1 missing, so nothing is clipped). Bounds [0, 1] alone declare
+    nothing, as they are easily copied onto a continuous outcome (issue 34 §2); with them the
+    notice also names that free declaration (issue 42)."""
+    bounds, dataset = config.estimator.outcome_bounds, config.ledger.dataset_id
+    outcome = config.columns.outcome
+    if bounds is None or config.data.dtypes.get(outcome) == "bool" or \
+            bounds_checked(dataset, tuple(bounds)):
+        return None
+    free = (f" If {outcome} is a 0/1 outcome, its curator can declare it instead, at no cost: "
+            f"`data.dtypes: {{{outcome}: bool}}` in the registered config (any other value is "
+            "then read as missing, so nothing is clipped)."
+            if [float(b) for b in bounds] == [0.0, 1.0] else "")
+    return (f"Notice: the outcome bounds [{bounds[0]:g}, {bounds[1]:g}] have never been checked "
+            f"on dataset {dataset!r}; outcomes outside them are clipped and bias the release. A "
+            "private check costs a small stated budget (zeta=0.1 under a zeta or rho cap, "
+            "epsilon=0.1 under an epsilon cap), charged to the ledger from Python: "
+            f"`with dpcausal.Ledger().charging({dataset!r}): "
+            f"BoundsCheck(outcome_bounds=({bounds[0]:g}, {bounds[1]:g}), zeta=0.1)"
+            f".fit(df, outcome={outcome!r})` (dpcausal.bounds_check)" + free)

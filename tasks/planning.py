@@ -4,6 +4,7 @@ server; the ``dp_plan`` flow runs them as tasks (:mod:`tasks.plan_release`)."""
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from typing import Any
 
@@ -14,6 +15,9 @@ from dpcausal.ate.sums import SUM_ESTIMATORS as SUMS
 from tasks.data import partition_footers
 
 ENSEMBLES = ("aipw", "ipw", "g")
+WIDTH = 100  # characters of a line of plan's text
+#: the table's column names as ``plan`` prints them (the spec's K, B, K')
+SHORT = {"n_folds": "K", "n_blocks": "B", "block_folds": "K'", "rows_per_fold": "rows/fold"}
 TABLE_COLUMNS = ["n_folds", "n_blocks", "block_folds", "rows_per_fold", "sigma2", "ci_share",
                  "sigma1", "halfwidth", "ratio", "seconds", "feasible"]
 
@@ -134,17 +138,27 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
             "facts": facts, "declarations": mechanism.declaration_changes(n, d)}
 
 
+def wrapped(text: str) -> list[str]:
+    """``text`` as lines of at most :data:`WIDTH` characters (issue 42: ``plan`` fits a
+    terminal), words kept whole."""
+    return textwrap.wrap(text, WIDTH, break_on_hyphens=False, break_long_words=False) or [""]
+
+
 def estimator_lines(summary: dict[str, Any]) -> list[str]:
-    """The estimator comparison as text lines: estimator, expected half-width, ratio, the
-    assumption it states, and which one the release runs (``auto``'s choice marked)."""
+    """The estimator comparison as text lines: estimator, expected half-width, ratio and which
+    one the release runs (``auto``'s choice marked), then the assumption each states, wrapped
+    under the table."""
     table = pd.DataFrame(summary["estimators"])
     runs = summary["estimator"]
     table["use"] = [("<- this release" if e == runs else "")
                     + (" (auto's choice)" if chosen else "")
                     for e, chosen in zip(table["estimator"], table["chosen"], strict=True)]
-    lines = table[["estimator", "halfwidth", "ratio", "assumption", "use"]].to_string(
+    lines = table[["estimator", "halfwidth", "ratio", "use"]].to_string(
         index=False, float_format=lambda v: f"{v:.4g}").splitlines()
-    return [*lines, facts_line(summary)]
+    for estimator, assumption in zip(table["estimator"], table["assumption"], strict=True):
+        lines += textwrap.wrap(f"{estimator}: {assumption}", WIDTH, initial_indent="  ",
+                               subsequent_indent="    ", break_on_hyphens=False)
+    return [*lines, *wrapped(facts_line(summary))]
 
 
 def facts_line(summary: dict[str, Any]) -> str:
@@ -169,6 +183,41 @@ def declaration_lines(summary: dict[str, Any]) -> list[str]:
             f"expected 95% CI half-width {change['halfwidth']:.4g}, {change['ratio']:.1f}x the "
             f"non-private one; the release would then state: {change['assumption']}. Declare it "
             "only if it is true of the study.")
+    return lines
+
+
+def plan_lines(summary: dict[str, Any], config: Any, config_path: str, *,
+               outcome_sd: float | None, target_halfwidth: float | None) -> list[str]:
+    """``dpcausal plan``'s text of :func:`plan_summary` for ``config`` (read from
+    ``config_path``), every line within :data:`WIDTH` characters: where n, d and zeta come
+    from, the estimators compared, the ensemble's table over K (its best row per K, the
+    recommended K marked), the recommendation and, with ``target_halfwidth``, the zeta it
+    needs."""
+    asked = config.estimator.estimator
+    lines = wrapped(f"Plan for {config_path}: n={summary['n']}, d={summary['d']} (from the "
+                    f"registration), design={summary['design']}, estimator={asked}"
+                    + ("" if asked == summary["estimator"] else f" -> {summary['estimator']}")
+                    + f", zeta={summary['zeta']:g} (from the config); nothing read, nothing "
+                    "charged")
+    if config.data.missing == "drop_public_count":  # the curator declared the count public
+        lines += wrapped("data.missing: drop_public_count: the release's n is the exact "
+                         "complete-case count, and K is resolved from it; this table uses all "
+                         f"{summary['n']} rows (`dpcausal check-data {config_path}` shows the "
+                         "count; it charges nothing)")
+    lines += ["Estimators compared (expected 95% CI; ratio to the non-private CI):",
+              *estimator_lines(summary)]
+    ensemble, best = summary["ensemble"], summary["recommended"]
+    shown = best_per_k(pd.DataFrame(summary["table"]))[TABLE_COLUMNS].rename(columns=SHORT)
+    marker = " <- recommended" if best["estimator"] == ensemble["estimator"] else " <- its best K"
+    lines.append(f"The {ensemble['estimator']} ensemble over K (B blocks of K' folds):")
+    for line in shown.to_string(index=False, float_format=lambda v: f"{v:.4g}").splitlines():
+        parts = line.split()
+        lines.append(line + (marker if parts and parts[0] == str(int(ensemble["n_folds"]))
+                             else ""))
+    for line in recommendation_lines(summary, outcome_sd):
+        lines += wrapped(line)
+    if target_halfwidth is not None:
+        lines += wrapped(target_line(summary, target_halfwidth))
     return lines
 
 

@@ -242,11 +242,77 @@ def load_registered(source: DataSource, schema: Schema, mechanism: Mechanism,
     return prepared
 
 
+def public_checks(config: Any) -> tuple[Checked | None, list[str], Exception | None]:
+    """Every check of a release before its charge, as the flow's first step makes them, here
+    before any Prefect server starts (``dpcausal run``, ``--dry-run``, ``--submit``): config,
+    schema, source shape, the budget's existence and headroom (:func:`check_release`). Returns
+    the checked input (None on a failure), the distinct texts of the warnings the checks raised,
+    in order, then the planner's warning when the expected CI is more than 10 times the
+    non-private one (:func:`tasks.planning.release_warnings`, unless the noise alone already
+    fills the bounds), and the failure (not raised: its report follows the warnings)."""
+    from dpcausal.validation import NoiseWiderThanBoundsWarning
+    from tasks.planning import release_warnings
+
+    kind, checked, failure = KINDS[config.kind], None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            mechanism = kind.build(config)
+            checked = check_release(config.data, kind.schema(config), mechanism,
+                                    kind.roles(config), dataset=config.ledger.dataset_id,
+                                    evaluation=config.evaluation, cap=kind.cap(config),
+                                    runner=config.runner)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, after the warnings
+            failure = exc
+    shown = list(dict.fromkeys(str(w.message) for w in caught
+                               if issubclass(w.category, UserWarning)))
+    if checked is not None and not any(issubclass(w.category, NoiseWiderThanBoundsWarning)
+                                       for w in caught):
+        shown += release_warnings(config, mechanism, checked)
+    return checked, shown, failure
+
+
+def charge_of(checked: Checked) -> dict[str, Any]:
+    """The charge a checked release would make, as public values (``run --dry-run``): its
+    mechanism, zeta, epsilon and delta where set; a Gaussian charge's zeta-GDP also as
+    (epsilon, delta) (spec §1.3)."""
+    from dpcausal.accounting import gdp_epsilon
+
+    charge = {k: v for k in ("mechanism", "zeta", "epsilon", "delta")
+              if (v := getattr(checked.charge, k)) is not None}
+    if charge["mechanism"] == "gaussian":
+        charge["epsilon"] = gdp_epsilon(charge["zeta"], charge["delta"])
+    return charge
+
+
+def describe_charge(charge: dict[str, Any]) -> str:
+    """:func:`charge_of`'s charge in words: a Gaussian one as zeta and (epsilon, delta)."""
+    if charge["mechanism"] == "gaussian":
+        return (f"gaussian, zeta {charge['zeta']:g} (epsilon {charge['epsilon']:.3g} at delta "
+                f"{charge['delta']:g})")
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items())
+
+
 def check_data(config: Any) -> Any:
     """``dpcausal check-data``: a NON-PRIVATE look at the values of ``config``'s data (issue 25
     §2), read as the release reads them (:func:`tasks.data.read_frame`), by its mechanism's
     ``check_data``; charges nothing and records nothing. The core estimator holds its outcome
-    bounds; the further mechanisms are given the config's."""
+    bounds; the further mechanisms are given the config's. For the curator only (issue 32 §8):
+    a ValueError, before anything is read, unless the curator's key file of the private store
+    is readable (:func:`store.curator_key_file`), and for a ``data.url_block`` (a database
+    the runner reaches through its block, not the caller)."""
+    from conf.settings import data_dir
+    from store import curator_key_file
+
+    if curator_key_file() is None:
+        raise ValueError(f"check-data is for the dataset's curator only: it prints non-private "
+                         f"counts, and needs the curator's key file (fingerprint.key or fold.key "
+                         f"under {data_dir() / 'private'}) readable, which it is not for this "
+                         "user; ask the curator, or release privately with `dpcausal run`")
+    if config.data.url_block is not None:
+        raise ValueError(f"check-data does not read data.url_block {config.data.url_block!r}: "
+                         "that database is reached through a block the runner holds, not the "
+                         "caller; the curator checks it with data.url and their own credentials")
     kind = KINDS[config.kind]
     frame = read_frame(config.data, kind.schema(config))
     roles = {k: v for k, v in kind.roles(config).items() if v is not None}

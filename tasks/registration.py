@@ -7,28 +7,37 @@ the source's keyed fingerprints, so the same data cannot be registered again und
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from conf.kinds import KINDS, default_covariates
 from conf.models import Schema
 from conf.registration import PLANNING_FACTS, registration_values
 from dpcausal.ate.partitioned import check_roles
-from dpcausal.ledger import Ledger, Registration
+from dpcausal.ledger import Cap, Ledger, Registration
 from store import frame_identities, source_fingerprint
 from tasks.data import partition_footers, read_frame, select, source_identity, source_shape
 from tasks.sql_partitions import sql_partitions, sql_schema
 
 
 def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
-             public: str | None = None, planning: dict[str, float] | None = None
-             ) -> Registration:
+             public: str | None = None, planning: dict[str, float] | None = None,
+             path: str | Path | None = None, dataset: str | None = None) -> Registration:
     """Register ``config``'s dataset id with its data half (:func:`conf.registration.
     registration_values`), the mechanism's unit (``public``: the relation's public facts,
     default the unit's), n counted now (records, not lines) and, for the core release, d;
     ``origin`` (synthetic or public) allows evaluation mode; ``zeta`` also sets the cap;
     ``planning``: the core release's planning facts the curator declares public
     (:data:`conf.registration.PLANNING_FACTS`: ``treated_share``, ``outcome_sd``; issue 39
-    item 5). Creates the ledger if needed."""
+    item 5).
+    ``path``, the config's file, is kept as the fact ``config`` (its absolute path: the file a
+    deployment run of the dataset releases, :func:`conf.deployment.registered_config`).
+    ``dataset``, the id the curator names, must be the config's (ValueError naming both).
+    Creates the ledger if needed."""
+    if dataset is not None and config.ledger.dataset_id != dataset:
+        raise ValueError(f"{path or 'the config'} names dataset {config.ledger.dataset_id!r} "
+                         f"(ledger.dataset_id), not {dataset!r}: register the dataset its "
+                         "config names, or fix ledger.dataset_id")
     kind = KINDS[config.kind]
     declared = {k: v for k, v in (planning or {}).items() if v is not None}
     if set(declared) - set(PLANNING_FACTS) or (declared and config.kind != "ate"):
@@ -36,22 +45,44 @@ def register(config: Any, *, zeta: float | None = None, origin: str | None = Non
                          f"(kind ate), got {sorted(declared)} for kind {config.kind!r}")
     counted = count(config)
     facts = {"unit": kind.build(config).unit, **({"public": public} if public else {}),
-             **{k: v for k, v in counted.items() if k not in ("n", "identity")}, **declared}
+             **{k: v for k, v in counted.items() if k not in ("n", "identity")}, **declared,
+             **({"config": str(Path(path).resolve())} if path is not None else {})}
     with Ledger(create=True) as led:
         return led.register(config.ledger.dataset_id, **registration_values(config),
                             n=counted["n"], facts=facts, evaluation_allowed=origin is not None,
                             origin=origin, zeta=zeta, fingerprint=counted["identity"])
 
 
-def register_demo(config: Any) -> Registration:
+def register_demo(config: Any) -> tuple[Registration, Cap]:
     """The demo's own data (``config`` points at them): their cap if they have none
     (:func:`demo.demo_cap`), and their registration as a synthetic source, which allows
-    evaluation mode on them."""
+    evaluation mode on them; returns the registration and the dataset's cap."""
     from demo import demo_cap
     from tasks.ledger_ops import set_initial_budget
 
-    set_initial_budget(config.ledger.dataset_id, **demo_cap(config.kind))
-    return register(config, origin="synthetic")
+    cap = set_initial_budget(config.ledger.dataset_id, **demo_cap(config.kind))
+    return register(config, origin="synthetic"), cap
+
+
+def prepare_demo(kind: str, n_rows: int) -> tuple[dict[str, Any], str]:
+    """``dpcausal demo``'s curator step: ``kind``'s synthetic data (``n_rows`` for the core
+    demo) written under the data folder, its demo config (:func:`demo.example_config`) pointed at
+    them, as a raw dict, and their registration with their cap (:func:`register_demo`); returns
+    the config and a note for the user saying what was registered, the cap,
+    and why the demo may give one (issue 42: caps are otherwise never assumed)."""
+    from conf.kinds import load_any
+    from conf.settings import data_dir
+    from demo import example_config, write_demo
+
+    path = write_demo(kind, data_dir() / "demo", n_rows)
+    base = {**example_config(kind), "data": {"path": str(path)}}
+    reg, cap = register_demo(load_any(None, base=base))
+    return base, (
+        f"demo data: {path} ({kind} demo), registered as dataset {reg.dataset!r} (n={reg.n}, "
+        f"version {reg.version}; `dpcausal ledger show {reg.dataset}`); its cap, {cap.kind} "
+        f"{cap.value:g}, was set by the demo itself because these data are synthetic (made just "
+        "now; no person is in them): any other dataset's cap is set by its curator (`dpcausal "
+        "ledger set-budget`), never assumed")
 
 
 def count(config: Any) -> dict[str, Any]:

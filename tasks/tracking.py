@@ -197,11 +197,11 @@ def release_params(release: Release) -> dict[str, str]:
       retry_delay_seconds=1)
 def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
                      tags: dict[str, str], config: dict[str, Any],
-                     dataset: dict[str, str]) -> TrackedRun:
+                     dataset: dict[str, str], unused: tuple[str, ...] = ()) -> TrackedRun:
     """An MLflow run for one release (public values only): ``tags`` plus the system tags, the
     config flattened as params (but its :data:`UNRESOLVED` values: the release logs what it
-    used) and logged as ``config.json``, and ``dataset`` (:func:`lineage`) as the run's dataset
-    input."""
+    used; and the ``unused`` keys or sections, :func:`conf.kinds.unused_settings`) and logged
+    whole as ``config.json``, and ``dataset`` (:func:`lineage`) as the run's dataset input."""
     from mlflow.entities import Dataset, DatasetInput, InputTag, Param
 
     client = _client(tracking_uri)
@@ -211,8 +211,9 @@ def open_release_run(experiment: str, tracking_uri: str | None, run_name: str,
                                tags={**system_tags(), **tags}).info.run_id
     params: dict[str, str] = {}
     flatten_params("", config, params)
-    client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in params.items()
-                                     if v not in UNRESOLVED])
+    client.log_batch(run_id, params=[
+        Param(k, v[:6000]) for k, v in params.items() if v not in UNRESOLVED
+        and not any(k == u or k.startswith(f"{u}.") for u in unused)])
     client.log_dict(run_id, config, "config.json")
     client.log_inputs(run_id, datasets=[DatasetInput(
         Dataset(name=dataset["name"], digest=dataset["digest"], source_type="dpcausal",

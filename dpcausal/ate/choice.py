@@ -183,7 +183,7 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
     pool = table[table["selectable"]]
     best = pool.sort_values("halfwidth", kind="stable").index[0]
     table["chosen"] = table.index == best
-    return table
+    return EstimatorComparison(table)
 
 
 def declaration_changes(n: int, d: int, *, design: str, assume_linear: bool = False,
@@ -213,3 +213,35 @@ def declaration_changes(n: int, d: int, *, design: str, assume_linear: bool = Fa
                         "assumption": str(row["assumption"]),
                         "needs_covariate_bounds": placeholder and row["estimator"] == "lin"})
     return out
+
+
+
+
+class EstimatorComparison(pd.DataFrame):
+    """The table of :func:`compare` (``PrivateATE.compare_estimators``): a ``DataFrame`` with
+    every column, whose printed form (``repr``, ``str``, a notebook's HTML) is the narrow view
+    of :data:`VIEW`, in full, followed by the names of the other columns (its nine columns
+    were cut to ``...`` by pandas). Any slice or operation gives a plain ``DataFrame``."""
+
+    #: the columns the printed form shows
+    VIEW = ["estimator", "halfwidth", "ratio", "selectable", "chosen"]
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return pd.DataFrame
+
+    def _view(self) -> pd.DataFrame:
+        return pd.DataFrame(self)[self.VIEW]
+
+    def _others(self) -> str:
+        hidden = ", ".join(str(c) for c in self.columns if c not in self.VIEW)
+        return f"(more columns: {hidden}; to_string() shows all)"
+
+    def __repr__(self) -> str:
+        return f"{self._view().to_string(index=False)}\n{self._others()}"
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def _repr_html_(self) -> str:
+        return f"{self._view().to_html(index=False)}<p>{self._others()}</p>"

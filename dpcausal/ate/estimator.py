@@ -1057,7 +1057,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         return check_ate_data(data, treatment=treatment, outcome=outcome,
                               covariates=covariates, outcome_bounds=bounds,
                               missing=self.missing, n_folds=self.resolved_n_folds,
-                              left_out=left_out)
+                              left_out=left_out, folds=self.estimator not in sums.SUM_ESTIMATORS)
 
     # ------------------------------------------------------------------ contract
     def check_input(self, data: Any, *args: Any, treatment: str | None = None,

@@ -65,6 +65,11 @@ class ATERelease(Release):
         """1 - level: the CI's miscoverage (eq. 12)."""
         return 1.0 - self.level
 
+    @property
+    def estimator_name(self) -> str:
+        """The estimator that made the release: ``aipw``, ``ipw``, ``g``, ``dim`` or ``lin``."""
+        return self.estimator
+
     def noise_share(self) -> float | None:
         """sigma_ate^2 / V_DP: the share of the released variance that is privacy noise."""
         if self.variance is None:

@@ -22,7 +22,9 @@ def _release(**kw):
 def test_summary_confint_and_dict():
     r = _release()
     table = r.summary()
-    assert list(table.columns) == ["estimate", "se", "ci_lower", "ci_upper", "epsilon", "delta"]
+    assert list(table.columns) == ["estimator", "estimate", "se", "ci_lower", "ci_upper",
+                                   "epsilon", "delta"]
+    assert table.loc["ATE", "estimator"] == "release"   # the kind, unless a mechanism names it
     assert table.loc["ATE", "ci_upper"] == 1.5 and table.loc["ATE", "epsilon"] == 2.0
     ci = r.confint()
     assert list(ci.columns) == ["2.5 %", "97.5 %"] and ci.iloc[0].tolist() == [0.5, 1.5]

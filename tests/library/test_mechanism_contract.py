@@ -38,7 +38,7 @@ from dpcausal.user_level import UserLevelATE
 from tests.library._frames import ate_frame, cluster_frame, federated_frame, user_panel
 from tests.library._trap import NoiseDrawn, Recording
 
-SUMMARY_COLUMNS = ["estimate", "se", "ci_lower", "ci_upper", "epsilon", "delta"]
+SUMMARY_COLUMNS = ["estimator", "estimate", "se", "ci_lower", "ci_upper", "epsilon", "delta"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -528,3 +528,25 @@ def test_an_orchestrators_interrupt_passes_through_the_fallbacks():
         assert not guarded(Signal()) and guarded(SystemExit())
     finally:
         _INTERRUPTS.remove(Signal)
+
+
+def test_check_data_gives_each_arm_per_fold_and_warns_under_the_floor():
+    """Issue 42 friction 4: check-data showed `treated 185` beside `rows per fold 72.22`
+    (K = 224) and did not say that the ensemble then has under one treated row per fold. It
+    gives each arm's rows per fold and warns below d + 1 (the rows a linear model of one arm
+    needs in a fold: fewer and most folds fall back to a constant), naming the K that fits."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    df = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
+                       "a": (np.arange(n) < 40).astype(int), "y": rng.uniform(0, 1, n)})
+    check = PrivateATE(outcome_bounds=(0, 1), n_folds=50).check_data(
+        df, treatment="a", outcome="y")
+    f = check.facts
+    assert (f["treated rows per fold"], f["control rows per fold"]) == (0.8, 39.2)
+    assert f["warning"] == ("under 3 treated rows per fold (d + 1 for d = 2 covariates): most "
+                            "folds' models of the treated arm fall back to a constant; K <= 13 "
+                            "keeps 3 (estimator.n_folds)")
+    assert "warning" in str(check)
+    fine = PrivateATE(outcome_bounds=(0, 1), n_folds=10).check_data(
+        df, treatment="a", outcome="y")
+    assert fine.facts["treated rows per fold"] == 4.0 and "warning" not in fine.facts

@@ -73,6 +73,10 @@ def test_privacy_charge_is_public_and_matches_the_release():
     assert rel.privacy.zeta == charge.zeta and rel.privacy.delta == charge.delta
     assert rel.privacy.epsilon == pytest.approx(gdp_epsilon(1.2, est.delta))
     assert rel.summary().loc["ATE", "epsilon"] == rel.privacy.epsilon
+    # the estimator that made the release is named in its table (issue 42)
+    assert list(rel.summary().columns) == ["estimator", "estimate", "se", "ci_lower",
+                                           "ci_upper", "epsilon", "delta"]
+    assert rel.summary().loc["ATE", "estimator"] == "aipw" == rel.estimator
 
 
 def test_outcome_bounds_are_required_before_anything(monkeypatch):

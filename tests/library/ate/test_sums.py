@@ -237,7 +237,8 @@ def test_release_round_trips_and_pools(accountant):
         again = Release.from_json(rel.to_json())
         assert again.to_dict() == rel.to_dict() and str(again) == str(rel)
         assert json.loads(rel.to_json())["params"]["design"] == "randomized"
-        assert rel.summary().shape == (1, 6)
+        assert rel.summary().shape == (1, 7)
+        assert rel.summary().loc["ATE", "estimator"] == estimator   # named (issue 42)
         assert 0 < rel.noise_share() < 1
         releases.append(rel)
     assert len(accountant.charges) == 2
@@ -355,3 +356,26 @@ def test_partition_statistics_add_up_to_the_in_memory_release():
                                     columns=["u", "v"])
     assert parts.ate == pytest.approx(whole.ate, abs=1e-9)
     assert summed[0] + summed[sums.block_size(2)] == 499       # the arms' counts: one row out
+
+
+def test_the_comparison_keeps_its_columns_and_prints_a_readable_view():
+    """Issue 42: compare_estimators() returns 9 columns, which pandas truncated to `...` on
+    print. The frame keeps them all (an API); its printed form is the narrow view of
+    EstimatorComparison.VIEW, in full, and names the other columns."""
+    from dpcausal.ate.choice import EstimatorComparison
+
+    table = PrivateATE(outcome_bounds=(0, 1), design="randomized", zeta=1.0).compare_estimators(
+        5000, 3)
+    assert isinstance(table, pd.DataFrame) and list(table.columns) == [
+        "estimator", "design", "halfwidth", "nonprivate_halfwidth", "ratio", "selectable",
+        "assumption", "outcome_spread", "chosen"]
+    for shown in (repr(table), str(table)):
+        lines = shown.splitlines()
+        assert "..." not in shown and max(len(line) for line in lines) <= 100, shown
+        assert lines[0].split() == EstimatorComparison.VIEW
+        assert [line.split()[0] for line in lines[1:5]] == ["aipw", "dim", "lpgm19", "gr25"]
+        assert lines[-1] == ("(more columns: design, nonprivate_halfwidth, assumption, "
+                             "outcome_spread; to_string() shows all)")
+    assert "<table" in table._repr_html_() and "<th>assumption</th>" not in table._repr_html_()
+    assert "<th>chosen</th>" in table._repr_html_()
+    assert type(table[["estimator", "ratio"]]) is pd.DataFrame   # a slice is a plain frame

@@ -54,7 +54,9 @@ def test_fit_on_a_dataframe_returns_the_shared_release():
     assert p.epsilon == pytest.approx(cks_epsilon(charge.rdp_epsilons, 1e-6,
                                                   charge.rdp_orders)[0], rel=1e-12)
     table = res.summary()
-    assert list(table.columns) == ["estimate", "se", "ci_lower", "ci_upper", "epsilon", "delta"]
+    assert list(table.columns) == ["estimator", "estimate", "se", "ci_lower", "ci_upper",
+                                   "epsilon", "delta"]
+    assert table.iloc[0]["estimator"] == "federated"
     assert table.iloc[0]["estimate"] == res.ate and table.iloc[0]["epsilon"] == p.epsilon
     assert "per client" in str(res) and "federated" == res.to_dict()["kind"]
     assert res.noise_share() == pytest.approx(

@@ -146,16 +146,30 @@ def test_plan_compares_the_estimators_of_a_randomized_design(tmp_path, monkeypat
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[0].startswith("Plan for conf/release/trial_dim.yaml: n=2000, d=3, "
-                               "design=randomized, estimator=auto -> dim, zeta=1 ")
+    assert " ".join(lines[:2]).startswith(
+        "Plan for conf/release/trial_dim.yaml: n=2000, d=3 (from the registration), "
+        "design=randomized, estimator=auto -> dim, zeta=1 (from the config)")
     # the seed paper's comparators are rows too (gr25: the outcome bounds are (0, 1)), never
-    # auto's pick
-    rows = {line.split()[0]: line for line in lines[3:7]}
-    assert set(rows) == {"aipw", "dim", "lpgm19", "gr25"}, lines[:8]
+    # auto's pick; each one's assumption follows the table, wrapped (issue 42)
+    rows = {line.split()[0]: line for line in lines[4:8]}
+    assert set(rows) == {"aipw", "dim", "lpgm19", "gr25"}, lines[:9]
     assert rows["dim"].endswith("<- this release (auto's choice)")
-    assert "randomized assignment (declared design): no model assumption" in rows["dim"]
-    assert all("(a comparator: not run by auto)" in rows[c] and "<-" not in rows[c]
-               for c in ("lpgm19", "gr25"))
+    assert all("<-" not in rows[c] for c in ("lpgm19", "gr25"))
+    assumptions: dict[str, str] = {}
+    for line in lines[8:]:
+        if line.startswith("    ") and assumptions:
+            last = list(assumptions)[-1]
+            assumptions[last] += " " + line.strip()
+        elif line.startswith("  ") and ": " in line:
+            name, text = line.strip().split(": ", 1)
+            assumptions[name] = text
+        else:
+            break
+    assert set(assumptions) == set(rows), lines[:14]
+    assert assumptions["dim"].startswith("randomized assignment (declared design): no model "
+                                         "assumption")
+    assert all("(a comparator: not run by auto)" in assumptions[c] for c in ("lpgm19", "gr25"))
+    assert all("(a comparator" not in assumptions[c] for c in ("aipw", "dim"))
     assert any(line.endswith("<- its best K") for line in lines)
     assert any(line.startswith("Recommended: estimator=dim (randomized design; no folds")
                for line in lines)
@@ -198,4 +212,23 @@ def test_plan_gives_the_zeta_for_a_target_half_width_of_dim(tmp_path, monkeypatc
     floor = doc["recommended"]["nonprivate_halfwidth"]
     out = CliRunner().invoke(main, [*args, "--target-halfwidth", f"{floor * 0.99:.6g}"])
     assert out.exit_code == 0, out.output
-    assert "with dim: unreachable (the non-private CI is already wider)" in out.output
+    assert "with dim: unreachable (the non-private CI is already wider)" in " ".join(
+        out.output.split())   # the line is wrapped at 100 columns
+
+
+def test_every_line_fits_100_columns_and_says_where_each_input_comes_from(data_csv, tmp_path,
+                                                                          monkeypatch):
+    """Issue 42 friction 6: the estimator table's lines were about 250 characters wide (the
+    assumption column) and the header said zeta came "from the registration" (n and d do; zeta
+    is the config's). Each assumption now follows the table, wrapped."""
+    out = _run(["--set", f"data.path={data_csv}", "--set", "columns.covariates=null",
+                "--set", "estimator.zeta=1.25", "--target-halfwidth", "0.5"],
+               tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    text = " ".join(" ".join(lines).split())
+    assert "n=4000, d=2 (from the registration)" in text
+    assert "zeta=1.25 (from the config)" in text and "zeta=1.25 (from the registration" not in text
+    assert "aipw: no unmeasured confounding and overlap" in text
+    assert "<- recommended" in out.output

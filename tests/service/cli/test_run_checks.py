@@ -231,16 +231,12 @@ def test_json_errors_are_a_json_object_on_stdout_with_the_exit_code(env, case, c
 
 def test_plan_json_error_and_submit_without_a_stack(env, tmp_path, monkeypatch):
     """plan's error as JSON; ``run --submit`` makes run's checks first (exit 3 without a cap,
-    before anything is sent: issue 32 §3), then needs the served stack. It submits a config the
-    deployment registered (conf.deployment.REGISTERED_CONFIGS), whose dataset is registered."""
-    import conf.deployment
-
+    before anything is sent: issue 32 §3), then needs the served stack. It submits the config
+    its dataset was registered from (`dpcausal ledger register DATASET CONFIG`: issue 42)."""
     plan = _invoke("plan", "--json", DEMO, "--set", f"data.path={tmp_path / 'nope.csv'}")
     assert plan.exit_code == 2 and json.loads(plan.stdout)["exit_code"] == 2
     config = _release_config(tmp_path, "submitted.yaml", env["csv"], "submitted")
-    monkeypatch.setattr(conf.deployment, "REGISTERED_CONFIGS",    # the curator registers it
-                        (*conf.deployment.REGISTERED_CONFIGS, str(config)))
-    assert env["register"](config).n == 2000
+    assert env["register"](config, path=config).n == 2000   # the curator registers the file
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     no_cap = _invoke("run", "--submit", str(config), "--set", "estimator.zeta=1.0")
     assert no_cap.exit_code == 3 and "has no privacy budget" in no_cap.stderr, no_cap.output
@@ -279,6 +275,9 @@ def test_bounds_0_1_are_noticed_unless_the_outcome_is_declared_bool(env, tmp_pat
     continuous = _invoke("run", "--dry-run", *base, "--set", f"data.path={wage}")
     assert continuous.exit_code == 0, continuous.output
     assert "Notice: the outcome bounds [0, 1] have never been checked" in continuous.stderr
+    # the free alternative for a 0/1 outcome is named beside the charged check (issue 42 §2)
+    assert ("If Y is a 0/1 outcome, its curator can declare it instead, at no cost: "
+            "`data.dtypes: {Y: bool}` in the registered config") in continuous.stderr
     binary = tmp_path / "binary.csv"
     pd.DataFrame({"X1": rng.normal(size=n), "A": rng.integers(0, 2, n),
                   "Y": rng.integers(0, 2, n)}).to_csv(binary, index=False)
@@ -298,6 +297,20 @@ def _warnings(out):
     return [x for x in out.stderr.splitlines() if x.startswith("Warning: ")]
 
 
+def _plan_warnings(out):
+    """plan's warning paragraphs, each on one line (plan wraps its text at 100 columns)."""
+    paragraphs, current = [], None
+    for line in out.stdout.splitlines():
+        if line.startswith("Warning: "):
+            current = [line]
+            paragraphs.append(current)
+        elif current is not None and not line.startswith(("zeta needed", "Recommended")):
+            current.append(line)
+        else:
+            current = None
+    return [" ".join(p) for p in paragraphs]
+
+
 def test_run_says_what_plan_says_when_the_release_would_not_be_informative(env):
     """Issue 33 §5: at n = 2000, zeta = 0.5 the planner's K gives a CI about 12x the non-private
     one (worst-case spread), which plan calls not informative; run --dry-run prints plan's
@@ -306,7 +319,7 @@ def test_run_says_what_plan_says_when_the_release_would_not_be_informative(env):
     _cap(env, "rehearsed", 5.0)
     plan = _invoke("plan", *_args(env, "rehearsed", *UNINFORMATIVE))
     assert plan.exit_code == 0, plan.output
-    said = [x for x in plan.stdout.splitlines() if "would not be informative" in x]
+    said = [x for x in _plan_warnings(plan) if "would not be informative" in x]
     assert len(said) == 1 and said[0].startswith("Warning: this release would not be "
                                                  "informative: its CI is expected to be 12x"), said
     dry = _invoke("run", "--dry-run", *_args(env, "rehearsed", *UNINFORMATIVE))
@@ -355,7 +368,23 @@ def test_a_stated_outcome_sd_is_the_spread_run_rates_the_release_against(env):
     [warning] = _warnings(dry)
     assert "(assumed: outcome sd 0.25)" in warning and "would not be informative" in warning
     plan = _invoke("plan", *_args(env, "rehearsed", *stated))
-    assert [x for x in plan.stdout.splitlines() if x.startswith("Warning: ")] == [warning]
+    assert _plan_warnings(plan) == [warning]
     assert _invoke("run", "--dry-run", "--strict",
                    *_args(env, "rehearsed", *stated)).exit_code == 2
     assert _charges(env, "rehearsed") == 0
+
+
+def test_the_demo_says_why_it_gives_its_data_a_cap(env):
+    """Issue 42 friction 6: `./dev demo` gave its dataset a zeta = 15 cap by itself while the
+    README stresses that caps are never assumed. Its note says the cap and why: the data are
+    synthetic, made by the demo; any other dataset's cap is its curator's."""
+    from tasks.registration import prepare_demo
+
+    base, note = prepare_demo("ate", 500)
+    assert base["ledger"]["dataset_id"] == "demo-experiment-a"
+    assert "registered as dataset 'demo-experiment-a' (n=500, version 1" in note
+    assert ("its cap, zeta 15, was set by the demo itself because these data are synthetic "
+            "(made just now; no person is in them): any other dataset's cap is set by its "
+            "curator (`dpcausal ledger set-budget`), never assumed") in note
+    with Ledger(env["ledger"]) as led:
+        assert led.cap("demo-experiment-a").zeta == 15.0

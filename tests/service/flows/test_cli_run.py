@@ -280,10 +280,13 @@ def test_submit_asks_only_about_registered_configs_and_analysis_keys(project, cl
     """Issue 32 item 6: `run --submit` handed any config path and its data path to the
     deployment; an unregistered config or a curator's key is now refused here, exit 2, before
     anything is submitted."""
-    own = cli_config(ledger={"dataset_id": "cli-submit"},   # registered, capped, not deployed
+    own = cli_config(ledger={"dataset_id": "cli-submit"},   # registered from another file
                      estimator={"n_folds": 20, "outcome_bounds": [-1, 1], "zeta": 10.0})
     give_cap("cli-submit")
-    _assert_error(invoke("run", "--submit", own), 2, r"one of the deployment's registered configs")
+    copy = Path(own).with_name("copied.yaml")    # the same data half, not the registered file
+    copy.write_text(Path(own).read_text())
+    _assert_error(invoke("run", "--submit", str(copy)), 2,
+                  r"--submit runs a config its curator registered.*not .*copied.yaml")
     demo = _shipped_demo_registered()
     _assert_error(invoke("run", "--submit", demo, "--set", "data.path=/tmp/other.csv"), 2,
                   r"data.path differs from the registration of dataset 'demo-experiment-a'")
@@ -292,6 +295,45 @@ def test_submit_asks_only_about_registered_configs_and_analysis_keys(project, cl
     _assert_error(invoke("run", "--submit", demo, "--set", f"data.path={registered}"), 2,
                   r"'data.path' is not an analysis key a run may set")
     assert charges("cli-submit") == charges("demo-experiment-a") == 0
+
+
+def test_submit_releases_the_config_its_curator_registered_wherever_it_is(
+        tmp_path, cli_config, invoke, deployments):
+    """Issue 42 friction 1: `run --submit CONFIG` refused any config outside conf/release/.
+    A config its curator registered (`dpcausal ledger register DATASET CONFIG`) is submitted by
+    its dataset; the deployment's flow runs that file (the registration names it), with the
+    run's analysis keys, and releases."""
+    from flows.deployed import release_from_config
+
+    own = cli_config(ledger={"dataset_id": "cli-submit-own"}, register=False,
+                     estimator={"n_folds": 20, "outcome_bounds": [-1, 1], "zeta": 1.0})
+    registered = invoke("ledger", "register", "cli-submit-own", own, "--zeta", "20")
+    assert registered.exit_code == 0, registered.output
+    out = invoke("run", "--submit", own, "--set", "estimator.zeta=0.5")
+    assert out.exit_code == 0, out.output
+    run = _flow_run(out.stdout.strip())
+    assert run.parameters["settings"] == {"dataset": "cli-submit-own",
+                                          "overrides": {"estimator.zeta": 0.5}}
+    release_from_config.validate_parameters(run.parameters)
+    state = release_from_config(**run.parameters, return_state=True)   # as the worker runs it
+    assert state.is_completed(), state.message
+    assert state.result()["release"]["privacy"]["zeta"] == pytest.approx(0.5)
+    assert charges("cli-submit-own") == 1
+
+
+def test_a_prefect_error_of_a_submit_is_one_plain_message(deployments, monkeypatch):
+    """Issue 42 friction 1: a config copied into conf/release/ after `dpcausal serve` deployed
+    (the deployment's form lists the configs of that time) met a raw Prefect traceback (409
+    Conflict). The server's refusal is now a plain error naming the fix."""
+    from prefect.settings import PREFECT_API_URL
+
+    from deploy.prefect_api import SubmitError, submit_release
+
+    monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+    with pytest.raises(SubmitError, match=r"the stack's deployment .* refused the run.*"
+                                          r"`dpcausal stop && dpcausal serve`") as err:
+        submit_release({"config": "conf/release/copied-after-serve.yaml", "overrides": {}})
+    assert "Traceback" not in str(err.value) and "409" not in str(err.value)
 
 
 def test_serve_prints_a_trigger_command_that_works_as_printed(project, deployments):
@@ -444,6 +486,24 @@ def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_c
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
     assert survivors == []
+
+
+def test_a_release_under_a_temporary_server_links_no_flow_run(cli_config, tmp_path):
+    """Issue 42 friction 3: the MLflow tag ``prefect.flow_run_url`` of a release run without a
+    served stack pointed at the temporary Prefect server, gone once the command ended. It is
+    left out there (the flow run's id stays, as ``prefect.flow_run_id``)."""
+    from mlflow import MlflowClient
+
+    dataset = "cli-temporary-server"
+    give_cap(dataset)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    path = cli_config(ledger={"dataset_id": dataset})
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "run", path, "--no-progress",
+                           "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tags = MlflowClient().get_run(json.loads(proc.stdout)["mlflow"]["run_id"]).data.tags
+    assert tags["prefect.flow_run_id"] and "prefect.flow_run_url" not in tags
 
 
 def test_a_set_typo_exits_2_blamed_on_set_with_the_closest_key(cli_config, invoke):

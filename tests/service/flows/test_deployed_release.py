@@ -114,3 +114,22 @@ def test_the_analyst_a_run_names_is_charged_and_held_to_their_grant(tmp_path, re
         refused.result()
     with Ledger() as led:
         assert list(led.history(dataset)["analyst"]) == ["alice"]
+
+
+def test_a_dataset_is_released_from_its_registered_file_only(tmp_path, curator_registers):
+    """Issue 42 friction 1: a run names a registered dataset instead of a config; the config is
+    the file its curator registered it from, so a dataset registered without one (from Python)
+    fails on its parameters, nothing charged, and a config and a dataset together are refused."""
+    with pytest.raises(ValueError, match="give config or dataset, not both"):
+        ReleaseParameters(config="conf/release/demo.yaml", dataset="x")
+    dataset = "deployed-no-file"
+    give_cap(dataset, zeta=10.0)
+    config = _config(tmp_path / "study", dataset)
+    assert curator_registers(config) is not None  # from Python: no file recorded
+    state = release_from_config(settings=ReleaseParameters(dataset=dataset), return_state=True)
+    assert state.is_failed() and "registered without a config file" in state.message
+    assert curator_registers(config, path=config).facts["config"] == config
+    state = release_from_config(settings=ReleaseParameters(dataset=dataset, zeta=1.0),
+                                return_state=True)
+    assert state.is_completed(), state.message
+    assert charges(dataset) == 1

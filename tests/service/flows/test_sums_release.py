@@ -87,6 +87,9 @@ def test_a_dim_release_fits_no_fold_and_records_estimator_design_and_assumption(
     assert (p["estimator.estimator"], p["estimator.design"]) == ("dim", "randomized")
     assert (p["estimator.estimator"], p["estimator.design"], p["estimator.assumption"]) == (
         "dim", "randomized", RANDOMIZED)
+    # only what dim used (issue 42): no fold models, no fold seed, no fold chunks
+    assert not [k for k in p if k.startswith(("models.", "folds_per_task"))], sorted(p)
+    assert "estimator.fold_seed" not in p and "estimator.outcome_bounds" in p
     m = run.data.metrics
     assert m["ate"] == rel["ate"] and m["se"] == rel["se"] and m["zeta"] == 1.0
     assert (m["ci_low"], m["ci_high"]) == tuple(rel["ci"])

@@ -254,3 +254,19 @@ def test_declared_types(tmp_path):
         _check(_config({"path": path, "dtypes": {"x1": "str"}}, covariates=["x1"]))
     with pytest.raises(ValueError, match="data.dtypes names 'x9', which is not a column"):
         _check(_config({"path": path, "dtypes": {"x9": "int"}}, covariates=["x1"]))
+
+
+def test_text_cells_read_as_numbers_by_fixed_rules():
+    """The float rule on text cells, token by token (issue 26 §1), pinned by hand: whitespace
+    around a number, Unicode spaces included, is dropped; anything else that is no number, an
+    empty cell among them, is missing. (Kept exact when the reader was vectorised: issue 41 §2.)"""
+    from conf.models import Schema
+    from tasks.data import coerce
+
+    tokens = {" 1.5 ": 1.5, "\t-2e3\n": -2000.0, "\xa07\u2003": 7.0, "inf": np.inf,
+              "-Infinity": -np.inf, "1e400": np.inf, "abc": np.nan, "": np.nan, "1,5": np.nan,
+              "0x10": np.nan, "--1": np.nan, "1.5.2": np.nan, None: np.nan}
+    frame = pd.DataFrame({"v": list(tokens)}, dtype=object)
+    got = coerce(frame, Schema({}, rest="float"))["v"].to_numpy()
+    np.testing.assert_array_equal(got, np.array(list(tokens.values()), dtype=float))
+    assert coerce(frame, Schema({"v": "int"}))["v"].iloc[[0, 2]].isna().tolist() == [True, False]

@@ -1,0 +1,88 @@
+"""The ledger's tables as public, readable values: JSON-ready records and aligned plain text
+(``dpcausal ledger``'s output), and one dataset's history with its budget in one read."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:  # the ledger's module (SQLAlchemy) loads when a command opens one
+    from dpcausal.ledger import Ledger
+
+
+def cell(value: object) -> str:
+    """A table cell: :func:`plain`'s value, a timestamp to the second (UTC), missing as '-'."""
+    if isinstance(value, pd.Timestamp):
+        return _utc(value).strftime("%Y-%m-%d %H:%M:%S")
+    value = plain(value)
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={cell(v)}" for k, v in value.items())
+        return (text or "-") if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else str(value) or "-"
+
+
+def _utc(stamp: pd.Timestamp) -> pd.Timestamp:
+    """UTC (SQLite drops the zone, PostgreSQL keeps it)."""
+    return stamp.tz_convert("UTC") if stamp.tzinfo is not None else stamp.tz_localize("UTC")
+
+
+def plain(value: Any) -> Any:
+    """A JSON value: missing -> null, inf -> "inf", timestamps -> ISO 8601 UTC."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, pd.Timestamp):
+        return _utc(value).isoformat()
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return value
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of ``frame`` as JSON-ready dicts (:func:`plain`)."""
+    return [{k: plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def table(frame: pd.DataFrame, title: str) -> str:
+    """``title``, then ``frame`` as an aligned plain-text table (columns as given, cells by
+    :func:`cell`)."""
+    cells = [[cell(v) for v in row] for row in frame.itertuples(index=False)]
+    head = [str(c) for c in frame.columns]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(head)]
+    return "\n".join([title, *("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+                               .rstrip() for row in [head, ["-" * w for w in widths], *cells])])
+
+
+def dataset_history(led: Ledger, dataset: str) -> dict[str, Any]:
+    """``dataset``'s charges (``charges``, a frame), its corrections of a unit
+    (``corrections``), cap, spend, neighbouring relation and what one more release could spend
+    (``next``): ``dpcausal ledger history``'s reads. ValueError for an unknown dataset."""
+    return {"charges": led.history(dataset), "spent": led.spent(dataset),
+            "cap": led.cap(dataset), "relation": led.relation(dataset),
+            "next": led.headroom(dataset), "corrections": led.corrections(dataset)}
+
+
+def history_json(dataset: str, history: dict[str, Any]) -> dict[str, Any]:
+    """:func:`dataset_history` as one JSON-ready document (``ledger history --json``)."""
+    cap, spent, relation = history["cap"], history["spent"], history["relation"]
+    return plain({"dataset": dataset, "unit": relation.unit, "public": relation.text,
+                  "cap": cap.describe(), "delta": cap.delta,
+                  "spent": {"zeta": spent.zeta, "rho": spent.rho, "epsilon": spent.epsilon,
+                            "n_charges": spent.n_charges},
+                  "next": history["next"], "charges": records(history["charges"]),
+                  "corrections": records(history["corrections"])})
+
+
+def registrations_json(versions: list[Any]) -> list[dict[str, Any]]:
+    """Registrations (oldest first) as JSON-ready documents (``ledger show --json``)."""
+    return plain([{**r.bound(), "version": r.version, "by": r.by, "at": pd.Timestamp(r.at)}
+                  for r in versions])
