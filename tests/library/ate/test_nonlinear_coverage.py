@@ -3,8 +3,9 @@
 U-shaped (or interaction) selection, mild (pi in [0.20, 0.73]) and strong (pi in [0.09, 0.88])
 confounding, against the population ATE in closed form (:mod:`dpcausal.datasets`).
 
-``estimator="auto"`` (covariate bounds declared, no assumption: the AIPW ensemble) at its defaults: ``propensity_clip="auto"`` (SPECS.md "The propensity clip
-for the release at hand"), the degree-2 default models (:mod:`dpcausal.ate.features`),
+``estimator="auto"`` (covariate bounds declared, no assumption: the AIPW ensemble) at its
+defaults: ``propensity_clip="auto"`` (SPECS.md "The propensity clip for the release at hand"),
+the degree-2 default models (:mod:`dpcausal.ate.features`),
 ``n_folds="auto"``. Each release is a full ``fit`` in evaluation mode (seeded folds and noise);
 the pre-noise estimate of one data draw is reused across zeta only where the release's K and eta
 are the same (then it is the same number), and the noise is drawn by the release's own
@@ -31,7 +32,8 @@ ZETAS = (1.0, 4.0)
 def coverage(design: str, confounding: str, n: int, zetas=ZETAS, reps: int = REPS,
              **params) -> dict[float, tuple[float, float, float]]:
     """``{zeta: (coverage, mean error of tau_DP, mean half-width)}`` of ``reps`` releases of
-    ``PrivateATE(**params)`` (auto, covariate bounds declared: the AIPW ensemble) at each zeta on fresh draws of a design."""
+    ``PrivateATE(**params)`` (auto, covariate bounds declared: the AIPW ensemble) at each zeta
+    on fresh draws of a design."""
     make = NONLINEAR_DESIGNS[design]
     hits: dict[float, list[tuple[bool, float, float]]] = {z: [] for z in zetas}
     for rep in range(reps):
