@@ -10,7 +10,8 @@ import json
 
 import click
 
-from cli.ledger_cmd import InputError, _open, _plain, json_option, url_option
+from cli.ledger_cmd import InputError, _open, json_option, url_option
+from tasks.ledger_view import plain
 
 
 @click.group()
@@ -53,7 +54,7 @@ def list_(url: str | None, as_json: bool) -> None:
                               for d, z in a.datasets.items()}}
                 for a in led.analysts()]
     if as_json:
-        click.echo(json.dumps(_plain([{**r, "created_at": r["created_at"].isoformat(),
+        click.echo(json.dumps(plain([{**r, "created_at": r["created_at"].isoformat(),
                                        "revoked_at": r["revoked_at"] and
                                        r["revoked_at"].isoformat()} for r in rows]), indent=2))
         return

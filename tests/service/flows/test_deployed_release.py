@@ -94,7 +94,7 @@ def test_the_analyst_a_run_names_is_charged_and_held_to_their_grant(tmp_path, re
     charged."""
     from dpcausal.ledger import AnalystRefusedError, Ledger
 
-    dataset = "deployed-analyst"
+    dataset = "deployed-by-analyst"  # its own data: _config seeds by the id's length
     give_cap(dataset, zeta=10.0)
     config = register(_config(tmp_path / "study", dataset))
     assert curator_registers(config) is not None
