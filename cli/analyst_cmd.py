@@ -11,7 +11,7 @@ import json
 import click
 
 from cli.ledger_cmd import InputError, _open, json_option, url_option
-from tasks.ledger_view import plain
+from tasks.ledger_view import analyst_lines, analyst_records
 
 
 @click.group()
@@ -48,27 +48,12 @@ def add(name: str, datasets: str, zeta: float | None, url: str | None) -> None:
 def list_(url: str | None, as_json: bool) -> None:
     """Every analyst: datasets, own caps and spend, when added and revoked."""
     with _open(url) as led:
-        rows = [{"name": a.name, "active": a.active, "by": a.by, "created_at": a.created_at,
-                 "revoked_at": a.revoked_at,
-                 "datasets": {d: {"zeta_cap": z, "spent": led.analyst_spent(a.name, d).describe()}
-                              for d, z in a.datasets.items()}}
-                for a in led.analysts()]
+        rows = analyst_records(led)
     if as_json:
-        click.echo(json.dumps(plain([{**r, "created_at": r["created_at"].isoformat(),
-                                       "revoked_at": r["revoked_at"] and
-                                       r["revoked_at"].isoformat()} for r in rows]), indent=2))
+        click.echo(json.dumps(rows, indent=2))
         return
-    if not rows:
-        click.echo("No analysts; admit one with `dpcausal analyst add NAME --datasets A,B`.")
-        return
-    for r in rows:
-        state = ("active" if r["active"]
-                 else f"revoked {r['revoked_at']:%Y-%m-%d %H:%M:%S} UTC")
-        click.echo(f"{r['name']} ({state}; added {r['created_at']:%Y-%m-%d %H:%M:%S} UTC by "
-                   f"{r['by']})")
-        for dataset, g in r["datasets"].items():
-            cap = "dataset's cap" if g["zeta_cap"] is None else f"own cap zeta={g['zeta_cap']:g}"
-            click.echo(f"  {dataset}: {cap}; spent {g['spent']}")
+    for line in analyst_lines(rows):
+        click.echo(line)
 
 
 @analyst.command()

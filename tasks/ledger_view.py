@@ -86,3 +86,32 @@ def registrations_json(versions: list[Any]) -> list[dict[str, Any]]:
     """Registrations (oldest first) as JSON-ready documents (``ledger show --json``)."""
     return plain([{**r.bound(), "version": r.version, "by": r.by, "at": pd.Timestamp(r.at)}
                   for r in versions])
+
+
+def analyst_records(led: Any) -> list[dict[str, Any]]:
+    """Every analyst of the ledger ``led`` as JSON-ready dicts (``dpcausal analyst list``):
+    name, whether active, who added them and when (ISO 8601 UTC), when revoked, and per dataset
+    their own zeta cap (None: the dataset's) and their spend so far."""
+    return [plain({"name": a.name, "active": a.active, "by": a.by,
+                   "created_at": a.created_at.isoformat(),
+                   "revoked_at": a.revoked_at and a.revoked_at.isoformat(),
+                   "datasets": {d: {"zeta_cap": z,
+                                    "spent": led.analyst_spent(a.name, d).describe()}
+                                for d, z in a.datasets.items()}})
+            for a in led.analysts()]
+
+
+def analyst_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """:func:`analyst_records` as text: one line per analyst, one per dataset granted."""
+    if not rows:
+        return ["No analysts; admit one with `dpcausal analyst add NAME --datasets A,B`."]
+    lines = []
+    for r in rows:
+        added = pd.Timestamp(r["created_at"]).strftime("%Y-%m-%d %H:%M:%S")
+        state = "active" if r["active"] else (
+            f"revoked {pd.Timestamp(r['revoked_at']):%Y-%m-%d %H:%M:%S} UTC")
+        lines.append(f"{r['name']} ({state}; added {added} UTC by {r['by']})")
+        for dataset, g in r["datasets"].items():
+            cap = "dataset's cap" if g["zeta_cap"] is None else f"own cap zeta={g['zeta_cap']:g}"
+            lines.append(f"  {dataset}: {cap}; spent {g['spent']}")
+    return lines
