@@ -4,6 +4,7 @@ it stays in memory and is never persisted, cached or logged."""
 from __future__ import annotations
 
 import csv
+import numbers
 import os
 import sys
 from pathlib import Path
@@ -85,8 +86,16 @@ def coerce(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 def _as_float(col: pd.Series) -> pd.Series:
     if pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col):
         return pd.Series(col.to_numpy(dtype=float, na_value=np.nan))
-    text = col.map(lambda v: v.strip() if isinstance(v, str) else v, na_action="ignore")
+    text = pd.Series(col.to_numpy(dtype=object), dtype=object).map(_number_or_text)
     return pd.Series(pd.to_numeric(text.to_numpy(), errors="coerce"), dtype=float)
+
+
+def _number_or_text(value: Any) -> Any:
+    """A number or a text kept (text stripped), anything else (a date, a timestamp, bytes, a
+    NULL) missing: the database's datetimes are no numbers, nor NaT its integer."""
+    if isinstance(value, str):
+        return value.strip()
+    return value if isinstance(value, numbers.Number) else None
 
 
 def _as_int(col: pd.Series) -> pd.Series:
@@ -103,7 +112,8 @@ def _as_bool(col: pd.Series) -> pd.Series:
 
 def _as_str(col: pd.Series) -> pd.Series:
     text = col.map(lambda v: v if isinstance(v, str) else str(v), na_action="ignore")
-    return pd.Series(text.to_numpy(dtype=object)).where(lambda t: t.notna() & (t != ""))
+    return pd.Series(text.to_numpy(dtype=object), dtype=object).where(  # object, whatever
+        lambda t: t.notna() & (t != ""))                                  # the values
 
 
 _COERCE = {"float": _as_float, "int": _as_int, "bool": _as_bool, "str": _as_str}

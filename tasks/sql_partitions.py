@@ -343,22 +343,30 @@ def _column_names(parts: SqlPartitions) -> list[str]:
 
 def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
     """The query's ``columns`` over the partition's id range (``WHERE lower <= id < upper``, the
-    bounds as bound parameters; no ``ORDER BY``) in chunks of ``chunk_rows`` rows, streamed (a
-    server-side cursor where the driver has one: ``stream_results``); a SQL error as
-    :func:`tasks.data.query_error`."""
+    bounds as bound parameters; no ``ORDER BY``), raw, in chunks: the one reader of a partition's
+    rows, which :func:`read_sql_partition` coerces. Through ADBC as Arrow where a driver exists
+    (:mod:`tasks.sql_arrow`: PostgreSQL, a SQLite file), else through the DB-API driver in chunks
+    of ``chunk_rows`` rows, streamed (a server-side cursor where the driver has one:
+    ``stream_results``); a SQL error as :func:`tasks.data.query_error`."""
     import sqlalchemy
+
+    from tasks.sql_arrow import arrow_chunks, arrow_driver
 
     of = part.of
     engine = database_engine(of.source)
     try:
         quote = engine.dialect.identifier_preparer.quote
-        where = [f"{quote(of.id_column)} {op} :{name}" for name, op in
+        named = [(name, f"{quote(of.id_column)} {op} ") for name, op in
                  (("lower", ">="), ("upper", "<")) if getattr(part, name) is not None]
+        bounds = {name: getattr(part, name) for name, _ in named}
+        if arrow_driver(engine) is not None:
+            yield from arrow_chunks(part, columns, engine, [w + "?" for _, w in named],
+                                    list(bounds.values()))
+            return
+        where = [f"{w}:{name}" for name, w in named]
         query = (f"SELECT {', '.join(quote(c) for c in columns)} "
                  f"FROM ({of.source.sql}) AS q" + (f" WHERE {' AND '.join(where)}"
                                                   if where else ""))
-        bounds = {name: getattr(part, name) for name in ("lower", "upper")
-                  if getattr(part, name) is not None}
         with engine.connect() as conn:
             with conn.execution_options(stream_results=True).execute(
                     sqlalchemy.text(query), bounds) as result:   # closes the cursor
@@ -368,8 +376,8 @@ def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
                 # tuple of it, cost about 1 CPU s per 500,000 rows (issue 35 §3). A row missed
                 # here would fail the count check of read_sql_partition.
                 rows = [tuple(r) for r in result.fetchmany(of.chunk_rows)]
-                while rows:
-                    yield pd.DataFrame.from_records(rows, columns=columns)
+                while rows:   # the driver's values as they are: an int beside a NULL stays
+                    yield pd.DataFrame(rows, columns=columns, dtype=object)   # an int
                     if len(rows) < of.chunk_rows:   # PEP 249: fewer only at the end
                         break
                     rows = result.cursor.fetchmany(of.chunk_rows)

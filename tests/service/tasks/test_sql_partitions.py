@@ -173,9 +173,29 @@ def test_before_the_charge_only_the_id_column_is_read(tmp_path, monkeypatch):
         'SELECT t, COUNT(*), COUNT(id), MIN(id), MAX(id) FROM (SELECT id AS id, NTILE(3) OVER '
         '(ORDER BY id) AS t FROM (SELECT * FROM t) AS q) AS r GROUP BY t ORDER BY t']
     spy.statements.clear()
-    read_sql_partition(parts[1], ROLES)
-    assert spy.statements == ['SELECT id, "A", "Y", x1, x2 FROM (SELECT * FROM t) AS q '
-                              'WHERE id >= ? AND id < ?']
+    import tasks.sql_arrow as arrow
+
+    connect = arrow.arrow_connect
+
+    def spied(engine):
+        conn = connect(engine)
+        cursor = conn.cursor
+
+        def spied_cursor():
+            cur = cursor()
+            execute = cur.execute
+            cur.execute = lambda q, p=None: spy.statements.append(q) or execute(q, p)
+            return cur
+
+        conn.cursor = spied_cursor
+        return conn
+
+    monkeypatch.setattr(arrow, "arrow_connect", spied)
+    read_sql_partition(parts[1], ROLES)   # through ADBC: each column by its storage class
+    assert spy.statements == ["SELECT " + ", ".join(
+        f"CASE typeof({c}) WHEN '{k}' THEN {c} END" for c in ("id", '"A"', '"Y"', "x1", "x2")
+        for k in ("integer", "real", "text", "blob")) + " FROM (SELECT * FROM t) AS q "
+        "WHERE id >= ? AND id < ?"]
 
 
 def test_a_missing_id_is_refused_before_the_charge_without_its_row(tmp_path):
