@@ -5,8 +5,8 @@ the planner's K and K' (``n_folds="auto"``, ``block_folds="auto"``), outcome bou
 zeta = 1, propensity clip eta = 0.2, evaluation mode (no ledger charge; the pre-noise estimate
 and variance are printed beside the release).
 
-Data are written one row group at a time (``--row-group`` rows, default 250,000) by pyarrow, so
-the generator never holds more than one row group; the ids are the global row numbers (the fold
+Data are written by bench/_generate.py (one file per task on 2 processes, one row group of
+``--row-group`` rows at a time, default 250,000); the ids are the global row numbers (the fold
 rule ranks them by keyed hash, so their order carries nothing). The DGP is
 :func:`dpcausal.datasets.make_large` (issue 28 §2's at n = 10^6: X ~ N(0, I_5), logistic
 propensity, Y in [0, 1], population ATE about 0.0992), called per row group with the seed
@@ -54,7 +54,8 @@ import shutil
 import time
 from pathlib import Path
 
-from _workdir import isolated_workdir  # bench/ is the script's folder, on sys.path
+from _generate import write_source  # bench/ is the script's folder, on sys.path
+from _workdir import isolated_workdir
 
 ROWS_PER_FILE = 500_000
 # deploy/README.md's worker settings: import the release code when the worker starts, not in the
@@ -70,42 +71,6 @@ def _usage() -> tuple[float, float]:
     hwm_kib = int(status.split("VmHWM:")[1].split()[0])
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return hwm_kib / 1024, ru.ru_utime + ru.ru_stime
-
-
-def write_source(path: Path, n: int, d: int, files: int, row_group: int, seed: int) -> None:
-    """``files`` Parquet files of n rows in all, written row group by row group (columns id, A,
-    Y, x1..xd): each row group is ``dpcausal.datasets.make_large`` seeded by its global index g
-    (``SeedSequence(seed, spawn_key=(g,))``), its ids the global row numbers."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from dpcausal.datasets import make_large
-
-    path.mkdir(parents=True, exist_ok=True)
-    bounds = np.linspace(0, n, files + 1).astype(np.int64)
-    group = 0
-    for p in range(files):
-        writer = None
-        for start in range(int(bounds[p]), int(bounds[p + 1]), row_group):
-            m = min(row_group, int(bounds[p + 1]) - start)
-            X, A, Y, _ = make_large(m, d, random_state=np.random.SeedSequence(
-                seed, spawn_key=(group,)))
-            group += 1
-            table = pa.table({"id": np.arange(start, start + m, dtype=np.int64),
-                              "A": A.astype(np.int8), "Y": Y,
-                              **{f"x{j + 1}": X[:, j] for j in range(d)}})
-            if writer is None:
-                writer = pq.ParquetWriter(path / f"part-{p:05d}.parquet", table.schema)
-            writer.write_table(table, row_group_size=row_group)
-        if writer is not None:
-            writer.close()
-
-
-def _generate(path: str, n: int, d: int, files: int, row_group: int, seed: int,
-              queue: mp.Queue) -> None:
-    write_source(Path(path), n, d, files, row_group, seed)
-    queue.put(_usage()[0])
 
 
 def _sums_params(estimator: str, d: int) -> dict[str, object]:
@@ -172,14 +137,10 @@ def main() -> None:
     queue: mp.Queue = ctx.Queue()
     if args.source is None:
         t0 = time.perf_counter()
-        gen = ctx.Process(target=_generate, args=(str(source), args.n, args.d, files,
-                                                  args.row_group, 2026, queue))
-        gen.start()
-        gen_rss = queue.get()
-        gen.join()
+        write_source(source, args.n, args.d, files, args.row_group, 2026)
         print(f"generated {args.n:,} rows in {files} Parquet files (row groups of "
-              f"{args.row_group:,}) in {time.perf_counter() - t0:.1f} s, generator peak RSS "
-              f"{gen_rss:.0f} MiB (not counted)")
+              f"{args.row_group:,}) in {time.perf_counter() - t0:.1f} s on 2 processes (not "
+              "counted)")
     else:
         source = Path(args.source)
         print(f"releasing the {len(list(source.glob('*.parquet')))} Parquet files in {source}")
@@ -223,11 +184,7 @@ def main() -> None:
 
     base = None
     if args.baseline_n:
-        gen = ctx.Process(target=_generate, args=(str(small), args.baseline_n, args.d, 2,
-                                                  args.row_group, 7, queue))
-        gen.start()
-        queue.get()
-        gen.join()
+        write_source(small, args.baseline_n, args.d, 2, args.row_group, 7)
         proc = ctx.Process(target=_baseline, args=(str(small), args.estimator, queue))
         proc.start()
         base = queue.get()

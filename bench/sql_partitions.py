@@ -33,15 +33,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import io
 import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from _generate import load_database, write_source
 from _workdir import isolated_workdir  # bench/ is the script's folder, on sys.path
-from partitioned_blocks import ROWS_PER_FILE, WORKER_ENV, WORKER_PRELOAD, _usage, write_source
+from partitioned_blocks import ROWS_PER_FILE, WORKER_ENV, WORKER_PRELOAD, _usage
 
 ROOT = Path(__file__).resolve().parents[1]
 ESTIMATOR = {"estimator": "aipw", "outcome_bounds": [0.0, 1.0], "propensity_clip": 0.2,
@@ -58,32 +58,6 @@ def _postgres() -> Iterator[str]:
     spec.loader.exec_module(module)
     with contextlib.contextmanager(module.postgres_server.__wrapped__)() as url:
         yield url
-
-
-def _load(url: str, source: Path) -> None:
-    """The Parquet files' rows into the table ``records`` (COPY on PostgreSQL), id the primary
-    key."""
-    import pandas as pd
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url)
-    files = sorted(source.glob("*.parquet"))
-    with engine.begin() as conn:
-        pd.read_parquet(files[0]).head(0).to_sql("records", conn, index=False)
-        raw = conn.connection.dbapi_connection
-        for f in files:
-            frame = pd.read_parquet(f)
-            if engine.dialect.name == "postgresql":
-                text = io.StringIO()
-                frame.to_csv(text, index=False, header=False)
-                with raw.cursor().copy("COPY records FROM STDIN WITH (FORMAT csv)") as copy:
-                    copy.write(text.getvalue())
-            else:
-                frame.to_sql("records", conn, index=False, if_exists="append", chunksize=50_000)
-        conn.exec_driver_sql("CREATE UNIQUE INDEX records_id ON records (id)")
-        if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("ANALYZE records")
-    engine.dispose()
 
 
 def _count_rows(dask_worker: Any = None) -> None:
@@ -153,7 +127,7 @@ def main() -> None:
         elif url == "sqlite":
             url = f"sqlite:///{work / 'records.db'}"
         t0 = time.perf_counter()
-        _load(url, source)
+        load_database(url, source)
         print(f"loaded them into {url.split(':')[0]} in {time.perf_counter() - t0:.0f} s "
               "(not counted)", flush=True)
         _compare(work, source, url, parts, args.n)
