@@ -8,8 +8,10 @@ the half-open range ``[first id of tile p, first id of tile p+1)`` (the first wi
 bound, the last non-empty one without an upper bound, so every row of the query lies in exactly
 one range). Each worker's query is the curator's SQL wrapped as a subquery with a ``WHERE`` on
 its range, no ``ORDER BY``: the database returns that partition's rows only, so each row is read
-once per release phase and a worker holds its partition and one chunk of ``chunk_rows`` rows
-(a server-side cursor where the driver has one). Inside a partition the blocks and folds are the
+once per release phase. On PostgreSQL and a SQLite file the rows come as Arrow record batches
+through ADBC (:mod:`tasks.sql_arrow`, issue 41 §1); on other databases through the DB-API
+driver, a worker holding its partition and one chunk of ``chunk_rows`` rows (a server-side
+cursor where the driver has one). Both readers hand the same raw values to the same coercion. Inside a partition the blocks and folds are the
 Parquet path's (:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows ranked by
 the secret keyed hash of their ids), so a Parquet file holding the same rows gives every row the
 same block. A partition's rows are put in id order once read, so the order the database returns
