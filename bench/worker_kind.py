@@ -9,7 +9,13 @@ wall time, the load average before it, and the median per kind.
 
     nice -n 10 .venv/bin/python bench/worker_kind.py [--n 2000000] [--rounds 3]
 
-Measured: see deploy/README.md ("Threads or processes") and this session's figures below.
+Measured on 2026-12-07, 2 cores shared with 7 other sessions (load average 12-24, one-minute
+figures 12.5-23.8 before the releases), ``--n 2000000 --rounds 3`` (4 files, K = 41,402 = 326
+blocks of K' = 127): threads 60.8, 38.1, 51.0 s (median 51.0 s); processes 92.5, 95.3, 89.2 s
+(median 92.5 s). Threads stay the default (deploy/README.md, "Threads or processes"): a worker
+process first starts an interpreter and imports the release code, which at this load costs more
+than the block path's tasks hold the interpreter's lock (their numpy and scikit-learn kernels
+release it).
 """
 
 from __future__ import annotations
