@@ -16,17 +16,29 @@ loaded by bench/_generate.py (ADBC's bulk ingest: binary COPY on PostgreSQL).
 
     nice -n 10 .venv/bin/python bench/sql_partitions.py [--n 10000000] [--url sqlite|URL]
 
-Measured on 2026-11-27, 2 cores (load average 1.3 before, 1.4-1.7 after; no other work),
-``--n 10000000`` on PostgreSQL 15 on 127.0.0.1 (20 partitions of 500,000 rows, K = 206,756,
-K' = 127): Parquet 53.9 s wall, 48 / 47 CPU s and 688 / 680 MiB peak RSS per worker; SQL 88.2 s
-wall, 74 / 73 CPU s and 681 / 680 MiB; rows from the database 10,000,000 + 20 (the count's
-aggregate rows): 1.0000 n. SQL / Parquet wall time 1.64 (goal 1.3, not met): the workers'
-extra 26 CPU s each are the driver's row protocol (psycopg builds a Python tuple per row, about
-3.6 CPU us per row with the frame), and the database's own work runs on the same 2 cores. Before
-the chunks came straight from the driver's cursor (SQLAlchemy Rows): 118.7 s against 61.9 s
-(1.92), at load 3.9 (other work niced). A PostgreSQL ``COPY ... TO STDOUT`` read parsed by
-pyarrow measured 1.9 CPU us per row against 3.6, but it would be a second read path with its own
-type rules; not built.
+Measured on 2026-12-07 with the Arrow reader (ADBC, issue 41 §1), ``--n 10000000`` on
+PostgreSQL 15 on 127.0.0.1, 2 cores shared with 7 other sessions' work (load average 23 when the
+bench started, 16.4 / 18.3 / 13.0 before the Parquet release, 23.1 after it; 21.8 / 19.9 / 15.6
+before the SQL release, 18.7 / 20.8 / 17.6 after): the 10^7 rows written in 20 files in 39 s on 2
+processes and loaded by ADBC's binary COPY (with the index and ANALYZE) in 62 s, not counted.
+Parquet 411.9 s wall, 56 / 56 CPU s and 689 / 693 MiB peak RSS per worker; SQL 381.8 s wall,
+50 / 50 CPU s and 705 / 699 MiB; rows from the database 10,000,000 + 20 (count): 1.0000 n. SQL /
+Parquet wall time 0.93 (goal <= 1.2). The walls are the load's (7x the quiet 54 s), not the
+machine's; the workers' CPU seconds are the comparable figure: the SQL read now costs less than
+Parquet's (50 against 56 CPU s a worker; 74 against 48 through psycopg, below), as an Arrow
+batch from libpq needs no decompression. The database's own work ran on the same 2 cores.
+
+Before (the DB-API reader), measured on 2026-11-27, 2 cores (load average 1.3 before, 1.4-1.7
+after; no other work), ``--n 10000000`` on PostgreSQL 15 on 127.0.0.1 (20 partitions of 500,000
+rows, K = 206,756, K' = 127): Parquet 53.9 s wall, 48 / 47 CPU s and 688 / 680 MiB peak RSS per
+worker; SQL 88.2 s wall, 74 / 73 CPU s and 681 / 680 MiB; rows from the database 10,000,000 + 20
+(the count's aggregate rows): 1.0000 n. SQL / Parquet wall time 1.64 (goal 1.3, not met): the
+workers' extra 26 CPU s each are the driver's row protocol (psycopg builds a Python tuple per
+row, about 3.6 CPU us per row with the frame), and the database's own work runs on the same 2
+cores. Before the chunks came straight from the driver's cursor (SQLAlchemy Rows): 118.7 s
+against 61.9 s (1.92), at load 3.9 (other work niced). A PostgreSQL ``COPY ... TO STDOUT`` read
+parsed by pyarrow measured 1.9 CPU us per row against 3.6, but it would be a second read path
+with its own type rules; not built (ADBC is that read path, with the database's types).
 """
 
 from __future__ import annotations
