@@ -24,9 +24,9 @@ processes and loaded by ADBC's binary COPY (with the index and ANALYZE) in 62 s,
 Parquet 411.9 s wall, 56 / 56 CPU s and 689 / 693 MiB peak RSS per worker; SQL 381.8 s wall,
 50 / 50 CPU s and 705 / 699 MiB; rows from the database 10,000,000 + 20 (count): 1.0000 n. SQL /
 Parquet wall time 0.93 (goal <= 1.2). The walls are the load's (7x the quiet 54 s), not the
-machine's; the workers' CPU seconds are the comparable figure: the SQL read now costs less than
-Parquet's (50 against 56 CPU s a worker; 74 against 48 through psycopg, below), as an Arrow
-batch from libpq needs no decompression. The database's own work ran on the same 2 cores.
+machine's; the workers' CPU seconds compare better (they too grow at load: Parquet's were 48
+quiet): the SQL path now costs a worker no more than Parquet's (50 against 56 CPU s; 74 against
+48 through psycopg, below). The database's own work ran on the same 2 cores.
 
 Before (the DB-API reader), measured on 2026-11-27, 2 cores (load average 1.3 before, 1.4-1.7
 after; no other work), ``--n 10000000`` on PostgreSQL 15 on 127.0.0.1 (20 partitions of 500,000
