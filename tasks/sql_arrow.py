@@ -69,9 +69,11 @@ def arrow_connect(engine: Any) -> Any:
 
         return adbc_driver_postgresql.dbapi.connect(
             url.set(drivername="postgresql").render_as_string(hide_password=False))
+    from urllib.parse import quote
+
     import adbc_driver_sqlite.dbapi
 
-    return adbc_driver_sqlite.dbapi.connect(f"file:{url.database}?mode=ro")
+    return adbc_driver_sqlite.dbapi.connect(f"file:{quote(url.database)}?mode=ro")
 
 
 def arrow_chunks(part: SqlPartition, columns: list[str], engine: Any, where: list[str],
