@@ -11,13 +11,14 @@ its range, no ``ORDER BY``: the database returns that partition's rows only, so 
 once per release phase. On PostgreSQL and a SQLite file the rows come as Arrow record batches
 through ADBC (:mod:`tasks.sql_arrow`, issue 41 §1); on other databases through the DB-API
 driver, a worker holding its partition and one chunk of ``chunk_rows`` rows (a server-side
-cursor where the driver has one). Both readers hand the same raw values to the same coercion. Inside a partition the blocks and folds are the
-Parquet path's (:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows ranked by
-the secret keyed hash of their ids), so a Parquet file holding the same rows gives every row the
-same block. A partition's rows are put in id order once read, so the order the database returns
-rows in changes nothing, not even the floating-point sums. Integer and text ids take the same
-rule: the database orders and compares them (its collation for text), in the count and in the
-reads alike. Plain SQL on PostgreSQL and SQLite >= 3.25 (window functions), no extension.
+cursor where the driver has one). Both readers hand the same raw values to the same coercion.
+Inside a partition the blocks and folds are the Parquet path's
+(:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows ranked by the secret keyed
+hash of their ids), so a Parquet file holding the same rows gives every row the same block. A
+partition's rows are put in id order once read, so the order the database returns rows in
+changes nothing, not even the floating-point sums. Integer and text ids take the same rule: the
+database orders and compares them (its collation for text), in the count and in the reads alike.
+Plain SQL on PostgreSQL and SQLite >= 3.25 (window functions), no extension.
 
 Public facts read before the charge (the README's privacy rules, "Partitions"): the result's
 column names (``LIMIT 0``) and, from one aggregate query over the id column alone, each tile's
