@@ -6,9 +6,7 @@ for PostgreSQL and SQLite files."""
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,13 +16,6 @@ import tasks.sql_arrow as sql_arrow
 from conf.models import DataSource
 from dpcausal.ate.partitioned import Roles
 from tasks.sql_partitions import SqlPartitions, count_sql, read_sql_partition
-
-_LEDGER_CONFTEST = Path(__file__).parents[2] / "library" / "ledger" / "conftest.py"
-_spec = importlib.util.spec_from_file_location("ledger_conftest", _LEDGER_CONFTEST)
-assert _spec is not None and _spec.loader is not None
-_ledger = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_ledger)
-postgres_server, postgres_url = _ledger.postgres_server, _ledger.postgres_url
 
 KEY = bytes(range(32))
 BIG = 2 ** 62 + 1          # not a float64: exact as an int, rounded as a float

@@ -7,7 +7,6 @@ source reports them; and the PostgreSQL server of the ledger's tests
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 from pathlib import Path
 
@@ -20,13 +19,6 @@ from conf.models import DataSource
 from dpcausal import PrivateATE
 from dpcausal.ate.partitioned import Roles, assign_blocks, partition_block_sums, plan_partitions
 from tasks.sql_partitions import SqlPartitions, count_sql, read_sql_partition
-
-_LEDGER_CONFTEST = Path(__file__).parents[2] / "library" / "ledger" / "conftest.py"
-_spec = importlib.util.spec_from_file_location("ledger_conftest", _LEDGER_CONFTEST)
-assert _spec is not None and _spec.loader is not None
-_ledger = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_ledger)
-postgres_server, postgres_url = _ledger.postgres_server, _ledger.postgres_url
 
 KEY = bytes(range(32))
 ROLES = Roles(id="id", treatment="A", outcome="Y", covariates=("x1", "x2"))
