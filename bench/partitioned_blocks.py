@@ -5,8 +5,8 @@ the planner's K and K' (``n_folds="auto"``, ``block_folds="auto"``), outcome bou
 zeta = 1, propensity clip eta = 0.2, evaluation mode (no ledger charge; the pre-noise estimate
 and variance are printed beside the release).
 
-Data are written one row group at a time (``--row-group`` rows, default 250,000) by pyarrow, so
-the generator never holds more than one row group; the ids are the global row numbers (the fold
+Data are written by bench/_generate.py (one file per task on 2 processes, one row group of
+``--row-group`` rows at a time, default 250,000); the ids are the global row numbers (the fold
 rule ranks them by keyed hash, so their order carries nothing). The DGP is
 :func:`dpcausal.datasets.make_large` (issue 28 §2's at n = 10^6: X ~ N(0, I_5), logistic
 propensity, Y in [0, 1], population ATE about 0.0992), called per row group with the seed
@@ -41,6 +41,29 @@ the non-private one (load average 0.6 before, about 3 during: a few minutes of o
 mine). The same files with ``--estimator lin``: 127.6 s, 51 / 53 CPU s, 574 / 574 MiB, CI 1.00x;
 ``--estimator dim``: 89.5 s, 40 / 39 CPU s, 504 / 498 MiB, CI 1.00x (load up to 5-6, other
 sessions' tests niced).
+
+Measured on 2026-12-07, 2 cores shared with 7 other sessions (load average 13.5 / 18.3 / 17.0
+before, 15-22 during, 9.6 / 14.5 / 17.6 after), ``--n 100000000 --baseline-n 0``, today's
+defaults (the 200 files written by bench/_generate.py in 360 s on 2 processes, not counted; the
+same rows as 2026-11-27's): K = 1,043,813 = 8,219 blocks of K' = 127, 93 rows in the smallest
+fold: 1995.0 s wall (goal <= 15 min: met only on a quiet machine, 518 s above; at this load the
+2 cores are shared about tenfold), 440 / 426 CPU s and 759 / 758 MiB peak RSS per worker (goal
+<= 1 GB), tau_hat 0.09913, CI 1.10x the non-private one (printed to 2 decimals then; 3 since).
+The ratio moves with the draw of the variance's noise (1.11x on 2026-11-27, same files and plan):
+it sits at the goal's edge, the planner expecting 1.105 at this data's outcome spread (sd 0.178,
+difference in means) for the share it picks under its public worst case (sd 0.5).
+
+K' (folds per block) is the one public, data-free lever the planner leaves fixed (at most 128).
+Under the 300 s compute budget a smaller K' buys a larger K: by the planner's own public model
+(worst-case spread) K' = 64 takes K = 1,275,968 and expects 1.0578 against 1.0588 at K' = 127
+(K' = 32: K = 1,388,000, 1.0586); at this data's spread 1.094 against 1.103. A planner that chose
+K' with K by the expected half-width would pick K' = 64 here without looking at the data.
+Measured once, ``--block-folds 64`` on the same files (load average 3.8 before, 8-10 during with
+tests of mine niced, 5.5 after): K = 1,275,968 = 19,937 blocks of 64, 78 rows in the smallest
+fold: 825.4 s wall, 355 / 354 CPU s (fewer than K' = 127's 401 / 399 on the quiet machine: each
+row meets 64 models, not 127) and 772 / 761 MiB per worker, tau_hat 0.09912, CI 1.100x. One
+draw, at the goal's edge like K' = 127's; the planner's default is left as it is (a change of
+the library's plan, its tests and spec §2.5b, for the lead to decide).
 """
 
 from __future__ import annotations
@@ -54,7 +77,8 @@ import shutil
 import time
 from pathlib import Path
 
-from _workdir import isolated_workdir  # bench/ is the script's folder, on sys.path
+from _generate import write_source  # bench/ is the script's folder, on sys.path
+from _workdir import isolated_workdir
 
 ROWS_PER_FILE = 500_000
 # deploy/README.md's worker settings: import the release code when the worker starts, not in the
@@ -70,42 +94,6 @@ def _usage() -> tuple[float, float]:
     hwm_kib = int(status.split("VmHWM:")[1].split()[0])
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return hwm_kib / 1024, ru.ru_utime + ru.ru_stime
-
-
-def write_source(path: Path, n: int, d: int, files: int, row_group: int, seed: int) -> None:
-    """``files`` Parquet files of n rows in all, written row group by row group (columns id, A,
-    Y, x1..xd): each row group is ``dpcausal.datasets.make_large`` seeded by its global index g
-    (``SeedSequence(seed, spawn_key=(g,))``), its ids the global row numbers."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from dpcausal.datasets import make_large
-
-    path.mkdir(parents=True, exist_ok=True)
-    bounds = np.linspace(0, n, files + 1).astype(np.int64)
-    group = 0
-    for p in range(files):
-        writer = None
-        for start in range(int(bounds[p]), int(bounds[p + 1]), row_group):
-            m = min(row_group, int(bounds[p + 1]) - start)
-            X, A, Y, _ = make_large(m, d, random_state=np.random.SeedSequence(
-                seed, spawn_key=(group,)))
-            group += 1
-            table = pa.table({"id": np.arange(start, start + m, dtype=np.int64),
-                              "A": A.astype(np.int8), "Y": Y,
-                              **{f"x{j + 1}": X[:, j] for j in range(d)}})
-            if writer is None:
-                writer = pq.ParquetWriter(path / f"part-{p:05d}.parquet", table.schema)
-            writer.write_table(table, row_group_size=row_group)
-        if writer is not None:
-            writer.close()
-
-
-def _generate(path: str, n: int, d: int, files: int, row_group: int, seed: int,
-              queue: mp.Queue) -> None:
-    write_source(Path(path), n, d, files, row_group, seed)
-    queue.put(_usage()[0])
 
 
 def _sums_params(estimator: str, d: int) -> dict[str, object]:
@@ -143,7 +131,7 @@ def _row(label: str, n: int, wall: float, cpu: str, rss: str, rel: dict) -> str:
     cells = "".join(f"{v:>{w},}" if isinstance(v, int) else f"{v:>{w}}" for v, w in zip(
         p.values(), (11, 5, 6, 6), strict=True))   # '-' for an estimator from sums (no folds)
     return (f"{label:<34}{n:>12,}{wall:>8.1f}{cpu:>13}{rss:>15}{cells}"
-            f"{rel['nonprivate']['ate']:>9.5f}{half:>10.5f}{half / plain:>7.2f}")
+            f"{rel['nonprivate']['ate']:>9.5f}{half:>10.5f}{half / plain:>7.3f}")
 
 
 def main() -> None:
@@ -174,14 +162,10 @@ def main() -> None:
     queue: mp.Queue = ctx.Queue()
     if args.source is None:
         t0 = time.perf_counter()
-        gen = ctx.Process(target=_generate, args=(str(source), args.n, args.d, files,
-                                                  args.row_group, 2026, queue))
-        gen.start()
-        gen_rss = queue.get()
-        gen.join()
+        write_source(source, args.n, args.d, files, args.row_group, 2026)
         print(f"generated {args.n:,} rows in {files} Parquet files (row groups of "
-              f"{args.row_group:,}) in {time.perf_counter() - t0:.1f} s, generator peak RSS "
-              f"{gen_rss:.0f} MiB (not counted)")
+              f"{args.row_group:,}) in {time.perf_counter() - t0:.1f} s on 2 processes (not "
+              "counted)")
     else:
         source = Path(args.source)
         print(f"releasing the {len(list(source.glob('*.parquet')))} Parquet files in {source}")
@@ -225,11 +209,7 @@ def main() -> None:
 
     base = None
     if args.baseline_n:
-        gen = ctx.Process(target=_generate, args=(str(small), args.baseline_n, args.d, 2,
-                                                  args.row_group, 7, queue))
-        gen.start()
-        queue.get()
-        gen.join()
+        write_source(small, args.baseline_n, args.d, 2, args.row_group, 7)
         proc = ctx.Process(target=_baseline, args=(str(small), args.estimator, queue))
         proc.start()
         base = queue.get()

@@ -4,6 +4,7 @@ it stays in memory and is never persisted, cached or logged."""
 from __future__ import annotations
 
 import csv
+import numbers
 import os
 import sys
 from pathlib import Path
@@ -86,9 +87,11 @@ def _as_float(col: pd.Series) -> pd.Series:
     if pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col):
         return pd.Series(col.to_numpy(dtype=float, na_value=np.nan))
     # one list comprehension over the cells (Series.map with a lambda cost 3x as much: 10^6
-    # rows of 7 columns took 14 s of a 10^6-row release's 23 s read, issue 41 §2)
-    text = np.array([v.strip() if isinstance(v, str) else v for v in col.to_numpy(dtype=object)],
-                    dtype=object)
+    # rows of 7 columns took 14 s of a 10^6-row release's 23 s read, issue 41 §2); a number or a
+    # text is kept (text stripped), anything else (a date, a timestamp, bytes, a NULL) is
+    # missing: the database's datetimes are no numbers, nor NaT its integer (issue 41 §1)
+    text = np.array([v.strip() if isinstance(v, str) else v if isinstance(v, numbers.Number)
+                     else None for v in col.to_numpy(dtype=object)], dtype=object)
     return pd.Series(pd.to_numeric(text, errors="coerce"), dtype=float)
 
 
@@ -106,7 +109,8 @@ def _as_bool(col: pd.Series) -> pd.Series:
 
 def _as_str(col: pd.Series) -> pd.Series:
     text = col.map(lambda v: v if isinstance(v, str) else str(v), na_action="ignore")
-    return pd.Series(text.to_numpy(dtype=object)).where(lambda t: t.notna() & (t != ""))
+    return pd.Series(text.to_numpy(dtype=object), dtype=object).where(  # object, whatever
+        lambda t: t.notna() & (t != ""))                                  # the values
 
 
 _COERCE = {"float": _as_float, "int": _as_int, "bool": _as_bool, "str": _as_str}

@@ -8,14 +8,17 @@ the half-open range ``[first id of tile p, first id of tile p+1)`` (the first wi
 bound, the last non-empty one without an upper bound, so every row of the query lies in exactly
 one range). Each worker's query is the curator's SQL wrapped as a subquery with a ``WHERE`` on
 its range, no ``ORDER BY``: the database returns that partition's rows only, so each row is read
-once per release phase and a worker holds its partition and one chunk of ``chunk_rows`` rows
-(a server-side cursor where the driver has one). Inside a partition the blocks and folds are the
-Parquet path's (:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows ranked by
-the secret keyed hash of their ids), so a Parquet file holding the same rows gives every row the
-same block. A partition's rows are put in id order once read, so the order the database returns
-rows in changes nothing, not even the floating-point sums. Integer and text ids take the same
-rule: the database orders and compares them (its collation for text), in the count and in the
-reads alike. Plain SQL on PostgreSQL and SQLite >= 3.25 (window functions), no extension.
+once per release phase. On PostgreSQL and a SQLite file the rows come as Arrow record batches
+through ADBC (:mod:`tasks.sql_arrow`, issue 41 §1); on other databases through the DB-API
+driver, a worker holding its partition and one chunk of ``chunk_rows`` rows (a server-side
+cursor where the driver has one). Both readers hand the same raw values to the same coercion.
+Inside a partition the blocks and folds are the Parquet path's
+(:func:`dpcausal.ate.partitioned.assign_blocks`: the partition's rows ranked by the secret keyed
+hash of their ids), so a Parquet file holding the same rows gives every row the same block. A
+partition's rows are put in id order once read, so the order the database returns rows in
+changes nothing, not even the floating-point sums. Integer and text ids take the same rule: the
+database orders and compares them (its collation for text), in the count and in the reads alike.
+Plain SQL on PostgreSQL and SQLite >= 3.25 (window functions), no extension.
 
 Public facts read before the charge (docs/privacy.md, "Partitioned sources"): the result's
 column names (``LIMIT 0``) and, from one aggregate query over the id column alone, each tile's
@@ -343,22 +346,30 @@ def _column_names(parts: SqlPartitions) -> list[str]:
 
 def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
     """The query's ``columns`` over the partition's id range (``WHERE lower <= id < upper``, the
-    bounds as bound parameters; no ``ORDER BY``) in chunks of ``chunk_rows`` rows, streamed (a
-    server-side cursor where the driver has one: ``stream_results``); a SQL error as
-    :func:`tasks.data.query_error`."""
+    bounds as bound parameters; no ``ORDER BY``), raw, in chunks: the one reader of a partition's
+    rows, which :func:`read_sql_partition` coerces. Through ADBC as Arrow where a driver exists
+    (:mod:`tasks.sql_arrow`: PostgreSQL, a SQLite file), else through the DB-API driver in chunks
+    of ``chunk_rows`` rows, streamed (a server-side cursor where the driver has one:
+    ``stream_results``); a SQL error as :func:`tasks.data.query_error`."""
     import sqlalchemy
+
+    from tasks.sql_arrow import arrow_chunks, arrow_driver
 
     of = part.of
     engine = database_engine(of.source)
     try:
         quote = engine.dialect.identifier_preparer.quote
-        where = [f"{quote(of.id_column)} {op} :{name}" for name, op in
+        named = [(name, f"{quote(of.id_column)} {op} ") for name, op in
                  (("lower", ">="), ("upper", "<")) if getattr(part, name) is not None]
+        bounds = {name: getattr(part, name) for name, _ in named}
+        if arrow_driver(engine) is not None:
+            yield from arrow_chunks(part, columns, engine, [w + "?" for _, w in named],
+                                    list(bounds.values()))
+            return
+        where = [f"{w}:{name}" for name, w in named]
         query = (f"SELECT {', '.join(quote(c) for c in columns)} "
                  f"FROM ({of.source.sql}) AS q" + (f" WHERE {' AND '.join(where)}"
                                                   if where else ""))
-        bounds = {name: getattr(part, name) for name in ("lower", "upper")
-                  if getattr(part, name) is not None}
         with engine.connect() as conn:
             with conn.execution_options(stream_results=True).execute(
                     sqlalchemy.text(query), bounds) as result:   # closes the cursor
@@ -368,8 +379,8 @@ def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
                 # tuple of it, cost about 1 CPU s per 500,000 rows (issue 35 §3). A row missed
                 # here would fail the count check of read_sql_partition.
                 rows = [tuple(r) for r in result.fetchmany(of.chunk_rows)]
-                while rows:
-                    yield pd.DataFrame.from_records(rows, columns=columns)
+                while rows:   # the driver's values as they are: an int beside a NULL stays
+                    yield pd.DataFrame(rows, columns=columns, dtype=object)   # an int
                     if len(rows) < of.chunk_rows:   # PEP 249: fewer only at the end
                         break
                     rows = result.cursor.fetchmany(of.chunk_rows)

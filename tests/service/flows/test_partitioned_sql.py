@@ -263,7 +263,7 @@ def test_a_release_reads_each_row_from_the_database_once(tmp_path, monkeypatch):
     """Issue 35 §1-2: a partitioned SQL release (block ensemble, P = 3) fetches n rows from the
     database plus the count's P aggregate rows, no more: each worker's query returns its own
     partition's rows only, and the count is an aggregate (the cursors' fetched rows counted by
-    a DB-API spy under SQLAlchemy)."""
+    a DB-API spy under SQLAlchemy; an in-memory URL, so today's DB-API reader)."""
     import sqlalchemy as sa
 
     import tasks.sql_partitions as module
@@ -280,3 +280,47 @@ def test_a_release_reads_each_row_from_the_database_once(tmp_path, monkeypatch):
     out = _sql_release(f"sqlite:///{path}")
     assert out["n"] == N
     assert sum(fetched) == N + PARTS
+
+
+def test_an_arrow_release_reads_each_row_from_the_database_once(tmp_path, monkeypatch):
+    """Issue 41 §1: the same through the Arrow reader (ADBC on the SQLite file): the record
+    batches the driver returns hold n rows in all, and the count's P aggregate rows come
+    through SQLAlchemy."""
+    import sqlalchemy as sa
+
+    import tasks.sql_arrow as arrow
+    import tasks.sql_partitions as module
+
+    path = tmp_path / "d.db"
+    _sqlite(path, _table(6))
+    fetched: list[int] = []
+    batches: list[int] = []
+
+    def counting_engine(source):
+        return sa.create_engine(f"sqlite:///{path}", creator=lambda: _Counting(
+            sqlite3.connect(path, check_same_thread=False), fetched))
+
+    def counting_connect(engine):
+        conn = real_connect(engine)
+        cursor = conn.cursor
+
+        def counting_cursor():
+            cur = cursor()
+            fetch = cur.fetch_record_batch
+
+            def counted():
+                for batch in fetch():
+                    batches.append(batch.num_rows)
+                    yield batch
+            cur.fetch_record_batch = counted
+            return cur
+        conn.cursor = counting_cursor
+        return conn
+
+    real_connect = arrow.arrow_connect
+    monkeypatch.setattr(module, "database_engine", counting_engine)
+    monkeypatch.setattr(arrow, "arrow_connect", counting_connect)
+    out = _sql_release(f"sqlite:///{path}")
+    assert out["n"] == N
+    assert len(batches) >= PARTS and sum(batches) == N
+    assert sum(fetched) == PARTS

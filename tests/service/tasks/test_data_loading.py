@@ -270,3 +270,25 @@ def test_text_cells_read_as_numbers_by_fixed_rules():
     got = coerce(frame, Schema({}, rest="float"))["v"].to_numpy()
     np.testing.assert_array_equal(got, np.array(list(tokens.values()), dtype=float))
     assert coerce(frame, Schema({"v": "int"}))["v"].iloc[[0, 2]].isna().tolist() == [True, False]
+
+
+def test_a_value_that_is_neither_number_nor_text_is_missing_as_a_number():
+    """Issue 41 §1: a database's timestamp, date or bytes declared ``float`` is missing, as text
+    that is no number is; a NULL timestamp was -9.2e18 (NaT's integer) and a timestamp its
+    nanoseconds, whether the column came as objects or as datetime64."""
+    import datetime as dt
+    import decimal
+
+    from conf.models import Schema
+    from tasks.data import coerce
+
+    values = [dt.datetime(2020, 1, 2, 3, 4, 5), None, dt.date(2020, 1, 2), b"1",
+              dt.timedelta(days=1), decimal.Decimal("1.5"), True, 3, " 2.5 "]
+    frame = pd.DataFrame({"x": pd.Series(values, dtype=object),
+                          "t": pd.Series(pd.to_datetime(["2020-01-02", None] * 4 + [None])),
+                          "b": pd.Series(values, dtype=object)})
+    out = coerce(frame, Schema({"x": "float", "t": "float", "b": "bool"}))
+    expected = [np.nan] * 5 + [1.5, 1.0, 3.0, 2.5]
+    np.testing.assert_array_equal(out["x"].to_numpy(), expected)
+    assert out["t"].isna().all()
+    np.testing.assert_array_equal(out["b"].to_numpy(), [np.nan] * 6 + [1.0, np.nan, np.nan])

@@ -7,7 +7,6 @@ source reports them; and the PostgreSQL server of the ledger's tests
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 from pathlib import Path
 
@@ -20,13 +19,6 @@ from conf.models import DataSource
 from dpcausal import PrivateATE
 from dpcausal.ate.partitioned import Roles, assign_blocks, partition_block_sums, plan_partitions
 from tasks.sql_partitions import SqlPartitions, count_sql, read_sql_partition
-
-_LEDGER_CONFTEST = Path(__file__).parents[2] / "library" / "ledger" / "conftest.py"
-_spec = importlib.util.spec_from_file_location("ledger_conftest", _LEDGER_CONFTEST)
-assert _spec is not None and _spec.loader is not None
-_ledger = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_ledger)
-postgres_server, postgres_url = _ledger.postgres_server, _ledger.postgres_url
 
 KEY = bytes(range(32))
 ROLES = Roles(id="id", treatment="A", outcome="Y", covariates=("x1", "x2"))
@@ -173,9 +165,29 @@ def test_before_the_charge_only_the_id_column_is_read(tmp_path, monkeypatch):
         'SELECT t, COUNT(*), COUNT(id), MIN(id), MAX(id) FROM (SELECT id AS id, NTILE(3) OVER '
         '(ORDER BY id) AS t FROM (SELECT * FROM t) AS q) AS r GROUP BY t ORDER BY t']
     spy.statements.clear()
-    read_sql_partition(parts[1], ROLES)
-    assert spy.statements == ['SELECT id, "A", "Y", x1, x2 FROM (SELECT * FROM t) AS q '
-                              'WHERE id >= ? AND id < ?']
+    import tasks.sql_arrow as arrow
+
+    connect = arrow.arrow_connect
+
+    def spied(engine):
+        conn = connect(engine)
+        cursor = conn.cursor
+
+        def spied_cursor():
+            cur = cursor()
+            execute = cur.execute
+            cur.execute = lambda q, p=None: spy.statements.append(q) or execute(q, p)
+            return cur
+
+        conn.cursor = spied_cursor
+        return conn
+
+    monkeypatch.setattr(arrow, "arrow_connect", spied)
+    read_sql_partition(parts[1], ROLES)   # through ADBC: each column by its storage class
+    assert spy.statements == ["SELECT " + ", ".join(
+        f"CASE typeof({c}) WHEN '{k}' THEN {c} END" for c in ("id", '"A"', '"Y"', "x1", "x2")
+        for k in ("integer", "real", "text", "blob")) + " FROM (SELECT * FROM t) AS q "
+        "WHERE id >= ? AND id < ?"]
 
 
 def test_a_missing_id_is_refused_before_the_charge_without_its_row(tmp_path):
