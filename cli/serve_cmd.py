@@ -19,18 +19,23 @@ from deploy.servers import ServiceError
               help="MLflow backend store (default sqlite:///<data>/mlflow.db), e.g. "
                    "postgresql+psycopg://user:pw@host/mlflow")
 @click.option("--auth", default=None, metavar="USER:PASS",
-              help="Basic auth on both servers (MLflow basic-auth app, Prefect API auth string); "
-                   "the worker and its flows get the credentials.")
+              help="The administrator's credentials on both servers (Prefect's API auth string, "
+                   "MLflow's basic-auth app), stored in the private folder for the worker and the "
+                   "CLI. Without it: the stored ones, else new ones generated there.")
 @click.option("--no-deploy", is_flag=True, help="Start the servers only.")
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait per stage.")
 def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, auth: str | None,
           no_deploy: bool, timeout: float) -> None:
-    """Start Prefect + MLflow on 127.0.0.1, create the work pool, deploy, start a worker."""
+    """Start Prefect + MLflow on 127.0.0.1 (both with auth), create the work pool, deploy, start
+    a worker."""
+    from deploy.service_auth import parse_auth
+
     t0 = time.monotonic()
-    if auth is not None and (":" not in auth or len(auth.split(":", 1)[1]) < 12):
-        raise click.BadParameter("expected USER:PASS with a password of at least 12 characters "
-                                 "(MLflow's basic-auth app refuses shorter ones)",
-                                 param_hint="--auth")
+    if auth is not None:
+        try:
+            parse_auth(auth)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--auth") from None
     servers.services_dir().mkdir(parents=True, exist_ok=True)
     if live := servers.running():
         raise click.ClickException("already running: " + ", ".join(
@@ -45,7 +50,10 @@ def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, au
             raise
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from None
+    made = "generated now" if stack["generated"] else "given" if auth else "reused"
     click.echo(f"Prefect UI : {stack['prefect_ui']}\nMLflow UI  : {stack['mlflow_ui']}\n"
+               f"Sign-in    : user {stack['user']}, password in {stack['credentials']} "
+               f"({made}; the curator's only)\n"
                f"(servers healthy after {stack['servers_s']:.1f} s, stack ready after "
                f"{stack['startup_s']:.1f} s; logs in {servers.services_dir() / 'logs'})")
     if not no_deploy:
