@@ -293,6 +293,12 @@ class EpsilonLedgerConfig(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
 
 
+def default_experiment(dataset_id: str) -> str:
+    """The MLflow experiment of a dataset's releases unless the curator names one:
+    ``dpcausal/<dataset_id>``."""
+    return f"dpcausal/{dataset_id}"
+
+
 class MlflowConfig(_Strict):
     experiment: str | None = None  # default: dpcausal/<dataset_id>
     tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI (project: sqlite under data/)
@@ -315,7 +321,8 @@ class ReleaseCommon(_Strict):
     def experiment_name(self) -> str:
         """The MLflow experiment: ``dpcausal/<dataset_id>`` unless configured; evaluation runs
         go to ``<experiment>/evaluation`` (issue 18 item 6)."""
-        name = self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"  # type: ignore[attr-defined]
+        name = self.mlflow.experiment or default_experiment(
+            self.ledger.dataset_id)  # type: ignore[attr-defined]
         return f"{name}/evaluation" if self.evaluation else name
 
     @model_validator(mode="after")
