@@ -169,8 +169,10 @@ class Models(_Strict):
 
     @model_validator(mode="after")
     def _known(self) -> "Models":
-        registry.resolve(self.propensity.name, "propensity")
-        registry.resolve(self.outcome.name, "outcome")
+        for role in ("propensity", "outcome"):
+            spec = getattr(self, role)
+            registry.resolve(spec.name, role)
+            registry.check_params(spec.name, spec.params, role)
         return self
 
 
