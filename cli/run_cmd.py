@@ -235,7 +235,6 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
     if submit and dry_run:
         fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
-    check_where_data_go(overrides)
     config = load_config(config_path, overrides, asked=True)
     partitioned = config.data.partitioned  # the check reads the outcome in memory
     if submit:  # the same public checks and budget test first: run's exit code, nothing sent
@@ -248,20 +247,6 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
         return
     execute(config, as_json=as_json, show_progress=not no_progress, verbose=verbose,
             strict=strict, bounds_notice=not partitioned)
-
-
-#: Config sections that say where a run's data go (a Dask scheduler, a tracking server): the
-#: curator's, in the config file; ``run --set`` may not change them (issue 32 item 6).
-CURATOR_SECTIONS = ("runner", "mlflow")
-
-
-def check_where_data_go(overrides: tuple[str, ...]) -> None:
-    """Exit 2 naming the key when a ``--set`` item changes :data:`CURATOR_SECTIONS`."""
-    for item in overrides:
-        key = item.split("=", 1)[0].strip()
-        if key.split(".", 1)[0] in CURATOR_SECTIONS:
-            fail(ValueError(f"--set {key}: where a release's data go (runner.*, mlflow.*) is the "
-                            "curator's, set in the config file, not by a run; remove the --set"))
 
 
 class KindChoice(click.Choice):

@@ -384,11 +384,11 @@ class ReleaseConfig(ReleaseCommon):
         return self
 
     def _partitioned_rules(self) -> None:
-        """What a partitioned source (issue 19 §3) needs: Dask, keyed-hash folds, an id column
-        that is not also a value the release reads."""
-        if self.runner.kind != "dask":
-            raise ValueError("data.partitions runs on Dask workers: set runner.kind: dask "
-                             "(and runner.address for a running cluster)")
+        """What a partitioned source (issue 19 §3) needs: keyed-hash folds, an id column that is
+        not also a value the release reads. It runs on Dask whatever ``runner.kind`` says (the
+        curator's ``runner.address``, else a LocalCluster of ``runner.max_workers``:
+        :func:`flows.partitioned_release.dask_runner`), so the curator's deployment settings
+        need no runner of their own for it."""
         if self.estimator.folds is not None:
             raise ValueError("estimator.folds does not apply to data.partitions, whose folds "
                              "are a keyed hash of data.id_column: leave it out")

@@ -7,10 +7,13 @@ which half").
   :func:`registration_values` -> :meth:`dpcausal.ledger.Ledger.register`), with n counted then
   and whether evaluation mode is allowed; the ledger stores it.
 * The analyst's half: everything else a run sends (the dataset id, the estimator and its public
-  knobs, the models, ``mode``). A run only asks: a curator's key it leaves out is taken from the
-  registration (:func:`load_asked`), one it gives must equal the registration, compared
-  as public text before anything is read (:func:`check_asked`), or the run is refused (exit 2)
-  naming the differing key. Evaluation mode is refused unless the registration allows it.
+  knobs, the models, ``mode``). Where a release runs and is recorded (``runner``, ``mlflow``) is
+  neither: it is the curator's deployment settings (:mod:`conf.deployment_settings`), which a
+  run's config may not hold (refused, exit 2). A run only asks: a curator's key it leaves out
+  is taken from the registration (:func:`load_asked`), one it gives must equal the
+  registration, compared as public text before anything is read (:func:`check_asked`), or the
+  run is refused (exit 2) naming the differing key. Evaluation mode is refused unless the
+  registration allows it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from conf.deployment_settings import DEPLOYMENT_SECTIONS, deployment_file, deployment_of
 from conf.models import ConfigError, read_raw
 from dpcausal.ledger import Ledger, Registration
 
@@ -111,15 +115,24 @@ def load_asked(path: str | Path | None, overrides: list[str] | tuple[str, ...] =
     it names, checked against it (:func:`check_asked`); and that registration."""
     from conf.kinds import load_any
 
-    raw, _ = read_raw(path, overrides, base)
+    raw, where = read_raw(path, overrides, base)
     dataset = (raw.get("ledger") or {}).get("dataset_id")
     if not isinstance(dataset, str) or not dataset:
         raise ConfigError("ledger.dataset_id is required: a run names the registered dataset "
                           "it asks about")
+    given = [key for key in DEPLOYMENT_SECTIONS if key in raw]
+    if given:
+        blamed = [item for item in overrides if item.split(".", 1)[0].split("=", 1)[0] in given]
+        raise ConfigError(
+            f"invalid {'--set ' + blamed[0] if blamed else where}: {' and '.join(given)} "
+            "(where a release runs and is recorded): the curator's deployment settings "
+            f"({deployment_file()}), never a release config's; remove "
+            f"{'them' if len(given) > 1 else 'it'}")
     registration = registered(dataset)
-    # the registration under the run's settings: a curator key the run leaves out is the
-    # registration's; one it gives is checked against it below
-    config = load_any(path, overrides, base={**registered_half(registration), **(base or {})})
+    # the registration and the curator's deployment settings under the run's settings: a
+    # curator key the run leaves out is the registration's; one it gives is checked below
+    config = load_any(path, overrides, base={**registered_half(registration),
+                                             **deployment_of(dataset), **(base or {})})
     check_asked(config, registration)
     return config, registration
 

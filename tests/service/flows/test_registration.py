@@ -82,7 +82,7 @@ def registered(project, tmp_path, request, curator_registers):
         "name": "reg", "data": {"sql": "SELECT id, X1, A, Y FROM t", "url": f"sqlite:///{db}"},
         "columns": {"treatment": "A", "outcome": "Y", "covariates": ["X1"]},
         "estimator": {"n_folds": 10, "outcome_bounds": [-1, 1], "zeta": 1.5},
-        "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": "test-registration"}}))
+        "ledger": {"dataset_id": dataset}}))
     give_cap(dataset, zeta=1.0)
     reg = curator_registers(path)
     assert reg is not None and reg.n == 300
@@ -213,8 +213,7 @@ def further(project, tmp_path, curator_registers):
         path = tmp_path / f"{kind}.yaml"
         path.write_text(yaml.safe_dump({
             "kind": kind, "name": "k", "data": {"path": str(data)}, **_base(kind),
-            "ledger": {"dataset_id": dataset, "epsilon": 40.0, "delta": 1e-5},
-            "mlflow": {"experiment": "test-registration"}}))
+            "ledger": {"dataset_id": dataset, "epsilon": 40.0, "delta": 1e-5}}))
         give_cap(dataset, **SHORT_CAP[kind])
         reg = curator_registers(path)
         assert reg is not None and reg.n > 0
