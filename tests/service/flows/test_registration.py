@@ -201,13 +201,15 @@ def _neighbour(text: str, kind: str) -> str:
 
 
 @pytest.fixture
-def further(project, tmp_path, curator_registers):
+def further(project, tmp_path, curator_registers, request):
     """``further(kind)``: a registered config of ``kind`` on its own CSV file (the curator
-    counted it), capped below its charge; returns (config path, data file, text, dataset)."""
+    counted it), capped below its charge; returns (config path, data file, text, dataset).
+    The dataset is the test's own (a test that raises its cap must not change what another
+    test sees, whatever their order)."""
     from test_kinds_release import _base, _frame
 
     def make(kind: str):
-        dataset = f"registered-{kind.replace('_', '-')}"
+        dataset = f"registered-{kind.replace('_', '-')}-{request.node.originalname[5:40]}"
         data = tmp_path / f"{kind}.csv"
         _frame(kind, zlib.crc32(dataset.encode()) % 1000).to_csv(data, index=False)
         path = tmp_path / f"{kind}.yaml"
