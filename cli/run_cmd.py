@@ -159,12 +159,6 @@ def run(config_path: str, overrides: tuple[str, ...], dry_run: bool, submit: boo
     Exit codes: 0 released, 2 bad input or configuration, 3 refused by the budget, 1 else."""
     if submit and dry_run:
         fail(ValueError("--submit and --dry-run exclude each other: rehearse first, then submit"))
-    from conf.registration import check_run_overrides
-
-    try:
-        check_run_overrides(overrides)
-    except ValueError as exc:
-        fail(exc)
     config = load_config(config_path, overrides, asked=True)
     partitioned = config.data.partitioned  # the check reads the outcome in memory
     if submit:  # the same public checks and budget test first: run's exit code, nothing sent

@@ -19,20 +19,25 @@ from deploy.servers import ServiceError
               help="MLflow backend store (default sqlite:///<data>/mlflow.db), e.g. "
                    "postgresql+psycopg://user:pw@host/mlflow")
 @click.option("--auth", default=None, metavar="USER:PASS",
-              help="Basic auth on both servers (MLflow basic-auth app, Prefect API auth string); "
-                   "the worker and its flows get the credentials.")
+              help="The administrator's credentials on both servers (Prefect's API auth string, "
+                   "MLflow's basic-auth app), stored in the private folder for the worker, the "
+                   "gateway and the CLI. Without it: the stored ones, else new ones generated.")
 @click.option("--gateway-port", default=8400, show_default=True, type=int,
               help="Port of the analysts' gateway (its page and JSON API).")
 @click.option("--no-deploy", is_flag=True, help="Start the servers only (no gateway).")
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait per stage.")
 def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, auth: str | None,
           gateway_port: int, no_deploy: bool, timeout: float) -> None:
-    """Start Prefect + MLflow on 127.0.0.1, create the work pool, deploy, start a worker."""
+    """Start Prefect + MLflow on 127.0.0.1 (both with auth), create the work pool, deploy, start
+    a worker and the analysts' gateway."""
+    from deploy.service_auth import parse_auth
+
     t0 = time.monotonic()
-    if auth is not None and (":" not in auth or len(auth.split(":", 1)[1]) < 12):
-        raise click.BadParameter("expected USER:PASS with a password of at least 12 characters "
-                                 "(MLflow's basic-auth app refuses shorter ones)",
-                                 param_hint="--auth")
+    if auth is not None:
+        try:
+            parse_auth(auth)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--auth") from None
     try:
         servers.check_can_start()
         try:
@@ -44,7 +49,10 @@ def serve(prefect_port: int, mlflow_port: int, backend_store_uri: str | None, au
             raise
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from None
+    made = "generated now" if stack["generated"] else "given" if auth else "reused"
     click.echo(f"Prefect UI : {stack['prefect_ui']}\nMLflow UI  : {stack['mlflow_ui']}\n"
+               f"Sign-in    : user {stack['user']}, password in {stack['credentials']} "
+               f"({made}; the curator's only)\n"
                f"(servers healthy after {stack['servers_s']:.1f} s, stack ready after "
                f"{stack['startup_s']:.1f} s; logs in {servers.services_dir() / 'logs'})")
     if "gateway" in stack:

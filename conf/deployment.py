@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.json_schema import SkipJsonSchema
 
 from conf.kinds import KINDS
-from conf.registry import NAMES
+from conf.registry import ALLOWED_PARAMS, NAMES
 from conf.settings import PROJECT_ROOT
 
 #: The configs a deployment run may choose: the curator's release configs in conf/release/,
@@ -50,6 +50,12 @@ def check_analysis_key(key: str, value: Any) -> None:
             "mlflow.*, mode, ledger.* and the model classes come from the deployment's config "
             f"(the curator's). A run may set: {', '.join(sorted(ANALYSIS_KEYS))}, "
             "models.<role>.params.<name>")
+    names = (value.keys() if key + "." in _MODEL_PARAMS and isinstance(value, dict) else
+             [key.rsplit(".", 1)[1]] if key.startswith(_MODEL_PARAMS) else [])
+    for name in names:
+        if not any(name in allowed for allowed in ALLOWED_PARAMS.values()):
+            raise ValueError(f"overrides: model parameter {name!r} ({key}) is not allowed for "
+                             "any registry model (conf/registry.py ALLOWED_PARAMS)")
     if key.endswith(".name") and key.startswith("models.") and value not in NAMES:
         raise ValueError(f"overrides: {key} must be a model of the registry ({', '.join(NAMES)}), "
                          f"got {value!r}; a module:Class model is the curator's, in the config")

@@ -172,8 +172,10 @@ class Models(_Strict):
 
     @model_validator(mode="after")
     def _known(self) -> "Models":
-        registry.resolve(self.propensity.name, "propensity")
-        registry.resolve(self.outcome.name, "outcome")
+        for role in ("propensity", "outcome"):
+            spec = getattr(self, role)
+            registry.resolve(spec.name, role)
+            registry.check_params(spec.name, spec.params, role)
         return self
 
 
@@ -303,6 +305,12 @@ class EpsilonLedgerConfig(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
 
 
+def default_experiment(dataset_id: str) -> str:
+    """The MLflow experiment of a dataset's releases unless the curator names one:
+    ``dpcausal/<dataset_id>``."""
+    return f"dpcausal/{dataset_id}"
+
+
 class MlflowConfig(_Strict):
     experiment: str | None = None  # default: dpcausal/<dataset_id>
     tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI (project: sqlite under data/)
@@ -325,7 +333,8 @@ class ReleaseCommon(_Strict):
     def experiment_name(self) -> str:
         """The MLflow experiment: ``dpcausal/<dataset_id>`` unless configured; evaluation runs
         go to ``<experiment>/evaluation`` (issue 18 item 6)."""
-        name = self.mlflow.experiment or f"dpcausal/{self.ledger.dataset_id}"  # type: ignore[attr-defined]
+        name = self.mlflow.experiment or default_experiment(
+            self.ledger.dataset_id)  # type: ignore[attr-defined]
         return f"{name}/evaluation" if self.evaluation else name
 
     @model_validator(mode="after")
@@ -385,11 +394,11 @@ class ReleaseConfig(ReleaseCommon):
         return self
 
     def _partitioned_rules(self) -> None:
-        """What a partitioned source (issue 19 §3) needs: Dask, keyed-hash folds, an id column
-        that is not also a value the release reads."""
-        if self.runner.kind != "dask":
-            raise ValueError("data.partitions runs on Dask workers: set runner.kind: dask "
-                             "(and runner.address for a running cluster)")
+        """What a partitioned source (issue 19 §3) needs: keyed-hash folds, an id column that is
+        not also a value the release reads. It runs on Dask whatever ``runner.kind`` says (the
+        curator's ``runner.address``, else a LocalCluster of ``runner.max_workers``:
+        :func:`flows.partitioned_release.dask_runner`), so the curator's deployment settings
+        need no runner of their own for it."""
         if self.estimator.folds is not None:
             raise ValueError("estimator.folds does not apply to data.partitions, whose folds "
                              "are a keyed hash of data.id_column: leave it out")

@@ -7,10 +7,13 @@ which half").
   :func:`registration_values` -> :meth:`dpcausal.ledger.Ledger.register`), with n counted then
   and whether evaluation mode is allowed; the ledger stores it.
 * The analyst's half: everything else a run sends (the dataset id, the estimator and its public
-  knobs, the models, ``mode``). A run only asks: a curator's key it leaves out is taken from the
-  registration (:func:`load_asked`), one it gives must equal the registration, compared
-  as public text before anything is read (:func:`check_asked`), or the run is refused (exit 2)
-  naming the differing key. Evaluation mode is refused unless the registration allows it.
+  knobs, the models, ``mode``). Where a release runs and is recorded (``runner``, ``mlflow``) is
+  neither: it is the curator's deployment settings (:mod:`conf.deployment_settings`), which a
+  run's config may not hold (refused, exit 2). A run only asks: a curator's key it leaves out
+  is taken from the registration (:func:`load_asked`), one it gives must equal the
+  registration, compared as public text before anything is read (:func:`check_asked`), or the
+  run is refused (exit 2) naming the differing key. Evaluation mode is refused unless the
+  registration allows it.
 
 The curator may also register public planning facts of the core release (issue 39 item 5:
 ``treated_share``, e.g. a trial protocol's assignment probability, and ``outcome_sd``), which
@@ -22,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from conf.deployment_settings import DEPLOYMENT_SECTIONS, deployment_file, deployment_of
 from conf.models import ConfigError, read_raw
 from dpcausal.ledger import Ledger, Registration
 
@@ -146,16 +150,24 @@ def load_asked(path: str | Path | None, overrides: list[str] | tuple[str, ...] =
     it names, checked against it (:func:`check_asked`); and that registration."""
     from conf.kinds import load_any
 
-    raw, _ = read_raw(path, overrides, base)
+    raw, where = read_raw(path, overrides, base)
     dataset = (raw.get("ledger") or {}).get("dataset_id")
     if not isinstance(dataset, str) or not dataset:
         raise ConfigError("ledger.dataset_id is required: a run names the registered dataset "
                           "it asks about")
+    given = [key for key in DEPLOYMENT_SECTIONS if key in raw]
+    if given:
+        blamed = [item for item in overrides if item.split(".", 1)[0].split("=", 1)[0] in given]
+        raise ConfigError(
+            f"invalid {'--set ' + blamed[0] if blamed else where}: {' and '.join(given)} "
+            "(where a release runs and is recorded): the curator's deployment settings "
+            f"({deployment_file()}), never a release config's; remove "
+            f"{'them' if len(given) > 1 else 'it'}")
     registration = registered(dataset)
-    # the registration under the run's settings: a curator key the run leaves out is the
-    # registration's; one it gives is checked against it below; so is a registered planning
-    # fact the core release's estimator section leaves unstated
-    held = registered_half(registration)
+    # the registration and the curator's deployment settings under the run's settings: a
+    # curator key the run leaves out is the registration's; one it gives is checked below; so
+    # is a registered planning fact the core release's estimator section leaves unstated
+    held = {**registered_half(registration), **deployment_of(dataset)}
     if raw.get("kind", "ate") == "ate":
         section = raw.get("estimator")
         facts = planning_facts(registration, section if isinstance(section, dict) else {})

@@ -41,6 +41,41 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 _FACTORIES = ("quadratic",)   # names built by a function, not a class
 NAMES = tuple(_REGISTRY)
 
+_TREE = ("max_depth", "min_samples_split", "min_samples_leaf", "max_features",
+         "max_leaf_nodes", "min_impurity_decrease", "ccp_alpha", "criterion", "random_state")
+#: The parameters a registry model may be given (issue 40 item 7): its public hyperparameters.
+#: Nothing that writes to the worker's log or console (``verbose``, ``verbosity``: a fold's
+#: training loss is a function of its rows), takes callbacks or evaluation sets, or sets the
+#: model's threads (``n_jobs``: the runner's). Another parameter needs a ``module:Class`` model,
+#: which only the curator's config names.
+ALLOWED_PARAMS: dict[str, frozenset[str]] = {
+    "logistic": frozenset({"C", "penalty", "l1_ratio", "fit_intercept", "class_weight",
+                           "max_iter", "tol", "solver"}),
+    "linear": frozenset({"fit_intercept", "positive"}),
+    "decision_tree": frozenset({*_TREE, "splitter"}),
+    "random_forest": frozenset({*_TREE, "n_estimators", "bootstrap", "max_samples"}),
+    "gradient_boosting": frozenset({*_TREE, "n_estimators", "learning_rate", "subsample",
+                                    "loss"}),
+    "xgboost": frozenset({"n_estimators", "max_depth", "learning_rate", "subsample",
+                          "colsample_bytree", "colsample_bylevel", "min_child_weight", "gamma",
+                          "reg_alpha", "reg_lambda", "max_bin", "max_leaves", "random_state",
+                          "scale_pos_weight"}),
+}
+
+
+def check_params(name: str, params: dict[str, Any] | None, role: Role) -> None:
+    """ValueError naming the first parameter of ``params`` that registry model ``name`` does not
+    allow (:data:`ALLOWED_PARAMS`); a ``module:Class`` model (the curator's) is not checked."""
+    allowed = ALLOWED_PARAMS.get(name)
+    if allowed is None:
+        return
+    for param in sorted(params or {}):
+        if param not in allowed:
+            raise ValueError(
+                f"models.{role}.params.{param} is not allowed for registry model {name!r}; it "
+                f"may set: {', '.join(sorted(allowed))}")
+
+
 
 def resolve(name: str, role: Role) -> str:
     """The ``module:Class`` path a model name stands for in a role (ValueError if unknown)."""

@@ -2,7 +2,6 @@
 
     python deploy/gen_prefect_yaml.py > deploy/prefect.yaml
 """
-import os
 from pathlib import Path
 
 import yaml
@@ -10,16 +9,6 @@ import yaml
 from conf.kinds import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def conf(path: str) -> dict:
-    """A config file as a dict, its data path (relative to the file's folder) made relative to
-    the project root, where a deployment runs."""
-    raw = yaml.safe_load((ROOT / path).read_text())
-    data = raw.get("data") or {}
-    if data.get("path") and not Path(data["path"]).is_absolute():
-        data["path"] = os.path.relpath((ROOT / path).parent / data["path"], ROOT)
-    return raw
 
 
 def settings(config: str) -> dict:
@@ -55,8 +44,11 @@ def render() -> str:
        "parameters": {"settings": settings("conf/release/cluster_dp_demo.yaml"),
                       "refresh_demo_data": False},
        "tags": ["release"]},
-      {"name": "demo", "entrypoint": "flows/meta.py:dp_meta_analysis",
-       "parameters": {"config": conf("conf/meta/demo.yaml")}, "tags": ["meta"]},
+      {"name": "releases", "entrypoint": "flows/meta.py:meta_analysis_of_releases",
+       "description": "Pool committed releases named by their release ids (no privacy cost): "
+                      "read from the curator's ledger, logged to the curator's MLflow; no path "
+                      "or server is a parameter.",
+       "parameters": {}, "tags": ["meta"]},
       {"name": "default", "entrypoint": "flows/experiments.py:reproduce_experiments",
        "parameters": {"which": ["A", "B", "C", "D"], "out_dir": "reports"}, "tags": ["reproduce"]},
       {"name": "default", "entrypoint": "flows/reproduce_cluster_dp.py:reproduce_cluster_dp",

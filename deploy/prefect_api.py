@@ -3,9 +3,9 @@ cold, at most 3 s above the computation with a served stack), and the start of a
 there (``dpcausal run --submit``):
 
 - ``PREFECT_API_URL`` when the caller set it;
-- else the stack ``dpcausal serve`` started, when it answers (without basic auth: a stack with
-  auth needs the caller's credentials in the environment); its MLflow server too, unless
-  ``MLFLOW_TRACKING_URI`` is set;
+- else the stack ``dpcausal serve`` started, when it answers, with the curator's credentials
+  from the private store (:func:`deploy.service_auth.served_stack`); its MLflow server too,
+  unless ``MLFLOW_TRACKING_URI`` is set;
 - else a temporary server, ``prefect server start --no-services --no-ui`` in its own process
   group, started as soon as the release's public checks pass so that it boots on the other core
   while the flow's modules import; stopped when the process exits, however it ends (a refused
@@ -15,7 +15,6 @@ there (``dpcausal run --submit``):
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import signal
 import socket
@@ -26,20 +25,21 @@ from typing import Any, Callable, Iterator
 
 from conf.settings import PROJECT_ROOT, TEMPORARY_PREFECT_API, default_tracking_uri
 from deploy.servers import answers, services_dir, tool
+from deploy.service_auth import ServiceCredentials, served_stack
 
 
 def use_served_stack() -> bool:
-    """Point this process at the running ``dpcausal serve`` stack (unless the caller chose a
-    Prefect API); True when it did."""
-    info = services_dir() / "stack.info"
-    if os.environ.get("PREFECT_API_URL") or not info.is_file():
+    """Point this process at the running ``dpcausal serve`` stack, as the curator (its URLs and
+    the credentials of :func:`deploy.service_auth.served_stack`), unless the caller chose a
+    Prefect API; True when it did."""
+    stack = None if os.environ.get("PREFECT_API_URL") else served_stack()
+    if stack is None or not answers(f"{stack.prefect_api}/health", stack.credentials.headers,
+                                    timeout=2.0):
         return False
-    stack = json.loads(info.read_text())
-    if stack.get("auth") or not answers(f"{stack['prefect_api']}/health", timeout=2.0):
-        return False
-    os.environ["PREFECT_API_URL"] = stack["prefect_api"]
-    if os.environ.get("MLFLOW_TRACKING_URI") in (None, default_tracking_uri()):
-        os.environ["MLFLOW_TRACKING_URI"] = stack["mlflow_ui"]
+    env = stack.env
+    if os.environ.get("MLFLOW_TRACKING_URI") not in (None, default_tracking_uri()):
+        del env["MLFLOW_TRACKING_URI"]  # the caller chose another tracking store
+    os.environ.update(env)
     return True
 
 
@@ -94,12 +94,15 @@ def _settings(api: str) -> Iterator[None]:
     included), while Prefect joins its heartbeat thread, which sleeps in 1 s steps, at the end of
     every flow run (0.5 s on average, measured up to 0.9 s)."""
     from prefect.settings import (
+        PREFECT_API_AUTH_STRING,
         PREFECT_API_URL,
         PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
         temporary_settings,
     )
 
     updates: dict = {PREFECT_API_URL: api}
+    if os.environ.get("PREFECT_API_AUTH_STRING"):  # the served stack's, set after import
+        updates[PREFECT_API_AUTH_STRING] = os.environ["PREFECT_API_AUTH_STRING"]
     if "PREFECT_FLOWS_HEARTBEAT_FREQUENCY" not in os.environ:
         updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
     with temporary_settings(updates):
@@ -162,7 +165,9 @@ def submit_release(settings: dict[str, Any]) -> str:
         raise SubmitError("--submit needs a running stack: start one with `dpcausal serve` (or "
                           "set PREFECT_API_URL to a Prefect API with the dpcausal deployments)")
     api = os.environ["PREFECT_API_URL"]
-    if not answers(f"{api}/health", timeout=3.0):
+    auth = os.environ.get("PREFECT_API_AUTH_STRING")
+    headers = ServiceCredentials(*auth.split(":", 1)).headers if auth and ":" in auth else None
+    if not answers(f"{api}/health", headers, timeout=3.0):
         raise SubmitError(f"--submit: the Prefect API {api} does not answer; start the stack "
                           "with `dpcausal serve` or fix PREFECT_API_URL")
     from prefect.deployments import run_deployment

@@ -24,10 +24,13 @@ from typing import Any
 import psutil
 
 from conf.settings import PROJECT_ROOT, data_dir, default_tracking_uri
+from deploy.service_auth import ServiceCredentials, credentials_file, ensure_credentials
 
 POOL = "dpcausal-pool"
 PREFECT_FILE = PROJECT_ROOT / "deploy" / "prefect.yaml"
 STOP_ORDER = ("worker", "mlflow", "prefect")
+#: MLflow's authorization function: basic auth, and non-admin users read only.
+GUARD = "deploy.mlflow_guard:authenticate"
 
 
 class ServiceError(RuntimeError):
@@ -41,11 +44,6 @@ def services_dir() -> Path:
 def tool(name: str) -> str:
     """The path of this environment's ``name`` executable (which need not be on PATH)."""
     return str(Path(sys.executable).parent / name)
-
-
-def _basic(auth: str | None) -> dict[str, str]:
-    return {} if not auth else {
-        "Authorization": "Basic " + base64.b64encode(auth.encode()).decode()}
 
 
 def answers(url: str, headers: dict[str, str] | None = None, timeout: float = 3.0) -> bool:
@@ -117,26 +115,35 @@ def _run(cmd: list[str], env: dict[str, str], what: str, timeout: float = 300) -
                            f"{(done.stdout + done.stderr)[-3000:]}")
 
 
-def _mlflow_auth_config(user: str, password: str) -> dict[str, str]:
-    """An auth config for MLflow's basic-auth app: its own user DB under the data folder, the
-    given admin user, no access for anyone else (default_permission NO_PERMISSIONS)."""
+def _mlflow_auth_config(creds: ServiceCredentials) -> dict[str, str]:
+    """The environment of MLflow's basic-auth app: its own user DB under the data folder, the
+    curator as its administrator, no access for anyone else (``default_permission =
+    NO_PERMISSIONS``: an analyst's user reads only what :mod:`deploy.mlflow_users` grants it),
+    the read-only rule for every non-admin user (:func:`deploy.mlflow_guard.authenticate`) and
+    MLflow's fail-closed mode (a route without an authorization rule is refused to them)."""
     try:
         import flask_wtf  # noqa: F401  (the basic-auth app needs it: pip install mlflow[auth])
     except ImportError:
-        raise ServiceError("--auth needs MLflow's basic-auth extra (Flask-WTF), which "
-                           "is not installed: pip install 'mlflow[auth]==3.17.2'") from None
+        raise ServiceError("serve needs MLflow's basic-auth extra (Flask-WTF), which is not "
+                           "installed: pip install 'mlflow[auth]==3.17.2'") from None
     ini = services_dir() / "mlflow_basic_auth.ini"
-    ini.write_text("[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
-                   f"database_uri = sqlite:///{data_dir() / 'mlflow_auth.db'}\n"
-                   f"admin_username = {user}\nadmin_password = {password}\n"
-                   "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
-    ini.chmod(0o600)
+    fd = os.open(ini, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
+                 f"database_uri = sqlite:///{data_dir() / 'mlflow_auth.db'}\n"
+                 f"admin_username = {creds.user}\nadmin_password = {creds.password}\n"
+                 f"authorization_function = {GUARD}\n")
     secret = services_dir() / "mlflow_secret"
     if not secret.is_file():
         secret.write_text(base64.b64encode(os.urandom(24)).decode())
         secret.chmod(0o600)
     return {"MLFLOW_AUTH_CONFIG_PATH": str(ini),
-            "MLFLOW_FLASK_SERVER_SECRET_KEY": secret.read_text()}
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": secret.read_text(),
+            "MLFLOW_BASIC_AUTH_FAIL_CLOSED": "true",
+            # the guard is imported from the checkout by the server process
+            "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT),
+                                                      os.environ.get("PYTHONPATH")) if p)}
 
 
 def running() -> list[dict[str, Any]]:
@@ -157,14 +164,17 @@ def check_can_start() -> None:
 def start_stack(prefect_port: int, mlflow_port: int, backend_store_uri: str | None,
                 auth: str | None, deploy: bool, timeout: float, t0: float,
                 gateway_port: int = 8400) -> dict[str, Any]:
-    """Start the servers, wait for their health checks, then (``deploy``) create the work pool,
-    deploy deploy/prefect.yaml, start a worker and the analysts' gateway on ``gateway_port``
-    (``gateway.app``: it gets the curator's Prefect credential from this environment);
-    ``timeout`` seconds per stage. Returns the
-    stack's record (``<data>/services/stack.info``: URLs, ``auth``, seconds since ``t0`` until
-    the servers answered and until the stack was ready). On a failure the services started so
-    far keep running: :func:`stop_recorded` ends them."""
+    """Start the servers, both with auth (issue 40 item 5: the curator's credentials,
+    :func:`deploy.service_auth.ensure_credentials`: ``auth`` when given, else the stored ones,
+    else new ones), wait for their health checks, then (``deploy``) create the work pool, deploy
+    deploy/prefect.yaml, start a worker and the analysts' gateway on ``gateway_port``
+    (``gateway.app``), which both get the credentials; ``timeout`` seconds per stage. Returns
+    the stack's record (``<data>/services/stack.info``: URLs, where the credentials are, whether
+    they were generated now, seconds since ``t0`` until the servers answered and until the stack
+    was ready). On a failure the services started so far keep running: :func:`stop_recorded`
+    ends them."""
     data = data_dir()
+    creds, generated = ensure_credentials(auth)
     prefect_api = f"http://127.0.0.1:{prefect_port}/api"
     mlflow_url = f"http://127.0.0.1:{mlflow_port}"
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "MLFLOW_TRACKING_URI": mlflow_url,
@@ -172,25 +182,19 @@ def start_stack(prefect_port: int, mlflow_port: int, backend_store_uri: str | No
            "PREFECT_WORKER_QUERY_SECONDS": os.environ.get("PREFECT_WORKER_QUERY_SECONDS", "3"),
            "PREFECT_WORKER_PREFETCH_SECONDS": os.environ.get("PREFECT_WORKER_PREFETCH_SECONDS",
                                                              "5")}
-    server_env = dict(env)
+    server_env = {**env, "PREFECT_SERVER_API_AUTH_STRING": creds.auth_string}
+    env.update(creds.client_env)
     mlflow_cmd = [tool("mlflow"), "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
                   "--workers", "1", "--backend-store-uri",
                   backend_store_uri or default_tracking_uri(),
-                  "--artifacts-destination", str(data / "mlartifacts")]
-    mlflow_env = dict(env)
-    if auth:
-        user, password = auth.split(":", 1)
-        server_env["PREFECT_SERVER_API_AUTH_STRING"] = auth
-        env.update({"PREFECT_API_AUTH_STRING": auth, "MLFLOW_TRACKING_USERNAME": user,
-                    "MLFLOW_TRACKING_PASSWORD": password})
-        mlflow_env.update(_mlflow_auth_config(user, password))
-        mlflow_cmd += ["--app-name", "basic-auth"]
-    headers = _basic(auth)
+                  "--artifacts-destination", str(data / "mlartifacts"),
+                  "--app-name", "basic-auth"]
+    mlflow_env = {**env, **_mlflow_auth_config(creds)}
     _start("prefect", [tool("prefect"), "server", "start", "--host", "127.0.0.1", "--port",
                        str(prefect_port)], server_env, prefect_api.removesuffix("/api"), {})
-    _start("mlflow", mlflow_cmd, mlflow_env, mlflow_url, {"auth": bool(auth)})
-    _wait_healthy({"prefect": (f"{prefect_api}/health", headers),
-                   "mlflow": (f"{mlflow_url}/health", headers)}, timeout)
+    _start("mlflow", mlflow_cmd, mlflow_env, mlflow_url, {"auth": True})
+    _wait_healthy({"prefect": (f"{prefect_api}/health", creds.headers),
+                   "mlflow": (f"{mlflow_url}/health", creds.headers)}, timeout)
     t_servers = time.monotonic() - t0
     if deploy:
         _run([tool("prefect"), "work-pool", "create", POOL, "--type", "process", "--overwrite"],
@@ -205,8 +209,9 @@ def start_stack(prefect_port: int, mlflow_port: int, backend_store_uri: str | No
                            "--workers", "1", "--no-server-header"], env, gateway, {})
         _wait_healthy({"gateway": (f"{gateway}/openapi.json", {})}, timeout)
     stack = {"prefect_ui": prefect_api.removesuffix("/api"), "prefect_api": prefect_api,
-             "mlflow_ui": mlflow_url, "auth": bool(auth), "servers_s": round(t_servers, 1),
-             "startup_s": round(time.monotonic() - t0, 1),
+             "mlflow_ui": mlflow_url, "auth": True, "user": creds.user,
+             "credentials": str(credentials_file()), "generated": generated,
+             "servers_s": round(t_servers, 1), "startup_s": round(time.monotonic() - t0, 1),
              **({"gateway": gateway} if deploy else {})}
     (services_dir() / "stack.info").write_text(json.dumps(stack, indent=2))
     return stack
@@ -214,10 +219,13 @@ def start_stack(prefect_port: int, mlflow_port: int, backend_store_uri: str | No
 
 def trigger_command(prefect_api: str) -> str:
     """A shell command that runs the demo deployment on the stack at ``prefect_api`` as printed
-    (the ``prefect`` of this environment, which need not be on PATH)."""
-    return f"PREFECT_API_URL={shlex.quote(prefect_api)} " + shlex.join(
-        [tool("prefect"), "deployment", "run", "release_from_config/demo", "-p",
-         "settings=" + json.dumps({"zeta": 1.0})])
+    (the ``prefect`` of this environment, which need not be on PATH), its auth string read from
+    the curator's credentials file (never printed)."""
+    read = shlex.join([sys.executable, "-c", "import json,sys; c=json.load(open(sys.argv[1])); "
+                       "print(c['user'] + ':' + c['password'])", str(credentials_file())])
+    return (f"PREFECT_API_URL={shlex.quote(prefect_api)} PREFECT_API_AUTH_STRING=\"$({read})\" "
+            + shlex.join([tool("prefect"), "deployment", "run", "release_from_config/demo", "-p",
+                          "settings=" + json.dumps({"zeta": 1.0})]))
 
 
 def _signal_group(pgid: int, sig: int) -> None:

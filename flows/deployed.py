@@ -14,6 +14,7 @@ from prefect import flow
 
 from conf.deployment import ReleaseParameters
 from conf.kinds import KINDS, load_any
+from conf.registration import load_asked
 from conf.settings import data_dir
 from dpcausal import Release
 from flows.release import dp_release, refusal_reason
@@ -29,7 +30,9 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
                         analyst: str | None = None) -> dict[str, Any]:
     """Load ``settings.config`` (one of the registered configs, relative to the project root),
     or the file ``settings.dataset`` was registered from, with ``settings`` (analysis keys
-    only: :mod:`conf.deployment`) and release.
+    only: :mod:`conf.deployment`) as a run asks (:func:`conf.registration.load_asked`: the data
+    from the registration, the runner and MLflow from the curator's deployment settings) and
+    release.
 
     ``refresh_demo_data`` first re-writes the demo dataset of the config's kind under the data
     folder, points the config at it, gives the demo dataset its cap if it has none and registers
@@ -63,8 +66,9 @@ def release_from_config(settings: ReleaseParameters = DEFAULT_SETTINGS,
             raise ValueError("refresh_demo_data is the curator's step, not an analyst's")
         if refresh_demo_data:  # the curator's step: the demo data registered (synthetic)
             data = write_demo(config.kind, data_dir() / "demo")
-            config = load_any(path, [f"data.path={json.dumps(str(data))}", *items])
-            register_demo(config)
+            register_demo(load_any(path, [f"data.path={json.dumps(str(data))}", *items]))
+        # as `dpcausal run` reads it: the registration's data, the curator's deployment settings
+        config = load_asked(path, items)[0]
         out = dp_release(config=config, analyst=analyst)
     except Exception as exc:
         reason = refusal_reason(exc)

@@ -1,6 +1,7 @@
 """The ``dp_meta_analysis`` flow: read released estimates -> pool (no privacy cost) -> MLflow
 run with a forest plot -> Prefect table and link artifacts. It only composes tasks (spec
-dp_ate_ensemble.md §4)."""
+dp_ate_ensemble.md §4). ``dpcausal meta`` runs it in the curator's process; the deployment runs
+:func:`meta_analysis_of_releases`, which takes release ids only (issue 40 item 7)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from conf.meta import MetaConfig
+from conf.meta import MetaConfig, MetaParameters
 from tasks.artifacts import publish_meta
 from tasks.meta import log_meta_analysis, pool_studies, read_released_studies
 from tasks.tracking import run_url
@@ -33,3 +34,11 @@ def dp_meta_analysis(config: MetaConfig) -> dict[str, Any]:
                                         tracked["run_id"]))
     return {"result": out, "text": str(result), "notes": notes, "mlflow": tracked,
             "experiment": config.experiment}
+
+
+@flow(name="dp_meta_analysis_of_releases", persist_result=False, retries=0)
+def meta_analysis_of_releases(settings: MetaParameters) -> dict[str, Any]:
+    """The deployed meta-analysis: the committed releases ``settings.release_ids`` read from the
+    curator's ledger, pooled, logged to the curator's MLflow (:func:`dp_meta_analysis`). No
+    path, query or server is a parameter."""
+    return dp_meta_analysis(config=settings.meta_config())

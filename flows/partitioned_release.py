@@ -80,6 +80,7 @@ from tasks.partitioned import (
 from tasks.preflight import (
     Checked,
     SourceChangedError,
+    check_evaluation_allowed,
     check_footers,
     check_ledger,
     checked_before,
@@ -187,13 +188,14 @@ def partitioned_sql_release(
 def _plain_release(parts: list[Any], checked: Checked, dataset_id: str | None, key: bytes,
                    evaluation: bool, source: str = "parquet") -> dict[str, Any]:
     """The checked partitions' release as a dict: the dataset's budget checked first (release
-    mode needs ``dataset_id``; evaluation mode is refused for a dataset the ledger knows), then
-    the charged release of :func:`_charged`."""
-    if dataset_id is None and not evaluation:
-        raise ValueError("a release needs dataset_id (its budget in the ledger)")
-    if dataset_id is not None:
-        check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
-                     evaluation=evaluation, cap="--zeta Z")
+    mode needs ``dataset_id``; evaluation mode needs a registration that allows it, as every
+    release path does (:func:`tasks.preflight.check_evaluation_allowed`), and is refused for
+    data the ledger binds to another id, or to any id without ``dataset_id``), then the charged
+    release of :func:`_charged`."""
+    if evaluation and dataset_id is not None:
+        check_evaluation_allowed(dataset_id)
+    check_ledger(dataset_id, checked.charge, unit="row", identity=checked.identity,
+                 evaluation=evaluation, cap="--zeta Z")
     plan: PartitionPlan = checked.prepared.data
     return _charged(parts, checked, dataset=dataset_id or "", key=key,
                     release_id=f"{flow_run.id}/partitioned-ate", evaluation=evaluation,

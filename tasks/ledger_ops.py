@@ -96,6 +96,15 @@ def budgeted_as(dataset: str | None = None, *, fingerprint: Fingerprint = None) 
         return led.known(dataset, fingerprint=fingerprint)
 
 
+def committed_release(release_id: str) -> tuple[str, str] | None:
+    """(dataset, released JSON) of a committed release of the project ledger, else None
+    (:meth:`dpcausal.ledger.Ledger.committed`)."""
+    if not Ledger.exists():
+        return None
+    with Ledger() as led:
+        return led.committed(release_id)
+
+
 def spent(dataset: str) -> dict[str, Any]:
     """The dataset's cumulative spend (zeta if all charges are Gaussian, rho if all have a zCDP
     bound, epsilon at delta, n_charges), what one more release could spend (``next_zeta``,

@@ -1,6 +1,9 @@
 """Tasks of the meta-analysis flow: read released estimates, pool them (free post-processing),
 log the pooled result with a forest plot.
 
+Releases named by their ledger release ids are read from the ledger's committed results: what
+was released, as it was released (:func:`released_study`).
+
 Only released metrics are read from MLflow: a release's private ``ate`` and total ``se`` (any
 kind), its ``epsilon``/``zeta``, public ``n`` and ``noise_share`` (the public noise variance over
 the released variance), and the tags that identify it (``dataset_id``: releases of one dataset
@@ -22,7 +25,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from conf.meta import MetaConfig
+from conf.meta import SOURCES, MetaConfig
 from dpcausal.meta import MetaResult, combine
 from tasks.tracking import ensure_experiment
 
@@ -64,9 +67,35 @@ def _study(run: Any) -> dict[str, Any]:
                     "dataset": tags.get("dataset_id"), "run_id": run.info.run_id}
 
 
+def released_study(release_id: str) -> dict[str, Any]:
+    """The study of a committed release of the ledger (its released numbers only, the same as
+    its MLflow run's :data:`RELEASED` metrics); ValueError when no committed release has that
+    id or it released no ATE with its standard error."""
+    from dpcausal import Release
+    from tasks.ledger_ops import committed_release
+
+    found = committed_release(release_id)
+    if found is None:
+        raise ValueError(f"release {release_id!r} is not a committed release of the ledger "
+                         "(`dpcausal ledger history DATASET` lists them); only released "
+                         "estimates can be pooled")
+    dataset, text = found
+    out = Release.from_json(text).to_dict()
+    if out.get("ate") is None or out.get("se") is None:
+        raise ValueError(f"release {release_id} released no ATE with its standard error (e.g. "
+                         "ci_share=0), which pooling needs; it cannot be pooled")
+    privacy = out.get("privacy") or {}
+    study = {k: v for k in RELEASED if (v := out.get(k, privacy.get(k))) is not None}
+    return study | {"label": f"{dataset} {out['kind']} ({release_id})", "dataset": dataset,
+                    "release_id": release_id}
+
+
 @task(name="read_released_studies", cache_policy=NO_CACHE, persist_result=False, retries=1)
 def read_released_studies(config: MetaConfig) -> tuple[pd.DataFrame, list[str]]:
-    """One row per study (label, ate, variance, zeta, n, run_id) and notes on skipped runs."""
+    """One row per study (label, ate, variance, zeta, n, run_id or release_id) and notes on
+    skipped runs."""
+    if config.releases:
+        return pd.DataFrame([released_study(r) for r in config.releases]), []
     if config.csv:
         path = Path(config.csv)
         if not path.is_file():
@@ -107,7 +136,8 @@ def read_released_studies(config: MetaConfig) -> tuple[pd.DataFrame, list[str]]:
 def pool_studies(config: MetaConfig, studies: pd.DataFrame) -> MetaResult:
     """``dpcausal.meta.combine`` on released numbers only (spec dp_ate_ensemble.md §4)."""
     labels = studies["label"].astype(str).tolist() if "label" in studies else []
-    by_run = dict(zip(studies["run_id"], labels, strict=True)) if "run_id" in studies else {}
+    ids = next((studies[c] for c in ("run_id", "release_id") if c in studies), None)
+    by_run = dict(zip(ids, labels, strict=True)) if ids is not None else {}
     shared = labels if "*" in config.shared else [by_run.get(s, s) for s in config.shared]
     columns = [c for c in ("label", "ate", "se", "variance", "zeta", "n", "dataset",
                            "noise_share") if c in studies]
@@ -135,10 +165,11 @@ def log_meta_analysis(config: MetaConfig, result: MetaResult, studies: pd.DataFr
 
     client = _client(config)
     exp_id = ensure_experiment(config.experiment, client.tracking_uri)
-    source = ("runs" if config.runs else "query" if config.query else "csv")
+    source = next(name for name in SOURCES if getattr(config, name))
     params = {"source": source, "weights": config.weights, "model": config.model,
               "level": str(config.level), "critical": result.critical,
               "source_runs": ",".join(studies.get("run_id", []))[:6000],
+              "source_releases": ",".join(studies.get("release_id", []))[:6000],
               "query": config.query or "", "csv": config.csv or "",
               "shared": ",".join(config.shared)[:6000]}
     tags = {"kind": "meta", "prefect.flow_run_id": flow_run_id, "evaluation": "false",

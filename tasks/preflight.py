@@ -33,7 +33,7 @@ from typing import Any
 
 from conf.kinds import KINDS, kind_of_mechanism
 from conf.models import DataSource, Schema
-from conf.registration import EvaluationRefusedError, registered
+from conf.registration import EvaluationRefusedError, NotRegisteredError, registered
 from dpcausal import Mechanism, Prepared
 from dpcausal.accounting import PrivacyCharge
 from dpcausal.ate.estimator import ATEFacts, PrivateATE
@@ -141,6 +141,26 @@ def checked_before(config: Any) -> Checked | None:
     return held[1] if held is not None and held[0] == config else None
 
 
+def check_evaluation_allowed(dataset: str, registration: Registration | None = None) -> None:
+    """The one rule of evaluation mode (a non-private read) on a named dataset, whichever path
+    reads it (a release of a config, the partitioned flows): its registration (default: the
+    ledger's) must allow it, which only its curator does, for a source marked synthetic or
+    public; a dataset without a registration, a cap alone included, is refused
+    (:class:`EvaluationRefusedError`)."""
+    if registration is None:
+        try:
+            registration = registered(dataset)
+        except NotRegisteredError:
+            registration = None
+    if registration is None or not registration.evaluation_allowed:
+        why = ("it has no registration" if registration is None
+               else "its registration does not allow it")
+        raise EvaluationRefusedError(
+            f"evaluation mode is refused for dataset {dataset!r}: evaluation is a non-private "
+            f"read, and {why} (only its curator allows it, for a source marked synthetic or "
+            "public)")
+
+
 def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
                   roles: dict[str, Any], *, dataset: str, evaluation: bool,
                   cap: str, registration: Registration | None = None,
@@ -154,11 +174,8 @@ def check_release(source: DataSource, schema: Schema, mechanism: Mechanism,
     :func:`check_partitioned` (footers only). ``runner`` (the config's) sizes
     ``data.sql_partitions: auto``."""
     registration = registration or registered(dataset)
-    if evaluation and not registration.evaluation_allowed:
-        raise EvaluationRefusedError(
-            f"evaluation mode is refused for dataset {dataset!r}: evaluation is a non-private "
-            "read, and its registration does not allow it (only its curator allows it, for a "
-            "source marked synthetic or public)")
+    if evaluation:
+        check_evaluation_allowed(dataset, registration)
     if not evaluation:
         ledger_ops.require_cap(dataset, cap)
         if isinstance(mechanism, PrivateATE) or not source.partitioned:
@@ -378,12 +395,13 @@ def _with_eta(planned: dict[str, Any], planned_estimator: PrivateATE) -> dict[st
     return {**planned, "propensity_clip": planned_estimator.propensity_clip}
 
 
-def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, identity: tuple[str, ...],
-                 evaluation: bool, cap: str) -> None:
+def check_ledger(dataset: str | None, charge: PrivacyCharge, *, unit: str,
+                 identity: tuple[str, ...], evaluation: bool, cap: str) -> None:
     """The budget check of a release (``Ledger.check``, also refusing an ``identity`` bound to
     another dataset id), or in evaluation mode (which the registration allowed) the refusal of
-    data the ledger binds to another dataset id, by the data's keyed fingerprint or by its
-    source's: a copy of budgeted data put where a synthetic source was registered."""
+    data the ledger binds to another dataset id (to any, for ``dataset`` None), by the data's
+    keyed fingerprint or by its source's: a copy of budgeted data put where a synthetic source
+    was registered."""
     if evaluation:
         known = ledger_ops.budgeted_as(fingerprint=identity) if identity else None
         if known not in (None, dataset):
@@ -391,5 +409,7 @@ def check_ledger(dataset: str, charge: PrivacyCharge, *, unit: str, identity: tu
                 f"evaluation mode is refused for dataset {dataset!r}: the ledger knows these "
                 f"data (as {known!r}), and evaluation is a non-private read of them; release "
                 "them with mode: release, or evaluate on synthetic data")
+    elif dataset is None:
+        raise ValueError("a release needs dataset_id (its budget in the ledger)")
     else:
         ledger_ops.check_budget(dataset, charge, unit=unit, fingerprint=identity, cap=cap)

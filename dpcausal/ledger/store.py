@@ -446,6 +446,24 @@ class Ledger:
         frame["detail"] = [json.loads(d) for d in frame["detail"]]
         return frame[columns]
 
+    def committed(self, release_id: str) -> tuple[str, str] | None:
+        """The dataset and the published result (the release's JSON) of the committed charge
+        ``release_id``, or None when no charge with that id was committed (unknown, reserved or
+        incomplete): what was released, as it was released.
+
+        Parameters
+        ----------
+        release_id : str
+
+        Returns
+        -------
+        (str, str) or None
+        """
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(_T.c.dataset, _T.c.result).where(
+                _T.c.release_id == release_id, _T.c.status == "committed")).first()
+        return None if row is None else (row.dataset, row.result)
+
     def correct_unit(self, release_id: str, unit: str, *, public: str | list[str] | None = None,
                      reason: str) -> Relation:
         """Correct the neighbouring relation a recorded charge is stated under (its curator's

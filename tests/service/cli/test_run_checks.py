@@ -168,11 +168,35 @@ def test_set_may_not_change_where_the_data_go(env, setting):
     """Issue 32 item 6: `run --set` named any runner address or tracking server (exit 0); now
     exit 2 naming the key, with or without --dry-run, before anything is read or charged."""
     _cap(env, "rehearsed", 5.0)
-    key = setting.split("=")[0]
+    section = setting.split(".")[0]
     for dry in (["--dry-run"], []):
         out = _invoke("run", *dry, *_args(env, "rehearsed", "--set", setting))
         assert out.exit_code == 2, out.output
-        assert f"--set {key}: where a release's data go" in out.stderr
+        assert f"invalid --set {setting}: {section} (where a release runs and is recorded): " \
+               "the curator's deployment settings" in out.stderr
+    assert _charges(env, "rehearsed") == 0
+
+
+@pytest.mark.parametrize("sections", [
+    {"runner": {"address": "tcp://attacker.example:8786", "cleartext": True}},
+    {"mlflow": {"tracking_uri": "http://attacker.example:5000"}},
+    {"runner": {"kind": "dask", "address": "tcp://attacker.example:8786", "cleartext": True},
+     "mlflow": {"tracking_uri": "http://attacker.example:5000", "experiment": "elsewhere"}}])
+def test_a_config_may_not_say_where_the_data_go(env, tmp_path, sections):
+    """Issue 40 item 7: an analyst's own config file with runner.address, runner.cleartext and
+    mlflow.tracking_uri passed `run --dry-run` (only the --set forms were refused). Now exit 2
+    naming the sections, before anything is read or charged: they are the curator's deployment
+    settings (conf/deployment.yaml)."""
+    _cap(env, "rehearsed", 5.0)
+    args = _args(env, "rehearsed")
+    config = yaml.safe_load(Path(DEMO).read_text()) | sections
+    path = tmp_path / "own.yaml"
+    path.write_text(yaml.safe_dump(config))
+    for dry in (["--dry-run"], []):
+        out = _invoke("run", *dry, str(path), *args[1:])
+        assert out.exit_code == 2, out.output
+        assert f"invalid {path}: {' and '.join(sections)} (where a release runs and is " \
+               "recorded): the curator's deployment settings" in out.stderr
     assert _charges(env, "rehearsed") == 0
 
 

@@ -72,3 +72,25 @@ def test_quadratic_is_the_default_pair_and_builds_the_librarys_models():
         assert repr(built) == repr(ref) and built is not build_model("quadratic", None, role)
     with pytest.raises(ValueError, match=r"rejected its params \['C'\]"):
         build_model("quadratic", {"C": 2.0}, "propensity")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_allowed_params_are_the_models_own(name):
+    """Each allow-listed parameter is one the model's classes take (no typo allows nothing)."""
+    from conf.registry import _REGISTRY, ALLOWED_PARAMS, model_class
+
+    for role in _REGISTRY[name]:
+        assert ALLOWED_PARAMS[name] <= set(model_class(name, role)().get_params()), role
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("param", ["verbose", "verbosity", "n_jobs", "callbacks", "warm_start"])
+def test_params_that_log_or_take_resources_are_refused(name, param):
+    """Issue 40 item 7: ``verbose=2`` printed each fold's training loss to the worker's log."""
+    from conf.models import ConfigError, load_config
+
+    role = "outcome"
+    with pytest.raises(ConfigError, match=rf"models\.{role}\.params\.{param} is not allowed "
+                                          rf"for registry model '{name}'; it may set: "):
+        load_config("conf/release/demo.yaml", [f"models.{role}.name={name}",
+                                                f"models.{role}.params.{param}=1"])

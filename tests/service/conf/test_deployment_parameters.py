@@ -93,3 +93,16 @@ def test_prefect_renders_a_form_with_descriptions_and_bounds():
     assert (fields["n_folds"]["type"], fields["n_folds"]["minimum"]) == ("integer", 2)
     assert "conf/release/demo.yaml" in fields["config"]["enum"]     # a list, not a free path
     assert ReleaseParameters.model_validate({}) == ReleaseParameters()
+
+
+@pytest.mark.parametrize("overrides", [{"models.outcome.params.verbose": 2},
+                                       {"models.propensity.params": {"verbose": 2}}])
+def test_a_run_may_set_allow_listed_model_parameters_only(overrides):
+    """Issue 40 item 7: the Run form took any model parameter; ``verbose=2`` printed each fold's
+    training loss to the worker's log. Refused by the form, naming the parameter."""
+    with pytest.raises(ValidationError, match="model parameter 'verbose' .* is not allowed"):
+        ReleaseParameters(overrides=overrides)
+    fine = ReleaseParameters(overrides={"models.outcome.name": "random_forest",
+                                        "models.outcome.params.n_estimators": 20})
+    config = load_any("conf/release/demo.yaml", fine.override_items())
+    assert config.models.outcome.params == {"n_estimators": 20}

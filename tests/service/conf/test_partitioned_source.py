@@ -29,7 +29,7 @@ def parts(tmp_path_factory):
 
 def _base(parts, **data):
     return {"data": {"partitions": str(parts), "id_column": "id", **data},
-            "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
+            "columns": {"treatment": "A", "outcome": "Y"},
             "estimator": {"outcome_bounds": [-1.0, 1.0], "n_folds": 12, "zeta": 1.0},
             "ledger": {"dataset_id": "parts"}}
 
@@ -45,7 +45,6 @@ def test_a_partitioned_config_loads_with_absolute_partitions(parts, monkeypatch)
     (["data.id_column=null"], r"data.partitions needs data.id_column"),
     (["data.path=x.csv"], r"give exactly one of data.path .*data.sql .*or data.partitions"),
     (["data.url=sqlite://"], r"data.url and data.url_block go with data.sql only"),
-    (["runner.kind=threads"], r"data.partitions runs on Dask workers: set runner.kind: dask"),
     (["estimator.folds=shuffle"], r"estimator.folds does not apply to data.partitions"),
     (["columns.covariates=[x1, id]"], r"data.id_column 'id' is the record identity"),
     (["data.fold_key=mine"], r"data.fold_key: Input should be 'release' or 'curator'"),
@@ -103,7 +102,7 @@ def _plan(parts, tmp_path, monkeypatch, *args):
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DPCAUSAL_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
     source = ["data.path=null", f"data.partitions={parts}", "data.id_column=id",
-              "runner.kind=dask", "columns.treatment=A", "columns.outcome=Y",
+              "columns.treatment=A", "columns.outcome=Y",
               "columns.covariates=null"]
     assert _register("conf/release/demo.yaml", source).n == N
     return CliRunner().invoke(main, [
@@ -197,8 +196,10 @@ def test_sql_partitions_need_a_query_an_id_and_dask(parts):
     config = load_config(None, [], base={**_base(parts), "data": {
         **sql, "sql_partitions": 2, "id_column": "id", "dtypes": {"id": "int"}}})
     assert config.data.partitioned and config.data.partitions is None
-    with pytest.raises(ConfigError, match="runs on Dask workers"):
-        load_config(None, ["runner.kind=threads"], base=config.model_dump(mode="json"))
+    # Dask whatever runner.kind says (issue 40 item 7: the runner is the curator's deployment
+    # settings, which need no section for a partitioned dataset)
+    assert load_config(None, ["runner.kind=threads"], base=config.model_dump(mode="json")
+                       ).data.partitioned
 
 
 @pytest.mark.parametrize("value, ok", [("auto", True), (8, True), (0, False), ("many", False),

@@ -1,5 +1,6 @@
 """Where ``dpcausal run`` sends its flow (deploy/prefect_api.py): the caller's PREFECT_API_URL, else
-a running ``dpcausal serve`` stack that answers (without auth), else a temporary server."""
+a running ``dpcausal serve`` stack that answers, with the curator's stored credentials (issue 40
+item 5), else a temporary server."""
 
 from __future__ import annotations
 
@@ -11,10 +12,20 @@ import pytest
 
 from deploy.prefect_api import use_served_stack
 
+AUTH = "admin:a-long-secret-pass"
+CLIENT_KEYS = ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "PREFECT_API_AUTH_STRING",
+               "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+
 
 class _Health(BaseHTTPRequestHandler):
+    """A Prefect API with its auth string on: /api/health answers the right credentials only."""
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(200 if self.path == "/api/health" else 404)
+        import base64
+
+        signed = self.headers.get("Authorization") == "Basic " + base64.b64encode(
+            AUTH.encode()).decode()
+        self.send_response(404 if self.path != "/api/health" else 200 if signed else 401)
         self.end_headers()
 
     def log_message(self, *args) -> None:  # quiet
@@ -31,35 +42,46 @@ def prefect_like():
     server.server_close()
 
 
-def _stack(tmp_path, monkeypatch, api: str, auth: bool = False) -> None:
+def _stack(tmp_path, monkeypatch, api: str, auth: str | None = AUTH) -> None:
+    from deploy.service_auth import ensure_credentials
+
     monkeypatch.setenv("DPCAUSAL_DATA", str(tmp_path))
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    for key in CLIENT_KEYS:  # restored after the test
+        monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path.resolve()}/mlflow.db")
     (tmp_path / "services").mkdir()
     (tmp_path / "services" / "stack.info").write_text(json.dumps(
-        {"prefect_api": api, "mlflow_ui": "http://127.0.0.1:5999", "auth": auth}))
+        {"prefect_api": api, "mlflow_ui": "http://127.0.0.1:5999", "auth": True}))
+    if auth is not None:
+        ensure_credentials(auth)
 
 
-def test_a_served_stack_that_answers_is_used(tmp_path, monkeypatch, prefect_like):
+def test_a_served_stack_that_answers_is_used_with_the_curators_credentials(
+        tmp_path, monkeypatch, prefect_like):
     import os
 
     _stack(tmp_path, monkeypatch, prefect_like)
     assert use_served_stack()
     assert os.environ["PREFECT_API_URL"] == prefect_like
     assert os.environ["MLFLOW_TRACKING_URI"] == "http://127.0.0.1:5999"
+    assert os.environ["PREFECT_API_AUTH_STRING"] == AUTH
+    assert (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]) == \
+        tuple(AUTH.split(":"))
 
 
-@pytest.mark.parametrize("case", ["silent", "auth", "caller_chose", "none"])
+@pytest.mark.parametrize("case", ["silent", "no_credentials", "wrong_credentials",
+                                  "caller_chose", "none"])
 def test_otherwise_the_environment_is_left_alone(tmp_path, monkeypatch, prefect_like, case):
     import os
 
     api = "http://127.0.0.1:9/api" if case == "silent" else prefect_like  # port 9: nothing
-    _stack(tmp_path, monkeypatch, api, auth=case == "auth")
+    auth = {"no_credentials": None, "wrong_credentials": "admin:another-long-pass"}.get(case, AUTH)
+    _stack(tmp_path, monkeypatch, api, auth=auth)
     if case == "caller_chose":
         monkeypatch.setenv("PREFECT_API_URL", "http://prefect.internal:4200/api")
     if case == "none":
         (tmp_path / "services" / "stack.info").unlink()
-    before = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
+    before = {k: os.environ.get(k) for k in CLIENT_KEYS}
     assert not use_served_stack()
     assert {k: os.environ.get(k) for k in before} == before
 

@@ -20,7 +20,7 @@ PLANNED_K = PrivateATE(outcome_bounds=(-1, 1)).resolved_n_folds(2000, 1)
 def _config(path, exp_a_csv, dataset: str, estimator: dict) -> str:
     cfg = {"name": "auto", "data": {"path": str(exp_a_csv)},
            "columns": {"treatment": "A", "outcome": "Y"}, "estimator": estimator,
-           "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}}
+           "ledger": {"dataset_id": dataset}}
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
 
@@ -77,9 +77,8 @@ def _partitioned_config(tmp_path, dataset: str, n: int, parts: int, estimator: d
     write_parquet_partitions(tmp_path / "parts", n=n, d=2, n_partitions=parts, seed=parts)
     return load_config(None, [], base={
         "name": "parts", "data": {"partitions": str(tmp_path / "parts"), "id_column": "id"},
-        "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
-        "estimator": estimator, "ledger": {"dataset_id": dataset},
-        "mlflow": {"experiment": f"test-{dataset}"}})
+        "columns": {"treatment": "A", "outcome": "Y"},
+        "estimator": estimator, "ledger": {"dataset_id": dataset}})
 
 
 def test_a_partitioned_config_without_n_folds_releases(tmp_path, curator_registers):

@@ -41,7 +41,7 @@ def cli_config(tmp_path, curator_registers):
                "columns": {"treatment": "A", "outcome": "Y"},
                "estimator": {"n_folds": 20, "fold_seed": 3, "outcome_bounds": [-1, 1]},
                "folds_per_task": 5, "ledger": {"dataset_id": BAD_DATASET, "budget": 50.0},
-               "mlflow": {"experiment": "test-cli"}, **top}
+               **top}
         path = tmp_path / f"release{next(counter)}.yaml"
         path.write_text(yaml.safe_dump(cfg))
         if register:  # the curator registers the dataset a run asks about (issue 32 §1)
@@ -385,7 +385,6 @@ def _mechanism_config(tmp_path, kind: str, dataset: str, register, **ledger) -> 
     cfg = yaml.safe_load((Path(conf.__file__).parent / "release" / f"{kind}_demo.yaml").read_text())
     cfg["data"] = {"path": str(data)}
     cfg["ledger"] = {**cfg["ledger"], "dataset_id": dataset, **ledger}
-    cfg["mlflow"] = {"experiment": f"test-cli-{kind}"}
     path = tmp_path / f"{kind}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     register(path)
@@ -466,10 +465,15 @@ def test_an_exception_in_a_task_prints_one_paragraph_and_leaves_no_process(cli_c
     give_cap(dataset)
     marker = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env |= {"DPCAUSAL_RUN_MARKER": marker, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    # a tracking server that fails, from the curator's deployment settings (a run's config may
+    # not name one: issue 40 item 7)
+    settings = tmp_path / "deployment.yaml"
+    settings.write_text(yaml.safe_dump({"datasets": {dataset: {"mlflow": {
+        "experiment": "x", "tracking_uri": "nosuchscheme://nowhere"}}}}))
+    env |= {"DPCAUSAL_RUN_MARKER": marker, "PREFECT_HOME": str(tmp_path / "prefect-home"),
+            "DPCAUSAL_DEPLOYMENT_FILE": str(settings)}
     data = write_exp_a(tmp_path / "own.csv", 404)
-    path = cli_config(data, ledger={"dataset_id": dataset},
-                      mlflow={"experiment": "x", "tracking_uri": "nosuchscheme://nowhere"})
+    path = cli_config(data, ledger={"dataset_id": dataset})
     proc = subprocess.run([sys.executable, "-m", "cli.main", "run", path, "--no-progress"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -45,8 +45,7 @@ def _config(folder, dataset: str) -> str:
         "name": "deployed", "data": {"path": "a.csv"},
         "columns": {"treatment": "A", "outcome": "Y"},
         "estimator": {"outcome_bounds": [-1, 1], "n_folds": 10, "zeta": 2.0},
-        "ledger": {"dataset_id": dataset},
-        "mlflow": {"experiment": f"test-{dataset}"}}))
+        "ledger": {"dataset_id": dataset}}))
     return str(folder / "release.yaml")
 
 

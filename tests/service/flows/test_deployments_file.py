@@ -57,6 +57,6 @@ def test_deploy_readme_lists_every_deployment_in_one_table():
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
     table = "\n".join(lines[start:end])
     for name in ("release_from_config/demo", "release_from_config/nightly",
-                 "release_from_config/from-config", "dp_meta_analysis/demo",
+                 "release_from_config/from-config", "dp_meta_analysis_of_releases/releases",
                  "reproduce_experiments/default"):
         assert f"`{name}`" in table, f"{name} is not in the one deployments table"

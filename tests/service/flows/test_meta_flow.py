@@ -147,3 +147,49 @@ def test_the_cli_pools_releases_of_one_dataset_by_the_python_rule(make_config):
     assert dataset == make_config().ledger.dataset_id
     assert [s["label"] for s in r["studies"]][0] == f"{dataset} (2 releases)"
     assert r["privacy"]["same_data"][0]["composed_zeta"] == pytest.approx(1.5 * math.sqrt(2))
+
+
+def _deployed_meta_parameters():
+    """The parameter models of the deployed meta-analysis (deploy/prefect.yaml's entry point)."""
+    import importlib
+    import typing
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[3]
+    (dep,) = [d for d in yaml.safe_load((root / "deploy" / "prefect.yaml").read_text())[
+        "deployments"] if "meta" in d["tags"]]
+    path, name = dep["entrypoint"].split(":")
+    flow = getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), name)
+    return {k: v for k, v in typing.get_type_hints(flow.fn).items() if k != "return"}
+
+
+@pytest.mark.parametrize("asked", [{"csv": "/etc/passwd"},
+                                   {"runs": ["0" * 32], "tracking_uri": "http://attacker.example:5000"},
+                                   {"query": "tags.kind = 'ate'"}, {"runs": ["0" * 32]}])
+def test_the_deployed_meta_analysis_takes_release_ids_only(asked):
+    """Issue 40 item 7: the deployment's parameters were a whole MetaConfig, so a run could
+    name any CSV path and any MLflow server."""
+    import pydantic
+
+    for hint in _deployed_meta_parameters().values():
+        with pytest.raises(pydantic.ValidationError):
+            pydantic.TypeAdapter(hint).validate_python(asked)
+
+
+def test_the_deployed_meta_analysis_pools_committed_releases_from_the_ledger(releases):
+    from conf.meta import MetaParameters
+    from flows.meta import meta_analysis_of_releases
+
+    private, evaluation = releases
+    ids = [o["release_id"] for o in private]
+    out = meta_analysis_of_releases(MetaParameters(release_ids=ids, shared=["*"]))
+    want_ate, want_var = _by_hand(private)
+    assert out["result"]["ate"] == pytest.approx(want_ate, rel=1e-12)
+    assert out["result"]["variance"] == pytest.approx(want_var, rel=1e-12)
+    assert out["result"]["privacy"]["composed_zeta"] == pytest.approx(1.5 * math.sqrt(3))
+    # an evaluation run was never charged: it is no committed release
+    for unknown in (evaluation["release_id"], "no-such-release"):
+        with pytest.raises(ValueError, match="is not a committed release of the ledger"):
+            meta_analysis_of_releases(MetaParameters(release_ids=[ids[0], unknown]))

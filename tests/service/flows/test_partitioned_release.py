@@ -10,13 +10,24 @@ import pytest
 ESTIMATOR = {"estimator": "aipw", "outcome_bounds": [-1.0, 1.0]}
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
+def _partitions(tmp_path_factory, seed: int) -> str:
     from dpcausal.ate.partitioned import write_parquet_partitions
 
     path = tmp_path_factory.mktemp("partitioned-source")
-    write_parquet_partitions(path, n=6000, d=2, n_partitions=3, seed=4)
+    write_parquet_partitions(path, n=6000, d=2, n_partitions=3, seed=seed)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """The partitions the release tests charge (the ledger binds them to their dataset)."""
+    return _partitions(tmp_path_factory, seed=4)
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """Partitions no test releases: evaluation mode reads them, in any test order."""
+    return _partitions(tmp_path_factory, seed=5)
 
 
 def _run(source, return_state=False, **kwargs):
@@ -70,20 +81,40 @@ def test_public_refusals_come_before_the_charge(source, override, error, match):
         assert led.history("partitioned-refusals").empty
 
 
-def test_evaluation_is_refused_for_a_budgeted_dataset(source):
+def test_evaluation_is_refused_unless_the_registration_allows_it(synthetic):
+    """Issue 40 item 7: one rule for evaluation mode (a non-private read), the in-memory path's
+    (tasks.preflight.check_evaluation_allowed): a dataset id whose registration does not allow
+    it is refused, a cap without a registration included. Run alone, the partitioned flow
+    evaluated such a dataset (it refused only data the ledger bound to another id)."""
     from dpcausal.ledger import Ledger
 
     with Ledger(create=True) as led:
         led.set_budget("partitioned-eval", zeta=2.0)
-    with pytest.raises(ValueError, match="evaluation mode is refused"):
-        _run(source, dataset_id="partitioned-eval", evaluation=True)
-    out = _run(source, evaluation=True)
+    for dataset in ("partitioned-eval", "partitioned-never-registered"):
+        with pytest.raises(ValueError, match="evaluation mode is refused"):
+            _run(synthetic, dataset_id=dataset, evaluation=True)
+    with Ledger() as led:
+        assert led.history("partitioned-eval").empty
+    out = _run(synthetic, evaluation=True)  # no dataset id: data no ledger entry knows
     assert out["evaluation"] is True and abs(out["nonprivate"]["ate"] - 0.15) < 0.05
 
 
-def test_without_n_folds_the_planner_picks_k(source):
+def test_evaluation_without_a_dataset_id_is_refused_for_released_data(tmp_path_factory):
+    """Data the ledger binds to a dataset (released once) are not read non-privately under no
+    dataset id either."""
+    from dpcausal.ledger import Ledger
+
+    released = _partitions(tmp_path_factory, seed=6)
+    with Ledger(create=True) as led:
+        led.set_budget("partitioned-released", zeta=2.0)
+    _run(released, dataset_id="partitioned-released")
+    with pytest.raises(ValueError, match="evaluation mode is refused .*partitioned-released"):
+        _run(released, evaluation=True)
+
+
+def test_without_n_folds_the_planner_picks_k(synthetic):
     from dpcausal import PrivateATE
 
-    out = _run(source, n_folds=None, compute_budget=60.0, evaluation=True)
+    out = _run(synthetic, n_folds=None, compute_budget=60.0, evaluation=True)
     planned = PrivateATE(outcome_bounds=(-1, 1), compute_budget=60.0).resolved_n_folds(6000, 2)
     assert out["n_folds"] == planned > 12

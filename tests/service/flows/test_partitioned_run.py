@@ -34,9 +34,8 @@ def parts(tmp_path_factory):
 
 def _raw(parts, dataset: str, **top):
     return {"name": "parts", "data": {"partitions": str(parts), "id_column": "id"},
-            "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
-            "estimator": ESTIMATOR, "ledger": {"dataset_id": dataset},
-            "mlflow": {"experiment": f"test-{dataset}"}, **top}
+            "columns": {"treatment": "A", "outcome": "Y"},
+            "estimator": ESTIMATOR, "ledger": {"dataset_id": dataset}, **top}
 
 
 def test_dpcausal_run_releases_partitions_with_the_release_contract(parts, tmp_path, invoke,

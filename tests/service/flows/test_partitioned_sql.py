@@ -134,8 +134,8 @@ def _cli_config(tmp_path, dataset, treatment="A"):
            "data": {"sql": "SELECT * FROM records", "url": "${SQLPARTS_URL}",
                     "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
            "columns": {"treatment": treatment, "outcome": "Y", "covariates": ["x1", "x2"]},
-           "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
-           "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
+           "ledger": {"dataset_id": dataset},
+           "estimator": {**ESTIMATOR, "n_folds": K}}
     path = tmp_path / f"{dataset}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -211,8 +211,8 @@ def test_a_config_release_counts_the_partitions_once(tmp_path, monkeypatch, cura
            "data": {"sql": "SELECT * FROM records", "url": _sqlite(tmp_path / "d.db", _table(5)),
                     "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
            "columns": {"treatment": "A", "outcome": "Y", "covariates": ["x1", "x2"]},
-           "runner": {"kind": "dask"}, "ledger": {"dataset_id": dataset},
-           "estimator": {**ESTIMATOR, "n_folds": K}, "mlflow": {"experiment": f"t-{dataset}"}}
+           "ledger": {"dataset_id": dataset},
+           "estimator": {**ESTIMATOR, "n_folds": K}}
     config = load_config(None, [f"mlflow.tracking_uri=sqlite:///{tmp_path}/m.db"], base=raw)
     assert curator_registers(config).n == N
     out = run_release(config)

@@ -98,7 +98,7 @@ CASES = [(kind, name) for kind, names in NEIGHBOURS.items() for name in names]
 
 
 def _base(kind: str, path: str, dataset: str) -> dict:
-    common = {"name": "replay", "data": {"path": path}, "mlflow": {"experiment": f"r-{dataset}"}}
+    common = {"name": "replay", "data": {"path": path}}
     if kind == "ate":
         return {**common, "columns": {"treatment": "A", "outcome": "Y", "covariates": ["X1"]},
                 "estimator": {"n_folds": 10, "outcome_bounds": [-1.0, 1.0]},
@@ -235,9 +235,9 @@ def test_a_partitioned_source_refuses_a_neighbour_alike(seen, tmp_path, path_):
     clean, source = tmp_path / "clean", tmp_path / "parts"
     files = write_parquet_partitions(clean, n=600, d=1, n_partitions=3, seed=2)
     base = {"name": "replay", "data": {"partitions": str(source), "id_column": "id"},
-            "columns": {"treatment": "A", "outcome": "Y"}, "runner": {"kind": "dask"},
+            "columns": {"treatment": "A", "outcome": "Y"},
             "estimator": {"n_folds": 6, "outcome_bounds": [-1.0, 1.0]},
-            "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"r-{dataset}"}}
+            "ledger": {"dataset_id": dataset}}
     curator = base
     if path_ == "budget exhausted":
         give_cap(dataset, zeta=1.0)

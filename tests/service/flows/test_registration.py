@@ -82,7 +82,7 @@ def registered(project, tmp_path, request, curator_registers):
         "name": "reg", "data": {"sql": "SELECT id, X1, A, Y FROM t", "url": f"sqlite:///{db}"},
         "columns": {"treatment": "A", "outcome": "Y", "covariates": ["X1"]},
         "estimator": {"n_folds": 10, "outcome_bounds": [-1, 1], "zeta": 1.5},
-        "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": "test-registration"}}))
+        "ledger": {"dataset_id": dataset}}))
     give_cap(dataset, zeta=1.0)
     reg = curator_registers(path)
     assert reg is not None and reg.n == 300
@@ -201,20 +201,21 @@ def _neighbour(text: str, kind: str) -> str:
 
 
 @pytest.fixture
-def further(project, tmp_path, curator_registers):
+def further(project, tmp_path, curator_registers, request):
     """``further(kind)``: a registered config of ``kind`` on its own CSV file (the curator
-    counted it), capped below its charge; returns (config path, data file, text, dataset)."""
+    counted it), capped below its charge; returns (config path, data file, text, dataset).
+    The dataset is the test's own (a test that raises its cap must not change what another
+    test sees, whatever their order)."""
     from test_kinds_release import _base, _frame
 
     def make(kind: str):
-        dataset = f"registered-{kind.replace('_', '-')}"
+        dataset = f"registered-{kind.replace('_', '-')}-{request.node.originalname[5:40]}"
         data = tmp_path / f"{kind}.csv"
         _frame(kind, zlib.crc32(dataset.encode()) % 1000).to_csv(data, index=False)
         path = tmp_path / f"{kind}.yaml"
         path.write_text(yaml.safe_dump({
             "kind": kind, "name": "k", "data": {"path": str(data)}, **_base(kind),
-            "ledger": {"dataset_id": dataset, "epsilon": 40.0, "delta": 1e-5},
-            "mlflow": {"experiment": "test-registration"}}))
+            "ledger": {"dataset_id": dataset, "epsilon": 40.0, "delta": 1e-5}}))
         give_cap(dataset, **SHORT_CAP[kind])
         reg = curator_registers(path)
         assert reg is not None and reg.n > 0

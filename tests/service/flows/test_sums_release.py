@@ -36,7 +36,7 @@ def _config(register, data: Path, dataset: str, *overrides: str, cap: bool = Tru
                         "covariates": ["age", "score", "site"]},
             "estimator": {"estimator": "dim", "design": "randomized",
                           "outcome_bounds": [0.0, 1.0], "zeta": 1.0},
-            "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}}
+            "ledger": {"dataset_id": dataset}}
     config = load_config(None, list(overrides), base=base)
     if cap and not config.evaluation:
         give_cap(dataset, zeta=10.0)
@@ -180,7 +180,7 @@ def test_meta_analysis_pools_dim_and_ensemble_releases(project, tmp_path, curato
         "name": "m", "data": {"path": str(write_exp_a(tmp_path / "a.csv", 44))},
         "columns": {"treatment": "A", "outcome": "Y"},
         "estimator": {"estimator": "aipw", "n_folds": 80, "outcome_bounds": [-1.0, 1.0]},
-        "ledger": {"dataset_id": "sums-meta-aipw"}, "mlflow": {"experiment": "test-sums-meta"}})
+        "ledger": {"dataset_id": "sums-meta-aipw"}})
     assert curator_registers(aipw_config) is not None
     aipw = run_release(aipw_config)
     runs = [dim["mlflow"]["run_id"], aipw["mlflow"]["run_id"]]
@@ -281,9 +281,8 @@ def test_dpcausal_run_releases_a_partitioned_dim_config(tmp_path, invoke, curato
         "name": "parts", "data": {"partitions": str(parts), "id_column": "id"},
         "columns": {"treatment": "treated", "outcome": "outcome",
                     "covariates": ["age", "score", "site"]},
-        "runner": {"kind": "dask"},
         "estimator": {"estimator": "dim", "design": "randomized", "outcome_bounds": [0, 1]},
-        "ledger": {"dataset_id": dataset}, "mlflow": {"experiment": f"test-{dataset}"}}))
+        "ledger": {"dataset_id": dataset}}))
     assert curator_registers(path) is not None
     res = invoke("run", str(path), "--no-progress", "--json")
     assert res.exit_code == 0, res.output
