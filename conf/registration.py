@@ -31,9 +31,6 @@ from dpcausal.ledger import Ledger, Registration
 
 #: The config sections the curator owns: registered once, never changed by a run.
 CURATOR_KEYS = ("data", "columns")
-#: Config sections that say where a run's data go (a Dask scheduler, a tracking server): the
-#: curator's, in the config file; ``run --set`` may not change them (issue 32 item 6).
-CURATOR_SECTIONS = ("runner", "mlflow")
 #: The ``data`` keys that the registration stores apart from the source.
 _POLICY = ("missing", "missing_fill")
 #: The core release's planning facts a curator may register as public (issue 39 item 5).
@@ -47,15 +44,6 @@ class EvaluationRefusedError(ValueError):
 
 class NotRegisteredError(ValueError):
     """A run named a dataset id its curator never registered (exit 2)."""
-
-
-def check_run_overrides(overrides: list[str] | tuple[str, ...]) -> None:
-    """ValueError naming the key when a run's ``--set`` item changes :data:`CURATOR_SECTIONS`."""
-    for item in overrides:
-        key = item.split("=", 1)[0].strip()
-        if key.split(".", 1)[0] in CURATOR_SECTIONS:
-            raise ValueError(f"--set {key}: where a release's data go (runner.*, mlflow.*) is the "
-                             "curator's, set in the config file, not by a run; remove the --set")
 
 
 def curator_half(config: Any) -> dict[str, Any]:
