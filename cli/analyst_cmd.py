@@ -11,6 +11,7 @@ import json
 import click
 
 from cli.ledger_cmd import InputError, _open, json_option, url_option
+from deploy.mlflow_users import mirror_added, mirror_revoked
 from tasks.ledger_view import analyst_lines, analyst_records
 
 
@@ -37,6 +38,7 @@ def add(name: str, datasets: str, zeta: float | None, url: str | None) -> None:
             raise InputError(" ".join(str(exc).split())) from exc
     cap = "the dataset's cap" if zeta is None else f"their own cap zeta={zeta:g} on each"
     click.echo(f"Analyst {found.name} may ask about {', '.join(found.datasets)} within {cap}.")
+    click.echo(mirror_added(found.name, token, found.datasets))
     click.echo("Their token follows, shown this once (the ledger keeps a salted hash only); "
                "give it to them with the gateway's URL (DPCAUSAL_ASK_URL, DPCAUSAL_ASK_TOKEN):")
     click.echo(token)
@@ -68,3 +70,4 @@ def revoke(name: str, url: str | None) -> None:
             raise InputError(str(exc)) from exc
     click.echo(f"Analyst {found.name} revoked at {found.revoked_at:%Y-%m-%d %H:%M:%S} UTC; "
                "their token is refused from now on. The name is never reused.")
+    click.echo(mirror_revoked(found.name))

@@ -120,3 +120,34 @@ def delete_analyst_user(name: str, stack: ServedStack | None = None) -> bool:
         return False
     _call(stack, "DELETE", "/users/delete", {"username": name})
     return True
+
+
+def mirror_added(name: str, token: str, datasets: Iterable[str]) -> str:
+    """``dpcausal analyst add``'s MLflow step: on the served stack, if one runs, the analyst's
+    user (:func:`set_analyst_user`); the line the command prints either way. The ledger's
+    admission stands whatever MLflow answers: without a stack the analyst has no MLflow user,
+    and their token (hashed in the ledger) cannot make one later."""
+    datasets = list(datasets)
+    stack = served_stack()
+    if stack is None:
+        return ("MLflow: no served stack, so no MLflow user for them; to let them read their "
+                "runs there, admit them (a new name) while `dpcausal serve` runs.")
+    try:
+        readable = set_analyst_user(name, token, datasets, stack)
+    except (MlflowAdminError, ValueError, OSError) as exc:
+        return f"MLflow: no user made ({exc}); the gateway admits them all the same."
+    return (f"MLflow: user {name} (password: the token) may read the experiments "
+            f"{', '.join(sorted(readable))} and nothing else.")
+
+
+def mirror_revoked(name: str) -> str:
+    """``dpcausal analyst revoke``'s MLflow step: the analyst's user deleted on the served
+    stack, if one runs (:func:`delete_analyst_user`); the line the command prints."""
+    stack = served_stack()
+    if stack is None:
+        return "MLflow: no served stack; no user to delete there."
+    try:
+        deleted = delete_analyst_user(name, stack)
+    except (MlflowAdminError, ValueError, OSError) as exc:
+        return f"MLflow: the user was not deleted ({exc}); delete {name} in MLflow's admin."
+    return f"MLflow: user {name} deleted." if deleted else f"MLflow: {name} had no user."

@@ -7,6 +7,7 @@ cap or their own; the page works in Chromium. Tests share the session stack, in 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -85,7 +86,17 @@ def test_the_curator_admits_analysts(stack: Stack) -> None:
                                *(() if cap is None else ("--zeta", str(cap))))
         assert added.returncode == 0, added.stderr
         tokens[name] = added.stdout.strip().splitlines()[-1]
-    assert stack.dpcausal("analyst", "revoke", "carol").returncode == 0
+        # the analyst's MLflow user, made on the served stack (deploy/mlflow_users.py)
+        assert f"MLflow: user {name} (password: the token) may read" in added.stdout
+    # alice reads her dataset's experiment in MLflow with her token, and nothing of bob's
+    auth = "Basic " + base64.b64encode(f"alice:{tokens['alice']}".encode()).decode()
+    read = urllib.request.Request(
+        stack.mlflow + "/api/2.0/mlflow/experiments/get-by-name?experiment_name=dpcausal-demo",
+        headers={"Authorization": auth})
+    with urllib.request.urlopen(read, timeout=20) as answer:
+        assert json.loads(answer.read())["experiment"]["name"] == "dpcausal-demo"
+    revoked = stack.dpcausal("analyst", "revoke", "carol")
+    assert revoked.returncode == 0 and "MLflow: user carol deleted." in revoked.stdout
     assert _charges(stack, A) == [None]
 
 
