@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import click
-import pandas as pd
 
 from cli.common import planning_options
-from tasks.ledger_view import dataset_history, history_json, records, registrations_json, table
+from tasks import ledger_view as view
 
 
 class InputError(click.ClickException):
@@ -64,13 +63,13 @@ def budgets(url: str | None, as_json: bool) -> None:
         frame = led.budgets()
         where = led.engine.url.render_as_string(hide_password=True)
     if as_json:
-        click.echo(json.dumps({"ledger": where, "datasets": records(frame)}, indent=2))
+        click.echo(json.dumps({"ledger": where, "datasets": view.records(frame)}, indent=2))
         return
     if frame.empty:
         click.echo(f"No datasets in the ledger at {where}; add one with "
                    "`dpcausal ledger set-budget DATASET --zeta ...`.")
         return
-    click.echo(table(frame[BUDGET_COLUMNS],
+    click.echo(view.table(frame[BUDGET_COLUMNS],
                      f"Privacy budgets ({where}; epsilon at each dataset's delta)"))
     click.echo("next_*: the most ONE more release could spend: a Gaussian release of next_zeta "
                "(= next_epsilon at the delta), or a pure next_pure_epsilon. Spend composes, so "
@@ -116,23 +115,24 @@ def history(dataset: str, url: str | None, as_json: bool) -> None:
     """DATASET's charges in order: status, epsilon, unit, what was released, run link."""
     with _open(url) as led:
         try:
-            h = dataset_history(led, dataset)
+            h = view.dataset_history(led, dataset)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
     frame, spent, cap, relation, fixes = (h[k] for k in ("charges", "spent", "cap", "relation",
                                                          "corrections"))
     if as_json:
-        click.echo(json.dumps(history_json(dataset, h), indent=2))
+        click.echo(json.dumps(view.history_json(dataset, h), indent=2))
         return
     if frame.empty:
         click.echo(f"No charges on {dataset} yet (cap {cap.describe()} {relation.describe()}).")
         return
     shown = frame.assign(analyst=frame["analyst"].fillna("(curator)"))[HISTORY_COLUMNS]
-    click.echo(table(shown, f"Charges on {dataset} (cap {cap.describe()} "
+    click.echo(view.table(shown, f"Charges on {dataset} (cap {cap.describe()} "
                      f"{relation.describe()}; spent {spent.describe()}; analyst: who asked, "
                      "(curator) for the curator's own runs; times UTC)"))
     if not fixes.empty:
-        click.echo(table(fixes, "Corrections of a charge's unit (`dpcausal ledger correct-unit`)"))
+        click.echo(view.table(fixes, "Corrections of a charge's unit (`dpcausal ledger "
+                              "correct-unit`)"))
 
 
 @ledger.command("correct-unit")
@@ -198,26 +198,12 @@ def show(dataset: str, url: str | None, as_json: bool) -> None:
     """DATASET's registration (what a run may only ask about) and its earlier versions."""
     with _open(url) as led:
         versions = led.registrations(dataset)
-        askers = [(a, led.analyst_spent(a.name, dataset)) for a in led.analysts()
-                  if dataset in a.datasets] if versions else []
-        charged = led.history(dataset)["analyst"] if versions and led.has_dataset(dataset) \
-            else pd.Series(dtype=object)
-    if not versions:
-        raise InputError(f"dataset {dataset!r} is not registered; its curator registers it: "
-                         f"`dpcausal ledger register {dataset} CONFIG`")
+        if not versions:
+            raise InputError(f"dataset {dataset!r} is not registered; its curator registers "
+                             f"it: `dpcausal ledger register {dataset} CONFIG`")
+        lines = view.registration_lines(led, dataset, versions)
     if as_json:
-        click.echo(json.dumps(registrations_json(versions), indent=2))
+        click.echo(json.dumps(view.registrations_json(versions), indent=2))
         return
-    click.echo(versions[-1].describe())
-    click.echo(f"Charges: {int(charged.isna().sum())} by the curator's own runs, "
-               f"{int(charged.notna().sum())} asked by analysts.")
-    for who, spend in askers:
-        cap = "the dataset's cap" if who.datasets[dataset] is None else \
-            f"own cap zeta={who.datasets[dataset]:g}"
-        state = "active" if who.active else "revoked"
-        click.echo(f"  analyst {who.name} ({state}): {cap}; spent {spend.describe()}")
-    if len(versions) > 1:
-        click.echo(table(pd.DataFrame([{"version": r.version, "by": r.by,
-                                        "at": pd.Timestamp(r.at), "n": r.n,
-                                        "evaluation": r.evaluation_allowed} for r in versions]),
-                         "Registrations (each change, oldest first)"))
+    for line in lines:
+        click.echo(line)

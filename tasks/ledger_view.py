@@ -115,3 +115,28 @@ def analyst_lines(rows: list[dict[str, Any]]) -> list[str]:
             cap = "dataset's cap" if g["zeta_cap"] is None else f"own cap zeta={g['zeta_cap']:g}"
             lines.append(f"  {dataset}: {cap}; spent {g['spent']}")
     return lines
+
+
+def registration_lines(led: Any, dataset: str, versions: list[Any]) -> list[str]:
+    """``dpcausal ledger show``'s text of a registered ``dataset`` (``versions``, oldest first):
+    the registration, how many charges came from the curator's own runs and how many analysts
+    asked (issue 40), each admitted analyst's cap and spend, then the earlier versions."""
+    charged = (led.history(dataset)["analyst"] if led.has_dataset(dataset)
+               else pd.Series(dtype=object))
+    lines = [versions[-1].describe(),
+             f"Charges: {int(charged.isna().sum())} by the curator's own runs, "
+             f"{int(charged.notna().sum())} asked by analysts."]
+    for who in led.analysts():
+        if dataset not in who.datasets:
+            continue
+        own = who.datasets[dataset]
+        cap = "the dataset's cap" if own is None else f"own cap zeta={own:g}"
+        lines.append(f"  analyst {who.name} ({'active' if who.active else 'revoked'}): {cap}; "
+                     f"spent {led.analyst_spent(who.name, dataset).describe()}")
+    if len(versions) > 1:
+        lines.append(table(pd.DataFrame([{"version": r.version, "by": r.by,
+                                          "at": pd.Timestamp(r.at), "n": r.n,
+                                          "evaluation": r.evaluation_allowed}
+                                         for r in versions]),
+                           "Registrations (each change, oldest first)"))
+    return lines
