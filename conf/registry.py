@@ -49,6 +49,7 @@ _TREE = ("max_depth", "min_samples_split", "min_samples_leaf", "max_features",
 #: model's threads (``n_jobs``: the runner's). Another parameter needs a ``module:Class`` model,
 #: which only the curator's config names.
 ALLOWED_PARAMS: dict[str, frozenset[str]] = {
+    "quadratic": frozenset(),   # the library's default pair, as it is (issue 39)
     "logistic": frozenset({"C", "penalty", "l1_ratio", "fit_intercept", "class_weight",
                            "max_iter", "tol", "solver"}),
     "linear": frozenset({"fit_intercept", "positive"}),
@@ -73,7 +74,7 @@ def check_params(name: str, params: dict[str, Any] | None, role: Role) -> None:
         if param not in allowed:
             raise ValueError(
                 f"models.{role}.params.{param} is not allowed for registry model {name!r}; it "
-                f"may set: {', '.join(sorted(allowed))}")
+                f"may set: {', '.join(sorted(allowed)) or 'nothing'}")
 
 
 

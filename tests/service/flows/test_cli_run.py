@@ -555,10 +555,12 @@ def test_strict_refuses_a_release_whose_public_checks_warn(cli_config, tmp_path,
         "Error: refused by --strict: 1 warning(s) above; nothing was charged"], out.stderr
     assert out.stderr.startswith(warning) and out.stdout == ""
     assert charges(dataset) == 0 and _flow_runs() == before
-    # the planner's K (80 here): K = 20 at zeta 1.5 gives a CI 16x the non-private one, which
-    # the planner calls not informative (issue 33 §5)
+    # the planner's K for plain logistic/linear models (80 here; the default degree-2 models'
+    # floor of 100 rows per fold gives K = 20): K = 20 at zeta 1.5 gives a CI 16x the
+    # non-private one, which the planner calls not informative (issue 33 §5)
     ok = invoke("run", cli_config(data, ledger={"dataset_id": dataset}), "--no-progress",
-                "--strict", "--set", "estimator.n_folds=auto")
+                "--strict", "--set", "estimator.n_folds=auto", "--set",
+                "models.propensity.name=logistic", "--set", "models.outcome.name=linear")
     assert ok.exit_code == 0 and "Warning" not in ok.stderr, ok.output
     assert charges(dataset) == 1
 

@@ -38,8 +38,10 @@ def test_a_drop_release_keeps_n_and_k_of_all_rows_and_charges_the_count(project,
     release = out["release"]
     assert release["n"] == len(frame)
     # K from the file's row count, never from the complete-case count
-    assert release["n_folds"] == auto_n_folds(len(frame), 1, estimator="aipw")
-    assert release["n_folds"] != auto_n_folds(complete, 1, estimator="aipw")
+    # (the config's models are the default degree-2 pair: the planner's "quadratic" kind)
+    kind = {"estimator": "aipw", "model_kind": "quadratic"}
+    assert release["n_folds"] == auto_n_folds(len(frame), 1, **kind)
+    assert release["n_folds"] != auto_n_folds(complete, 1, **kind)
     assert np.isfinite(release["ate"]) and release["ci"] is not None
     assert release["privacy"]["detail"]["zeta_count"] > 0
     with Ledger() as led:
