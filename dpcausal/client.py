@@ -195,8 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({URL_ENV}, {TOKEN_ENV}). Exit codes: 0 released, 2 refused, 3 refused by the "
         "budget, 1 else.")
     sub = parser.add_subparsers(dest="command", required=True)
-    one = sub.add_parser("ask", help="ask for a release of DATASET under its registered "
-                                     "config CONFIG_NAME, wait, and print it")
+    one = sub.add_parser(
+        "ask", help="ask for a release of DATASET under its registered config CONFIG_NAME, "
+                    "wait, and print it",
+        description=f"Ask the curator's gateway at ${URL_ENV} with the token in ${TOKEN_ENV} "
+                    "for a release of DATASET under its registered config CONFIG_NAME, wait "
+                    "for it and print it. Exit codes: 0 released, 2 refused, 3 refused by the "
+                    "budget, 1 else.")
     one.add_argument("dataset", metavar="DATASET")
     one.add_argument("config", metavar="CONFIG_NAME")
     one.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
