@@ -204,6 +204,10 @@ class PrivateATE(Mechanism[ATEFacts]):
         A stated share of treated rows for the planner's expected CI and the "auto" choice (a
         trial protocol's assignment probability, or a curator's registered fact); default 1/2.
         Public, never checked against the data; published.
+    estimand : {"ate", "att"}
+        The average treatment effect (default) or the effect on the treated. For "dim" and
+        "lin" the same noisy statistics post-processed (:mod:`dpcausal.ate.sums`; SPECS.md,
+        "Estimators from noisy sums", the ATT); published.
     """
 
     def __init__(
@@ -235,6 +239,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         outcome_sd: float | None = None,
         assume_linear: bool = False,
         treated_share: float | None = None,
+        estimand: str = "ate",
     ) -> None:
         self.estimator = estimator
         self.propensity_model = propensity_model
@@ -263,6 +268,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.outcome_sd = outcome_sd
         self.assume_linear = assume_linear
         self.treated_share = treated_share
+        self.estimand = estimand
 
     # ------------------------------------------------------------------ estimator choice
     def _ensemble(self) -> str:
@@ -285,6 +291,7 @@ class PrivateATE(Mechanism[ATEFacts]):
                              f"randomized design, got design={self.design!r}: declare "
                              "design='randomized' if the treatment was randomly assigned, or "
                              "use estimator='aipw' or 'lin'")
+        sums.check_estimand(self.estimand)
         if not isinstance(self.assume_linear, (bool, np.bool_)):
             raise ValueError(f"assume_linear must be True or False, got {self.assume_linear!r}")
         if self.estimator == "lin" and not lin_valid(self.design, self.assume_linear):
@@ -403,7 +410,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             "assumption": self.assumption(estimator),
             "outcome_bounds": list(self._bounds()), "covariate_bounds": bounds,
             "outcome_sd": self.outcome_sd, "assume_linear": bool(self.assume_linear),
-            "treated_share": self.treated_share, "zeta": self.zeta, "alpha": self.alpha,
+            "treated_share": self.treated_share, "estimand": self.estimand,
+            "zeta": self.zeta, "alpha": self.alpha,
             "delta": self.delta, "sensitivity": cal.sensitivity,
             "sensitivity_mode": "replace_one_l2_sums", "q_weight": cal.q_weight,
             "ridge": cal.ridge, "eigen_floor": cal.eigen_floor, "count_floor": cal.floor,
@@ -444,7 +452,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             stats, cal, self._noise_rng(evaluation), alpha=self.alpha, delta=self.delta,
             outcome_bounds=self._bounds(),
             params={**self._sums_params(estimator, n, d, columns), **(params or {})},
-            evaluation=evaluation)
+            evaluation=evaluation, estimand=self.estimand)
 
     # ------------------------------------------------------------------ public parameters
     def resolved_n_folds(self, n: int, d: int | None = None) -> int:

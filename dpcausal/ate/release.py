@@ -128,8 +128,8 @@ _SUMS_NAMES = {"dim": "DIM (difference in means, from noisy arm sums)",
 def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.Generator, *,
                       alpha: float = 0.05, delta: float = DEFAULT_DELTA,
                       outcome_bounds: tuple[float, float],
-                      params: dict[str, Any] | None = None, evaluation: bool = False
-                      ) -> ATERelease:
+                      params: dict[str, Any] | None = None, evaluation: bool = False,
+                      estimand: str = "ate") -> ATERelease:
     """A ``dim``/``lin`` release (spec small_n_estimators.md §2-3; :mod:`dpcausal.ate.sums`):
     the weighted statistic vector plus exact discrete Gaussian noise, drawn once
     (:func:`dpcausal.noise.gaussian_vector_mechanism`: L2 sensitivity over the scale is
@@ -140,7 +140,8 @@ def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.G
     ``se`` is the CI's normal-equivalent ``width / (2 z_{1-alpha/2})``. The bootstrap's draws
     use no data and no noise value: fresh OS entropy in a release, the noise generator's own
     seed sequence in evaluation mode. ``statistics``: the UNWEIGHTED pre-noise vector
-    (:func:`dpcausal.ate.sums.statistics`)."""
+    (:func:`dpcausal.ate.sums.statistics`). ``estimand`` ("ate" or "att") chooses the
+    functional only: the vector, its sensitivity and its noise are the same for both."""
     from dpcausal.ate import sums
 
     cal = calibration
@@ -149,7 +150,8 @@ def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.G
                                       cal.sensitivity / cal.zeta, cal.sensitivity, rng)
     h = (outcome_bounds[1] - outcome_bounds[0]) / 2.0
     est = sums.estimate_from(noisy, cal, alpha=alpha,
-                             rng=rng.spawn(1)[0] if evaluation else secure_rng())
+                             rng=rng.spawn(1)[0] if evaluation else secure_rng(),
+                             estimand=estimand)
     ate = h * est.tau
     ate, ci, clamped_to = clamp_to_feasible(ate, (h * est.ci[0], h * est.ci[1]), outcome_bounds)
     se = (est.ci[1] - est.ci[0]) * h / (2.0 * float(ndtri(1.0 - alpha / 2.0)))
@@ -166,9 +168,10 @@ def draw_sums_release(statistics: np.ndarray, calibration: Any, rng: np.random.G
     nonprivate = None
     if evaluation:
         exact, one, zero, xbar = sums.point(np.asarray(statistics, dtype=float), cal.d,
-                                            cal.ridge, cal.eigen_floor, cal.floor)
-        nonprivate = {"ate": float(h * float(exact)),
-                      "variance": float(h * h * sums.sampling_variance(one, zero, xbar))}
+                                            cal.ridge, cal.eigen_floor, cal.floor,
+                                            estimand=estimand)
+        nonprivate = {"ate": float(h * float(exact)), "variance": float(
+            h * h * sums.sampling_variance(one, zero, xbar, estimand))}
     return ATERelease(
         ate=ate, ci=ci, se=se, level=1.0 - alpha, privacy=privacy, n=cal.n,
         evaluation=evaluation, clamped_to=clamped_to, variance=variance, noise=noise,

@@ -20,7 +20,8 @@ observational design its eigenvalues floored (no ridge: a ridge shrinks the slop
 i.e. toward the unadjusted difference in means, which there is the confounding; spec §6 E2; the
 floor acts only in directions the noise swamps), in a randomized one a ridge (its pull is
 toward an unbiased estimate); each arm's fit through its noisy means, evaluated at
-the pooled covariate mean (Lin 2013). Its CI (:func:`estimate_from`): the hull of a parametric
+the pooled covariate mean (Lin 2013) for the ATE, at the treated arm's for the ATT
+(``estimand="att"``: the same vector and noise, another functional). Its CI (:func:`estimate_from`): the hull of a parametric
 bootstrap interval over the known noise and the sampling variability given the released
 statistics (Ferrando, Wang & Sheldon 2022; spec §6 E3) and the delta method's (per-arm residual
 variance over the count and leverage at the pooled mean, the covariate mean's spread times the
@@ -40,7 +41,7 @@ Canonne, Kamath, Steinke (2020), "The discrete Gaussian for differential privacy
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -50,6 +51,9 @@ from scipy.special import ndtri
 from dpcausal.validation import bounds_pair
 
 SUM_ESTIMATORS = ("dim", "lin")
+#: The functionals of the two arms' fits a ``dim``/``lin`` release may report (SPECS.md,
+#: "Estimators from noisy sums", the ATT): the same statistic vector and noise for both.
+ESTIMANDS = ("ate", "att")
 #: Weight of the sums of squares in the vector: dim's (d = 0) bound is proven for any weight, lin's
 #: needs w_q >= 1/sqrt(2) (SPECS.md); 1/2 costs dim 6% more noise on the means, 1 costs lin little.
 Q_WEIGHT = {"dim": 0.5, "lin": 1.0}
@@ -218,6 +222,8 @@ class ArmFit:
     scatter: np.ndarray     # PSD(S_xx), the centred covariate scatter
     inverse: np.ndarray     # S_reg^-1: PSD(S_xx), eigenvalues floored and raised
     residual_var: np.ndarray
+    s_xy: np.ndarray        # the centred cross-products sum (x - xbar)(y - ybar)
+    s_yy: np.ndarray        # the centred sum of squares of y
 
 
 def _unpack(block: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -260,21 +266,34 @@ def fit_arm(block: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: 
     rss = (s_yy - 2.0 * np.sum(slopes * s_xy, axis=-1)
            + (slopes[..., None, :] @ s_xx @ slopes[..., :, None])[..., 0, 0])
     residual_var = np.clip(rss / np.maximum(count - d - 1.0, 1.0), 0.0, 1.0)
-    return ArmFit(count, mean_x, mean_y, slopes, scatter, inverse, residual_var)
+    return ArmFit(count, mean_x, mean_y, slopes, scatter, inverse, residual_var, s_xy, s_yy)
+
+
+def check_estimand(estimand: str) -> str:
+    """``estimand`` if it is one of :data:`ESTIMANDS`, else a ``ValueError`` naming them."""
+    if estimand not in ESTIMANDS:
+        raise ValueError(f"estimand must be one of {ESTIMANDS}, got {estimand!r}")
+    return estimand
 
 
 def point(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float, *,
-          clip: bool = True
+          clip: bool = True, estimand: str = "ate"
           ) -> tuple[np.ndarray, ArmFit, ArmFit, np.ndarray]:
-    """``(tau, arm 1, arm 0, pooled covariate mean)`` in scaled units: Lin's estimate
-    ``mu_1(xbar) - mu_0(xbar)``, ``mu_a(x) = ybar_a + (x - xbar_a)^T beta_a`` (spec §3), each
-    ``mu_a`` clipped to [-1, 1] unless ``clip`` is False (the CI's unclipped estimator).
-    ``stats`` may carry leading batch axes."""
+    """``(tau, arm 1, arm 0, xbar)`` in scaled units: ``mu_1(xbar) - mu_0(xbar)``,
+    ``mu_a(x) = ybar_a + (x - xbar_a)^T beta_a`` (spec §3; SPECS.md "Estimators from noisy
+    sums"), each ``mu_a`` clipped to [-1, 1] unless ``clip`` is False (the CI's unclipped
+    estimator). ``estimand`` "ate": ``xbar`` the pooled covariate mean (Lin 2013); "att": the
+    treated arm's, so ``tau = ybar_1 - mu_0(xbar_1)``, the mean over the treated of
+    ``mu_1(x) - mu_0(x)`` (the ATT). ``stats`` may carry leading batch axes."""
+    check_estimand(estimand)
     size = block_size(d)
     one = fit_arm(stats[..., :size], d, ridge, eigen_floor, floor)
     zero = fit_arm(stats[..., size:], d, ridge, eigen_floor, floor)
-    total = (one.count + zero.count)[..., None]
-    xbar = (one.count[..., None] * one.mean_x + zero.count[..., None] * zero.mean_x) / total
+    if estimand == "att":
+        xbar = one.mean_x
+    else:
+        total = (one.count + zero.count)[..., None]
+        xbar = (one.count[..., None] * one.mean_x + zero.count[..., None] * zero.mean_x) / total
     mu = [f.mean_y + np.sum((xbar - f.mean_x) * f.slopes, axis=-1) for f in (one, zero)]
     if clip:
         mu = [np.clip(m, -1.0, 1.0) for m in mu]
@@ -295,19 +314,48 @@ def _covariate_mean_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> flo
     return float(diff @ spread @ diff) / n**2
 
 
-def sampling_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray) -> float:
+def _treated_contrast(one: ArmFit, zero: ArmFit) -> ArmFit:
+    """The treated arm as the ATT's variance sees it (SPECS.md, "Estimators from noisy sums",
+    the ATT): slopes ``beta_0`` and residual variance ``v_1`` of ``y - beta_0^T x`` over the
+    treated, ``(S_yy - 2 beta_0^T S_xy + beta_0^T S_xx beta_0) / (n_1 - 1)`` from the arm's
+    centred sums (linear in its noise: no inverse of its scatter), within [0, (1 +
+    ||beta_0||_1)^2] (Popoviciu: ``y - beta_0^T x`` lies in an interval of that half-width).
+    Its per-arm variance at ``xbar_1`` is ``v_1 / n_1``: ``ybar_1 - beta_0^T xbar_1``'s."""
+    b0 = zero.slopes
+    quad = one.s_yy - 2.0 * b0 @ one.s_xy + b0 @ one.scatter @ b0
+    cap = (1.0 + float(np.sum(np.abs(b0)))) ** 2
+    v1 = np.clip(quad / np.maximum(one.count - 1.0, 1.0), 0.0, cap)
+    return replace(one, slopes=b0, residual_var=v1)
+
+
+def _variance_arms(one: ArmFit, zero: ArmFit, xbar: np.ndarray, estimand: str
+                   ) -> tuple[tuple[ArmFit, ArmFit], float]:
+    """The arms whose per-arm variance ``s_a^2 (1/n_a + gap_a^T S_reg^-1 gap_a)`` at ``xbar``
+    sums to the estimand's sampling variance, and the population covariate mean's variance
+    they leave out (SPECS.md, "Estimators from noisy sums"): ATE the fitted arms and
+    :func:`_covariate_mean_variance`; ATT the treated contrast (:func:`_treated_contrast`,
+    which holds ``xbar_1``'s spread) and the control arm, nothing left out."""
+    if estimand == "att":
+        return (_treated_contrast(one, zero), zero), 0.0
+    return (one, zero), _covariate_mean_variance(one, zero, xbar)
+
+
+def sampling_variance(one: ArmFit, zero: ArmFit, xbar: np.ndarray, estimand: str = "ate"
+                      ) -> float:
     """Per arm ``s_a^2 (1/n_a + (xbar - xbar_a)^T S_reg^-1 (xbar - xbar_a))`` (the
-    residual variance at the pooled mean), plus ``(beta_1 - beta_0)^T Sigma_x (beta_1 - beta_0)
-    / n`` for the spread of the covariate mean (the population ATE); scaled units, one fit."""
-    var = _covariate_mean_variance(one, zero, xbar)
-    for f in (one, zero):
+    residual variance at the evaluation point), plus for the ATE ``(beta_1 - beta_0)^T Sigma_x
+    (beta_1 - beta_0) / n`` for the spread of the covariate mean (the population ATE); for the
+    ATT ``v_1 / n_1 + s_0^2 (1/n_0 + (xbar_1 - xbar_0)^T S_reg,0^-1 (xbar_1 - xbar_0))``
+    (:func:`_variance_arms`); scaled units, one fit."""
+    arms, var = _variance_arms(one, zero, xbar, estimand)
+    for f in arms:
         gap = xbar - f.mean_x
         var += float(f.residual_var * (1.0 / f.count + gap @ f.inverse @ gap))
     return var
 
 
 def noise_variance(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, floor: float,
-                   sigma: np.ndarray
+                   sigma: np.ndarray, estimand: str = "ate"
                    ) -> float:
     """Delta-method variance of the unclipped estimate from the noise: ``sum_k (d tau / d S_k)^2
     sigma_k^2`` at the released statistics, by central differences of :func:`point` (all 2p
@@ -316,7 +364,7 @@ def noise_variance(stats: np.ndarray, d: int, ridge: float, eigen_floor: float, 
     step = 1e-4 * np.maximum(np.asarray(sigma, dtype=float), 1e-12)
     shifts = np.diag(step)
     taus = point(np.concatenate([stats + shifts, stats - shifts]), d, ridge, eigen_floor, floor,
-                 clip=False)[0]
+                 clip=False, estimand=estimand)[0]
     grad = (taus[:stats.size] - taus[stats.size:]) / (2.0 * step)
     return float(np.sum((grad * sigma) ** 2))
 
@@ -336,19 +384,24 @@ def model_statistics(fit: ArmFit, d: int) -> tuple[np.ndarray, np.ndarray, float
 
 
 def bootstrap_deviations(stats: np.ndarray, cal: SumsCalibration, rng: np.random.Generator,
-                         replicates: int = BOOTSTRAP_REPLICATES) -> np.ndarray:
+                         replicates: int = BOOTSTRAP_REPLICATES, estimand: str = "ate"
+                         ) -> np.ndarray:
     """Parametric bootstrap of the unclipped estimate given the released statistics (Ferrando,
     Wang & Sheldon 2022; SPECS.md, "Estimators from noisy sums", CI). Per replicate and arm: the
     model's pre-noise block (:func:`model_statistics`) with a fresh draw of its sampling
     variability (``sum u e ~ N(0, s^2 G)``, ``sum e^2 = s^2 (n + sqrt(2n) z)``) and of the known
-    noise (sd ``sigma / w`` per coordinate), re-estimated by :func:`point`; minus the model's own
-    estimate; plus a normal draw of the covariate mean's spread (population ATE). Returns the
+    noise (sd ``sigma / w`` per coordinate), re-estimated by :func:`point` for ``estimand``;
+    minus the model's own estimate; plus a normal draw of the covariate mean's spread
+    (population ATE; 0 for the ATT, whose treated arm is modelled as the control fit plus a
+    constant with ``y - beta_0^T x``'s residual variance: :func:`_variance_arms`). Returns the
     B deviations ``tau* - tau_model`` in scaled units: post-processing of the released vector."""
     d = cal.d
-    _, one, zero, xbar = point(stats, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)
+    _, one, zero, xbar = point(stats, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False,
+                               estimand=estimand)
+    arms, spread_var = _variance_arms(one, zero, xbar, estimand)
     iu = np.triu_indices(d + 1)
     centre, blocks = [], []
-    for fit in (one, zero):
+    for fit in arms:
         gram, theta, s2 = model_statistics(fit, d)
         cross = gram @ theta
         sq = float(theta @ cross) + float(fit.count) * s2
@@ -361,10 +414,11 @@ def bootstrap_deviations(stats: np.ndarray, cal: SumsCalibration, rng: np.random
     model = np.concatenate(centre)
     noisy = np.hstack(blocks) + (rng.standard_normal((replicates, model.size))
                                  * (cal.sigma / weights(d, cal.q_weight)))
-    taus = point(noisy, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0]
-    spread = math.sqrt(_covariate_mean_variance(one, zero, xbar))
-    tau_model = float(point(model, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0])
-    return taus - tau_model + spread * rng.standard_normal(replicates)
+    taus = point(noisy, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False,
+                 estimand=estimand)[0]
+    tau_model = float(point(model, d, cal.ridge, cal.eigen_floor, cal.floor, clip=False,
+                            estimand=estimand)[0])
+    return taus - tau_model + math.sqrt(spread_var) * rng.standard_normal(replicates)
 
 
 @dataclass(frozen=True)
@@ -380,9 +434,10 @@ class SumsEstimate:
 
 
 def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: float,
-                  rng: np.random.Generator) -> SumsEstimate:
-    """The estimate and its ``1 - alpha`` CI from the released (weighted, noisy) vector:
-    post-processing only (SPECS.md, "Estimators from noisy sums", CI). The CI is the hull of two
+                  rng: np.random.Generator, estimand: str = "ate") -> SumsEstimate:
+    """The ``estimand`` (:func:`point`) and its ``1 - alpha`` CI from the released (weighted,
+    noisy) vector: post-processing only (SPECS.md, "Estimators from noisy sums", CI; the same
+    construction for either estimand, each with its own functional and sampling variance). The CI is the hull of two
     intervals around the unclipped estimate t: the basic parametric bootstrap interval
     ``[t - q_{1-alpha/2}, t - q_{alpha/2}]`` (q the quantiles of :func:`bootstrap_deviations`),
     which follows the estimate's nonlinearity in the noise, and the delta method's
@@ -391,11 +446,13 @@ def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: fl
     bootstrap's replicates (not privacy noise)."""
     w = weights(cal.d, cal.q_weight)
     stats = np.asarray(noisy_weighted, dtype=float) / w
-    tau, one, zero, xbar = point(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor)
-    raw = float(point(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0])
-    v_s = sampling_variance(one, zero, xbar)
-    v_n = noise_variance(stats, cal.d, cal.ridge, cal.eigen_floor, cal.floor, cal.sigma / w)
-    q_lo, q_hi = np.quantile(bootstrap_deviations(stats, cal, rng), [alpha / 2, 1 - alpha / 2])
+    post = (cal.d, cal.ridge, cal.eigen_floor, cal.floor)
+    tau, one, zero, xbar = point(stats, *post, estimand=estimand)
+    raw = float(point(stats, *post, clip=False, estimand=estimand)[0])
+    v_s = sampling_variance(one, zero, xbar, estimand)
+    v_n = noise_variance(stats, *post, cal.sigma / w, estimand)
+    q_lo, q_hi = np.quantile(bootstrap_deviations(stats, cal, rng, estimand=estimand),
+                             [alpha / 2, 1 - alpha / 2])
     half = float(ndtri(1 - alpha / 2)) * math.sqrt(v_s + v_n)
     lo = min(raw - float(q_hi), raw - half, float(tau))
     hi = max(raw - float(q_lo), raw + half, float(tau))
@@ -404,7 +461,8 @@ def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: fl
 
 def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
                        outcome_bounds: tuple[float, float], alpha: float = 0.05,
-                       outcome_sd: float | None = None, treated_share: float = 0.5) -> float:
+                       outcome_sd: float | None = None, treated_share: float = 0.5,
+                       estimand: str = "ate") -> float:
     """The planner's expected half-width of a ``dim``/``lin`` CI, from public facts: sampling
     ``sd^2 (1/n_1 + 1/n_0)`` (no gain assumed from covariates), noise per arm
     ``sigma^2 (1 + m^2 + k) / n_a^2`` with ``m^2 = 1 - (sd/h)^2`` the largest squared scaled
@@ -412,7 +470,8 @@ def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
     covariate means and the slopes' noise at covariate imbalance, an empirical allowance (a
     planning figure, not a bound: SPECS.md) that matched the measured noise of releases on a
     d = 18 and a d = 5 observational data set within a factor of about 1.5. ``zeta=inf``
-    gives the limit without noise, the sampling part alone."""
+    gives the limit without noise, the sampling part alone. ``estimand="att"``: the treated
+    arm's ``k`` is at most 1 (:func:`_arm_allowances`), the rest as for the ATE."""
     lo, hi = outcome_bounds
     h = (hi - lo) / 2.0
     sd = h if outcome_sd is None else float(outcome_sd)
@@ -420,10 +479,21 @@ def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
     sigma = 0.0 if zeta == math.inf else calibrate_sums(estimator, n, d, zeta).sigma
     k = 1.0 + d / 2.0 if estimator == "lin" else 0.0
     var = 0.0
-    for share in (treated_share, 1.0 - treated_share):
+    for share, k_a in zip((treated_share, 1.0 - treated_share), _arm_allowances(k, estimand)):
         n_a = n * share
-        var += ratio2 / n_a + sigma**2 * (2.0 - ratio2 + k) / n_a**2
+        var += ratio2 / n_a + sigma**2 * (2.0 - ratio2 + k_a) / n_a**2
     return float(ndtri(1.0 - alpha / 2.0)) * h * math.sqrt(var)
+
+
+def _arm_allowances(k: float, estimand: str) -> tuple[float, float]:
+    """The planner's noise allowance ``k`` of (arm 1, arm 0) (SPECS.md, "Estimators from noisy
+    sums", the ATT): the ATE extrapolates both arms' noisy slopes to the pooled mean; the ATT
+    uses the treated arm only through ``ybar_1 - beta_0^T xbar_1`` (no slopes of its own: its
+    covariate means' noise times ``beta_0``, ``sum beta_0j^2 <= 1`` for a control fit that stays
+    within the outcome's bounds), so arm 1's allowance is ``min(k, 1)``."""
+    if check_estimand(estimand) == "att":
+        return min(k, 1.0), k
+    return k, k
 
 
 def chunk_statistics(X: np.ndarray | pd.DataFrame | None, A: np.ndarray, Y: np.ndarray, *,
