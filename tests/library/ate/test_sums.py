@@ -264,16 +264,18 @@ def test_the_summary_says_how_the_sums_treat_missing_values(estimator):
     assert str(rel).count(line) == 1                           # the printed summary holds it
 
 
-def test_partitioned_sums_release_equals_the_in_memory_one():
+@pytest.mark.parametrize("estimand", ["ate", "att"])
+def test_partitioned_sums_release_equals_the_in_memory_one(estimand):
     X, A, Y = _trial(n=700)
     est = PrivateATE(estimator="lin", design="randomized", outcome_bounds=Y_BOUNDS,
-                     covariate_bounds=COV_BOUNDS, noise_seed=9)
+                     covariate_bounds=COV_BOUNDS, noise_seed=9, estimand=estimand)
     whole = est.fit(X, A, Y, evaluation=True)
     summed = sum(est.sum_statistics(X[s], A[s], Y[s], estimator="lin")
                  for s in (slice(0, 350), slice(350, None)))
     parts = est._release_statistics(700, summed, estimator="lin", d=2, evaluation=True)
     assert parts.ate == pytest.approx(whole.ate, abs=1e-9)
     assert parts.ci == pytest.approx(whole.ci, abs=1e-9)
+    assert parts.params["estimand"] == whole.params["estimand"] == estimand
     with pytest.raises(ValueError, match="statistics must have"):
         est._release_statistics(700, summed[:-1], estimator="lin", d=2, evaluation=True)
 
