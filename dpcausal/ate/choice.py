@@ -100,7 +100,8 @@ def _sums_halfwidth(name: str) -> Callable[..., float]:
                   alpha: float = 0.05, outcome_sd: float | None = None, **public: Any) -> float:
         return sums.expected_halfwidth(name, n, d, zeta=zeta, outcome_bounds=outcome_bounds,
                                        alpha=alpha, outcome_sd=outcome_sd,
-                                       treated_share=public.get("treated_share", 0.5))
+                                       treated_share=public.get("treated_share", 0.5),
+                                       estimand=public.get("estimand", "ate"))
     return halfwidth
 
 

@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from dpcausal import PrivateATE
-from dpcausal.ate import sums
+from dpcausal.ate import choice, sums
 
 Y_BOUNDS = (-10.0, 30.0)
 X_BOUNDS = [(-2.0, 3.0), (-2.0, 3.0), (0.0, 1.0)]
@@ -148,3 +148,6 @@ def test_the_planned_att_halfwidth():
     assert got < sums.expected_halfwidth("lin", 4000, 6, **kw)
     with pytest.raises(ValueError, match="estimand"):
         sums.expected_halfwidth("lin", 4000, 6, estimand="atc", **kw)
+    # the planner's candidate reads the estimand from the public facts it is given
+    lin = next(c for c in choice.candidates(True) if c.name == "lin")
+    assert lin.expected_halfwidth(4000, 6, estimand="att", **kw) == got
