@@ -15,17 +15,17 @@ entry is the arm's count n_a, its first row the covariate sums), ``sum u y`` and
 a corner of the bounds moved across arms.
 
 The estimate (:func:`point`): per arm the centred normal equations with the covariate scatter
-projected on the positive semi-definite cone and regularised at a public level: in an observational
-design its eigenvalues floored (no ridge: a ridge shrinks the slopes toward 0, i.e. toward the
-unadjusted difference in means, which there is the confounding; spec §6 E2; the floor acts only in
-directions the noise swamps), in a randomized one a ridge (its pull is toward an unbiased estimate);
-each arm's fit through its noisy means, evaluated at the pooled covariate mean (Lin 2013) for the
-ATE, at the treated arm's for the ATT (``estimand="att"``: the same vector and noise, another
-functional). Its CI (:func:`estimate_from`): the hull of a parametric bootstrap interval over the
-known noise and the sampling variability given the released statistics (Ferrando, Wang & Sheldon
-2022; spec §6 E3) and the delta method's (per-arm residual variance over the count and leverage at
-the pooled mean, the covariate mean's spread times the slopes' difference, the noise's linearised
-variance), both of the unclipped estimate.
+projected on the positive semi-definite cone and regularised at a public level: in an
+observational design its eigenvalues floored (no ridge: a ridge shrinks the slopes toward 0,
+i.e. toward the unadjusted difference in means, which there is the confounding; spec §6 E2; the
+floor acts only in directions the noise swamps), in a randomized one a ridge (its pull is
+toward an unbiased estimate); each arm's fit through its noisy means, evaluated at
+the pooled covariate mean (Lin 2013), for the ATT (``estimand``) at the treated arm's
+(the same vector and noise). Its CI (:func:`estimate_from`): the hull of a parametric
+bootstrap interval over the known noise and the sampling variability given the released
+statistics (Ferrando, Wang & Sheldon 2022; spec §6 E3) and the delta method's (per-arm residual
+variance over the count and leverage at the pooled mean, the covariate mean's spread times the
+slopes' difference, the noise's linearised variance), both of the unclipped estimate.
 
 References
 ----------
@@ -440,8 +440,8 @@ def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: fl
     construction for either estimand, each with its own functional and sampling variance).
     The CI is the hull of two intervals around the unclipped estimate t: the basic parametric
     bootstrap interval ``[t - q_{1-alpha/2}, t - q_{alpha/2}]`` (q the quantiles of
-    :func:`bootstrap_deviations`),
-    which follows the estimate's nonlinearity in the noise, and the delta method's
+    :func:`bootstrap_deviations`), which follows the estimate's nonlinearity in the noise, and
+    the delta method's
     ``t +/- z sqrt(V_sampling + V_noise)``, which holds where a floored count makes the
     bootstrap's centre biased; then widened to hold the clipped estimate. ``rng`` draws the
     bootstrap's replicates (not privacy noise)."""
