@@ -278,20 +278,23 @@ def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
                      propensity_clip: float | str = "auto", zeta: float = 1.5,
                      ci: str = "conservative",
                      alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
-                     outcome_sd: float | None = None, treated_share: float = 0.5
-                     ) -> tuple[float, float]:
+                     outcome_sd: float | None = None, treated_share: float = 0.5,
+                     estimand: str = "ate") -> tuple[float, float]:
     """``(halfwidth, ratio)``: the expected private CI half-width of a release of n rows in K
     folds cut into ``layout`` (a layout not balanced by :func:`layout_for`, e.g. the partitioned
     path's, whose blocks follow the partitions' row counts; None: the full ensemble), at its
     narrowest sigma2 and ci_share (only ``"tight"`` with blocks, spec §2.5b), and its ratio to
-    the non-private ``z_{1-alpha/2} sqrt(V)`` under the stated outcome-spread assumption."""
+    the non-private ``z_{1-alpha/2} sqrt(V)`` under the stated outcome-spread assumption;
+    ``estimand="att"``: the ATT's (:func:`estimand_noise`)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    estimand, zeta, p = estimand_noise(estimator, estimand, zeta, treated_share)
     half = min(
-        expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha, p1=p1)
+        expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci, alpha=alpha,
+                           p1=p1)
         for mode in _sigma2_modes(None, layout) for share in _shares(estimator, None)
         for cal in [calibrate(estimator, n, n_folds, _pair(outcome_bounds),
                               resolve_clip(propensity_clip, n, n_folds, zeta, layout),
-                              zeta, share, sensitivity, mode, layout)])
+                              zeta, share, sensitivity, mode, layout, estimand)])
     return half, half / (float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance))
 
 
@@ -485,7 +488,7 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
                        ci_share: float = 0.1, sigma2: str = "tight", ci: str = "conservative",
                        alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                        outcome_sd: float | None = None, treated_share: float = 0.5,
-                       block_folds: int | None = None) -> float:
+                       block_folds: int | None = None, estimand: str = "ate") -> float:
     """The smallest zeta whose expected half-width is at most ``target`` (by root finding).
 
     Parameters
@@ -500,6 +503,8 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
         The stated public assumption on the outcome's spread.
     block_folds : int, optional
         K' of a block layout (None: the full ensemble).
+    estimand : {"ate", "att"}
+        ``"att"``: the ATT's expected half-width (:func:`estimand_noise`).
 
     Returns
     -------
@@ -511,11 +516,12 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
 
     def excess(zeta: float) -> float:
+        kind, zeta_t, p = estimand_noise(estimator, estimand, zeta, treated_share)
         cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                        resolve_clip(propensity_clip, n, n_folds, zeta, layout), zeta,
-                        ci_share, sensitivity, sigma2, layout)
-        return expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha,
-                                  p1=p1) - target
+                        resolve_clip(propensity_clip, n, n_folds, zeta_t, layout), zeta_t,
+                        ci_share, sensitivity, sigma2, layout, kind)
+        return expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci,
+                                  alpha=alpha, p1=p1) - target
 
     return _smallest_zeta(excess, 1e6)
 

@@ -390,3 +390,51 @@ def test_nonprivate_att_equals_doubleml_atte(eta):
     if eta == 0.1:
         m_hat = model.predictions["ml_m"][:, 0, 0]
         assert np.mean((m_hat == eta) | (m_hat == 1 - eta)) > 0.05
+
+
+# ------------------------------------------------------------------ planning and auto
+def test_the_plan_of_the_att_is_the_noise_of_t_over_the_treated_share():
+    """The planned ATT half-width is the ensemble's with T's sigma1 and sigma2 (at zeta
+    sqrt(0.99), ATT constants) divided by the treated share, by hand from the conservative CI
+    form; the stated treated_share is used, else 1/2; the release's eta is the plan's."""
+    from scipy.special import ndtri
+
+    from dpcausal.ate.planner import nonprivate_variance, recommended
+
+    n, d, zeta = 20_000, 2, 1.0
+    for share in (None, 0.1):
+        est = PrivateATE(estimator="aipw", estimand="att", outcome_bounds=(0, 1), zeta=zeta,
+                         treated_share=share)
+        row = recommended(est.plan(n, d))
+        assert row["estimand"] == "att"
+        p = 0.5 if share is None else share
+        cal = calibrate("aipw", n, int(row["n_folds"]), (0, 1), float(row["propensity_clip"]),
+                        zeta * math.sqrt(0.99), float(row["ci_share"]), "tight",
+                        str(row["sigma2"]), None, "att")
+        z, c = float(ndtri(0.99)), float(ndtri(1 - 0.05 / 2 + 0.01 / 2))
+        v = nonprivate_variance(n, (0, 1), None, p)
+        half = c * math.sqrt((math.sqrt(v) + z * cal.sigma_var / p) ** 2
+                             + (cal.sigma_ate / p) ** 2)
+        assert row["halfwidth"] == pytest.approx(half, rel=1e-12)
+        assert est.resolved_propensity_clip(n, d) == pytest.approx(row["propensity_clip"])
+    ate = recommended(PrivateATE(estimator="aipw", outcome_bounds=(0, 1), zeta=zeta,
+                                 treated_share=0.1).plan(n, d))
+    assert half > 5 * ate["halfwidth"]       # the ATT at 10% treated: noise over 0.1
+
+
+def test_auto_compares_att_halfwidths():
+    """In a randomized design auto compares the candidates' ATT half-widths: the ensemble's
+    comparison row is its ATT plan's, and the release states the estimand."""
+    from dpcausal.ate.planner import recommended
+
+    n, d = 5000, 2
+    plain = dict(propensity_model=LogisticRegression(), outcome_model=LinearRegression(),
+                 outcome_bounds=(0, 1), zeta=1.0, treated_share=0.2, estimand="att")
+    est = PrivateATE(design="randomized", **plain)
+    table = est.compare_estimators(n, d)
+    ens = float(table.loc[table["estimator"] == "aipw", "halfwidth"].iloc[0])
+    plan_att = recommended(PrivateATE(estimator="aipw", **plain).plan(n, d))
+    ate = recommended(PrivateATE(estimator="aipw", **{**plain, "estimand": "ate"}).plan(n, d))
+    assert ens > 3 * float(ate["halfwidth"])
+    assert ens == pytest.approx(float(plan_att["halfwidth"]), rel=1e-12)
+    assert est.public_params(n, d)["estimand"] == "att"
