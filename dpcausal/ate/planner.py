@@ -379,9 +379,10 @@ def plan(
     pandas.DataFrame
         Columns: estimator, propensity_clip, n_folds (K = B K'), n_blocks (B), block_folds (K'),
         rows_per_fold (of the smallest fold), sigma2, ci_share, sigma1 (noise sd of the ATE),
-        sigma2_sd (noise sd of sqrt(V)), estimand, halfwidth, nonprivate_halfwidth, ratio, predictions,
-        seconds, feasible (the floor met, and the compute budget too unless K is at most about
-        sqrt(n): the rule of :func:`auto_n_folds`), informative (ratio <= 10) and recommended
+        sigma2_sd (noise sd of sqrt(V)), estimand, halfwidth, nonprivate_halfwidth, ratio,
+        predictions, seconds, feasible (the floor met, and the compute budget too unless K is
+        at most about sqrt(n): the rule of :func:`auto_n_folds`), informative (ratio <= 10) and
+        recommended
         (exactly one row: the narrowest feasible CI, the smaller K on ties; at the "auto" K, since
         the CI narrows with K).
     """
