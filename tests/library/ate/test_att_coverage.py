@@ -107,6 +107,28 @@ def test_the_designs_att_differs_from_their_ate():
 @pytest.mark.parametrize("design", sorted(OVERLAP))
 @pytest.mark.parametrize("n", [3_000, 20_000])
 def test_att_covers(design, n):
-    """Coverage >= 0.93 over 300 releases per cell (zeta = 1 and 4)."""
+    """Coverage >= 0.93 over 300 releases per cell (zeta = 1 and 4).
+
+    Measured once at full size (300 releases per cell, one process, load 6-8, 370 s in all;
+    true ATT 0.1627 linear, 0.1865 threshold, ATE 0.1 in both):
+
+    ========= ====== ==== ======== ========== ========== ==================
+    design    n      zeta coverage mean error half-width pre-noise error
+    ========= ====== ==== ======== ========== ========== ==================
+    linear    3,000  1    0.973    -0.026     2.66       +0.0009
+    linear    3,000  4    0.973    -0.020     1.05       +0.0009
+    linear    20,000 1    0.963    +0.029     0.83       +0.0000
+    linear    20,000 4    0.967    -0.004     0.45       +0.0000
+    threshold 3,000  1    0.963    +0.095     2.63       +0.055
+    threshold 3,000  4    0.990    +0.052     1.13       +0.052
+    threshold 20,000 1    0.953    +0.017     0.89       +0.042
+    threshold 20,000 4    0.963    +0.030     0.49       +0.032
+    ========= ====== ==== ======== ========== ========== ==================
+
+    The privacy noise dominates every cell (the ATT's is T's over the treated share). The
+    threshold design's pre-noise bias (+0.03 to +0.05: the clip at 1 - eta cuts the controls'
+    odds where the outcome model misses the step) shrinks as eta falls with n and zeta, and
+    stays well under the half-width, as the clip rule intends (SPECS.md "The propensity clip
+    for the release at hand")."""
     for zeta, (cov, err, half, pre) in coverage(design, n).items():
         assert cov >= 0.93, (design, n, zeta, cov, err, half, pre)
