@@ -990,9 +990,10 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat, v_hat = self._estimate(A, Y, nuisances)
+        treated = _count_of("treated", A, np.ones(A.shape[0], dtype=bool))
         return self._draw(tau_hat, v_hat, A.shape[0], d, evaluation,
-                          n_folds=nuisances.n_folds, count=_count_of(
-                              self._counted(), A, np.ones(A.shape[0], dtype=bool)))
+                          n_folds=nuisances.n_folds,
+                          count=treated if self.estimand == "att" else None)
 
     def block_scores(self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
                      fold_models: Sequence[FoldModels], usable: np.ndarray | None = None
