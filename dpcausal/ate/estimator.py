@@ -211,12 +211,13 @@ class PrivateATE(Mechanism[ATEFacts]):
         trial protocol's assignment probability, or a curator's registered fact); default 1/2.
         Public, never checked against the data; published.
     estimand : {"ate", "att"}
-        The effect released: ``"ate"`` (default), the average treatment effect, or ``"att"``,
-        the average effect on the treated. For the ensemble, ``"att"`` is AIPW's (DoubleML
-        IRM's ``"ATTE"`` score; SPECS.md "The ATT of the ensemble"): the mean of the ATT
-        scores over the noisy count of usable treated rows, each with its own noise, the
-        count on a public 1% share of zeta^2 (:mod:`dpcausal.ate.complete_cases`); ``"g"`` and
-        ``"ipw"`` release the ATE only, and so does the partitioned path. Public; published.
+        The average treatment effect (default) or the effect on the treated. For "dim" and
+        "lin" the same noisy statistics post-processed (:mod:`dpcausal.ate.sums`; SPECS.md,
+        "Estimators from noisy sums", the ATT); published. For the ensemble, ``"att"`` is
+        AIPW's (DoubleML IRM's ``"ATTE"`` score; SPECS.md "The ATT of the ensemble"): the mean
+        of the ATT scores over the noisy count of usable treated rows, each with its own
+        noise, the count on a public 1% share of zeta^2 (:mod:`dpcausal.ate.complete_cases`);
+        ``"g"`` and ``"ipw"`` refuse it, and so does the ensemble's partitioned path.
     """
 
     def __init__(
@@ -364,7 +365,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         return dict(zeta=self.zeta, outcome_bounds=self._bounds(), alpha=self.alpha,
                     outcome_sd=self.outcome_sd,
                     treated_share=self.assumed_treated_share(treated_share),
-                    ensemble=self._ensemble_knobs())
+                    ensemble=self._ensemble_knobs(), estimand=self.estimand)
 
     def assumed_treated_share(self, given: float | None = None) -> float:
         """The treated share the planner assumes: ``given``, else the stated
@@ -382,7 +383,6 @@ class PrivateATE(Mechanism[ATEFacts]):
             "p1": self.p1, "sensitivity": self.sensitivity, "model_kind": "parametric"
             if self._plain_linear() else "other", "compute_budget": float(self.compute_budget),
             "block_folds": self.block_folds if self.n_folds == "auto" else None,
-            "estimand": self.estimand,
         }
 
     def resolved_estimator(self, n: int, d: int | None = None) -> str:
@@ -647,7 +647,7 @@ class PrivateATE(Mechanism[ATEFacts]):
                              outcome_bounds=self._bounds(), alpha=self.alpha,
                              outcome_sd=outcome_sd, covariate_bounds=self.covariate_bounds,
                              treated_share=treated_share, ensemble=self._ensemble_knobs(),
-                             assume_linear=bool(self.assume_linear))
+                             assume_linear=bool(self.assume_linear), estimand=self.estimand)
         extra = comparison[(comparison["estimator"] != "aipw") & (
             comparison["estimator"].isin(names) if names is not None else True)]
         table = table.assign(design=self.design, assumption=ENSEMBLE_ASSUMPTION,
@@ -1289,9 +1289,9 @@ def _covariates(data: pd.DataFrame, treatment: str, outcome: str,
     return list(covariates)
 
 
-#: The partitioned path's refusal of a ratio release (its workers return score sums only).
+#: The ensemble's partitioned path refuses a ratio release (its workers return score sums only).
 PARTITIONED_ATE_ONLY = (
-    "estimand='att' (and missing='drop') do not apply to the partitioned path: its workers "
+    "estimand='att' with the ensemble does not apply to the partitioned path: its workers "
     "return score sums only, not the treated count the ATT divides by; release the ATT from "
     "a single file or SQL query (data.path / data.query), or use estimand='ate'")
 
