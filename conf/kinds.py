@@ -147,9 +147,9 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
     """What the ledger records of a core release: the estimator (the planner's choice for
     ``auto``, written into the config by :func:`with_planned`), its design, the covariate
     bounds, the assumption the release states and whether it declares ``assume_linear``, the
-    stated ``treated_share``, K for an ensemble (and K' for a block ensemble, the planner's or
-    the config's), its propensity clip eta (the planner's for "auto"), and the missing-value
-    policy."""
+    stated ``treated_share``, the estimand (``ate`` or ``att``), K for an ensemble (and K' for
+    a block ensemble, the planner's or the config's), its propensity clip eta (the planner's
+    for "auto"), and the missing-value policy."""
     e = config.estimator
     sums = e.estimator in SUM_ESTIMATORS
     bounds = e.covariate_bounds
@@ -158,6 +158,7 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
             PrivateATE(design=e.design, assume_linear=bool(e.assume_linear)).assumption(
                 e.estimator),
             "assume_linear": bool(e.assume_linear), "treated_share": e.treated_share,
+            "estimand": e.estimand,
             "K": None if sums else e.n_folds or "auto",
             "K'": e.block_folds if isinstance(e.block_folds, int) and not sums else None,
             "eta": None if sums or e.estimator == "g" else e.propensity_clip or "auto",

@@ -197,7 +197,9 @@ class EstimatorConfig(_Strict):
     observational design) and ``covariate_bounds`` are public and published with the release;
     ``outcome_sd`` and ``treated_share`` are stated planning facts for the planner's expected
     CI and ``auto``'s choice (defaults: the widest spread the outcome bounds allow, and 1/2, or
-    the values the curator registered as public facts)."""
+    the values the curator registered as public facts). ``estimand``: ``ate`` (the default)
+    or ``att``, the average effect on the treated (the ``aipw`` ensemble, and ``auto`` when it
+    takes it; ``g`` and ``ipw`` refuse it), published with the release."""
 
     estimator: Literal["auto", "aipw", "ipw", "g", "dim", "lin"] = "auto"
     design: Literal["observational", "randomized"] = "observational"
@@ -205,6 +207,7 @@ class EstimatorConfig(_Strict):
     outcome_sd: float | None = Field(None, gt=0, allow_inf_nan=False)
     assume_linear: StrictBool | None = None     # None: not declared (the library's False)
     treated_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
+    estimand: Literal["ate", "att"] = "ate"
     n_folds: int | Literal["auto"] | None = None
     block_folds: int | Literal["auto", "full"] | None = None  # "full": the paper's ensemble
     folds: Literal["shuffle", "contiguous"] | None = None
@@ -226,7 +229,8 @@ class EstimatorConfig(_Strict):
         """The library's refusals of the estimator choice, at load (its arguments are these
         keys): ``dim`` only in a randomized design, ``lin`` with covariate bounds and, in an
         observational design, ``assume_linear: true``, each bound finite with lo < hi,
-        ``outcome_sd`` within the outcome bounds."""
+        ``outcome_sd`` within the outcome bounds, ``estimand: att`` not with ``g`` or
+        ``ipw``."""
         from dpcausal import PrivateATE
 
         bounds = self.covariate_bounds

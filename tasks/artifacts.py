@@ -39,7 +39,7 @@ def release_table(release: dict[str, Any], release_id: str,
                     "releases": spent.get("n_charges")})
     params = release.get("params") or {}
     for key in ("estimator", "design", "covariate_bounds", "assumption",  # issue 33 §6
-                "assume_linear"):                                       # issue 39 item 1
+                "assume_linear", "estimand"):                           # issue 39 items 1, 7
         value = release.get(key) or params.get(key)
         if value is not None:
             row[key] = json.dumps(value) if isinstance(value, list) else value

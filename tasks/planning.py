@@ -30,7 +30,7 @@ def public_params(config: Any, estimator: str) -> dict[str, Any]:
     p = PrivateATE(**config.estimator.library_kwargs()).get_params()
     if p.get("outcome_bounds") is None:
         raise ValueError("estimator.outcome_bounds is required: the noise is calibrated to them")
-    keys = ("propensity_clip", "zeta", "ci", "alpha", "p1", "sensitivity")
+    keys = ("propensity_clip", "zeta", "ci", "alpha", "p1", "sensitivity", "estimand")
     return {"outcome_bounds": tuple(p["outcome_bounds"]), "estimator": estimator,
             **{k: p[k] for k in keys}}
 
@@ -129,7 +129,7 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
                                      treated_share=mechanism.assumed_treated_share(),
                                      block_folds=int(best["block_folds"])))
     return {"n": n, "d": d, "zeta": float(mechanism.zeta), "design": mechanism.design,
-            "estimator": chosen, "outcome_sd": mechanism.outcome_sd,
+            "estimator": chosen, "estimand": mechanism.estimand, "outcome_sd": mechanism.outcome_sd,
             "estimators": [plain_row(r) for r in compared.to_dict("records")],
             "recommended": plain_row(best.to_dict()),
             "ensemble": plain_row(ensemble_best.to_dict()),
@@ -197,6 +197,7 @@ def plan_lines(summary: dict[str, Any], config: Any, config_path: str, *,
     lines = wrapped(f"Plan for {config_path}: n={summary['n']}, d={summary['d']} (from the "
                     f"registration), design={summary['design']}, estimator={asked}"
                     + ("" if asked == summary["estimator"] else f" -> {summary['estimator']}")
+                    + (", estimand=att" if summary.get("estimand") == "att" else "")
                     + f", zeta={summary['zeta']:g} (from the config); nothing read, nothing "
                     "charged")
     if config.data.missing == "drop_public_count":  # the curator declared the count public
@@ -269,8 +270,15 @@ def recommendation_lines(summary: dict[str, Any], outcome_sd: float | None) -> l
         what = (f"estimator={best['estimator']}, K={int(best['n_folds'])} "
                 f"({int(best['rows_per_fold'])} rows per fold), sigma2={best['sigma2']}, "
                 f"ci_share={best['ci_share']:g}")
-    lines = [f"Recommended: {what}: expected 95% CI half-width {best['halfwidth']:.4g}, "
-             f"{best['ratio']:.1f}x the non-private one (assumed outcome sd: {spread})."]
+    of_att = ""
+    if summary.get("estimand") == "att":
+        share = summary["facts"]["treated_share"]
+        of_att = (" of the ATT (the noise over the treated share "
+                  + (f"{share['value']:g}, {share['source']}" if share["value"] is not None
+                     else "1/2, the planner's default: none declared") + ")")
+    lines = [f"Recommended: {what}: expected 95% CI half-width{of_att} "
+             f"{best['halfwidth']:.4g}, {best['ratio']:.1f}x the non-private one (assumed "
+             f"outcome sd: {spread})."]
     part = summary.get("partitioned")
     if part is not None and "sums" in part:
         lines.append(

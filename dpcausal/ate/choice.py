@@ -146,29 +146,31 @@ def spread_statement(outcome_sd: float | None, outcome_bounds: tuple[float, floa
 def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[float, float],
             alpha: float = 0.05, outcome_sd: float | None = None,
             covariate_bounds: Any = None, treated_share: float = 0.5,
-            ensemble: dict[str, Any] | None = None, assume_linear: bool = False
-            ) -> pd.DataFrame:
+            ensemble: dict[str, Any] | None = None, assume_linear: bool = False,
+            estimand: str = "ate") -> pd.DataFrame:
     """One row per candidate valid for ``design`` and the declared ``assume_linear``: estimator,
     expected half-width, the non-private difference-in-means half-width under the stated
     spread, their ratio, whether ``auto`` may take it, the assumption it states, and ``chosen``
     (auto's pick: the narrowest selectable one). Data-free.
 
     ``ensemble``: the ensemble's public knobs for :func:`dpcausal.ate.planner.plan`
-    (propensity_clip, sensitivity, ...)."""
+    (propensity_clip, sensitivity, ...); ``estimand``: the effect compared ("ate" or "att"),
+    given to every candidate."""
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
     # a comparator for binary outcomes (GR25) is listed where the bounds are (0, 1): a planning
     # row only, never auto's pick
     public = {"covariate_bounds": covariate_bounds, "treated_share": treated_share,
-              "binary_outcome": tuple(outcome_bounds) == (0, 1), "assume_linear": assume_linear}
+              "binary_outcome": tuple(outcome_bounds) == (0, 1), "assume_linear": assume_linear,
+              "estimand": estimand}
     base = float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(
         nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share))
     rows = []
     for cand in candidates(assume_linear):
         if not cand.valid(design, public):
             continue
-        extra = dict(ensemble or {}, treated_share=treated_share) if cand.name == "aipw" \
-            else dict(public)
+        extra = dict(ensemble or {}, treated_share=treated_share, estimand=estimand) \
+            if cand.name == "aipw" else dict(public)
         try:
             half = cand.expected_halfwidth(n, d, zeta=zeta, outcome_bounds=outcome_bounds,
                                            alpha=alpha, outcome_sd=outcome_sd, **extra)

@@ -1,5 +1,7 @@
-"""The complete-case estimate of ``missing="drop"``, released privately: SPECS.md "Missing and
-non-finite values", ``drop``.
+"""Ratios of a score mean to a noisy count, released privately: the complete-case estimate of
+``missing="drop"`` (SPECS.md "Missing and non-finite values", ``drop``) and the ensemble's ATT
+(SPECS.md "The ATT of the ensemble"; the count is then the treated rows, complete ones under
+"drop").
 
 Every row stays in n (public), so K and the fold layout come from n; an incomplete row trains no
 model and scores 0, so the released ``tau_DP`` of :func:`dpcausal.ate.release.draw_release` is
@@ -7,7 +9,8 @@ model and scores 0, so the released ``tau_DP`` of :func:`dpcausal.ate.release.dr
 Delta_tau, since a row switching between complete and incomplete is one of the neighbours that
 derivation covers). The complete-case count ``C`` is released with its own discrete Gaussian
 (sensitivity 1), on a share :data:`COUNT_SHARE` of zeta^2, and the estimate is their ratio
-``T~ / (C~/n)``; its CI is the delta method's.
+``T~ / (C~/n)``; its CI is the delta method's. The ATT is the same construction with ``T`` the
+mean of the ATT scores and ``C`` the number of usable treated rows.
 """
 
 from __future__ import annotations
@@ -37,46 +40,81 @@ def split_zeta(zeta: float) -> tuple[float, float]:
 
 def count_sigma(zeta_count: float) -> float:
     """The count's noise scale: sensitivity 1 (replace-one: one row switches between complete
-    and incomplete) over its zeta (spec §1.3, Gaussian mechanism)."""
+    and incomplete, or treated and not) over its zeta (spec §1.3, Gaussian mechanism)."""
     return 1.0 / zeta_count
 
 
-def complete_case_release(base: ATERelease, count: int, zeta_count: float,
-                          rng: np.random.Generator, *,
-                          outcome_bounds: tuple[float, float] | None = None) -> ATERelease:
-    r"""The complete-case release from ``base`` (T~ and its CI, unclamped) and the exact
-    complete-case ``count``, drawn here once: SPECS.md "Missing and non-finite values", ``drop``.
+#: What a ratio release divides by: the complete cases (``missing="drop"``, ATE) or the usable
+#: treated rows (the ATT, complete ones under "drop").
+COUNTS = ("complete_cases", "treated")
+
+
+def ratio_variance(v_t: float, ratio: float, share: float, sigma_c: float, n: int,
+                   count: str) -> float:
+    r"""The delta method's variance of ``R~ = T~ / c~`` (SPECS.md "Missing and non-finite
+    values", ``drop``, and "The ATT of the ensemble", its CI).
+
+    Parameters
+    ----------
+    v_t : float
+        T's private variance :math:`\hat V_{DP}` (sampling and noise, spec §3).
+    ratio, share : float
+        :math:`\tilde R` and :math:`\tilde c = \mathrm{clip}(\tilde C, 1, n)/n`.
+    sigma_c : float
+        The count's noise scale.
+    n : int
+        Rows.
+    count : {"complete_cases", "treated"}
+        What ``c`` counts (:data:`COUNTS`).
+
+    Notes
+    -----
+    With :math:`V_c = \tilde c(1-\tilde c)/n + \sigma_c^2/n^2` and
+    :math:`V_R \approx \mathrm{Var}(T - R c)/c^2`. Complete cases:
+    :math:`R\,\mathrm{Cov}(T, c) = T^2(1-c)/(nc) \ge 0` within the sample, so leaving it out
+    only widens the interval, :math:`\hat V_R = (\hat V_{DP} + \tilde R^2 V_c)/\tilde c^2`.
+    Treated rows: the control rows' scores are not 0, so the covariance has no known sign, and
+    the bound valid for every correlation is taken,
+    :math:`\hat V_R = (\sqrt{\hat V_{DP}} + |\tilde R| \sqrt{V_c})^2/\tilde c^2`.
+    """
+    v_count = share * (1.0 - share) / n + (sigma_c / n) ** 2
+    if count == "complete_cases":
+        return (v_t + ratio * ratio * v_count) / (share * share)
+    if count == "treated":
+        return (math.sqrt(v_t) + abs(ratio) * math.sqrt(v_count)) ** 2 / (share * share)
+    raise ValueError(f"count must be one of {COUNTS}, got {count!r}")
+
+
+def count_ratio_release(base: ATERelease, count: int, zeta_count: float,
+                        rng: np.random.Generator, *,
+                        outcome_bounds: tuple[float, float] | None = None,
+                        counted: str = "complete_cases") -> ATERelease:
+    r"""The ratio release from ``base`` (T~ and its CI, unclamped) and the exact ``count``,
+    drawn here once: SPECS.md "Missing and non-finite values", ``drop``, and "The ATT of the
+    ensemble".
 
     Parameters
     ----------
     base : ATERelease
         :func:`~dpcausal.ate.release.draw_release` of ``T = S/n`` over all n rows, not clamped.
     count : int
-        C, the number of complete cases (non-private; only its noisy value leaves).
+        C, the number of complete cases or of usable treated rows (non-private; only its
+        noisy value leaves).
     zeta_count : float
         The count's GDP budget (:func:`split_zeta`).
     rng : numpy.random.Generator
         As for ``base``.
     outcome_bounds : (float, float), optional
         Clamp the estimate and its CI to their feasible range (post-processing).
+    counted : {"complete_cases", "treated"}
+        What C counts (:data:`COUNTS`): it names C in ``nonprivate`` and sets the CI's
+        covariance rule (:func:`ratio_variance`).
 
     Returns
     -------
     ATERelease
-        ``ate = T~ / c~`` with ``c~ = clip(C~, 1, n)/n``; zeta the GDP composition of both parts.
-
-    Notes
-    -----
-    With :math:`R = T/c`, the delta method gives
-    :math:`V_R \approx (V_T - 2R\,\mathrm{Cov}(T, c) + R^2 V_c)/c^2`. Within the sample
-    :math:`\mathrm{Cov}(T, c) = T(1-c)/n` and :math:`R\,\mathrm{Cov}(T, c) = T^2(1-c)/(nc) \ge 0`,
-    so leaving it out only widens the interval:
-
-    .. math:: \hat V_R = \frac{\hat V_{DP} + \tilde R^2 \left(\tilde c(1-\tilde c)/n
-              + \sigma_c^2/n^2\right)}{\tilde c^2},
-
-    where :math:`\hat V_{DP}` is T's private variance (sampling and noise, spec §3) and
-    :math:`\sigma_c` the count's noise scale.
+        ``ate = T~ / c~`` with ``c~ = clip(C~, 1, n)/n``; zeta the GDP composition of both
+        parts; the CI the delta method's (:func:`ratio_variance`).
     """
     n = base.n
     sigma_c = count_sigma(zeta_count)
@@ -85,8 +123,7 @@ def complete_case_release(base: ATERelease, count: int, zeta_count: float,
     ate = cast(float, base.ate) / share
     ci = variance = se = None
     if base.variance is not None:
-        v_count = share * (1.0 - share) / n + (sigma_c / n) ** 2
-        variance = (base.variance + ate * ate * v_count) / (share * share)
+        variance = ratio_variance(base.variance, ate, share, sigma_c, n, counted)
         se = math.sqrt(variance)
         ci = confidence_interval(ate, variance, base.alpha, base.params.get("p1", 0.01))
     zeta = math.hypot(float(base.privacy.zeta or 0.0), zeta_count)
@@ -98,7 +135,7 @@ def complete_case_release(base: ATERelease, count: int, zeta_count: float,
     nonprivate = None
     if base.nonprivate is not None:
         nonprivate = {**base.nonprivate, "ate": base.nonprivate["ate"] * n / max(count, 1),
-                      "score_mean": base.nonprivate["ate"], "complete_cases": float(count)}
+                      "score_mean": base.nonprivate["ate"], counted: float(count)}
     clamped_to = None
     if outcome_bounds is not None:
         ate, ci, clamped_to = clamp_to_feasible(ate, ci, outcome_bounds)

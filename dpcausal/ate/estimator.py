@@ -36,7 +36,7 @@ from dpcausal.ate.choice import (
     lin_valid,
 )
 from dpcausal.ate.choice import assumption as stated_assumption
-from dpcausal.ate.complete_cases import complete_case_release, split_zeta
+from dpcausal.ate.complete_cases import count_ratio_release, split_zeta
 from dpcausal.ate.features import (
     as_pipeline,
     default_outcome_model,
@@ -57,7 +57,12 @@ from dpcausal.ate.planner import (
 )
 from dpcausal.ate.release import ATERelease, draw_release, draw_sums_release
 from dpcausal.ate.scores import ate_and_variance, scores
-from dpcausal.ate.sensitivity import NoiseCalibration, calibrate, outcome_scale
+from dpcausal.ate.sensitivity import (
+    NoiseCalibration,
+    calibrate,
+    outcome_scale,
+    score_key,
+)
 from dpcausal.contract import Mechanism, Prepared, PublicFacts, columns, deprecated
 from dpcausal.data_check import DataCheck, check_ate_data
 from dpcausal.missing import MISSING_SCORE, FoldImputed, apply_missing, check_policy
@@ -207,7 +212,11 @@ class PrivateATE(Mechanism[ATEFacts]):
     estimand : {"ate", "att"}
         The average treatment effect (default) or the effect on the treated. For "dim" and
         "lin" the same noisy statistics post-processed (:mod:`dpcausal.ate.sums`; SPECS.md,
-        "Estimators from noisy sums", the ATT); published.
+        "Estimators from noisy sums", the ATT); published. For the ensemble, ``"att"`` is
+        AIPW's (DoubleML IRM's ``"ATTE"`` score; SPECS.md "The ATT of the ensemble"): the mean
+        of the ATT scores over the noisy count of usable treated rows, each with its own
+        noise, the count on a public 1% share of zeta^2 (:mod:`dpcausal.ate.complete_cases`);
+        ``"g"`` and ``"ipw"`` refuse it, and so does the ensemble's partitioned path.
     """
 
     def __init__(
@@ -286,12 +295,21 @@ class PrivateATE(Mechanism[ATEFacts]):
                              f"{self.estimator!r}")
         if self.design not in DESIGNS:
             raise ValueError(f"design must be one of {DESIGNS}, got {self.design!r}")
+        sums.check_estimand(self.estimand)
+        if self.estimand == "att" and self.estimator in ("g", "ipw"):
+            raise ValueError(f"estimand='att' is not available for estimator="
+                             f"{self.estimator!r}: the ensemble's ATT is AIPW's (its score "
+                             "needs the control outcome model and the propensity); use "
+                             "estimator='aipw' or 'auto', or estimand='ate'")
+        if self.estimand == "att" and self.sensitivity == "released_code":
+            raise ValueError("estimand='att' with sensitivity='released_code': that mode "
+                             "reproduces the paper's ATE figures and is not a valid bound; use "
+                             "sensitivity='tight' (the default)")
         if self.estimator == "dim" and self.design != "randomized":
             raise ValueError("estimator='dim' (difference in means) is valid only in a "
                              f"randomized design, got design={self.design!r}: declare "
                              "design='randomized' if the treatment was randomly assigned, or "
                              "use estimator='aipw' or 'lin'")
-        sums.check_estimand(self.estimand)
         if not isinstance(self.assume_linear, (bool, np.bool_)):
             raise ValueError(f"assume_linear must be True or False, got {self.assume_linear!r}")
         if self.estimator == "lin" and not lin_valid(self.design, self.assume_linear):
@@ -345,7 +363,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         return dict(zeta=self.zeta, outcome_bounds=self._bounds(), alpha=self.alpha,
                     outcome_sd=self.outcome_sd,
                     treated_share=self.assumed_treated_share(treated_share),
-                    ensemble=self._ensemble_knobs())
+                    ensemble=self._ensemble_knobs(), estimand=self.estimand)
 
     def assumed_treated_share(self, given: float | None = None) -> float:
         """The treated share the planner assumes: ``given``, else the stated
@@ -560,7 +578,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             estimator=self._ensemble(), propensity_clip=self.resolved_propensity_clip(n, d),
             zeta=self.zeta, ci_share=None if share == "auto" else share,  # type: ignore[arg-type]
             sigma2=None if sigma2 == "auto" else sigma2, ci=self.ci, alpha=self.alpha,
-            p1=self.p1, sensitivity=self.sensitivity)
+            p1=self.p1, sensitivity=self.sensitivity, estimand=self.estimand)
 
     def plan(self, n: int, d: int, *, outcome_sd: float | None = None,
              treated_share: float | None = None, n_folds: Sequence[int] | None = None,
@@ -613,7 +631,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             model_kind=self._model_kind(), outcome_sd=outcome_sd, treated_share=treated_share,
             compute_budget=float(self.compute_budget),
             block_folds=self.block_folds if self.n_folds == "auto" else self.resolved_folds(
-                n, d)[1])
+                n, d)[1], estimand=self.estimand)
         return self._with_comparison(table, n, d, outcome_sd, treated_share,
                                      None if estimators is None else others)
 
@@ -627,7 +645,7 @@ class PrivateATE(Mechanism[ATEFacts]):
                              outcome_bounds=self._bounds(), alpha=self.alpha,
                              outcome_sd=outcome_sd, covariate_bounds=self.covariate_bounds,
                              treated_share=treated_share, ensemble=self._ensemble_knobs(),
-                             assume_linear=bool(self.assume_linear))
+                             assume_linear=bool(self.assume_linear), estimand=self.estimand)
         extra = comparison[(comparison["estimator"] != "aipw") & (
             comparison["estimator"].isin(names) if names is not None else True)]
         table = table.assign(design=self.design, assumption=ENSEMBLE_ASSUMPTION,
@@ -738,12 +756,23 @@ class PrivateATE(Mechanism[ATEFacts]):
         return calibrate(
             self._ensemble(), n, K, self._bounds(), self.resolved_propensity_clip(n, d, layout),
             self._estimate_zeta(), share, self.sensitivity, sigma2, self._layout(n, d, layout),
+            self.estimand,
         )
 
+    def _counted(self) -> str | None:
+        """What the ensemble's release divides by, drawn noisy beside T
+        (:func:`dpcausal.ate.complete_cases.count_ratio_release`): the usable treated rows for
+        the ATT (complete ones under ``missing="drop"``), the complete cases for the ATE under
+        "drop", else nothing."""
+        if self.estimand == "att":
+            return "treated"
+        return "complete_cases" if self.missing == "drop" else None
+
     def _estimate_zeta(self) -> float:
-        """The zeta of the estimate and its CI: all of it, or under ``missing="drop"`` what the
-        complete-case count leaves (:func:`dpcausal.ate.complete_cases.split_zeta`)."""
-        return split_zeta(self.zeta)[0] if self.missing == "drop" else self.zeta
+        """The zeta of the estimate and its CI: all of it, or, when a count is released beside
+        it (:meth:`_counted`), what the count leaves
+        (:func:`dpcausal.ate.complete_cases.split_zeta`)."""
+        return split_zeta(self.zeta)[0] if self._counted() else self.zeta
 
     def _layout(self, n: int, d: int | None, layout: BlockLayout | None) -> BlockLayout | None:
         """``layout`` checked against (n, K, K'), else :meth:`block_layout`."""
@@ -774,10 +803,10 @@ class PrivateATE(Mechanism[ATEFacts]):
         cal = self.calibration(n, d)
         zeta = cal.zeta if cal.zeta2 > 0 else cal.zeta1
         detail: dict[str, Any] = {"zeta1": cal.zeta1, "zeta2": cal.zeta2}
-        if self.missing == "drop":      # the complete-case count's own draw
+        if self._counted():     # the complete-case or treated count's own draw
             detail["zeta_count"] = split_zeta(self.zeta)[1]
             zeta = math.hypot(zeta, detail["zeta_count"])
-        elif self.missing == "drop_public_count":     # its n publishes completeness exactly
+        if self.missing == "drop_public_count":     # its n publishes completeness exactly
             detail["public_facts"] = ["complete_cases"]
         return PrivacyCharge("gaussian", zeta=zeta, delta=self.delta, detail=detail)
 
@@ -829,7 +858,7 @@ class PrivateATE(Mechanism[ATEFacts]):
                     self.covariate_bounds, list(self.covariate_bounds)
                     if isinstance(self.covariate_bounds, Mapping) else None, d)],
             "outcome_sd": self.outcome_sd, "assume_linear": bool(self.assume_linear),
-            "treated_share": self.treated_share,
+            "treated_share": self.treated_share, "estimand": self.estimand,
         }
 
     # ------------------------------------------------------------------ phases
@@ -959,8 +988,10 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.check_mode(evaluation)
         with private_failures(evaluation, "scoring"):
             tau_hat, v_hat = self._estimate(A, Y, nuisances)
+        treated = _count_of("treated", A, np.ones(A.shape[0], dtype=bool))
         return self._draw(tau_hat, v_hat, A.shape[0], d, evaluation,
-                          n_folds=nuisances.n_folds)
+                          n_folds=nuisances.n_folds,
+                          count=treated if self.estimand == "att" else None)
 
     def block_scores(self, X: Covariates, A: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
                      fold_models: Sequence[FoldModels], usable: np.ndarray | None = None
@@ -995,6 +1026,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         is the public block layout the sums were made on (spec §2.5b, :meth:`calibration`).
         Uncharged: callers charge it first."""
         self.check_mode(evaluation)
+        if self._counted():
+            raise ValueError(PARTITIONED_ATE_ONLY)
         with private_failures(evaluation, "scoring"):
             tau_hat = total / n
             v_hat = max(0.0, (total_sq - n * tau_hat * tau_hat) / (n * (n - 1)))
@@ -1004,7 +1037,7 @@ class PrivateATE(Mechanism[ATEFacts]):
 
     def _scores(self, A: np.ndarray, Y: np.ndarray, nuisances: EnsembleNuisances,
                 usable: np.ndarray | None = None) -> np.ndarray:
-        gamma = scores(self._ensemble(), A, self._clip(Y), nuisances,
+        gamma = scores(score_key(self._ensemble(), self.estimand), A, self._clip(Y), nuisances,
                        outcome_scale(self._ensemble(), self._bounds())[1])
         return gamma if usable is None else np.where(usable, gamma, MISSING_SCORE)
 
@@ -1017,11 +1050,11 @@ class PrivateATE(Mechanism[ATEFacts]):
     def _draw(self, tau_hat: float, v_hat: float, n: int, d: int | None, evaluation: bool,
               diagnostics: dict[str, float] | None = None, n_folds: int | None = None,
               params: dict[str, Any] | None = None, layout: BlockLayout | None = None,
-              complete: int | None = None) -> ATERelease:
+              count: int | None = None) -> ATERelease:
         """The noise, calibrated to the K the nuisances were aggregated over (checked) and to
-        the block ``layout`` (:meth:`calibration`); with the ``complete``-case count (under
-        ``missing="drop"``) the private complete-case estimate
-        (:func:`dpcausal.ate.complete_cases.complete_case_release`)."""
+        the block ``layout`` (:meth:`calibration`); with the ``count`` of :meth:`_counted`
+        (complete cases under ``missing="drop"``, usable treated rows for the ATT) the private
+        ratio (:func:`dpcausal.ate.complete_cases.count_ratio_release`)."""
         cal = self.calibration(n, d, layout)
         if n_folds is not None and n_folds != cal.n_folds:
             raise ValueError(
@@ -1033,12 +1066,13 @@ class PrivateATE(Mechanism[ATEFacts]):
             p1=self.p1, ci_mode=self.ci, delta=self.delta,
             params={**self.public_params(n, d, layout), **(params or {})},
             evaluation=evaluation, diagnostics=diagnostics,
-            outcome_bounds=self._bounds() if complete is None else None,
+            outcome_bounds=self._bounds() if count is None else None,
         )
-        if complete is None:
+        counted = self._counted()
+        if count is None or counted is None:
             return release
-        return complete_case_release(release, complete, split_zeta(self.zeta)[1], rng,
-                                     outcome_bounds=self._bounds())
+        return count_ratio_release(release, count, split_zeta(self.zeta)[1], rng,
+                                   outcome_bounds=self._bounds(), counted=counted)
 
     def check_data(self, data: pd.DataFrame, *, treatment: str | None = None,
                    outcome: str | None = None, covariates: Sequence[str] | None = None,
@@ -1143,8 +1177,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         if evaluation:
             diagnostics = {"n_clipped": n_clipped,
                            "failed_fits": sum(fm.failed for fm in models)}
-        complete = int(done.usable.sum()) if self.missing == "drop" else None
-        return self._draw(tau_hat, v_hat, n, d, evaluation, diagnostics, complete=complete)
+        count = _count_of(self._counted(), done.A, done.usable)
+        return self._draw(tau_hat, v_hat, n, d, evaluation, diagnostics, count=count)
 
     def _private_sums_release(self, prepared: Prepared[ATEFacts], estimator: str,
                               evaluation: bool) -> ATERelease:
@@ -1251,6 +1285,22 @@ def _covariates(data: pd.DataFrame, treatment: str, outcome: str,
                          "column")
     columns(data, treatment=treatment, outcome=outcome, covariates=list(covariates))
     return list(covariates)
+
+
+#: The ensemble's partitioned path refuses a ratio release (its workers return score sums only).
+PARTITIONED_ATE_ONLY = (
+    "estimand='att' with the ensemble does not apply to the partitioned path: its workers "
+    "return score sums only, not the treated count the ATT divides by; release the ATT from "
+    "a single file or SQL query (data.path / data.query), or use estimand='ate'")
+
+
+def _count_of(counted: str | None, A: np.ndarray, usable: np.ndarray) -> int | None:
+    """The exact count a ratio release divides by (:meth:`PrivateATE._counted`): usable rows
+    (complete cases), usable treated rows (the ATT), or None. Non-private."""
+    if counted is None:
+        return None
+    keep = usable if counted == "complete_cases" else usable & (np.asarray(A) == 1)
+    return int(np.count_nonzero(keep))
 
 
 def _positive_zeta(zeta: Any) -> None:

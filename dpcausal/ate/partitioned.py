@@ -85,7 +85,7 @@ import pandas as pd
 from sklearn.base import clone
 
 from dpcausal.ate.blocks import BlockLayout, check_block_folds
-from dpcausal.ate.estimator import PrivateATE
+from dpcausal.ate.estimator import PARTITIONED_ATE_ONLY, PrivateATE
 from dpcausal.ate.folds import make_folds
 from dpcausal.ate.keyed_hash import hmac_sha256_64
 from dpcausal.ate.nuisance import FoldModels, take_rows
@@ -438,6 +438,8 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
         est.check_mode(evaluation)
         return PartitionPlan(roles=roles, rows=rows, folds=tuple(range(0) for _ in rows),
                              schema=dict(footers[0][1]), estimator=est, sums=chosen)
+    if est.estimand != "ate":     # the ensemble's ATT divides by a count no worker returns
+        raise ValueError(PARTITIONED_ATE_ONLY)
     K, kb = est.resolved_folds(n, d)
     if kb == K:     # the full ensemble: block_folds=None, or "auto" at K <= 256
         est.set_params(n_folds=K, block_folds=None)

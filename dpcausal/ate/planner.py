@@ -55,6 +55,7 @@ from scipy.special import ndtri
 
 from dpcausal.ate import sums
 from dpcausal.ate.blocks import BlockLayout, balanced_layout
+from dpcausal.ate.complete_cases import split_zeta
 from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
@@ -229,27 +230,42 @@ def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametri
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
 
+def estimand_noise(estimator: str, estimand: str, zeta: float, treated_share: float
+                   ) -> tuple[str, float, float]:
+    """``(estimand, zeta of T, divisor)`` of a planned release: the ATE's ``("ate", zeta,
+    1)``, or for the AIPW ensemble's ATT ``("att", zeta sqrt(1 - s), p)``: T gets what the
+    treated count leaves (:func:`dpcausal.ate.complete_cases.split_zeta`) and the ATT is T
+    over the treated share p, so T's noise is divided by p (SPECS.md "The ATT of the
+    ensemble", planning). Other ensembles release the ATE only."""
+    if estimand == "att" and estimator == "aipw":
+        return "att", split_zeta(zeta)[0], float(treated_share)
+    return "ate", zeta, 1.0
+
+
 def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[float],
                           estimator: str = "aipw", propensity_clip: float | str = "auto",
                           zeta: float = 1.5, ci_share: float | None = None,
                           sigma2: str | None = None, ci: str = "conservative",
                           alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                           outcome_sd: float | None = None, treated_share: float = 0.5,
-                          block_folds: int | None = None) -> tuple[str, float]:
+                          block_folds: int | None = None, estimand: str = "ate"
+                          ) -> tuple[str, float]:
     """``(sigma2, ci_share)`` with the narrowest expected CI for a release of n rows in K folds
     (``None`` tries :data:`SIGMA2_MODES` / :data:`CI_SHARES`; a value is kept): the
     ``"auto"`` defaults of :class:`dpcausal.PrivateATE`. Data-free: public parameters and the
     stated outcome-spread assumption only (module docstring). With blocks of ``block_folds``
-    folds only ``"tight"`` is valid (spec §2.5b)."""
+    folds only ``"tight"`` is valid (spec §2.5b). ``estimand="att"``: the ATT's noise
+    (:func:`estimand_noise`)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
+    estimand, zeta, p = estimand_noise(estimator, estimand, zeta, treated_share)
     best: tuple[float, str, float] | None = None
     for mode in _sigma2_modes(sigma2, layout):
         for share in _shares(estimator, ci_share):
             cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
                             resolve_clip(propensity_clip, n, n_folds, zeta, layout), zeta,
-                            share, sensitivity, mode, layout)
-            half = expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci,
+                            share, sensitivity, mode, layout, estimand)
+            half = expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci,
                                       alpha=alpha, p1=p1)
             if best is None or half < best[0]:
                 best = (half, mode, share)
@@ -262,20 +278,23 @@ def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
                      propensity_clip: float | str = "auto", zeta: float = 1.5,
                      ci: str = "conservative",
                      alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
-                     outcome_sd: float | None = None, treated_share: float = 0.5
-                     ) -> tuple[float, float]:
+                     outcome_sd: float | None = None, treated_share: float = 0.5,
+                     estimand: str = "ate") -> tuple[float, float]:
     """``(halfwidth, ratio)``: the expected private CI half-width of a release of n rows in K
     folds cut into ``layout`` (a layout not balanced by :func:`layout_for`, e.g. the partitioned
     path's, whose blocks follow the partitions' row counts; None: the full ensemble), at its
     narrowest sigma2 and ci_share (only ``"tight"`` with blocks, spec §2.5b), and its ratio to
-    the non-private ``z_{1-alpha/2} sqrt(V)`` under the stated outcome-spread assumption."""
+    the non-private ``z_{1-alpha/2} sqrt(V)`` under the stated outcome-spread assumption;
+    ``estimand="att"``: the ATT's (:func:`estimand_noise`)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
+    estimand, zeta, p = estimand_noise(estimator, estimand, zeta, treated_share)
     half = min(
-        expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha, p1=p1)
+        expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci, alpha=alpha,
+                           p1=p1)
         for mode in _sigma2_modes(None, layout) for share in _shares(estimator, None)
         for cal in [calibrate(estimator, n, n_folds, _pair(outcome_bounds),
                               resolve_clip(propensity_clip, n, n_folds, zeta, layout),
-                              zeta, share, sensitivity, mode, layout)])
+                              zeta, share, sensitivity, mode, layout, estimand)])
     return half, half / (float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance))
 
 
@@ -316,6 +335,7 @@ def plan(
     treated_share: float = 0.5,
     compute_budget: float = 60.0,
     block_folds: int | str | None = "auto",
+    estimand: str = "ate",
 ) -> pd.DataFrame:
     """The planner's table: one row per (estimator, eta, K, sigma2, ci_share) candidate.
 
@@ -346,15 +366,23 @@ def plan(
         Seconds of fit and aggregation a candidate may take (the compute model above).
     block_folds : int, "auto" or None
         Splits each candidate K into blocks (:func:`block_split`; None: the full ensemble).
+    estimand : {"ate", "att"}
+        ``"att"``: the AIPW rows plan the ATT (:func:`estimand_noise`: T's noise over the
+        treated share, the share assumed by ``treated_share``; the count's own noise and the
+        CI's covariance bound are left out, i.e. an ATT small against the outcome range);
+        the other ensembles' rows stay the ATE's. The non-private variance is the same as the
+        ATE's under the module's assumption (a constant propensity p: ``sd^2 (1/p +
+        1/(1-p))/n`` for both).
 
     Returns
     -------
     pandas.DataFrame
         Columns: estimator, propensity_clip, n_folds (K = B K'), n_blocks (B), block_folds (K'),
         rows_per_fold (of the smallest fold), sigma2, ci_share, sigma1 (noise sd of the ATE),
-        sigma2_sd (noise sd of sqrt(V)), halfwidth, nonprivate_halfwidth, ratio, predictions,
-        seconds, feasible (the floor met, and the compute budget too unless K is at most about
-        sqrt(n): the rule of :func:`auto_n_folds`), informative (ratio <= 10) and recommended
+        sigma2_sd (noise sd of sqrt(V)), estimand, halfwidth, nonprivate_halfwidth, ratio,
+        predictions, seconds, feasible (the floor met, and the compute budget too unless K is
+        at most about sqrt(n): the rule of :func:`auto_n_folds`), informative (ratio <= 10) and
+        recommended
         (exactly one row: the narrowest feasible CI, the smaller K on ties; at the "auto" K, since
         the CI narrows with K).
     """
@@ -372,16 +400,17 @@ def plan(
                    else candidate_folds(n, d, est, model_kind, compute_budget, block_folds))
         splits = sorted({block_split(k, block_folds) for k in targets})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
+        kind, zeta_t, p = estimand_noise(est, estimand, zeta, treated_share)
         for clip in (etas if est != "g" else etas[:1]):
             for k, kb in splits:
                 layout = layout_for(n, k, kb)
-                eta = resolve_clip(clip, n, k, zeta, layout)
+                eta = resolve_clip(clip, n, k, zeta_t, layout)
                 for mode in _sigma2_modes(sigma2, layout):
                     for share in _shares(est, ci_share):
-                        cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta, share,
-                                        sensitivity, mode, layout)
-                        half = (expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance,
-                                                   ci=ci, alpha=alpha, p1=p1)
+                        cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta_t, share,
+                                        sensitivity, mode, layout, kind)
+                        half = (expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p,
+                                                   variance, ci=ci, alpha=alpha, p1=p1)
                                 if est != "g" else math.nan)  # G: no CI (params.G_NO_CI)
                         seconds = predicted_seconds(n, k, est, kb)
                         rows.append({
@@ -390,7 +419,7 @@ def plan(
                             "rows_per_fold": n // k if layout is None else layout.fold_rows,
                             "sigma2": mode, "ci_share": share,
                             "sigma1": cal.sigma_ate, "sigma2_sd": cal.sigma_var,
-                            "halfwidth": half, "nonprivate_halfwidth": base,
+                            "estimand": kind, "halfwidth": half, "nonprivate_halfwidth": base,
                             "ratio": half / base, "predictions": n * kb * NUISANCES[est],
                             "seconds": seconds,
                             "feasible": n // k >= floor
@@ -460,7 +489,7 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
                        ci_share: float = 0.1, sigma2: str = "tight", ci: str = "conservative",
                        alpha: float = 0.05, p1: float = 0.01, sensitivity: str = "tight",
                        outcome_sd: float | None = None, treated_share: float = 0.5,
-                       block_folds: int | None = None) -> float:
+                       block_folds: int | None = None, estimand: str = "ate") -> float:
     """The smallest zeta whose expected half-width is at most ``target`` (by root finding).
 
     Parameters
@@ -475,6 +504,8 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
         The stated public assumption on the outcome's spread.
     block_folds : int, optional
         K' of a block layout (None: the full ensemble).
+    estimand : {"ate", "att"}
+        ``"att"``: the ATT's expected half-width (:func:`estimand_noise`).
 
     Returns
     -------
@@ -486,11 +517,12 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
 
     def excess(zeta: float) -> float:
+        kind, zeta_t, p = estimand_noise(estimator, estimand, zeta, treated_share)
         cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                        resolve_clip(propensity_clip, n, n_folds, zeta, layout), zeta,
-                        ci_share, sensitivity, sigma2, layout)
-        return expected_halfwidth(cal.sigma_ate, cal.sigma_var, variance, ci=ci, alpha=alpha,
-                                  p1=p1) - target
+                        resolve_clip(propensity_clip, n, n_folds, zeta_t, layout), zeta_t,
+                        ci_share, sensitivity, sigma2, layout, kind)
+        return expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci,
+                                  alpha=alpha, p1=p1) - target
 
     return _smallest_zeta(excess, 1e6)
 

@@ -70,6 +70,17 @@ class ATERelease(Release):
         """The estimator that made the release: ``aipw``, ``ipw``, ``g``, ``dim`` or ``lin``."""
         return self.estimator
 
+    @property
+    def estimand(self) -> str:
+        """The effect released: ``"ate"``, or ``"att"`` (the average effect on the treated;
+        SPECS.md "The ATT of the ensemble"), as its params state (releases made before the
+        estimand existed are ATEs)."""
+        return str(self.params.get("estimand") or "ate")
+
+    def estimate_rows(self) -> list[dict[str, Any]]:
+        """The released estimate, named by its estimand ("ATE" or "ATT")."""
+        return [dict(row, name=self.estimand.upper()) for row in super().estimate_rows()]
+
     def noise_share(self) -> float | None:
         """sigma_ate^2 / V_DP: the share of the released variance that is privacy noise."""
         if self.variance is None:
@@ -81,13 +92,18 @@ class ATERelease(Release):
         blocks = self.params.get("n_blocks") or 1
         folds = f"K={self.n_folds}" + (f" = {blocks} blocks of {self.params['block_folds']} folds"
                                        if blocks > 1 else "")
+        ratio = self.estimand == "att" and "sigma_count" in z   # the ensemble's ATT
         rows = [
             ("estimator", f"{self.estimator.upper()}  ({folds})" if self.n_folds
              else _SUMS_NAMES.get(self.estimator, self.estimator)),
             ("privacy (GDP)", f"{self.privacy.zeta:.4g}-GDP = {self.privacy.rho:.4g}-zCDP"),
-            ("noise sd (ATE)", f"{z['sigma_ate']:.4g}  (sensitivity {z['sensitivity']:.4g},"
-                               f" {z['sensitivity_mode']})"),
+            ("noise sd (ATT score mean)" if ratio else f"noise sd ({self.estimand.upper()})",
+             f"{z['sigma_ate']:.4g}  (sensitivity {z['sensitivity']:.4g}, "
+             f"{z['sensitivity_mode']})"),
         ]
+        if self.estimand == "att":
+            rows.insert(0, ("estimand", _ATT_RATIO.format(**z) if ratio
+                            else "ATT (average effect on the treated)"))
         if self.params.get("design") is not None:
             rows.append(("design", str(self.params["design"])))
         if self.params.get("assumption"):
@@ -110,7 +126,7 @@ class ATERelease(Release):
             rows.append(("clamped", f"to the feasible range [{lo:.4g}, {hi:.4g}] of the outcome "
                                     "bounds (post-processing, no privacy cost)"))
         if self.evaluation and self.nonprivate is not None:
-            rows.append(("non-private ATE", f"{self.nonprivate['ate']:.6g}"))
+            rows.append((f"non-private {self.estimand.upper()}", f"{self.nonprivate['ate']:.6g}"))
         return rows
 
 
@@ -120,6 +136,10 @@ class ATERelease(Release):
 _SUMS_IMPUTED = {"dim": "covariates unused; no treatment/outcome: the row adds nothing",
                  "lin": "imputed: covariates {fill:g}, no indicator; no treatment/outcome: the "
                         "row adds nothing"}
+
+# The ensemble's ATT (SPECS.md "The ATT of the ensemble"): how it was released.
+_ATT_RATIO = ("ATT (average effect on the treated): mean ATT score over the noisy treated "
+              "share (count noise sd {sigma_count:.3g})")
 
 _SUMS_NAMES = {"dim": "DIM (difference in means, from noisy arm sums)",
                "lin": "LIN (Lin's regression adjustment, from noisy sufficient statistics)"}

@@ -15,8 +15,9 @@ def scores(
 
     Parameters
     ----------
-    estimator : {"g", "ipw", "aipw"}
-        Which score to compute.
+    estimator : {"g", "ipw", "aipw", "aipw_att"}
+        Which score to compute; ``"aipw_att"`` is the numerator of the ATT (DoubleML IRM's
+        ``"ATTE"`` score; SPECS.md "The ATT of the ensemble").
     A, Y : numpy.ndarray of shape (n,)
         Treatment (0/1) and outcome, Y already clipped to the public bounds.
     nuis : EnsembleNuisances
@@ -41,7 +42,13 @@ def scores(
         \Gamma^{IPW}_i &= \frac{A_i Y_i}{\hat\pi_1(i)} - \frac{(1 - A_i) Y_i}{1 - \hat\pi_0(i)}, \\
         \Gamma^{AIPW}_i &= \hat\mu_1(i) - \hat\mu_0(i)
             + \frac{A_i (Y_i - \hat\mu_1(i))}{\hat\pi_1(i)}
-            - \frac{(1 - A_i) (Y_i - \hat\mu_0(i))}{1 - \hat\pi_0(i)}.
+            - \frac{(1 - A_i) (Y_i - \hat\mu_0(i))}{1 - \hat\pi_0(i)}, \\
+        \Gamma^{ATT}_i &= A_i (Y_i - \hat\mu_0(i))
+            - (1 - A_i)\, \hat r(i)\, (Y_i - \hat\mu_0(i)),
+            \qquad \hat r(i) = \frac{1}{1 - \hat\pi_0(i)} - 1,
+
+    the ATT being :math:`\sum_i \Gamma^{ATT}_i / \sum_i A_i` (Chernozhukov et al. 2018, §5.1;
+    with ``1/(1 - pi)`` aggregated harmonically, ``r`` is the mean of the models' odds).
     """
     A = A.astype(float)
     Yc = Y - centre
@@ -57,7 +64,11 @@ def scores(
         assert inv_pi1 is not None and inv_pi0 is not None, "bug: AIPW scores without pi"
         m1, m0 = mu1 - centre, mu0 - centre
         return m1 - m0 + A * (Yc - m1) * inv_pi1 - (1.0 - A) * (Yc - m0) * inv_pi0
-    raise ValueError(f"estimator must be 'g', 'ipw' or 'aipw', got {estimator!r}")
+    if estimator == "aipw_att":
+        assert mu0 is not None and inv_pi0 is not None, "bug: ATT scores without mu0 or pi"
+        residual = Yc - (mu0 - centre)
+        return A * residual - (1.0 - A) * (inv_pi0 - 1.0) * residual
+    raise ValueError(f"estimator must be 'g', 'ipw', 'aipw' or 'aipw_att', got {estimator!r}")
 
 
 def ate_and_variance(gamma: np.ndarray) -> tuple[float, float]:

@@ -11,10 +11,23 @@ from dataclasses import dataclass
 
 from dpcausal._results import ResultMixin
 from dpcausal.ate.blocks import BlockLayout
+from dpcausal.ate.sums import ESTIMANDS
 
 PAPER_SENSITIVITY_MODES = ("theorem1", "lemma", "released_code")
 SENSITIVITY_MODES = ("tight",) + PAPER_SENSITIVITY_MODES
 SIGMA2_MODES = ("paper", "tight")
+
+
+def score_key(estimator: str, estimand: str = "ate") -> str:
+    """The key of a score's constants: the estimator's, or ``"aipw_att"`` for the AIPW
+    ensemble's ATT score (SPECS.md "The ATT of the ensemble"); the ATT is the ensemble's for
+    AIPW only."""
+    if estimand == "ate":
+        return estimator
+    if estimand == "att" and estimator == "aipw":
+        return "aipw_att"
+    raise ValueError(f"estimand={estimand!r} with estimator={estimator!r}: the ensemble's ATT "
+                     f"is AIPW's (estimand one of {ESTIMANDS}; 'att' with 'aipw' only)")
 
 
 def outcome_scale(estimator: str, outcome_bounds: tuple[float, float]) -> tuple[float, float]:
@@ -31,11 +44,14 @@ def outcome_scale(estimator: str, outcome_bounds: tuple[float, float]) -> tuple[
 
 def theorem1_constant(estimator: str, B_mu: float, B_pi: float) -> float:
     """C of Theorem 1: 16 B_mu^2 (G), 4 B_mu^2 B_pi^2 (IPW), 16 B_mu^2 (1+B_pi)^2 (AIPW);
-    spec §2.4."""
+    spec §2.4. The ATT score (``"aipw_att"``, not in the paper): ``16 B_mu^2 (B_pi-1)^2``, the
+    square of the larger of its two :func:`tight_constants` (SPECS.md "The ATT of the
+    ensemble"), so that Theorem 1's form and the paper's sigma2 bound the tight ones."""
     return {
         "g": 16.0 * B_mu**2,
         "ipw": 4.0 * B_mu**2 * B_pi**2,
         "aipw": 16.0 * B_mu**2 * (1.0 + B_pi) ** 2,
+        "aipw_att": 16.0 * B_mu**2 * (B_pi - 1.0) ** 2,
     }[estimator]
 
 
@@ -44,8 +60,11 @@ def lemma_constants(estimator: str, B_mu: float, B_pi: float) -> tuple[float, fl
     spec §2.4.
 
     Delta_= bounds the change of the replaced row's score; kappa/(K-1) bounds the change of every
-    score outside the replaced row's fold.
+    score outside the replaced row's fold. The ATT score has no lemma in the paper: its
+    ``"aipw_att"`` constants are :func:`tight_constants`'.
     """
+    if estimator == "aipw_att":
+        return tight_constants(estimator, B_mu, B_pi)
     return {
         "g": (4.0 * B_mu, 4.0 * B_mu),
         "ipw": (2.0 * B_mu * B_pi, B_mu * B_pi),
@@ -75,12 +94,19 @@ def tight_constants(estimator: str, B_mu: float, B_pi: float) -> tuple[float, fl
     ``R B_mu / (K-1)`` and ``|a Y| <= B_pi B_mu``. G is the lemmas' ``4 B_mu`` twice. At
     ``B_mu = 1, eta = 0.2``, AIPW's kappa is 17.5 against Lemma 7's 24; spec §2.4's exhaustive
     corner search attains 17.48 at K = 500.
+
+    The ATT score (``"aipw_att"``, SPECS.md "The ATT of the ensemble"): ``A (Y - mu0) - (1 - A)
+    r (Y - mu0)`` with ``r = 1/(1-pi) - 1`` the aggregated odds, in ``[1/(B_pi-1), B_pi-1]``
+    (its range also has length ``R``). ``|Gamma| <= 2 B_mu (B_pi - 1)`` for ``B_pi >= 2``, so
+    ``Delta_= = 4 B_mu (B_pi - 1)``; a treated row moves by ``|d0|``, a control row by
+    ``|dr| |Y - mu0| + r' |d0|``, so ``kappa = 2 B_mu (R + B_pi - 1)``.
     """
     spread = B_pi - B_pi / (B_pi - 1.0)
     return {
         "g": (4.0 * B_mu, 4.0 * B_mu),
         "ipw": (2.0 * B_mu * B_pi, B_mu * spread),
         "aipw": (4.0 * B_mu * B_pi, 2.0 * B_mu * (B_pi + spread)),
+        "aipw_att": (4.0 * B_mu * (B_pi - 1.0), 2.0 * B_mu * (spread + B_pi - 1.0)),
     }[estimator]
 
 
@@ -94,8 +120,10 @@ def score_constants(estimator: str, B_mu: float, B_pi: float, sensitivity: str
 
 
 def score_bound(estimator: str, B_mu: float, B_pi: float) -> float:
-    """M = sup |Gamma_i|: 2 B_mu (G), B_mu B_pi (IPW), 2 B_mu (1 + B_pi) (AIPW); spec §1.2."""
-    return {"g": 2.0 * B_mu, "ipw": B_mu * B_pi, "aipw": 2.0 * B_mu * (1.0 + B_pi)}[estimator]
+    """M = sup |Gamma_i|: 2 B_mu (G), B_mu B_pi (IPW), 2 B_mu (1 + B_pi) (AIPW); spec §1.2;
+    2 B_mu (B_pi - 1) for the ATT score (SPECS.md "The ATT of the ensemble")."""
+    return {"g": 2.0 * B_mu, "ipw": B_mu * B_pi, "aipw": 2.0 * B_mu * (1.0 + B_pi),
+            "aipw_att": 2.0 * B_mu * (B_pi - 1.0)}[estimator]
 
 
 def ate_sensitivity(
@@ -146,6 +174,10 @@ def ate_sensitivity(
         d_eq, kappa = score_constants(estimator, B_mu, B_pi, mode)
         return d_eq / n + kappa * w
     if mode == "released_code":
+        if estimator == "aipw_att":
+            raise ValueError("sensitivity='released_code' reproduces the paper's ATE figures; "
+                             "the ATT (estimand='att') uses 'tight' (the default), 'lemma' or "
+                             "'theorem1'")
         if layout is not None and layout.n_blocks > 1:
             raise ValueError("sensitivity='released_code' reproduces the paper's full ensemble; "
                              "use block_folds=None with it")
@@ -236,6 +268,7 @@ class NoiseCalibration(ResultMixin):
     zeta2: float
     sigma_ate: float
     sigma_var: float
+    estimand: str = "ate"
 
     def __post_init__(self) -> None:
         if not (self.sigma_ate > 0 and self.sensitivity > 0):
@@ -253,6 +286,7 @@ def calibrate(
     sensitivity: str = "tight",
     sigma2: str = "paper",
     layout: BlockLayout | None = None,
+    estimand: str = "ate",
 ) -> NoiseCalibration:
     r"""Theorem 1 calibration: sigma1 = Delta_tau/zeta1, sigma2 = Delta_V/zeta2; spec §2.5, and
     §2.5b for a block ``layout``. Pure function of public parameters.
@@ -274,6 +308,10 @@ def calibrate(
         Modes of :func:`ate_sensitivity` and :func:`sqrt_variance_sensitivity`.
     layout : BlockLayout, optional
         Block ensemble (spec §2.5b); None (or B = 1) is the full ensemble.
+    estimand : {"ate", "att"}
+        ``"att"``: the AIPW ensemble's ATT numerator ``T = sum Gamma_i / n`` with the ATT
+        score's constants (:func:`score_key`; SPECS.md "The ATT of the ensemble"); ``zeta``
+        is then T's share of the release (the treated count takes the rest).
 
     Returns
     -------
@@ -288,13 +326,14 @@ def calibrate(
     .. math:: \zeta_1 = \zeta \sqrt{1 - r}, \quad \zeta_2 = \zeta \sqrt{r}, \quad
               \sigma_1 = \Delta_\tau / \zeta_1, \quad \sigma_2 = \Delta_V / \zeta_2.
     """
+    key = score_key(estimator, estimand)
     B_mu, centre = outcome_scale(estimator, outcome_bounds)
     B_pi = 1.0 / propensity_clip
     binary = tuple(float(b) for b in outcome_bounds) == (0.0, 1.0)
     if layout is not None and layout.n_blocks == 1:
         layout = None
-    d_tau = ate_sensitivity(estimator, n, n_folds, B_mu, B_pi, sensitivity, binary, layout)
-    d_var = sqrt_variance_sensitivity(estimator, n, n_folds, B_mu, B_pi, sigma2, layout,
+    d_tau = ate_sensitivity(key, n, n_folds, B_mu, B_pi, sensitivity, binary, layout)
+    d_var = sqrt_variance_sensitivity(key, n, n_folds, B_mu, B_pi, sigma2, layout,
                                       sensitivity)
     zeta1, zeta2 = split_budget(zeta, ci_share)
     return NoiseCalibration(
@@ -302,10 +341,10 @@ def calibrate(
         n_blocks=1 if layout is None else layout.n_blocks,
         block_folds=n_folds if layout is None else layout.block_folds,
         block_rows=n if layout is None else layout.block_rows, B_mu=B_mu, B_pi=B_pi, centre=centre,
-        C=theorem1_constant(estimator, B_mu, B_pi),
+        C=theorem1_constant(key, B_mu, B_pi),
         sensitivity_mode=sensitivity, sensitivity=d_tau,
         sigma2_mode=sigma2, sensitivity_var=d_var,
         zeta=zeta, zeta1=zeta1, zeta2=zeta2,
         sigma_ate=d_tau / zeta1,
-        sigma_var=d_var / zeta2 if zeta2 > 0 else 0.0,
+        sigma_var=d_var / zeta2 if zeta2 > 0 else 0.0, estimand=estimand,
     )

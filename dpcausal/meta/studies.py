@@ -32,6 +32,11 @@ def study_table(releases: Any) -> pd.DataFrame:
         records = [_record(item, j) for j, item in enumerate(releases)]
     if not records:
         raise ValueError("releases is empty; pass at least one study")
+    estimands = sorted({r["_estimand"] for r in records})
+    if len(estimands) > 1:
+        raise ValueError(f"the releases estimate different effects ({' and '.join(estimands)}):"
+                         " an average effect over everyone and one on the treated are "
+                         "different quantities; pool releases of one estimand")
     _name_studies(records)
     labels = [r["label"] for r in records]
     duplicates = sorted({x for x in labels if labels.count(x) > 1})
@@ -94,7 +99,18 @@ def _record(item: Any, j: int) -> dict:
             "ci_low": ci_low, "ci_high": ci_high, **privacy,
             "dataset": None if is_missing(dataset) else str(dataset),
             "noise_variance": noise_variance, "n": n,
-            "_identity": _identity(get, dataset, privacy["mechanism"])}
+            "_identity": _identity(get, dataset, privacy["mechanism"]),
+            "_estimand": _estimand(get)}
+
+
+def _estimand(get: Any) -> str:
+    """The effect a study estimates (``"ate"`` unless its release or its params say
+    ``"att"``: issue 39 item 7)."""
+    value = get("estimand")
+    if is_missing(value):
+        params = get("params")
+        value = params.get("estimand") if isinstance(params, Mapping) else None
+    return "ate" if is_missing(value) else str(value)
 
 
 def _variance(get: Any, where: str) -> float:

@@ -209,7 +209,7 @@ def test_labels_come_from_label_field_or_dataframe_index():
 #: what combine may read of a release: released numbers and public descriptions
 PUBLIC_NAMES = {"privacy", "zeta", "epsilon", "delta", "unit", "mechanism", "n", "label", "se",
                 "ci", "noise_share", "dataset", "dataset_id", "kind", "estimator", "params",
-                "n_folds"}
+                "n_folds", "estimand"}
 
 
 def test_reads_only_released_numbers():
@@ -573,3 +573,14 @@ def test_meta_result_plot_is_the_forest_plot():
     _, given = plt.subplots()
     assert res.plot(ax=given) is given and "2 releases of dataset B" in given.get_title("left")
     plt.close("all")
+
+
+def test_releases_of_different_estimands_are_not_pooled():
+    """An ATE and an ATT (issue 39 item 7) are different quantities: pooling them is refused,
+    whether the estimand is a field or in the release's params; ATTs pool together."""
+    att = [{"ate": 0.2, "variance": 0.01, "params": {"estimand": "att"}},
+           {"ate": 0.25, "variance": 0.02, "estimand": "att"}]
+    ate = {"ate": 0.1, "variance": 0.01}
+    with pytest.raises(ValueError, match=r"different effects \(ate and att\)"):
+        combine([*att, ate])
+    assert combine(att).ate == pytest.approx((0.2 / 0.01 + 0.25 / 0.02) / (1 / 0.01 + 1 / 0.02))

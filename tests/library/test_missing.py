@@ -224,7 +224,7 @@ def test_drop_ci_is_the_delta_method_by_hand(monkeypatch):
                                       mechanism="gaussian", zeta=1.2),
                       variance=0.0025, noise={"sigma_ate": 0.01}, n_folds=10, estimator="aipw",
                       params={"p1": 0.01})
-    rel = cc.complete_case_release(base, 800, 0.5, np.random.default_rng(0))
+    rel = cc.count_ratio_release(base, 800, 0.5, np.random.default_rng(0))
     c, r, sigma_c = 0.8, 0.12 / 0.8, 1 / 0.5
     v = (0.0025 + r * r * (c * (1 - c) / 1000 + (sigma_c / 1000) ** 2)) / c ** 2
     half = norm.ppf(1 - 0.05 / 2 + 0.01 / 2) * np.sqrt(v)

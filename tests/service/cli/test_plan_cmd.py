@@ -232,3 +232,27 @@ def test_every_line_fits_100_columns_and_says_where_each_input_comes_from(data_c
     assert "zeta=1.25 (from the config)" in text and "zeta=1.25 (from the registration" not in text
     assert "aipw: no unmeasured confounding and overlap" in text
     assert "<- recommended" in out.output
+
+
+def test_plan_of_the_att_names_it_and_the_treated_share_it_assumed(data_csv, tmp_path,
+                                                                   monkeypatch):
+    """``estimator.estimand: att`` (issue 39 item 7): the plan says so, divides the noise by
+    the treated share it states with its source, and its half-width is wider than the ATE's
+    at 20% treated; the target zeta is the ATT's."""
+    base = ["--set", f"data.path={data_csv}", "--set", "columns.covariates=null",
+            "--set", "estimator.estimator=aipw"]
+    att = _run([*base, "--set", "estimator.estimand=att", "--treated-share", "0.2",
+                "--target-halfwidth", "0.5"], tmp_path, monkeypatch)
+    assert att.exit_code == 0, att.output
+    flat = " ".join(att.output.split())
+    assert "estimator=aipw, estimand=att, zeta=" in flat
+    assert ("expected 95% CI half-width of the ATT (the noise over the treated share 0.2, "
+            "stated (--treated-share))") in flat
+    doc = json.loads(_run([*base, "--set", "estimator.estimand=att", "--treated-share", "0.2",
+                           "--target-halfwidth", "0.5", "--json"], tmp_path,
+                          monkeypatch).output)
+    ate = json.loads(_run([*base, "--treated-share", "0.2", "--target-halfwidth", "0.5",
+                           "--json"], tmp_path, monkeypatch).output)
+    assert doc["estimand"] == "att" and doc["recommended"]["estimand"] == "att"
+    assert doc["recommended"]["halfwidth"] > 2 * ate["recommended"]["halfwidth"]
+    assert doc["zeta_for_target"] > 2 * ate["zeta_for_target"]

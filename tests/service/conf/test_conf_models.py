@@ -72,7 +72,7 @@ def test_override_does_not_mutate_input():
 def test_library_kwargs_pass_only_set_values_and_the_fold_seed():
     cfg = ReleaseConfig.model_validate(_minimal(estimator={"zeta": 1.0, "fold_seed": 9}))
     assert cfg.estimator.library_kwargs() == {"estimator": "auto", "design": "observational",
-                                              "zeta": 1.0, "random_state": 9}
+                                              "estimand": "ate", "zeta": 1.0, "random_state": 9}
 
 
 @pytest.mark.parametrize("override, match", [
@@ -276,6 +276,9 @@ def test_the_estimator_keys_default_to_auto_in_an_observational_design_and_reach
     (["estimator.outcome_sd=1.5"],
      r"estimator: outcome_sd=1\.5 exceeds half the width of the outcome bounds"),
     (["estimator.outcome_sd=0"], r"estimator\.outcome_sd: Input should be greater than 0"),
+    (["estimator.estimator=ipw", "estimator.estimand=att"],
+     r"estimator: estimand='att' is not available for estimator='ipw'"),
+    (["estimator.estimand=atc"], r"estimator\.estimand: Input should be 'ate' or 'att'"),
 ])
 def test_the_estimator_keys_are_refused_in_one_paragraph_naming_the_key(overrides, match):
     with pytest.raises(ConfigError, match=match) as err:
@@ -303,3 +306,16 @@ def test_propensity_clip_auto_is_a_config_value():
         2 * (1 / 5000 + 1 / 199) ** 0.5 / 1.5 ** 0.5, rel=1e-12)   # K = 200, zeta = 1.5
     with pytest.raises(ConfigError, match="propensity_clip"):
         load_config(DEMO, ["estimator.propensity_clip=tight"])
+
+
+def test_the_estimand_reaches_the_library_and_the_ledger_detail():
+    """``estimator.estimand`` (issue 39 item 7): ``ate`` by default, ``att`` passed to
+    PrivateATE and recorded in the ledger's detail."""
+    from conf.kinds import KINDS, build_mechanism
+
+    default = load_config(DEMO)
+    assert default.estimator.estimand == "ate"
+    assert KINDS["ate"].detail(default)["estimand"] == "ate"
+    att = load_config(DEMO, ["estimator.estimand=att"])
+    assert build_mechanism(att).get_params()["estimand"] == "att"
+    assert KINDS["ate"].detail(att)["estimand"] == "att"
