@@ -121,7 +121,8 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
         needed = (zeta_for_sums_halfwidth(target_halfwidth, chosen, n, d,
                                           outcome_bounds=p["outcome_bounds"], alpha=p["alpha"],
                                           outcome_sd=mechanism.outcome_sd,
-                                          treated_share=mechanism.assumed_treated_share())
+                                          treated_share=mechanism.assumed_treated_share(),
+                                          design=mechanism.design)
                   if chosen in SUMS else
                   zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
                                      ci_share=float(best["ci_share"]),

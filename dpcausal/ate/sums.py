@@ -402,28 +402,72 @@ def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: fl
     return SumsEstimate(float(tau), (lo, hi), v_s, v_n)
 
 
+#: The covariate imbalance the planner assumes between the arms, per covariate in within-arm
+#: standard deviations (standardised mean difference): none in a randomized design; in an
+#: observational one 0.25, the largest at which regression adjustment is held reliable (Rubin
+#: 2001; Stuart 2010, section 6.2). Lin's noise grows with it where an arm's scatter is
+#: noise-dominated (SPECS.md, "Estimators from noisy sums", planner).
+PLANNED_IMBALANCE = {"randomized": 0.0, "observational": 0.25}
+#: Draws of the known noise in the planner's prediction (antithetic pairs, a fixed seed: the
+#: prediction is a deterministic function of the public facts).
+PLANNING_DRAWS = 256
+
+
+def planning_statistics(n: int, d: int, *, treated_share: float, outcome_sd_scaled: float,
+                        imbalance: float) -> np.ndarray:
+    """A pre-noise statistic vector made of public facts only (no data value), the planner's
+    stand-in for the release's (SPECS.md, "Estimators from noisy sums", planner): arm sizes
+    ``n p`` and ``n (1 - p)``; covariates independent and uniform within their bounds in each
+    arm (scaled variance 1/3), the arms' means ``imbalance / sqrt(3)`` apart in every covariate
+    around a pooled mean of 0; the outcome with scaled sd ``s`` in both arms, no covariate
+    explaining it (slopes 0, as the sampling part assumes), and mean ``sqrt(1 - s^2)``, the
+    largest the spread allows (Bhatia-Davis), where the noise of a count weighs most."""
+    s2 = min(outcome_sd_scaled**2, 1.0)
+    m, v = math.sqrt(1.0 - s2), 1.0 / 3.0
+    gap = imbalance * math.sqrt(v) * np.ones(d)
+    iu = np.triu_indices(d + 1)
+    blocks = []
+    for n_a, mean_x in ((n * treated_share, (1.0 - treated_share) * gap),
+                        (n * (1.0 - treated_share), -treated_share * gap)):
+        gram = np.empty((d + 1, d + 1))
+        gram[0, 0] = n_a
+        gram[0, 1:] = gram[1:, 0] = n_a * mean_x
+        gram[1:, 1:] = n_a * (v * np.eye(d) + np.outer(mean_x, mean_x))
+        blocks.append(np.concatenate([gram[iu], m * gram[:, 0], [n_a * (m * m + s2)]]))
+    return np.concatenate(blocks)
+
+
 def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
                        outcome_bounds: tuple[float, float], alpha: float = 0.05,
-                       outcome_sd: float | None = None, treated_share: float = 0.5) -> float:
-    """The planner's expected half-width of a ``dim``/``lin`` CI, from public facts: sampling
-    ``sd^2 (1/n_1 + 1/n_0)`` (no gain assumed from covariates), noise per arm
-    ``sigma^2 (1 + m^2 + k) / n_a^2`` with ``m^2 = 1 - (sd/h)^2`` the largest squared scaled
-    mean the spread allows (Bhatia-Davis) and ``k`` = 0 for dim, ``1 + d/2`` for lin: the
-    covariate means and the slopes' noise at covariate imbalance, an empirical allowance (a
-    planning figure, not a bound: SPECS.md) that matched the measured noise of releases on a
-    d = 18 and a d = 5 observational data set within a factor of about 1.5. ``zeta=inf``
-    gives the limit without noise, the sampling part alone."""
+                       outcome_sd: float | None = None, treated_share: float = 0.5,
+                       design: str = "observational", imbalance: float | None = None) -> float:
+    """The planner's expected half-width of a ``dim``/``lin`` CI, from public facts (SPECS.md,
+    "Estimators from noisy sums", planner): ``h sqrt(w_s^2 + w_n^2)`` with the sampling part
+    ``w_s = z sd/h sqrt(1/n_1 + 1/n_0)`` (no gain assumed from covariates) and the noise part
+    ``w_n`` half the central ``1 - alpha`` range of the unclipped estimate over
+    :data:`PLANNING_DRAWS` draws of the release's noise (its calibration for ``design``: count
+    floor, ridge or eigenvalue floor) added to :func:`planning_statistics`; this follows what
+    the CI's parametric bootstrap follows, the estimate's nonlinearity in the noise where an
+    arm's scatter or count is noise-dominated. ``imbalance``: the covariate imbalance assumed
+    (default :data:`PLANNED_IMBALANCE` of the design). ``zeta=inf`` gives the limit without
+    noise, the sampling part alone."""
     lo, hi = outcome_bounds
     h = (hi - lo) / 2.0
-    sd = h if outcome_sd is None else float(outcome_sd)
-    ratio2 = min((sd / h) ** 2, 1.0)
-    sigma = 0.0 if zeta == math.inf else calibrate_sums(estimator, n, d, zeta).sigma
-    k = 1.0 + d / 2.0 if estimator == "lin" else 0.0
-    var = 0.0
-    for share in (treated_share, 1.0 - treated_share):
-        n_a = n * share
-        var += ratio2 / n_a + sigma**2 * (2.0 - ratio2 + k) / n_a**2
-    return float(ndtri(1.0 - alpha / 2.0)) * h * math.sqrt(var)
+    ratio = min((h if outcome_sd is None else float(outcome_sd)) / h, 1.0)
+    z = float(ndtri(1.0 - alpha / 2.0))
+    sampling = z * ratio * math.sqrt(1.0 / (n * treated_share)
+                                     + 1.0 / (n * (1.0 - treated_share)))
+    if zeta == math.inf:
+        return h * sampling
+    cal = calibrate_sums(estimator, n, d, zeta, design)
+    shift = PLANNED_IMBALANCE[design] if imbalance is None else float(imbalance)
+    stats = planning_statistics(n, cal.d, treated_share=treated_share,
+                                outcome_sd_scaled=ratio, imbalance=shift)
+    draws = np.random.default_rng(0).standard_normal((PLANNING_DRAWS // 2, stats.size))
+    noise = np.concatenate([draws, -draws]) * (cal.sigma / weights(cal.d, cal.q_weight))
+    taus = point(stats + noise, cal.d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0]
+    q_lo, q_hi = np.quantile(taus, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return h * math.hypot(sampling, float(q_hi - q_lo) / 2.0)
 
 
 def chunk_statistics(X: np.ndarray | pd.DataFrame | None, A: np.ndarray, Y: np.ndarray, *,
