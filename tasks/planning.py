@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from conf.registration import PLANNING_FACTS, planning_facts, registered
+from dpcausal.ate.choice import LARGE_IMBALANCE
 from dpcausal.ate.sums import SUM_ESTIMATORS as SUMS
 from tasks.data import partition_footers
 
@@ -159,6 +160,11 @@ def estimator_lines(summary: dict[str, Any]) -> list[str]:
     for estimator, assumption in zip(table["estimator"], table["assumption"], strict=True):
         lines += textwrap.wrap(f"{estimator}: {assumption}", WIDTH, initial_indent="  ",
                                subsequent_indent="    ", break_on_hyphens=False)
+    for row in table[table["robust_halfwidth"] > table["halfwidth"]].itertuples():
+        lines += wrapped(f"{row.estimator} at a large covariate imbalance (arms "
+                         f"{LARGE_IMBALANCE:g} sds apart in every covariate): half-width "
+                         f"{row.robust_halfwidth:.4g}; auto ranks it by the wider figure "
+                         "(its noise grows with an imbalance no public fact bounds)")
     return [*lines, *wrapped(facts_line(summary))]
 
 

@@ -35,6 +35,10 @@ prediction & estimation in unbounded domain", UAI (AdaSSP).
 Ferrando, Wang, Sheldon (2022), "Parametric bootstrap for differentially private confidence
 intervals", AISTATS.
 Canonne, Kamath, Steinke (2020), "The discrete Gaussian for differential privacy", NeurIPS.
+Rubin (2001), "Using propensity scores to help design observational studies: application to
+the tobacco litigation", Health Serv. Outcomes Res. Methodol. 2.
+Stuart (2010), "Matching methods for causal inference: a review and a look forward", Stat. Sci.
+25(1).
 """
 
 from __future__ import annotations
@@ -408,9 +412,9 @@ def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: fl
 #: 2001; Stuart 2010, section 6.2). Lin's noise grows with it where an arm's scatter is
 #: noise-dominated (SPECS.md, "Estimators from noisy sums", planner).
 PLANNED_IMBALANCE = {"randomized": 0.0, "observational": 0.25}
-#: Draws of the known noise in the planner's prediction (antithetic pairs, a fixed seed: the
-#: prediction is a deterministic function of the public facts).
-PLANNING_DRAWS = 256
+#: Draws of the release's noise in the planner's prediction (antithetic pairs; a fixed seed: the
+#: prediction is a deterministic function of public facts).
+PLANNING_DRAWS = 512
 
 
 def planning_statistics(n: int, d: int, *, treated_share: float, outcome_sd_scaled: float,
@@ -420,10 +424,12 @@ def planning_statistics(n: int, d: int, *, treated_share: float, outcome_sd_scal
     ``n p`` and ``n (1 - p)``; covariates independent and uniform within their bounds in each
     arm (scaled variance 1/3), the arms' means ``imbalance / sqrt(3)`` apart in every covariate
     around a pooled mean of 0; the outcome with scaled sd ``s`` in both arms, no covariate
-    explaining it (slopes 0, as the sampling part assumes), and mean ``sqrt(1 - s^2)``, the
-    largest the spread allows (Bhatia-Davis), where the noise of a count weighs most."""
+    explaining it (slopes 0, as the sampling part assumes), and mean ``sqrt((1 - s^2)/3)``:
+    the root mean square of a mean uniform over the range the spread allows (Bhatia-Davis,
+    ``|m| <= sqrt(1 - s^2)``); the noise of a count and of the covariate sums enters the
+    estimate times the mean."""
     s2 = min(outcome_sd_scaled**2, 1.0)
-    m, v = math.sqrt(1.0 - s2), 1.0 / 3.0
+    m, v = math.sqrt((1.0 - s2) / 3.0), 1.0 / 3.0
     gap = imbalance * math.sqrt(v) * np.ones(d)
     iu = np.triu_indices(d + 1)
     blocks = []
@@ -444,13 +450,14 @@ def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
     """The planner's expected half-width of a ``dim``/``lin`` CI, from public facts (SPECS.md,
     "Estimators from noisy sums", planner): ``h sqrt(w_s^2 + w_n^2)`` with the sampling part
     ``w_s = z sd/h sqrt(1/n_1 + 1/n_0)`` (no gain assumed from covariates) and the noise part
-    ``w_n`` half the central ``1 - alpha`` range of the unclipped estimate over
-    :data:`PLANNING_DRAWS` draws of the release's noise (its calibration for ``design``: count
-    floor, ridge or eigenvalue floor) added to :func:`planning_statistics`; this follows what
-    the CI's parametric bootstrap follows, the estimate's nonlinearity in the noise where an
-    arm's scatter or count is noise-dominated. ``imbalance``: the covariate imbalance assumed
-    (default :data:`PLANNED_IMBALANCE` of the design). ``zeta=inf`` gives the limit without
-    noise, the sampling part alone."""
+    ``w_n`` the ``1 - alpha`` quantile of ``|t(S + e) - t(S)|`` over :data:`PLANNING_DRAWS`
+    antithetic draws ``+/- e`` of the release's noise, ``S`` :func:`planning_statistics` and
+    ``t`` the unclipped estimate of the release's calibration for ``design`` (count floor,
+    ridge or eigenvalue floor). Where an arm's count or scatter is noise-dominated this follows
+    the estimate's nonlinearity in the noise, which the CI's parametric bootstrap follows and
+    the delta method misses. ``imbalance``: the covariate imbalance assumed (default
+    :data:`PLANNED_IMBALANCE` of the design). ``zeta=inf`` gives the limit without noise, the
+    sampling part alone."""
     lo, hi = outcome_bounds
     h = (hi - lo) / 2.0
     ratio = min((h if outcome_sd is None else float(outcome_sd)) / h, 1.0)
@@ -463,11 +470,11 @@ def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
     shift = PLANNED_IMBALANCE[design] if imbalance is None else float(imbalance)
     stats = planning_statistics(n, cal.d, treated_share=treated_share,
                                 outcome_sd_scaled=ratio, imbalance=shift)
-    draws = np.random.default_rng(0).standard_normal((PLANNING_DRAWS // 2, stats.size))
-    noise = np.concatenate([draws, -draws]) * (cal.sigma / weights(cal.d, cal.q_weight))
-    taus = point(stats + noise, cal.d, cal.ridge, cal.eigen_floor, cal.floor, clip=False)[0]
-    q_lo, q_hi = np.quantile(taus, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return h * math.hypot(sampling, float(q_hi - q_lo) / 2.0)
+    noise = (np.random.default_rng(0).standard_normal((PLANNING_DRAWS // 2, stats.size))
+             * (cal.sigma / weights(cal.d, cal.q_weight)))
+    taus = point(np.vstack([stats, stats + noise, stats - noise]), cal.d, cal.ridge,
+                 cal.eigen_floor, cal.floor, clip=False)[0]
+    return h * math.hypot(sampling, float(np.quantile(np.abs(taus[1:] - taus[0]), 1.0 - alpha)))
 
 
 def chunk_statistics(X: np.ndarray | pd.DataFrame | None, A: np.ndarray, Y: np.ndarray, *,
