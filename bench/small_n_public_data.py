@@ -80,6 +80,13 @@ def main() -> None:
     measure("schooling (Card)", close_college.load_pandas().data, "nearc4", "lwage",
             ["educ", "black", "smsa", "south", "exper"], (4.5, 8.0),
             [(0, 20), (0, 1), (0, 1), (0, 1), (0, 25)], "observational")
+    nh, covs, bounds = nhefs_design()
+    measure("smoking cessation (NHEFS)", nh, "qsmk", "wt82_71", covs, (-50, 50), bounds,
+            "observational")
+
+
+def nhefs_design() -> tuple[pd.DataFrame, list[str], list[tuple[float, float]]]:
+    """NHEFS with dummies and squares of its confounders, the covariates and their bounds."""
     nh = nhefs_complete.load_pandas().data
     dummies = {f"ed{k}": nh.education == k for k in (2, 3, 4, 5)}
     dummies |= {f"ex{k}": nh.exercise == k for k in (1, 2)}
@@ -91,8 +98,7 @@ def main() -> None:
     bounds = [(0, 1), (0, 1), (20, 80), (400, 6400), (0, 1), (0, 1), (0, 1), (0, 1), (0, 80),
               (0, 6400), (0, 70), (0, 4900), (0, 1), (0, 1), (0, 1), (0, 1), (30, 160),
               (900, 25600)]
-    measure("smoking cessation (NHEFS)", nh, "qsmk", "wt82_71", covs, (-50, 50), bounds,
-            "observational")
+    return nh, covs, bounds
 
 
 if __name__ == "__main__":

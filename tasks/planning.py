@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from conf.registration import PLANNING_FACTS, planning_facts, registered
+from dpcausal.ate.choice import LARGE_IMBALANCE
 from dpcausal.ate.sums import SUM_ESTIMATORS as SUMS
 from tasks.data import partition_footers
 
@@ -121,7 +122,8 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
         needed = (zeta_for_sums_halfwidth(target_halfwidth, chosen, n, d,
                                           outcome_bounds=p["outcome_bounds"], alpha=p["alpha"],
                                           outcome_sd=mechanism.outcome_sd,
-                                          treated_share=mechanism.assumed_treated_share())
+                                          treated_share=mechanism.assumed_treated_share(),
+                                          design=mechanism.design)
                   if chosen in SUMS else
                   zeta_for_halfwidth(target_halfwidth, n, int(best["n_folds"]), **p,
                                      ci_share=float(best["ci_share"]),
@@ -158,6 +160,11 @@ def estimator_lines(summary: dict[str, Any]) -> list[str]:
     for estimator, assumption in zip(table["estimator"], table["assumption"], strict=True):
         lines += textwrap.wrap(f"{estimator}: {assumption}", WIDTH, initial_indent="  ",
                                subsequent_indent="    ", break_on_hyphens=False)
+    for row in table[table["robust_halfwidth"] > table["halfwidth"]].itertuples():
+        lines += wrapped(f"{row.estimator} at a large covariate imbalance (arms "
+                         f"{LARGE_IMBALANCE:g} sds apart in every covariate): half-width "
+                         f"{row.robust_halfwidth:.4g}; auto ranks it by the wider figure "
+                         "(its noise grows with an imbalance no public fact bounds)")
     return [*lines, *wrapped(facts_line(summary))]
 
 

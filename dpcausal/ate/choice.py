@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -33,6 +34,13 @@ from dpcausal.ate import sums
 from dpcausal.ate.planner import nonprivate_variance, plan, recommended
 
 DESIGNS = ("observational", "randomized")
+#: The large covariate imbalance (standardised mean difference per covariate) at which ``auto``
+#: also weighs ``lin`` in an observational design (SPECS.md, "Estimators from noisy sums",
+#: planner): lin's noise grows with the arms' imbalance, which no public fact bounds, while the
+#: ensemble's is set by public facts; ``auto`` takes lin only if it is the narrowest at the
+#: planned imbalance and at this one too: arms 2 within-arm sds apart in every covariate, 8x
+#: the 0.25 at which regression adjustment is held reliable.
+LARGE_IMBALANCE = 2.0
 ENSEMBLE_ASSUMPTION = ("no unmeasured confounding and overlap (model-agnostic cross-fitted "
                        "ensemble; randomization gives both)")
 
@@ -101,6 +109,8 @@ def _sums_halfwidth(name: str) -> Callable[..., float]:
         return sums.expected_halfwidth(name, n, d, zeta=zeta, outcome_bounds=outcome_bounds,
                                        alpha=alpha, outcome_sd=outcome_sd,
                                        treated_share=public.get("treated_share", 0.5),
+                                       design=public.get("design", "observational"),
+                                       imbalance=public.get("imbalance"),
                                        estimand=public.get("estimand", "ate"))
     return halfwidth
 
@@ -150,8 +160,10 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
             estimand: str = "ate") -> pd.DataFrame:
     """One row per candidate valid for ``design`` and the declared ``assume_linear``: estimator,
     expected half-width, the non-private difference-in-means half-width under the stated
-    spread, their ratio, whether ``auto`` may take it, the assumption it states, and ``chosen``
-    (auto's pick: the narrowest selectable one). Data-free.
+    spread, their ratio, whether ``auto`` may take it, the assumption it states,
+    ``robust_halfwidth`` (what ``auto`` ranks by: the expected half-width, or for ``lin`` in an
+    observational design the wider of it and its half-width at :data:`LARGE_IMBALANCE`) and
+    ``chosen`` (auto's pick: the selectable one narrowest by that rank). Data-free.
 
     ``ensemble``: the ensemble's public knobs for :func:`dpcausal.ate.planner.plan`
     (propensity_clip, sensitivity, ...); ``estimand``: the effect compared ("ate" or "att"),
@@ -162,7 +174,7 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
     # row only, never auto's pick
     public = {"covariate_bounds": covariate_bounds, "treated_share": treated_share,
               "binary_outcome": tuple(outcome_bounds) == (0, 1), "assume_linear": assume_linear,
-              "estimand": estimand}
+              "design": design, "estimand": estimand}
     base = float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(
         nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share))
     rows = []
@@ -178,13 +190,19 @@ def compare(n: int, d: int, *, design: str, zeta: float, outcome_bounds: tuple[f
             if cand.selectable:
                 raise
             continue
+        robust = half
+        if cand.name == "lin" and design == "observational":
+            robust = max(half, cand.expected_halfwidth(
+                n, d, zeta=zeta, outcome_bounds=outcome_bounds, alpha=alpha,
+                outcome_sd=outcome_sd, **extra, imbalance=LARGE_IMBALANCE))
         rows.append({"estimator": cand.name, "design": design, "halfwidth": half,
                      "nonprivate_halfwidth": base, "ratio": half / base,
                      "selectable": cand.selectable, "assumption": cand.assumption(design),
-                     "outcome_spread": spread_statement(outcome_sd, outcome_bounds)})
+                     "outcome_spread": spread_statement(outcome_sd, outcome_bounds),
+                     "robust_halfwidth": robust})
     table = pd.DataFrame(rows)
     pool = table[table["selectable"]]
-    best = pool.sort_values("halfwidth", kind="stable").index[0]
+    best = pool.sort_values("robust_halfwidth", kind="stable").index[0]
     table["chosen"] = table.index == best
     return EstimatorComparison(table)
 
@@ -223,7 +241,7 @@ def declaration_changes(n: int, d: int, *, design: str, assume_linear: bool = Fa
 class EstimatorComparison(pd.DataFrame):
     """The table of :func:`compare` (``PrivateATE.compare_estimators``): a ``DataFrame`` with
     every column, whose printed form (``repr``, ``str``, a notebook's HTML) is the narrow view
-    of :data:`VIEW`, in full, followed by the names of the other columns (its nine columns
+    of :data:`VIEW`, in full, followed by the names of the other columns (its ten columns
     were cut to ``...`` by pandas). Any slice or operation gives a plain ``DataFrame``."""
 
     #: the columns the printed form shows
@@ -238,7 +256,7 @@ class EstimatorComparison(pd.DataFrame):
 
     def _others(self) -> str:
         hidden = ", ".join(str(c) for c in self.columns if c not in self.VIEW)
-        return f"(more columns: {hidden}; to_string() shows all)"
+        return textwrap.fill(f"(more columns: {hidden}; to_string() shows all)", 100)
 
     def __repr__(self) -> str:
         return f"{self._view().to_string(index=False)}\n{self._others()}"

@@ -378,8 +378,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             "estimator": "aipw", "propensity_clip": self.propensity_clip,
             "ci_share": None if self.ci_share == "auto" else self.ci_share,
             "sigma2": None if self.sigma2 == "auto" else self.sigma2, "ci": self.ci,
-            "p1": self.p1, "sensitivity": self.sensitivity, "model_kind": "parametric"
-            if self._plain_linear() else "other", "compute_budget": float(self.compute_budget),
+            "p1": self.p1, "sensitivity": self.sensitivity, "model_kind": self._model_kind(),
+            "compute_budget": float(self.compute_budget),
             "block_folds": self.block_folds if self.n_folds == "auto" else None,
         }
 

@@ -384,7 +384,8 @@ def plan(
         at most about sqrt(n): the rule of :func:`auto_n_folds`), informative (ratio <= 10) and
         recommended
         (exactly one row: the narrowest feasible CI, the smaller K on ties; at the "auto" K, since
-        the CI narrows with K).
+        the CI narrows with K; when no K is feasible, the narrowest at the least K, which
+        ``n_folds="auto"`` then takes).
     """
     if not (isinstance(n, int) and n >= 4):
         raise ValueError(f"n must be an int >= 4, got {n!r}")
@@ -427,7 +428,9 @@ def plan(
                         })
     table = pd.DataFrame(rows)
     table["informative"] = table["ratio"] <= UNINFORMATIVE_RATIO
-    pool = table[table["feasible"]] if table["feasible"].any() else table
+    # no K keeps the floor: n_folds="auto" takes its least K (auto_folds), so the plan does too
+    pool = (table[table["feasible"]] if table["feasible"].any()
+            else table[table["n_folds"] == table["n_folds"].min()])
     best = pool.sort_values(["halfwidth", "n_folds"], kind="stable").index[0]
     table["recommended"] = table.index == best
     return table
@@ -529,7 +532,8 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
 
 def zeta_for_sums_halfwidth(target: float, estimator: str, n: int, d: int, *,
                             outcome_bounds: Sequence[float], alpha: float = 0.05,
-                            outcome_sd: float | None = None, treated_share: float = 0.5) -> float:
+                            outcome_sd: float | None = None, treated_share: float = 0.5,
+                            design: str = "observational") -> float:
     """The smallest zeta whose expected half-width of a ``dim``/``lin`` release is at most
     ``target``: the root of :func:`dpcausal.ate.sums.expected_halfwidth`, the figure
     :func:`dpcausal.ate.choice.compare` (the plan's estimator table) shows, which falls as zeta
@@ -543,7 +547,7 @@ def zeta_for_sums_halfwidth(target: float, estimator: str, n: int, d: int, *,
         The estimator from noisy sums.
     n, d : int
         Rows and covariates (public; ``dim`` ignores d).
-    outcome_bounds, alpha, outcome_sd, treated_share
+    outcome_bounds, alpha, outcome_sd, treated_share, design
         As in :func:`dpcausal.ate.sums.expected_halfwidth`.
 
     Returns
@@ -557,7 +561,7 @@ def zeta_for_sums_halfwidth(target: float, estimator: str, n: int, d: int, *,
     def excess(zeta: float) -> float:
         return sums.expected_halfwidth(estimator, n, d, zeta=zeta, outcome_bounds=bounds,
                                        alpha=alpha, outcome_sd=outcome_sd,
-                                       treated_share=treated_share) - target
+                                       treated_share=treated_share, design=design) - target
 
     if excess(math.inf) >= 0:
         return math.inf

@@ -36,6 +36,10 @@ prediction & estimation in unbounded domain", UAI (AdaSSP).
 Ferrando, Wang, Sheldon (2022), "Parametric bootstrap for differentially private confidence
 intervals", AISTATS.
 Canonne, Kamath, Steinke (2020), "The discrete Gaussian for differential privacy", NeurIPS.
+Rubin (2001), "Using propensity scores to help design observational studies: application to
+the tobacco litigation", Health Serv. Outcomes Res. Methodol. 2.
+Stuart (2010), "Matching methods for causal inference: a review and a look forward", Stat. Sci.
+25(1).
 """
 
 from __future__ import annotations
@@ -460,42 +464,78 @@ def estimate_from(noisy_weighted: np.ndarray, cal: SumsCalibration, *, alpha: fl
     return SumsEstimate(float(tau), (lo, hi), v_s, v_n)
 
 
+#: The covariate imbalance the planner assumes between the arms, per covariate in within-arm
+#: standard deviations (standardised mean difference): none in a randomized design; in an
+#: observational one 0.25, the largest at which regression adjustment is held reliable (Rubin
+#: 2001; Stuart 2010, section 6.2). Lin's noise grows with it where an arm's scatter is
+#: noise-dominated (SPECS.md, "Estimators from noisy sums", planner).
+PLANNED_IMBALANCE = {"randomized": 0.0, "observational": 0.25}
+#: Draws of the release's noise in the planner's prediction (antithetic pairs; a fixed seed: the
+#: prediction is a deterministic function of public facts).
+PLANNING_DRAWS = 512
+
+
+def planning_statistics(n: int, d: int, *, treated_share: float, outcome_sd_scaled: float,
+                        imbalance: float) -> np.ndarray:
+    """A pre-noise statistic vector made of public facts only (no data value), the planner's
+    stand-in for the release's (SPECS.md, "Estimators from noisy sums", planner): arm sizes
+    ``n p`` and ``n (1 - p)``; covariates independent and uniform within their bounds in each
+    arm (scaled variance 1/3), the arms' means ``imbalance / sqrt(3)`` apart in every covariate
+    around a pooled mean of 0; the outcome with scaled sd ``s`` in both arms, no covariate
+    explaining it (slopes 0, as the sampling part assumes), and mean ``sqrt((1 - s^2)/3)``:
+    the root mean square of a mean uniform over the range the spread allows (Bhatia-Davis,
+    ``|m| <= sqrt(1 - s^2)``); the noise of a count and of the covariate sums enters the
+    estimate times the mean."""
+    s2 = min(outcome_sd_scaled**2, 1.0)
+    m, v = math.sqrt((1.0 - s2) / 3.0), 1.0 / 3.0
+    gap = imbalance * math.sqrt(v) * np.ones(d)
+    iu = np.triu_indices(d + 1)
+    blocks = []
+    for n_a, mean_x in ((n * treated_share, (1.0 - treated_share) * gap),
+                        (n * (1.0 - treated_share), -treated_share * gap)):
+        gram = np.empty((d + 1, d + 1))
+        gram[0, 0] = n_a
+        gram[0, 1:] = gram[1:, 0] = n_a * mean_x
+        gram[1:, 1:] = n_a * (v * np.eye(d) + np.outer(mean_x, mean_x))
+        blocks.append(np.concatenate([gram[iu], m * gram[:, 0], [n_a * (m * m + s2)]]))
+    return np.concatenate(blocks)
+
+
 def expected_halfwidth(estimator: str, n: int, d: int, *, zeta: float,
                        outcome_bounds: tuple[float, float], alpha: float = 0.05,
                        outcome_sd: float | None = None, treated_share: float = 0.5,
+                       design: str = "observational", imbalance: float | None = None,
                        estimand: str = "ate") -> float:
-    """The planner's expected half-width of a ``dim``/``lin`` CI, from public facts: sampling
-    ``sd^2 (1/n_1 + 1/n_0)`` (no gain assumed from covariates), noise per arm
-    ``sigma^2 (1 + m^2 + k) / n_a^2`` with ``m^2 = 1 - (sd/h)^2`` the largest squared scaled
-    mean the spread allows (Bhatia-Davis) and ``k`` = 0 for dim, ``1 + d/2`` for lin: the
-    covariate means and the slopes' noise at covariate imbalance, an empirical allowance (a
-    planning figure, not a bound: SPECS.md) that matched the measured noise of releases on a
-    d = 18 and a d = 5 observational data set within a factor of about 1.5. ``zeta=inf``
-    gives the limit without noise, the sampling part alone. ``estimand="att"``: the treated
-    arm's ``k`` is at most 1 (:func:`_arm_allowances`), the rest as for the ATE."""
+    """The planner's expected half-width of a ``dim``/``lin`` CI, from public facts (SPECS.md,
+    "Estimators from noisy sums", planner): ``h sqrt(w_s^2 + w_n^2)`` with the sampling part
+    ``w_s = z sd/h sqrt(1/n_1 + 1/n_0)`` (no gain assumed from covariates) and the noise part
+    ``w_n`` the ``1 - alpha`` quantile of ``|t(S + e) - t(S)|`` over :data:`PLANNING_DRAWS`
+    antithetic draws ``+/- e`` of the release's noise, ``S`` :func:`planning_statistics` and
+    ``t`` the unclipped estimate of the release's calibration for ``design`` (count floor,
+    ridge or eigenvalue floor). Where an arm's count or scatter is noise-dominated this follows
+    the estimate's nonlinearity in the noise, which the CI's parametric bootstrap follows and
+    the delta method misses. ``imbalance``: the covariate imbalance assumed (default
+    :data:`PLANNED_IMBALANCE` of the design). ``estimand``: the effect ``t`` estimates
+    (:func:`point`; the ATT's noise enters through the control arm's slopes at the treated
+    mean). ``zeta=inf`` gives the limit without noise, the sampling part alone."""
+    check_estimand(estimand)
     lo, hi = outcome_bounds
     h = (hi - lo) / 2.0
-    sd = h if outcome_sd is None else float(outcome_sd)
-    ratio2 = min((sd / h) ** 2, 1.0)
-    sigma = 0.0 if zeta == math.inf else calibrate_sums(estimator, n, d, zeta).sigma
-    k = 1.0 + d / 2.0 if estimator == "lin" else 0.0
-    var = 0.0
-    allowances = _arm_allowances(k, estimand)
-    for share, k_a in zip((treated_share, 1.0 - treated_share), allowances, strict=True):
-        n_a = n * share
-        var += ratio2 / n_a + sigma**2 * (2.0 - ratio2 + k_a) / n_a**2
-    return float(ndtri(1.0 - alpha / 2.0)) * h * math.sqrt(var)
-
-
-def _arm_allowances(k: float, estimand: str) -> tuple[float, float]:
-    """The planner's noise allowance ``k`` of (arm 1, arm 0) (SPECS.md, "Estimators from noisy
-    sums", the ATT): the ATE extrapolates both arms' noisy slopes to the pooled mean; the ATT
-    uses the treated arm only through ``ybar_1 - beta_0^T xbar_1`` (no slopes of its own: its
-    covariate means' noise times ``beta_0``, ``sum beta_0j^2 <= 1`` for a control fit that stays
-    within the outcome's bounds), so arm 1's allowance is ``min(k, 1)``."""
-    if check_estimand(estimand) == "att":
-        return min(k, 1.0), k
-    return k, k
+    ratio = min((h if outcome_sd is None else float(outcome_sd)) / h, 1.0)
+    z = float(ndtri(1.0 - alpha / 2.0))
+    sampling = z * ratio * math.sqrt(1.0 / (n * treated_share)
+                                     + 1.0 / (n * (1.0 - treated_share)))
+    if zeta == math.inf:
+        return h * sampling
+    cal = calibrate_sums(estimator, n, d, zeta, design)
+    shift = PLANNED_IMBALANCE[design] if imbalance is None else float(imbalance)
+    stats = planning_statistics(n, cal.d, treated_share=treated_share,
+                                outcome_sd_scaled=ratio, imbalance=shift)
+    noise = (np.random.default_rng(0).standard_normal((PLANNING_DRAWS // 2, stats.size))
+             * (cal.sigma / weights(cal.d, cal.q_weight)))
+    taus = point(np.vstack([stats, stats + noise, stats - noise]), cal.d, cal.ridge,
+                 cal.eigen_floor, cal.floor, clip=False, estimand=estimand)[0]
+    return h * math.hypot(sampling, float(np.quantile(np.abs(taus[1:] - taus[0]), 1.0 - alpha)))
 
 
 def chunk_statistics(X: np.ndarray | pd.DataFrame | None, A: np.ndarray, Y: np.ndarray, *,

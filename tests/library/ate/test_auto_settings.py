@@ -51,6 +51,23 @@ def test_the_plans_recommended_row_is_what_auto_chooses():
         assert best["sigma1"] == pytest.approx(cal.sigma_ate, rel=1e-12)
 
 
+def test_the_plan_and_the_estimator_comparison_plan_the_k_the_release_takes():
+    """The ensemble's row of compare_estimators (what auto ranks by) and the plan's recommended
+    row are at the K and noise the release takes, for the default degree-2 models too (main
+    compared them at the plain models' K: on the NSW + CPS design 8.5 where releases gave 33),
+    and where no K keeps the rows-per-fold floor (d = 18 at n = 1,566: the release takes K = 2,
+    the plan recommended K = 500)."""
+    for n, d in ((16_177, 8), (1_566, 18), (3_000, 2)):
+        est = PrivateATE(outcome_bounds=(0, 60), zeta=1.0, covariate_bounds=[(0, 1)] * d,
+                         assume_linear=True)
+        best = recommended(PrivateATE(**est.get_params() | {"estimator": "aipw"}).plan(n, d))
+        assert best["n_folds"] == est.resolved_n_folds(n, d)
+        compared = est.compare_estimators(n, d).set_index("estimator")
+        cal = PrivateATE(**est.get_params() | {"estimator": "aipw"}).calibration(n, d)
+        assert best["sigma1"] == pytest.approx(cal.sigma_ate, rel=1e-12)
+        assert compared.loc["aipw", "halfwidth"] == pytest.approx(best["halfwidth"], rel=1e-12)
+
+
 def test_auto_k_at_a_million_rows_is_far_narrower_than_the_old_default():
     """Issue 19: K = 500 gave a CI about 26x the non-private one (worst-case spread, zeta 1)."""
     plain = {"propensity_model": LogisticRegression(), "outcome_model": LinearRegression(),

@@ -124,11 +124,11 @@ def test_sums_zeta_solver_round_trips_through_the_plans_estimator_table(estimato
     from dpcausal import PrivateATE
 
     n, d, bounds, sd = 2000, 3, (0.0, 1.0), 0.3
-    kw = dict(outcome_bounds=bounds, outcome_sd=sd)
+    kw = dict(outcome_bounds=bounds, outcome_sd=sd, design="randomized")
 
     def row(zeta):
-        est = PrivateATE(estimator=estimator, design="randomized", zeta=zeta,
-                         covariate_bounds=[(0.0, 1.0)] * d, **kw)
+        est = PrivateATE(estimator=estimator, zeta=zeta, covariate_bounds=[(0.0, 1.0)] * d,
+                         **kw)
         table = est.compare_estimators(n, d)
         return table[table["estimator"] == estimator].iloc[0]
 

@@ -6,11 +6,8 @@ evaluated on the treated rows, plain means and sample variances."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
-from scipy import stats
 
 from dpcausal import PrivateATE
 from dpcausal.ate import choice, sums
@@ -135,17 +132,15 @@ def test_an_unknown_estimand_is_refused_before_the_charge():
 
 
 def test_the_planned_att_halfwidth():
-    """``expected_halfwidth(..., estimand="att")``: dim's is the ATE's; lin's treated arm carries
-    the noise allowance k = 1 (its means through beta_0), not 1 + d/2 (SPECS.md, the ATT)."""
+    """``expected_halfwidth(..., estimand="att")``: dim's is the ATE's; lin's ATT, which uses the
+    small treated arm only through its means (the control arm's slopes at the treated mean), is
+    planned narrower than its ATE, which extrapolates the treated arm's noisy slopes (SPECS.md,
+    the ATT; the planner's Monte-Carlo runs the ATT's own post-processing)."""
     kw = dict(zeta=1.0, outcome_bounds=(0.0, 2.0), outcome_sd=0.5, treated_share=0.1)
     assert sums.expected_halfwidth("dim", 4000, 0, estimand="att", **kw) == \
         sums.expected_halfwidth("dim", 4000, 0, **kw)
-    sigma = sums.calibrate_sums("lin", 4000, 6, 1.0).sigma
-    n1, n0, r2 = 400.0, 3600.0, 0.25                    # h = 1, sd = 0.5
-    var = r2 / n1 + sigma**2 * (2 - r2 + 1) / n1**2 + r2 / n0 + sigma**2 * (2 - r2 + 4) / n0**2
     got = sums.expected_halfwidth("lin", 4000, 6, estimand="att", **kw)
-    assert got == pytest.approx(stats.norm.ppf(0.975) * math.sqrt(var), rel=1e-12)
-    assert got < sums.expected_halfwidth("lin", 4000, 6, **kw)
+    assert got < 0.8 * sums.expected_halfwidth("lin", 4000, 6, **kw)
     with pytest.raises(ValueError, match="estimand"):
         sums.expected_halfwidth("lin", 4000, 6, estimand="atc", **kw)
     # the planner's candidate reads the estimand from the public facts it is given
