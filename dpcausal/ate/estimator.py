@@ -24,6 +24,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
+from dpcausal.ate import prerelease as pre
 from dpcausal.ate import sums
 from dpcausal.ate.aggregation import EnsembleNuisances, aggregate, one_blas_thread
 from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
@@ -204,6 +205,15 @@ class PrivateATE(Mechanism[ATEFacts]):
         A stated share of treated rows for the planner's expected CI and the "auto" choice (a
         trial protocol's assignment probability, or a curator's registered fact); default 1/2.
         Public, never checked against the data; published.
+    prerelease : float in (0, 0.5], optional
+        Opts in to a charged pre-release of the planning facts (issue 39 item 5;
+        :mod:`dpcausal.ate.prerelease`): the share r of zeta^2 releases each arm's noisy count,
+        outcome sum and sum of squares, from which ``auto`` learns the treated share and the
+        outcome sd it chooses with (a stated or registered fact takes precedence); the release
+        runs on ``zeta sqrt(1 - r)``, and the charge is zeta. Only where ``auto`` has a choice
+        (a randomized design, or ``assume_linear`` with ``covariate_bounds``) and a fact is
+        unstated; the learned facts and the choice are published. Default None: no
+        pre-release.
     """
 
     def __init__(
@@ -235,6 +245,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         outcome_sd: float | None = None,
         assume_linear: bool = False,
         treated_share: float | None = None,
+        prerelease: float | None = None,
     ) -> None:
         self.estimator = estimator
         self.propensity_model = propensity_model
@@ -263,6 +274,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.outcome_sd = outcome_sd
         self.assume_linear = assume_linear
         self.treated_share = treated_share
+        self.prerelease = prerelease
 
     # ------------------------------------------------------------------ estimator choice
     def _ensemble(self) -> str:
@@ -306,6 +318,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             raise ValueError(f"treated_share must be a number in (0, 1) or None, got {share!r}")
         if self.covariate_bounds is not None and d is not None:
             sums.check_covariate_bounds(self.covariate_bounds, columns, d)
+        pre.check(self)
 
     def compare_estimators(self, n: int, d: int, *, treated_share: float | None = None
                            ) -> pd.DataFrame:
@@ -495,6 +508,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         K, so they need no record."""
         n, d = _facts(n, d)
         out: dict[str, Any] = {}
+        if self.prerelease is not None:     # chosen after the charge, recorded by the release
+            return out
         chosen = self.resolved_estimator(n, d)
         if self.estimator == "auto":
             out["estimator"] = chosen
@@ -530,15 +545,26 @@ class PrivateATE(Mechanism[ATEFacts]):
         n, d = _facts(n, d)
         if d is None:
             raise TypeError("check_facts needs d, the number of covariates (or ATEFacts)")
-        chosen = self.resolved_estimator(n, d)
-        if chosen not in sums.SUM_ESTIMATORS:  # dim/lin are not judged by the ensemble's noise
-            self._params(n, d)
-            return
         names = facts.covariates if isinstance(facts, ATEFacts) else None
         if names is None and isinstance(self.covariate_bounds, Mapping):
             names = tuple(self.covariate_bounds)
         check_policy(self.missing, self.missing_fill)
-        self._sums_params(chosen, n, d, names)
+        self._check_params(n, d, names)
+
+    def _check_params(self, n: int, d: int, names: Sequence[Any] | None) -> None:
+        """The refusals of the parameters of the estimator that will run (dim/lin are not
+        judged by the ensemble's noise: issue 39 item 6); with a pre-release, of each one
+        ``auto`` may take after it, at the release's zeta (:func:`dpcausal.ate.prerelease.
+        candidates`), so the release completes whichever the learned facts choose."""
+        if self.prerelease is not None:
+            for informed in pre.candidates(self, n, d):
+                informed._check_params(n, d, names)
+            return
+        chosen = self.resolved_estimator(n, d)
+        if chosen in sums.SUM_ESTIMATORS:
+            self._sums_params(chosen, n, d, names)
+        else:
+            self._params(n, d)
 
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
         """``(sigma2, ci_share)``: the given values, or for "auto" the planner's narrowest
@@ -753,6 +779,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         the ledger: zeta-GDP (spec §2.6); data-free. ``d`` is needed only with
         ``n_folds="auto"`` (the split of zeta between the ATE and the CI follows K)."""
         n, d = _facts(n, d)
+        if self.prerelease is not None:
+            return pre.charge(self, n, d)
         chosen = self.resolved_estimator(n, d)
         if chosen in sums.SUM_ESTIMATORS:
             cal_s = self._sums_calibration(chosen, n, d or 0)
@@ -1093,10 +1121,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             kept = apply_missing(Xa, Aa, Ya, "drop_public_count")
             Xa, Aa, Ya = kept.X, kept.A, kept.Y
         n, d = Xa.shape
-        if self.resolved_estimator(n, d) in sums.SUM_ESTIMATORS:
-            self._sums_params(self.resolved_estimator(n, d), n, d, names)
-        else:
-            self._params(n, d)
+        self._check_params(n, d, names)
         keep = names if isinstance(self.covariate_bounds, Mapping) else None
         return Prepared(public=ATEFacts(int(n), int(d), keep), data=(Xa, Aa, Ya))
 
@@ -1114,6 +1139,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         of fold fits that fell back to constants (non-private counts: never in a release).
         """
         self.check_mode(evaluation)
+        if self.prerelease is not None:     # the facts, then auto's choice, then the release
+            return pre.release(self, prepared, evaluation)
         n, d = prepared.public.n, prepared.public.d
         chosen = self.resolved_estimator(n, d)
         if chosen in sums.SUM_ESTIMATORS:
