@@ -107,6 +107,9 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     mechanism.set_params(**planning_facts(registration, mechanism.get_params(deep=False)))
     facts = assumed_facts(config, mechanism, registration,
                           {"outcome_sd": outcome_sd, "treated_share": treated_share})
+    zeta, prerelease = float(mechanism.zeta), prerelease_plan(mechanism, facts)
+    if prerelease is not None:  # planned under the defaults, at the release's share of zeta
+        mechanism = informed(mechanism)
     chosen = mechanism.resolved_estimator(n, d)
     compared = mechanism.compare_estimators(n, d)
     # the ensemble's K table: the release's ensemble, or the one auto compares (AIPW)
@@ -128,7 +131,7 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
                                      sigma2=str(best["sigma2"]), outcome_sd=mechanism.outcome_sd,
                                      treated_share=mechanism.assumed_treated_share(),
                                      block_folds=int(best["block_folds"])))
-    return {"n": n, "d": d, "zeta": float(mechanism.zeta), "design": mechanism.design,
+    return {"n": n, "d": d, "zeta": zeta, "prerelease": prerelease, "design": mechanism.design,
             "estimator": chosen, "outcome_sd": mechanism.outcome_sd,
             "estimators": [plain_row(r) for r in compared.to_dict("records")],
             "recommended": plain_row(best.to_dict()),
@@ -136,6 +139,34 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
             "partitioned": partitioned_layout(config, mechanism.outcome_sd),
             "facts": facts, "declarations": mechanism.declaration_changes(n, d)}
+
+
+def prerelease_plan(mechanism: Any, facts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """With ``estimator.prerelease`` (issue 39 item 5; its refusals raised here, before any
+    charge): ``{"share", "learns", "zeta_release", "text"}``, the facts it would learn (their
+    ``facts`` source says so; the plan assumes their defaults) and what it costs, in words
+    (:func:`dpcausal.ate.prerelease.plan_line`); None without one."""
+    from dpcausal.ate import prerelease as pre
+
+    mechanism._check_choice()
+    share = mechanism.prerelease
+    if share is None:
+        return None
+    learns = [f for f in pre.FACTS if getattr(mechanism, f) is None]
+    for fact in learns:
+        facts[fact]["source"] = f"learned by a pre-release of {share:g}·ζ² (here: the default)"
+    return {"share": share, "learns": learns,
+            "zeta_release": pre.split(float(mechanism.zeta), share)[1],
+            "text": pre.plan_line(float(mechanism.zeta), share, learns)}
+
+
+def informed(mechanism: Any) -> Any:
+    """The mechanism a release with a pre-release runs after it, planned under the defaults of
+    the facts it would learn (:func:`dpcausal.ate.prerelease.informed`); ``mechanism`` itself
+    without one."""
+    from dpcausal.ate import prerelease as pre
+
+    return mechanism if mechanism.prerelease is None else pre.informed(mechanism)
 
 
 def wrapped(text: str) -> list[str]:
@@ -166,9 +197,14 @@ def facts_line(summary: dict[str, Any]) -> str:
     share, sd = summary["facts"]["treated_share"], summary["facts"]["outcome_sd"]
     spread = pd.DataFrame(summary["estimators"])["outcome_spread"].iloc[0]
     treated = (f"{share['value']:g}, {share['source']}" if share["value"] is not None
-               else "1/2, default (none declared)")
+               else f"1/2, {_source(share)}")
     return (f"(planning facts assumed: treated share {treated}; outcome spread {spread}, "
-            f"{sd['source'] if sd['value'] is not None else 'default (none declared)'})")
+            f"{_source(sd)})")
+
+
+def _source(fact: dict[str, Any]) -> str:
+    """Where a planning fact comes from, in :func:`facts_line`'s words."""
+    return "default (none declared)" if fact["source"] == "default" else fact["source"]
 
 
 def declaration_lines(summary: dict[str, Any]) -> list[str]:
@@ -199,6 +235,9 @@ def plan_lines(summary: dict[str, Any], config: Any, config_path: str, *,
                     + ("" if asked == summary["estimator"] else f" -> {summary['estimator']}")
                     + f", zeta={summary['zeta']:g} (from the config); nothing read, nothing "
                     "charged")
+    if summary.get("prerelease") is not None:
+        lines += wrapped(f"Pre-release: {summary['prerelease']['text']}. The plan below assumes "
+                         "the defaults for the facts it would learn.")
     if config.data.missing == "drop_public_count":  # the curator declared the count public
         lines += wrapped("data.missing: drop_public_count: the release's n is the exact "
                          "complete-case count, and K is resolved from it; this table uses all "
@@ -326,6 +365,7 @@ def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
     from dpcausal.ate.planner import layout_halfwidth, recommended
 
     n, d = checked.prepared.public.n, checked.prepared.public.d
+    mechanism = informed(mechanism)     # with a pre-release: planned under the defaults
     chosen = mechanism.resolved_estimator(n, d)
     if chosen in SUMS:
         compared = mechanism.compare_estimators(n, d)

@@ -177,7 +177,8 @@ def charge(mechanism: PrivateATE, n: int, d: int | None) -> PrivacyCharge:
     zeta_pre = split(float(mechanism.zeta), float(mechanism.prerelease or 0.0))[0]
     release_zeta = float(charges[0].zeta or 0.0)
     detail: dict[str, Any] = {"estimator": "auto", "prerelease": mechanism.prerelease,
-                              "zeta_prerelease": zeta_pre, "zeta_release": release_zeta}
+                              "zeta_prerelease": zeta_pre, "zeta_release": release_zeta,
+                              "learns": [f for f in FACTS if getattr(mechanism, f) is None]}
     public = sorted({f for c in charges for f in c.detail.get("public_facts", [])})
     if public:
         detail["public_facts"] = public
@@ -227,15 +228,11 @@ def published(base: ATERelease, mechanism: PrivateATE, facts: LearnedFacts,
     return replace(base, privacy=privacy, params=params)
 
 
-def plan_line(mechanism: PrivateATE) -> str | None:
-    """What the plan says before the charge (None without a pre-release): the facts it would
-    learn and what it costs."""
-    r = mechanism.prerelease
-    if r is None:
-        return None
-    learned = [f.replace("_", " ") for f in FACTS if getattr(mechanism, f) is None]
-    zeta_pre, zeta_release = split(float(mechanism.zeta), float(r))
-    return (f"{' and '.join(learned)}: learned by a pre-release of {r:g}·ζ² (ζ = {zeta_pre:.3g}"
-            f", noise sd {sigma(zeta_pre):.3g} per arm count and scaled sum); auto chooses "
-            f"from them after the charge, and the release runs on ζ = {zeta_release:.3g}; the "
-            "plan below assumes the defaults")
+def plan_line(zeta: float, share: float, learns: list[str]) -> str:
+    """What a plan or a dry run says before the charge: the facts a pre-release of ``share``
+    of ``zeta^2`` would learn, its cost and noise, and that ``auto`` chooses after the charge."""
+    zeta_pre, zeta_release = split(zeta, share)
+    return (f"{' and '.join(f.replace('_', ' ') for f in learns)}: learned by a pre-release of "
+            f"{share:g}·ζ² (ζ = {zeta_pre:.3g}, noise sd {sigma(zeta_pre):.3g} per arm count, "
+            "scaled sum and sum of squares); auto chooses from them after the charge and the "
+            f"release runs on ζ = {zeta_release:.3g}, ζ = {zeta:g} in all")

@@ -225,4 +225,34 @@ def test_nothing_planned_before_the_charge_and_every_candidate_checked():
     assert mech.planned_params(400, 2) == {}
     assert sorted(m.estimator for m in pre.candidates(mech, 400, 2)) == ["aipw", "dim", "lin"]
     assert [m.zeta for m in pre.candidates(mech, 400, 2)] == [pytest.approx(math.sqrt(0.9))] * 3
-    assert "learned by a pre-release of 0.1·ζ²" in pre.plan_line(mech)
+    charge = mech.privacy_charge(400, 2)
+    assert charge.detail["learns"] == ["treated_share", "outcome_sd"]
+    assert pre.plan_line(1.0, 0.1, charge.detail["learns"]).startswith(
+        "treated share and outcome sd: learned by a pre-release of 0.1·ζ²")
+
+
+def test_the_ledger_charges_zeta_once_and_a_retried_release_draws_nothing(tmp_path, monkeypatch):
+    """Reserve zeta, then inside the one charged draw the pre-release, the choice and the
+    release, committed once; the same release id again returns the committed release without
+    a second pre-release draw."""
+    from dpcausal import session
+    from dpcausal.ledger import Ledger
+
+    real, drawn = pre.gaussian_vector_mechanism, []
+    monkeypatch.setattr(pre, "gaussian_vector_mechanism",
+                        lambda *a: drawn.append(1) or real(*a))
+    mech = _mechanism(covariate_bounds=COV, zeta=1.2)
+    prepared = mech.check_input(*_trial())
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True) as led:
+        led.set_budget("trial", zeta=2.0)
+        first, again = (session.charged_release(led, "trial", "job/1", mech, prepared,
+                                                mech.charge_of(prepared)) for _ in range(2))
+        [row] = led.history("trial").to_dict("records")
+        spent = led.spent("trial")
+    assert not first.reused and again.reused and len(drawn) == 1
+    assert again.release.to_dict() == first.release.to_dict()
+    assert row["status"] == "committed" and row["zeta"] == pytest.approx(1.2, rel=1e-12)
+    assert row["detail"]["prerelease"] == 0.1 and row["detail"]["learns"] == [
+        "treated_share", "outcome_sd"]
+    assert spent.zeta == pytest.approx(1.2, rel=1e-12)
+    assert first.release.params["learned_treated_share"] > 0
