@@ -193,7 +193,7 @@ def release(mechanism: PrivateATE, prepared: Prepared, evaluation: bool) -> ATER
     whole charge's privacy and the learned facts published (:func:`published`). Total after
     the charge, as every release phase."""
     n = prepared.public.n
-    zeta_pre = split(float(mechanism.zeta), float(mechanism.prerelease))[0]
+    zeta_pre = split(float(mechanism.zeta), float(mechanism.prerelease or 0.0))[0]
     rng = mechanism._noise_rng(evaluation)
     with private_failures(evaluation, "pre-release"):
         stats = statistics(mechanism, *prepared.data)

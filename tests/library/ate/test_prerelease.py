@@ -20,6 +20,7 @@ from dpcausal import ATERelease, PrivateATE, Release
 from dpcausal.accounting import compose_gdp, gdp_epsilon
 from dpcausal.ate import prerelease as pre
 from dpcausal.noise import gaussian_lattice_step
+from tests.library._trap import vector_noise
 
 Y_BOUNDS = (0.0, 10.0)
 COV = [(-1.0, 1.0), (-1.0, 1.0)]
@@ -89,15 +90,7 @@ def test_the_vector_matches_a_loop_over_usable_rows():
 # ------------------------------------------------------------------ noise
 
 def test_the_noise_has_scale_sqrt6_over_zeta_pre(monkeypatch):
-    real = pre.gaussian_vector_mechanism
-    seen = []
-
-    def recording(values, sigma, sensitivity, rng):
-        out = real(values, sigma, sensitivity, rng)
-        seen.append(out - np.asarray(values))
-        return out
-
-    monkeypatch.setattr(pre, "gaussian_vector_mechanism", recording)
+    seen = vector_noise(monkeypatch, pre)
     X, A, Y = _trial(n=200)
     mech = _mechanism(prerelease=0.09)
     for seed in range(500):

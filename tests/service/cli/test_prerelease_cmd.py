@@ -11,12 +11,7 @@ import json
 import pytest
 
 from dpcausal.ledger import Ledger
-from tests.service.cli.test_declared_assumptions_cmd import (  # noqa: F401 - the fixture
-    TRIAL,
-    _charges,
-    _invoke,
-    trial,
-)
+from tests.service.cli.test_declared_assumptions_cmd import TRIAL, _charges, _invoke
 
 AUTO = ["--set", "estimator.estimator=auto", "--set", "estimator.prerelease=0.05"]
 
