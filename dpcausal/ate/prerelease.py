@@ -58,9 +58,12 @@ def check(mechanism: PrivateATE) -> None:
     number in (0, 0.5]; only with ``estimator="auto"`` where the declarations leave it a
     choice (a randomized design, or ``assume_linear`` with ``covariate_bounds``); not when
     both planning facts are stated (or registered), which would spend for nothing."""
+    from dpcausal.ate.estimator import _positive_zeta
+
     r = mechanism.prerelease
     if r is None:
         return
+    _positive_zeta(mechanism.zeta)      # split below: a zeta given as text is refused here
     if not (isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r <= MAX_SHARE):
         raise ValueError(f"prerelease must be a share of zeta^2 in (0, {MAX_SHARE:g}] or None, "
                          f"got {r!r}")
@@ -110,14 +113,15 @@ class LearnedFacts:
         counts = np.clip(v[[0, 3]], 0.0, float(n))
         total = float(counts.sum())
         share = float(counts[0]) / total if total > 0 else 0.5
-        share = min(max(share, 1.0 / n), 1.0 - 1.0 / n)
+        if n >= 2:      # [1/n, 1 - 1/n] is empty below two rows
+            share = min(max(share, 1.0 / n), 1.0 - 1.0 / n)
         sds = []
         for c, s, q in ((counts[0], v[1], v[2]), (counts[1], v[4], v[5])):
             c = max(float(c), 1.0)
             mean = min(max(s / c, -1.0), 1.0)
             second = min(max(q / c, 0.0), 1.0)
             sds.append(h * math.sqrt(max(0.0, second - mean * mean)))
-        pooled = math.sqrt((1.0 - share) * sds[0] ** 2 + share * sds[1] ** 2)
+        pooled = min(math.sqrt((1.0 - share) * sds[0] ** 2 + share * sds[1] ** 2), h)
         return cls(share, sds[0], sds[1], max(pooled, SD_FLOOR * h))
 
 

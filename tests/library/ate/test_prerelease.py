@@ -255,3 +255,16 @@ def test_the_ledger_charges_zeta_once_and_a_retried_release_draws_nothing(tmp_pa
             "learned_treated_share", "learned_outcome_sd_treated",
             "learned_outcome_sd_control", "prerelease_sigma")}}
     assert first.release.params["learned_treated_share"] > 0
+
+
+def test_the_facts_stay_valid_planning_facts_whatever_the_noise():
+    """Post-processing never yields a fact the planner refuses after the charge: a share in
+    (0, 1) and a spread in (0, h], over extreme noisy vectors."""
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 50, 10**6):
+        for noisy in rng.normal(0, 10.0 ** rng.integers(-1, 7, size=(200, 1)), (200, 6)):
+            facts = pre.LearnedFacts.from_noisy(noisy, n, (-3.0, 7.0))
+            assert 0 < facts.treated_share < 1
+            assert 0 < facts.outcome_sd <= 5.0
+            assert 0 <= min(facts.outcome_sd_treated, facts.outcome_sd_control)
+            assert max(facts.outcome_sd_treated, facts.outcome_sd_control) <= 5.0
