@@ -326,8 +326,12 @@ class PrivateATE(Mechanism[ATEFacts]):
         facts (:func:`dpcausal.ate.choice.compare`): expected half-width, ratio to the
         non-private CI under the stated outcome spread (``outcome_sd``, else the worst case) and
         treated share (``treated_share``, else this estimator's, else 1/2), the assumption
-        each states, and ``chosen``, what ``estimator="auto"`` takes. Data-free."""
+        each states, and ``chosen``, what ``estimator="auto"`` takes. Data-free. With a
+        ``prerelease``: at the release's share of zeta, under the defaults of the facts it
+        would learn (auto chooses after the charge)."""
         self._check_choice()
+        if self.prerelease is not None:
+            return pre.informed(self).compare_estimators(n, d, treated_share=treated_share)
         return compare(n, d, **self._compared(treated_share),
                        covariate_bounds=self.covariate_bounds, design=self.design,
                        assume_linear=bool(self.assume_linear))
@@ -614,8 +618,15 @@ class PrivateATE(Mechanism[ATEFacts]):
             ``outcome_spread`` (the stated ``outcome_sd`` or the worst case) and
             ``selectable``; ``planner.recommended(table)`` is its recommended row: for
             ``estimator="auto"`` the estimator auto takes, else the given ensemble's best K.
+            With a ``prerelease``: at the release's share of zeta, under the defaults of the
+            facts it would learn.
         """
         self._check_choice()
+        if self.prerelease is not None:
+            return pre.informed(self).plan(n, d, outcome_sd=outcome_sd,
+                                           treated_share=treated_share, n_folds=n_folds,
+                                           estimators=estimators,
+                                           propensity_clips=propensity_clips)
         outcome_sd = self.outcome_sd if outcome_sd is None else outcome_sd
         treated_share = self.assumed_treated_share(treated_share)
         ensembles = None if estimators is None else [e for e in estimators

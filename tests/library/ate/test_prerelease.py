@@ -268,3 +268,11 @@ def test_the_facts_stay_valid_planning_facts_whatever_the_noise():
             assert 0 < facts.outcome_sd <= 5.0
             assert 0 <= min(facts.outcome_sd_treated, facts.outcome_sd_control)
             assert max(facts.outcome_sd_treated, facts.outcome_sd_control) <= 5.0
+
+
+def test_the_python_plan_is_the_release_share_under_the_defaults():
+    mech = _mechanism(covariate_bounds=COV, prerelease=0.36)
+    at_release = PrivateATE(outcome_bounds=Y_BOUNDS, design="randomized", zeta=0.8,
+                            covariate_bounds=COV)
+    assert mech.compare_estimators(400, 2).equals(at_release.compare_estimators(400, 2))
+    assert mech.plan(400, 2).equals(at_release.plan(400, 2))
