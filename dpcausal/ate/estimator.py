@@ -201,10 +201,6 @@ class PrivateATE(Mechanism[ATEFacts]):
         Declares each arm's outcome linear in the covariates (default False), the model "lin"
         needs in an observational design (issue 39 item 1): only then may "auto" take "lin"
         there, and an explicit "lin" is refused without it. Public: the release states it.
-    treated_share : float in (0, 1), optional
-        A stated share of treated rows for the planner's expected CI and the "auto" choice (a
-        trial protocol's assignment probability, or a curator's registered fact); default 1/2.
-        Public, never checked against the data; published.
     prerelease : float in (0, 0.5], optional
         Opts in to a charged pre-release of the planning facts (issue 39 item 5;
         :mod:`dpcausal.ate.prerelease`): the share r of zeta^2 releases each arm's noisy count,
@@ -214,6 +210,10 @@ class PrivateATE(Mechanism[ATEFacts]):
         (a randomized design, or ``assume_linear`` with ``covariate_bounds``) and a fact is
         unstated; the learned facts and the choice are published. Default None: no
         pre-release.
+    treated_share : float in (0, 1), optional
+        A stated share of treated rows for the planner's expected CI and the "auto" choice (a
+        trial protocol's assignment probability, or a curator's registered fact); default 1/2.
+        Public, never checked against the data; published.
     """
 
     def __init__(
@@ -244,8 +244,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         covariate_bounds: Any = None,
         outcome_sd: float | None = None,
         assume_linear: bool = False,
-        treated_share: float | None = None,
         prerelease: float | None = None,
+        treated_share: float | None = None,
     ) -> None:
         self.estimator = estimator
         self.propensity_model = propensity_model
@@ -273,8 +273,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.covariate_bounds = covariate_bounds
         self.outcome_sd = outcome_sd
         self.assume_linear = assume_linear
-        self.treated_share = treated_share
         self.prerelease = prerelease
+        self.treated_share = treated_share
 
     # ------------------------------------------------------------------ estimator choice
     def _ensemble(self) -> str:
