@@ -233,6 +233,7 @@ def plan_lines(summary: dict[str, Any], config: Any, config_path: str, *,
     lines = wrapped(f"Plan for {config_path}: n={summary['n']}, d={summary['d']} (from the "
                     f"registration), design={summary['design']}, estimator={asked}"
                     + ("" if asked == summary["estimator"] else f" -> {summary['estimator']}")
+                    + (" under the defaults" if summary.get("prerelease") else "")
                     + f", zeta={summary['zeta']:g} (from the config); nothing read, nothing "
                     "charged")
     if summary.get("prerelease") is not None:
