@@ -305,6 +305,30 @@ def test_after_the_charge_the_neighbour_releases(project, tmp_path, kind, neighb
     json.dumps(out["release"])  # a plain, published result
 
 
+@pytest.mark.parametrize("neighbour", ["abc", "huge", "missing"])
+def test_after_the_charge_a_pre_released_neighbour_releases(project, tmp_path, neighbour,
+                                                            curator_registers):
+    """With a pre-release (issue 39 item 5) the neighbours' values take the public rules after
+    the charge (unusable outcomes add nothing to the arms' counts, outcomes are clipped), the
+    learned facts stay valid planning facts, and the release completes, charged once."""
+    from flows.release import run_release
+
+    dataset = f"replay-ok-prerelease-{neighbour}"
+    data = tmp_path / "data.csv"
+    seed = 30 + list(NEIGHBOURS["ate"]).index(neighbour)
+    data.write_text(NEIGHBOURS["ate"][neighbour](_frame("ate", seed).to_csv(index=False)))
+    give_cap(dataset, zeta=50.0)
+    base = _base("ate", str(data), dataset)
+    config = load_any(None, base={**base, "estimator": {
+        **base["estimator"], "design": "randomized", "prerelease": 0.2}})
+    curator_registers(config)
+    out = run_release(config)
+    rel = out["release"]
+    assert np.isfinite(rel["ate"]) and 0 < rel["params"]["learned_treated_share"] < 1
+    assert rel["privacy"]["zeta"] == pytest.approx(1.5, rel=1e-12)
+    assert _ledger(dataset) == (["committed"], 1)
+
+
 def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(
         project, tmp_path, monkeypatch, curator_registers):
     """The audit's attack: under a dataset id with no cap, `--set mechanism.bounds=[0, b]` gave
