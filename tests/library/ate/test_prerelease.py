@@ -12,6 +12,7 @@ import math
 
 import dp_accounting
 import numpy as np
+import pandas as pd
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 from scipy import stats
@@ -179,7 +180,6 @@ def test_the_learned_share_steers_auto_on_the_job_training_design():
     test_declared_assumptions, where the two plans sit on either side at the worst-case spread;
     at the default eta the learned sds steer it there too). Measured (evaluation, noise seeds
     0-2, load 7): learned shares 0.0108-0.0118, ensemble CIs 67 wide, explicit lin's 44-118."""
-    pd = pytest.importorskip("pandas")
     from causaldata import cps_mixtape, nsw_mixtape
 
     nsw = nsw_mixtape.load_pandas().data
