@@ -67,8 +67,8 @@ def check(mechanism: PrivateATE) -> None:
     if not (isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r <= MAX_SHARE):
         raise ValueError(f"prerelease must be a share of zeta^2 in (0, {MAX_SHARE:g}] or None, "
                          f"got {r!r}")
-    stop = (f"prerelease={r!r} would spend {r:g} of zeta^2 learning the treated share and the "
-            "outcome sd, but")
+    stop = (f"prerelease={r!r} (config: estimator.prerelease) would spend {r:g} of zeta^2 "
+            "learning the treated share and the outcome sd, but")
     if mechanism.estimator != "auto":
         raise ValueError(f"{stop} estimator={mechanism.estimator!r} is fixed and plans nothing "
                          "from them: drop prerelease, or use estimator='auto'")
