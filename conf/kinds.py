@@ -145,11 +145,10 @@ def _core_roles(config: ReleaseConfig) -> dict[str, Any]:
 
 def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
     """What the ledger records of a core release: the estimator (the planner's choice for
-    ``auto``, written into the config by :func:`with_planned`), its design, the covariate
+    ``auto``, written into the config by :func:`with_planned`; ``auto`` with a ``prerelease``,
+    whose share of zeta^2 it records, the commit adding the choice), its design, the covariate
     bounds, the assumption the release states and whether it declares ``assume_linear``, the
-    stated ``treated_share``, the share of zeta^2 of a ``prerelease`` of the planning facts
-    (whose learned facts and the estimator chosen from them the committed release holds), K
-    for an ensemble (and K' for a block ensemble, the planner's or
+    stated ``treated_share``, K for an ensemble (and K' for a block ensemble, the planner's or
     the config's), its propensity clip eta (the planner's for "auto"), and the missing-value
     policy."""
     e = config.estimator
@@ -160,7 +159,6 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
             PrivateATE(design=e.design, assume_linear=bool(e.assume_linear)).assumption(
                 e.estimator),
             "assume_linear": bool(e.assume_linear), "treated_share": e.treated_share,
-            "prerelease": e.prerelease,
             "K": None if sums else e.n_folds or "auto",
             "K'": e.block_folds if isinstance(e.block_folds, int) and not sums else None,
             "eta": None if sums or e.estimator == "g" else e.propensity_clip or "auto",
@@ -169,6 +167,7 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
                 {k: list(v) for k, v in bounds.items()} if isinstance(bounds, dict)
                 else [list(b) for b in bounds]),
             "models": f"{config.models.propensity.name}/{config.models.outcome.name}",
+            "prerelease": e.prerelease,
             "missing": config.data.missing,
             "missing_fill": config.data.missing_fill if config.data.missing == "impute" else None}
 

@@ -195,19 +195,20 @@ class EstimatorConfig(_Strict):
     (``observational`` or ``randomized``), ``assume_linear`` (the declaration that each arm's
     outcome is linear in the covariates: only then may ``auto`` take ``lin`` in an
     observational design) and ``covariate_bounds`` are public and published with the release;
+    ``prerelease`` (a share r of zeta^2 in (0, 0.5]) learns the planning facts below that are
+    unstated, by a charged pre-release inside zeta, from which ``auto`` chooses after the
+    charge (issue 39 item 5);
     ``outcome_sd`` and ``treated_share`` are stated planning facts for the planner's expected
     CI and ``auto``'s choice (defaults: the widest spread the outcome bounds allow, and 1/2, or
-    the values the curator registered as public facts). ``prerelease`` (a share r of zeta^2 in
-    (0, 0.5]) learns the unstated ones instead, by a charged pre-release inside zeta, from
-    which ``auto`` chooses after the charge (issue 39 item 5)."""
+    the values the curator registered as public facts)."""
 
     estimator: Literal["auto", "aipw", "ipw", "g", "dim", "lin"] = "auto"
     design: Literal["observational", "randomized"] = "observational"
     covariate_bounds: dict[str, Bounds] | list[Bounds] | None = None
     outcome_sd: float | None = Field(None, gt=0, allow_inf_nan=False)
     assume_linear: StrictBool | None = None     # None: not declared (the library's False)
-    treated_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     prerelease: float | None = Field(None, gt=0, le=0.5, allow_inf_nan=False)
+    treated_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     n_folds: int | Literal["auto"] | None = None
     block_folds: int | Literal["auto", "full"] | None = None  # "full": the paper's ensemble
     folds: Literal["shuffle", "contiguous"] | None = None
