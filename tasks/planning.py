@@ -107,9 +107,7 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     mechanism.set_params(**planning_facts(registration, mechanism.get_params(deep=False)))
     facts = assumed_facts(config, mechanism, registration,
                           {"outcome_sd": outcome_sd, "treated_share": treated_share})
-    zeta, prerelease = float(mechanism.zeta), prerelease_plan(mechanism, facts)
-    if prerelease is not None:  # planned under the defaults, at the release's share of zeta
-        mechanism = informed(mechanism)
+    prerelease = prerelease_plan(mechanism, facts)   # with one, planned under the defaults
     chosen = mechanism.resolved_estimator(n, d)
     compared = mechanism.compare_estimators(n, d)
     # the ensemble's K table: the release's ensemble, or the one auto compares (AIPW)
@@ -131,14 +129,15 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
                                      sigma2=str(best["sigma2"]), outcome_sd=mechanism.outcome_sd,
                                      treated_share=mechanism.assumed_treated_share(),
                                      block_folds=int(best["block_folds"])))
-    return {"n": n, "d": d, "zeta": zeta, "prerelease": prerelease, "design": mechanism.design,
+    return {"n": n, "d": d, "zeta": float(mechanism.zeta), "design": mechanism.design,
             "estimator": chosen, "outcome_sd": mechanism.outcome_sd,
             "estimators": [plain_row(r) for r in compared.to_dict("records")],
             "recommended": plain_row(best.to_dict()),
             "ensemble": plain_row(ensemble_best.to_dict()),
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
             "partitioned": partitioned_layout(config, mechanism.outcome_sd),
-            "facts": facts, "declarations": mechanism.declaration_changes(n, d)}
+            "facts": facts, "declarations": mechanism.declaration_changes(n, d),
+            "prerelease": prerelease}
 
 
 def prerelease_plan(mechanism: Any, facts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -158,15 +157,6 @@ def prerelease_plan(mechanism: Any, facts: dict[str, dict[str, Any]]) -> dict[st
     return {"share": share, "learns": learns,
             "zeta_release": pre.split(float(mechanism.zeta), share)[1],
             "text": pre.plan_line(float(mechanism.zeta), share, learns)}
-
-
-def informed(mechanism: Any) -> Any:
-    """The mechanism a release with a pre-release runs after it, planned under the defaults of
-    the facts it would learn (:func:`dpcausal.ate.prerelease.informed`); ``mechanism`` itself
-    without one."""
-    from dpcausal.ate import prerelease as pre
-
-    return mechanism if mechanism.prerelease is None else pre.informed(mechanism)
 
 
 def wrapped(text: str) -> list[str]:
@@ -233,7 +223,6 @@ def plan_lines(summary: dict[str, Any], config: Any, config_path: str, *,
     lines = wrapped(f"Plan for {config_path}: n={summary['n']}, d={summary['d']} (from the "
                     f"registration), design={summary['design']}, estimator={asked}"
                     + ("" if asked == summary["estimator"] else f" -> {summary['estimator']}")
-                    + (" under the defaults" if summary.get("prerelease") else "")
                     + f", zeta={summary['zeta']:g} (from the config); nothing read, nothing "
                     "charged")
     if summary.get("prerelease") is not None:
@@ -366,7 +355,6 @@ def release_warnings(config: Any, mechanism: Any, checked: Any) -> list[str]:
     from dpcausal.ate.planner import layout_halfwidth, recommended
 
     n, d = checked.prepared.public.n, checked.prepared.public.d
-    mechanism = informed(mechanism)     # with a pre-release: planned under the defaults
     chosen = mechanism.resolved_estimator(n, d)
     if chosen in SUMS:
         compared = mechanism.compare_estimators(n, d)

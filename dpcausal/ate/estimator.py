@@ -343,6 +343,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         (:func:`dpcausal.ate.choice.declaration_changes`); empty for a fixed estimator.
         Data-free."""
         self._check_choice()
+        if self.prerelease is not None:     # before the charge: under the defaults
+            return pre.informed(self).declaration_changes(n, d)
         if self.estimator != "auto":
             return []
         return declaration_changes(n, d, **self._compared(None), design=self.design,
@@ -380,8 +382,12 @@ class PrivateATE(Mechanism[ATEFacts]):
         "auto" the narrowest expected CI among those whose assumptions it states
         (:meth:`compare_estimators`); "aipw" when it is the only one (an observational design
         that does not declare ``assume_linear`` with ``covariate_bounds``). Public facts
-        only."""
+        only. With a ``prerelease``, before the charge: the choice under the defaults of the
+        facts it would learn, at the release's share of zeta (the release chooses again from
+        the learned facts)."""
         self._check_choice()
+        if self.prerelease is not None:
+            return pre.informed(self).resolved_estimator(n, d)
         if self.estimator != "auto":
             return self.estimator
         if self.design == "observational" and (self.covariate_bounds is None

@@ -70,6 +70,12 @@ class ATERelease(Release):
         """The estimator that made the release: ``aipw``, ``ipw``, ``g``, ``dim`` or ``lin``."""
         return self.estimator
 
+    def noise_share(self) -> float | None:
+        """sigma_ate^2 / V_DP: the share of the released variance that is privacy noise."""
+        if self.variance is None:
+            return None
+        return float(self.noise["sigma_ate"] ** 2 / self.variance)
+
     def ledger_detail(self) -> dict[str, Any]:
         """With a pre-release of the planning facts (:mod:`dpcausal.ate.prerelease`): the
         estimator ``auto`` chose after the charge and the learned facts, for the ledger."""
@@ -78,12 +84,6 @@ class ATERelease(Release):
         keys = ("learned_treated_share", "learned_outcome_sd_treated",
                 "learned_outcome_sd_control", "prerelease_sigma")
         return {"chosen": {"estimator": self.estimator, **{k: self.params[k] for k in keys}}}
-
-    def noise_share(self) -> float | None:
-        """sigma_ate^2 / V_DP: the share of the released variance that is privacy noise."""
-        if self.variance is None:
-            return None
-        return float(self.noise["sigma_ate"] ** 2 / self.variance)
 
     def extra_rows(self) -> list[tuple[str, str]]:
         z = self.noise

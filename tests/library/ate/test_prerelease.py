@@ -276,3 +276,5 @@ def test_the_python_plan_is_the_release_share_under_the_defaults():
                             covariate_bounds=COV)
     assert mech.compare_estimators(400, 2).equals(at_release.compare_estimators(400, 2))
     assert mech.plan(400, 2).equals(at_release.plan(400, 2))
+    assert mech.resolved_estimator(400, 2) == at_release.resolved_estimator(400, 2)
+    assert mech.declaration_changes(400, 2) == at_release.declaration_changes(400, 2)

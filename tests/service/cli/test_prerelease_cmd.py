@@ -27,7 +27,6 @@ def test_plan_and_dry_run_say_what_the_pre_release_would_learn(trial):
     out = _invoke("plan", TRIAL, *trial["args"], *AUTO)
     assert out.exit_code == 0, out.output
     flat = " ".join(out.output.split())
-    assert "estimator=auto -> dim under the defaults" in flat
     assert ("Pre-release: treated share and outcome sd: learned by a pre-release of 0.05·ζ²"
             in flat)
     assert "The plan below assumes the defaults for the facts it would learn." in flat
