@@ -35,6 +35,7 @@ ANALYSIS_KEYS = frozenset({
     "name", "estimator.zeta", "estimator.outcome_bounds", "estimator.n_folds",
     "estimator.block_folds", "estimator.estimator", "estimator.propensity_clip",
     "estimator.ci_share", "estimator.sigma2", "estimator.ci", "estimator.alpha", "estimator.p1",
+    "estimator.prerelease",
     "models.propensity.name", "models.outcome.name", "models.propensity.params",
     "models.outcome.params", "mechanism.epsilon", "mechanism.delta", "mechanism.alpha",
     "mechanism.outcome_bounds", "mechanism.bounds", "mechanism.ci_form", "estimate.alpha"})

@@ -145,7 +145,8 @@ def _core_roles(config: ReleaseConfig) -> dict[str, Any]:
 
 def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
     """What the ledger records of a core release: the estimator (the planner's choice for
-    ``auto``, written into the config by :func:`with_planned`), its design, the covariate
+    ``auto``, written into the config by :func:`with_planned`; ``auto`` with a ``prerelease``,
+    whose share of zeta^2 it records, the commit adding the choice), its design, the covariate
     bounds, the assumption the release states and whether it declares ``assume_linear``, the
     stated ``treated_share``, the estimand (``ate`` or ``att``), K for an ensemble (and K' for
     a block ensemble, the planner's or the config's), its propensity clip eta (the planner's
@@ -167,6 +168,7 @@ def _core_detail(config: ReleaseConfig) -> dict[str, Any]:
                 {k: list(v) for k, v in bounds.items()} if isinstance(bounds, dict)
                 else [list(b) for b in bounds]),
             "models": f"{config.models.propensity.name}/{config.models.outcome.name}",
+            "prerelease": e.prerelease,
             "missing": config.data.missing,
             "missing_fill": config.data.missing_fill if config.data.missing == "impute" else None}
 

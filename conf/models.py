@@ -195,6 +195,9 @@ class EstimatorConfig(_Strict):
     (``observational`` or ``randomized``), ``assume_linear`` (the declaration that each arm's
     outcome is linear in the covariates: only then may ``auto`` take ``lin`` in an
     observational design) and ``covariate_bounds`` are public and published with the release;
+    ``prerelease`` (a share r of zeta^2 in (0, 0.5]) learns the planning facts below that are
+    unstated, by a charged pre-release inside zeta, from which ``auto`` chooses after the
+    charge (issue 39 item 5);
     ``outcome_sd`` and ``treated_share`` are stated planning facts for the planner's expected
     CI and ``auto``'s choice (defaults: the widest spread the outcome bounds allow, and 1/2, or
     the values the curator registered as public facts). ``estimand``: ``ate`` (the default)
@@ -206,6 +209,7 @@ class EstimatorConfig(_Strict):
     covariate_bounds: dict[str, Bounds] | list[Bounds] | None = None
     outcome_sd: float | None = Field(None, gt=0, allow_inf_nan=False)
     assume_linear: StrictBool | None = None     # None: not declared (the library's False)
+    prerelease: float | None = Field(None, gt=0, le=0.5, allow_inf_nan=False)
     treated_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     estimand: Literal["ate", "att"] = "ate"
     n_folds: int | Literal["auto"] | None = None
@@ -410,6 +414,10 @@ class ReleaseConfig(ReleaseCommon):
             raise ValueError(f"data.missing: {self.data.missing} does not apply to "
                              "data.partitions, whose n is fixed by the partitions' footers "
                              "before any value is read: use data.missing: impute (the default)")
+        if self.estimator.prerelease is not None:
+            from dpcausal.ate.partitioned import PRERELEASE_REFUSED
+
+            raise ValueError(f"estimator.{PRERELEASE_REFUSED}")
         c = self.columns
         if self.data.id_column in (c.treatment, c.outcome, *(c.covariates or [])):
             raise ValueError(f"data.id_column {self.data.id_column!r} is the record identity, "

@@ -323,6 +323,12 @@ class Release(ResultMixin):
         values["privacy"] = Privacy.from_dict(values["privacy"])
         return values
 
+    def ledger_detail(self) -> dict[str, Any]:
+        """Public facts the release fixed after its charge that the ledger records with the
+        charge when it commits (:meth:`dpcausal.ledger.store.ReleaseSlot.commit`); none by
+        default."""
+        return {}
+
     def of_dataset(self, dataset: str) -> Release:
         """This release labelled with the identity of its data (``dataset``), as the
         accountant that charged it names them."""

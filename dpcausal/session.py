@@ -188,7 +188,7 @@ def charged_release(ledger: Ledger, dataset: str, release_id: str, mechanism: Me
                 "details") from None
         if release.evaluation:
             raise AssertionError("bug: a charged release must not be an evaluation release")
-        slot.commit(release.to_json())
+        slot.commit(release.to_json(), detail=release.ledger_detail())
     return Charged(release)
 
 

@@ -50,9 +50,12 @@ def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) 
     (release) or the keyed hash of the data fitted, in row order (evaluation): see
     :mod:`tasks.fold_fits`. A release from noisy sums (``dim``, ``lin``: the estimator given,
     or ``auto``'s choice from public facts) fits no fold: no fold task runs, and its statistic
-    vector is computed inside the one charged task (issue 33 §6)."""
+    vector is computed inside the one charged task (issue 33 §6). With a pre-release of the
+    planning facts (issue 39 item 5) auto chooses inside the charged task, after the
+    reservation: the fold plan is plugged in, and runs only if the ensemble is chosen."""
     n, d = checked.prepared.public.n, checked.prepared.public.d
-    if mechanism.resolved_estimator(n, d) in SUM_ESTIMATORS:
+    # with a pre-release auto chooses inside the charged task: the fold plan stands ready
+    if mechanism.prerelease is None and mechanism.resolved_estimator(n, d) in SUM_ESTIMATORS:
         return mechanism
     progress.phase("fit folds", total=mechanism.resolved_n_folds(n, d))
     return with_stored_fits(mechanism, FitPlan(

@@ -76,8 +76,9 @@ echo "[wheel] dpcausal ask: the library's command, without the orchestration: ok
 # venv has neither, so the run also proves it); PYTHONPATH holds only the copied tests (their shared
 # references), not the checkout
 cp -r "$here/tests" "$here/pyproject.toml" "$work/"
-# test tools, the extras some library tests exercise (plot, postgres, parquet) and OpenDP (the
-# reference samplers of tests/library/test_noise_vectorised.py)
+# test tools, the extras some library tests exercise (plot, postgres, parquet), OpenDP (the
+# reference samplers of tests/library/test_noise_vectorised.py) and causaldata (the public
+# job-training data of tests/library/ate/test_prerelease.py)
 VIRTUAL_ENV="$work/venv" $uv pip install -q --compile-bytecode pytest pytest-timeout hypothesis \
-  statsmodels matplotlib "psycopg[binary]" pyarrow opendp==0.16.0
+  statsmodels matplotlib "psycopg[binary]" pyarrow opendp==0.16.0 causaldata==0.1.5
 PYTHONPATH="$work" "$vpy" -P -m pytest -q -p no:cacheprovider tests/library

@@ -108,6 +108,7 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     mechanism.set_params(**planning_facts(registration, mechanism.get_params(deep=False)))
     facts = assumed_facts(config, mechanism, registration,
                           {"outcome_sd": outcome_sd, "treated_share": treated_share})
+    prerelease = prerelease_plan(mechanism, facts)   # with one, planned under the defaults
     chosen = mechanism.resolved_estimator(n, d)
     compared = mechanism.compare_estimators(n, d)
     # the ensemble's K table: the release's ensemble, or the one auto compares (AIPW)
@@ -137,7 +138,27 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
             "ensemble": plain_row(ensemble_best.to_dict()),
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
             "partitioned": partitioned_layout(config, mechanism.outcome_sd),
-            "facts": facts, "declarations": mechanism.declaration_changes(n, d)}
+            "facts": facts, "declarations": mechanism.declaration_changes(n, d),
+            "prerelease": prerelease}
+
+
+def prerelease_plan(mechanism: Any, facts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """With ``estimator.prerelease`` (issue 39 item 5; its refusals raised here, before any
+    charge): ``{"share", "learns", "zeta_release", "text"}``, the facts it would learn (their
+    ``facts`` source says so; the plan assumes their defaults) and what it costs, in words
+    (:func:`dpcausal.ate.prerelease.plan_line`); None without one."""
+    from dpcausal.ate import prerelease as pre
+
+    mechanism._check_choice()
+    share = mechanism.prerelease
+    if share is None:
+        return None
+    learns = [f for f in pre.FACTS if getattr(mechanism, f) is None]
+    for fact in learns:
+        facts[fact]["source"] = f"learned by a pre-release of {share:g}·ζ² (here: the default)"
+    return {"share": share, "learns": learns,
+            "zeta_release": pre.split(float(mechanism.zeta), share)[1],
+            "text": pre.plan_line(float(mechanism.zeta), share, learns)}
 
 
 def wrapped(text: str) -> list[str]:
@@ -173,9 +194,14 @@ def facts_line(summary: dict[str, Any]) -> str:
     share, sd = summary["facts"]["treated_share"], summary["facts"]["outcome_sd"]
     spread = pd.DataFrame(summary["estimators"])["outcome_spread"].iloc[0]
     treated = (f"{share['value']:g}, {share['source']}" if share["value"] is not None
-               else "1/2, default (none declared)")
+               else f"1/2, {_source(share)}")
     return (f"(planning facts assumed: treated share {treated}; outcome spread {spread}, "
-            f"{sd['source'] if sd['value'] is not None else 'default (none declared)'})")
+            f"{_source(sd)})")
+
+
+def _source(fact: dict[str, Any]) -> str:
+    """Where a planning fact comes from, in :func:`facts_line`'s words."""
+    return "default (none declared)" if fact["source"] == "default" else fact["source"]
 
 
 def declaration_lines(summary: dict[str, Any]) -> list[str]:
@@ -207,6 +233,9 @@ def plan_lines(summary: dict[str, Any], config: Any, config_path: str, *,
                     + (", estimand=att" if summary.get("estimand") == "att" else "")
                     + f", zeta={summary['zeta']:g} (from the config); nothing read, nothing "
                     "charged")
+    if summary.get("prerelease") is not None:
+        lines += wrapped(f"Pre-release: {summary['prerelease']['text']}. The plan below assumes "
+                         "the defaults for the facts it would learn.")
     if config.data.missing == "drop_public_count":  # the curator declared the count public
         lines += wrapped("data.missing: drop_public_count: the release's n is the exact "
                          "complete-case count, and K is resolved from it; this table uses all "

@@ -299,14 +299,23 @@ def charge_of(checked: Checked) -> dict[str, Any]:
               if (v := getattr(checked.charge, k)) is not None}
     if charge["mechanism"] == "gaussian":
         charge["epsilon"] = gdp_epsilon(charge["zeta"], charge["delta"])
+    detail = checked.charge.detail
+    if detail.get("prerelease") is not None:     # issue 39 item 5: facts learned in the charge
+        charge.update({k: detail[k] for k in ("prerelease", "zeta_prerelease", "learns")})
     return charge
 
 
 def describe_charge(charge: dict[str, Any]) -> str:
-    """:func:`charge_of`'s charge in words: a Gaussian one as zeta and (epsilon, delta)."""
+    """:func:`charge_of`'s charge in words: a Gaussian one as zeta and (epsilon, delta), and
+    with a pre-release the facts it would learn (:func:`dpcausal.ate.prerelease.plan_line`)."""
     if charge["mechanism"] == "gaussian":
+        learned = ""
+        if charge.get("prerelease") is not None:
+            from dpcausal.ate.prerelease import plan_line
+
+            learned = f"; {plan_line(charge['zeta'], charge['prerelease'], charge['learns'])}"
         return (f"gaussian, zeta {charge['zeta']:g} (epsilon {charge['epsilon']:.3g} at delta "
-                f"{charge['delta']:g})")
+                f"{charge['delta']:g}{learned})")
     return ", ".join(f"{k} {v:g}" if isinstance(v, float) else str(v) for k, v in charge.items())
 
 

@@ -24,6 +24,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal.accounting import DEFAULT_DELTA, PrivacyCharge
+from dpcausal.ate import prerelease as pre
 from dpcausal.ate import sums
 from dpcausal.ate.aggregation import EnsembleNuisances, aggregate, one_blas_thread
 from dpcausal.ate.blocks import BlockLayout, aggregate_blocks, check_block_folds, layout_of
@@ -205,6 +206,15 @@ class PrivateATE(Mechanism[ATEFacts]):
         Declares each arm's outcome linear in the covariates (default False), the model "lin"
         needs in an observational design (issue 39 item 1): only then may "auto" take "lin"
         there, and an explicit "lin" is refused without it. Public: the release states it.
+    prerelease : float in (0, 0.5], optional
+        Opts in to a charged pre-release of the planning facts (issue 39 item 5;
+        :mod:`dpcausal.ate.prerelease`): the share r of zeta^2 releases each arm's noisy count,
+        outcome sum and sum of squares, from which ``auto`` learns the treated share and the
+        outcome sd it chooses with (a stated or registered fact takes precedence); the release
+        runs on ``zeta sqrt(1 - r)``, and the charge is zeta. Only where ``auto`` has a choice
+        (a randomized design, or ``assume_linear`` with ``covariate_bounds``) and a fact is
+        unstated; the learned facts and the choice are published. Default None: no
+        pre-release.
     treated_share : float in (0, 1), optional
         A stated share of treated rows for the planner's expected CI and the "auto" choice (a
         trial protocol's assignment probability, or a curator's registered fact); default 1/2.
@@ -247,6 +257,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         covariate_bounds: Any = None,
         outcome_sd: float | None = None,
         assume_linear: bool = False,
+        prerelease: float | None = None,
         treated_share: float | None = None,
         estimand: str = "ate",
     ) -> None:
@@ -276,6 +287,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         self.covariate_bounds = covariate_bounds
         self.outcome_sd = outcome_sd
         self.assume_linear = assume_linear
+        self.prerelease = prerelease
         self.treated_share = treated_share
         self.estimand = estimand
 
@@ -331,6 +343,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             raise ValueError(f"treated_share must be a number in (0, 1) or None, got {share!r}")
         if self.covariate_bounds is not None and d is not None:
             sums.check_covariate_bounds(self.covariate_bounds, columns, d)
+        pre.check(self)
 
     def compare_estimators(self, n: int, d: int, *, treated_share: float | None = None
                            ) -> pd.DataFrame:
@@ -338,8 +351,12 @@ class PrivateATE(Mechanism[ATEFacts]):
         facts (:func:`dpcausal.ate.choice.compare`): expected half-width, ratio to the
         non-private CI under the stated outcome spread (``outcome_sd``, else the worst case) and
         treated share (``treated_share``, else this estimator's, else 1/2), the assumption
-        each states, and ``chosen``, what ``estimator="auto"`` takes. Data-free."""
+        each states, and ``chosen``, what ``estimator="auto"`` takes. Data-free. With a
+        ``prerelease``: at the release's share of zeta, under the defaults of the facts it
+        would learn (auto chooses after the charge)."""
         self._check_choice()
+        if self.prerelease is not None:
+            return pre.informed(self).compare_estimators(n, d, treated_share=treated_share)
         return compare(n, d, **self._compared(treated_share),
                        covariate_bounds=self.covariate_bounds, design=self.design,
                        assume_linear=bool(self.assume_linear))
@@ -351,6 +368,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         (:func:`dpcausal.ate.choice.declaration_changes`); empty for a fixed estimator.
         Data-free."""
         self._check_choice()
+        if self.prerelease is not None:     # before the charge: under the defaults
+            return pre.informed(self).declaration_changes(n, d)
         if self.estimator != "auto":
             return []
         return declaration_changes(n, d, **self._compared(None), design=self.design,
@@ -388,8 +407,12 @@ class PrivateATE(Mechanism[ATEFacts]):
         "auto" the narrowest expected CI among those whose assumptions it states
         (:meth:`compare_estimators`); "aipw" when it is the only one (an observational design
         that does not declare ``assume_linear`` with ``covariate_bounds``). Public facts
-        only."""
+        only. With a ``prerelease``, before the charge: the choice under the defaults of the
+        facts it would learn, at the release's share of zeta (the release chooses again from
+        the learned facts)."""
         self._check_choice()
+        if self.prerelease is not None:
+            return pre.informed(self).resolved_estimator(n, d)
         if self.estimator != "auto":
             return self.estimator
         if self.design == "observational" and (self.covariate_bounds is None
@@ -521,6 +544,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         K, so they need no record."""
         n, d = _facts(n, d)
         out: dict[str, Any] = {}
+        if self.prerelease is not None:     # chosen after the charge, recorded by the release
+            return out
         chosen = self.resolved_estimator(n, d)
         if self.estimator == "auto":
             out["estimator"] = chosen
@@ -556,15 +581,26 @@ class PrivateATE(Mechanism[ATEFacts]):
         n, d = _facts(n, d)
         if d is None:
             raise TypeError("check_facts needs d, the number of covariates (or ATEFacts)")
-        chosen = self.resolved_estimator(n, d)
-        if chosen not in sums.SUM_ESTIMATORS:  # dim/lin are not judged by the ensemble's noise
-            self._params(n, d)
-            return
         names = facts.covariates if isinstance(facts, ATEFacts) else None
         if names is None and isinstance(self.covariate_bounds, Mapping):
             names = tuple(self.covariate_bounds)
         check_policy(self.missing, self.missing_fill)
-        self._sums_params(chosen, n, d, names)
+        self._check_params(n, d, names)
+
+    def _check_params(self, n: int, d: int, names: Sequence[Any] | None) -> None:
+        """The refusals of the parameters of the estimator that will run (dim/lin are not
+        judged by the ensemble's noise: issue 39 item 6); with a pre-release, of each one
+        ``auto`` may take after it, at the release's zeta (:func:`dpcausal.ate.prerelease.
+        candidates`), so the release completes whichever the learned facts choose."""
+        if self.prerelease is not None:
+            for informed in pre.candidates(self, n, d):
+                informed._check_params(n, d, names)
+            return
+        chosen = self.resolved_estimator(n, d)
+        if chosen in sums.SUM_ESTIMATORS:
+            self._sums_params(chosen, n, d, names)
+        else:
+            self._params(n, d)
 
     def resolved_noise_modes(self, n: int, d: int | None = None) -> tuple[str, float]:
         """``(sigma2, ci_share)``: the given values, or for "auto" the planner's narrowest
@@ -614,8 +650,15 @@ class PrivateATE(Mechanism[ATEFacts]):
             ``outcome_spread`` (the stated ``outcome_sd`` or the worst case) and
             ``selectable``; ``planner.recommended(table)`` is its recommended row: for
             ``estimator="auto"`` the estimator auto takes, else the given ensemble's best K.
+            With a ``prerelease``: at the release's share of zeta, under the defaults of the
+            facts it would learn.
         """
         self._check_choice()
+        if self.prerelease is not None:
+            return pre.informed(self).plan(n, d, outcome_sd=outcome_sd,
+                                           treated_share=treated_share, n_folds=n_folds,
+                                           estimators=estimators,
+                                           propensity_clips=propensity_clips)
         outcome_sd = self.outcome_sd if outcome_sd is None else outcome_sd
         treated_share = self.assumed_treated_share(treated_share)
         ensembles = None if estimators is None else [e for e in estimators
@@ -790,6 +833,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         the ledger: zeta-GDP (spec §2.6); data-free. ``d`` is needed only with
         ``n_folds="auto"`` (the split of zeta between the ATE and the CI follows K)."""
         n, d = _facts(n, d)
+        if self.prerelease is not None:
+            return pre.charge(self, n, d)
         chosen = self.resolved_estimator(n, d)
         if chosen in sums.SUM_ESTIMATORS:
             cal_s = self._sums_calibration(chosen, n, d or 0)
@@ -1135,10 +1180,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             kept = apply_missing(Xa, Aa, Ya, "drop_public_count")
             Xa, Aa, Ya = kept.X, kept.A, kept.Y
         n, d = Xa.shape
-        if self.resolved_estimator(n, d) in sums.SUM_ESTIMATORS:
-            self._sums_params(self.resolved_estimator(n, d), n, d, names)
-        else:
-            self._params(n, d)
+        self._check_params(n, d, names)
         keep = names if isinstance(self.covariate_bounds, Mapping) else None
         return Prepared(public=ATEFacts(int(n), int(d), keep), data=(Xa, Aa, Ya))
 
@@ -1156,6 +1198,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         of fold fits that fell back to constants (non-private counts: never in a release).
         """
         self.check_mode(evaluation)
+        if self.prerelease is not None:     # the facts, then auto's choice, then the release
+            return pre.release(self, prepared, evaluation)
         n, d = prepared.public.n, prepared.public.d
         chosen = self.resolved_estimator(n, d)
         if chosen in sums.SUM_ESTIMATORS:

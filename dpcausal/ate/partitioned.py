@@ -413,6 +413,15 @@ class PartitionPlan:
         return 1 if self.layout is None else self.layout.n_blocks
 
 
+#: The partitioned path's refusal of a pre-release of the planning facts (issue 39 item 5).
+PRERELEASE_REFUSED = (
+    "prerelease does not apply to data.partitions: a partitioned release fixes its estimator, "
+    "K and blocks from the footers before the charge, and its workers never pass their arm "
+    "counts back for a choice after it; state the facts instead (estimator.treated_share, "
+    "estimator.outcome_sd, or the curator's `ledger register --treated-share/--outcome-sd`), "
+    "or release from one table")
+
+
 def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: PrivateATE, *,
                     id_column: str, treatment: str, outcome: str,
                     covariates: Sequence[str] | None, evaluation: bool) -> PartitionPlan:
@@ -429,6 +438,8 @@ def plan_partitions(footers: Sequence[tuple[int, dict[str, str]]], estimator: Pr
             f"missing={estimator.missing!r} does not apply to data.partitions: n is the sum of "
             "the partitions' footer counts, fixed before any value is read; use "
             "missing='impute' (the default)")
+    if estimator.prerelease is not None:
+        raise ValueError(PRERELEASE_REFUSED)
     est = clone(estimator).set_params(folds="secret")
     chosen = est.resolved_estimator(n, d)
     if chosen in SUM_ESTIMATORS:    # summed statistics: no folds (module docstring)

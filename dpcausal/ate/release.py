@@ -87,6 +87,15 @@ class ATERelease(Release):
             return None
         return float(self.noise["sigma_ate"] ** 2 / self.variance)
 
+    def ledger_detail(self) -> dict[str, Any]:
+        """With a pre-release of the planning facts (:mod:`dpcausal.ate.prerelease`): the
+        estimator ``auto`` chose after the charge and the learned facts, for the ledger."""
+        if not self.params.get("prerelease"):
+            return {}
+        keys = ("learned_treated_share", "learned_outcome_sd_treated",
+                "learned_outcome_sd_control", "prerelease_sigma")
+        return {"chosen": {"estimator": self.estimator, **{k: self.params[k] for k in keys}}}
+
     def extra_rows(self) -> list[tuple[str, str]]:
         z = self.noise
         blocks = self.params.get("n_blocks") or 1
@@ -108,6 +117,8 @@ class ATERelease(Release):
             rows.append(("design", str(self.params["design"])))
         if self.params.get("assumption"):
             rows.append(("assumption", str(self.params["assumption"])))
+        if self.params.get("prerelease"):
+            rows.append(("pre-release", _prerelease_text(self.params)))
         if self.ci is None:
             rows.append(("CI", "not released (ci_share=0)"))
         policy = self.params.get("missing")
@@ -128,6 +139,20 @@ class ATERelease(Release):
         if self.evaluation and self.nonprivate is not None:
             rows.append((f"non-private {self.estimand.upper()}", f"{self.nonprivate['ate']:.6g}"))
         return rows
+
+
+def _prerelease_text(p: Mapping[str, Any]) -> str:
+    """The pre-release of the planning facts in words (:mod:`dpcausal.ate.prerelease`): its
+    share of zeta^2 and noise, the learned facts, and those the choice used."""
+    learned = dict(item.split(":") for item in str(p["facts_source"]).split(","))
+    used = ", ".join(f"{f.replace('_', ' ')} {p[f]:.4g} ({learned[f]})"
+                     for f in ("treated_share", "outcome_sd"))
+    return (f"{p['prerelease']:g} of zeta^2 ({p['prerelease_zeta']:.4g}-GDP; noise sd "
+            f"{p['prerelease_sigma']:.4g} per arm count, scaled sum and sum of squares): "
+            f"treated share {p['learned_treated_share']:.4g}, outcome sd "
+            f"{p['learned_outcome_sd_treated']:.4g} (treated) / "
+            f"{p['learned_outcome_sd_control']:.4g} (control); {p['estimator']} chosen on "
+            f"{used}; released on {p['zeta_release']:.4g}-GDP")
 
 
 # What "impute" does in the estimators from noisy sums (SPECS.md "Estimators from noisy sums",

@@ -74,15 +74,18 @@ class ReleaseSlot:
     _ledger: Ledger | None = field(default=None, repr=False)
     _token: str = field(default="", repr=False)
 
-    def commit(self, result: str) -> None:
-        """Store the published result under the release id; only after this may it be shown."""
+    def commit(self, result: str, detail: dict[str, Any] | None = None) -> None:
+        """Store the published result under the release id; only after this may it be shown.
+        ``detail``: public facts the release fixed after its charge (e.g. the estimator
+        ``auto`` chose from a pre-release's facts), merged into the charge's recorded detail
+        in the same transaction."""
         if not isinstance(result, str):
             raise TypeError(f"result must be a JSON string, got {type(result).__name__}; "
                             "pass e.g. release.to_json()")
         if self.result is not None:
             raise ReleaseInProgressError(f"release {self.release_id} is already committed")
         assert self._ledger is not None, "bug: a slot must come from Ledger.release"
-        self._ledger._finish(self.release_id, self._token, "committed", result)
+        self._ledger._finish(self.release_id, self._token, "committed", result, detail)
         self.result = result
 
 
@@ -763,12 +766,19 @@ class Ledger:
             reserved_at=datetime.now(UTC), analyst=analyst, **_charge_row(charge)))
         return ReleaseSlot(dataset, release_id, charge, spend, None, self, token)
 
-    def _finish(self, release_id: str, token: str, status: str, result: str | None) -> None:
+    def _finish(self, release_id: str, token: str, status: str, result: str | None,
+                detail: dict[str, Any] | None = None) -> None:
         with self.engine.begin() as conn:
-            done = conn.execute(
-                _T.update().where(_T.c.release_id == release_id, _T.c.token == token,
-                                  _T.c.status == "reserved")
-                .values(status=status, result=result, finished_at=datetime.now(UTC)))
+            mine = (_T.c.release_id == release_id, _T.c.token == token,
+                    _T.c.status == "reserved")
+            values: dict[str, Any] = {"status": status, "result": result,
+                                      "finished_at": datetime.now(UTC)}
+            if detail:
+                held = conn.execute(sa.select(_T.c.detail).where(*mine)).scalar()
+                if held is not None:
+                    values["detail"] = json.dumps({**json.loads(held), **detail}, default=str,
+                                                  sort_keys=True)
+            done = conn.execute(_T.update().where(*mine).values(**values))
             if done.rowcount != 1 and status == "committed":
                 raise ReleaseInProgressError(
                     f"release {release_id} can no longer be committed (it was marked incomplete "

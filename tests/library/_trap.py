@@ -80,3 +80,20 @@ class Recording:
             raise Refused
         with self.trap.opened():
             return session._draw_of(mechanism, prepared, evaluation, draw)()
+
+
+def vector_noise(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[Any]:
+    """The noise ``module``'s ``gaussian_vector_mechanism`` adds, one array per call, recorded
+    at the sampler (for the tests of a release path's noise scale)."""
+    import numpy as np
+
+    real = module.gaussian_vector_mechanism
+    seen: list[Any] = []
+
+    def recording(values: Any, sigma: float, sensitivity: float, rng: Any) -> Any:
+        out = real(values, sigma, sensitivity, rng)
+        seen.append(out - np.asarray(values))
+        return out
+
+    monkeypatch.setattr(module, "gaussian_vector_mechanism", recording)
+    return seen

@@ -19,6 +19,7 @@ from dpcausal import ATERelease, PrivateATE, Release, meta
 from dpcausal.ate import release as release_module
 from dpcausal.ate import sums
 from dpcausal.noise import gaussian_lattice_step
+from tests.library._trap import vector_noise
 
 
 def _trial(n=600, d=2, seed=0, randomized=True):
@@ -156,15 +157,7 @@ def test_sensitivity_values():
 
 def _noise_draws(monkeypatch, estimator, releases):
     """The noise the release path adds to the statistic vector, recorded at the sampler."""
-    real = release_module.gaussian_vector_mechanism
-    seen = []
-
-    def recording(values, sigma, sensitivity, rng):
-        out = real(values, sigma, sensitivity, rng)
-        seen.append(out - np.asarray(values))
-        return out
-
-    monkeypatch.setattr(release_module, "gaussian_vector_mechanism", recording)
+    seen = vector_noise(monkeypatch, release_module)
     X, A, Y = _trial(n=300)
     est = PrivateATE(estimator=estimator, design="randomized", outcome_bounds=Y_BOUNDS,
                      covariate_bounds=COV_BOUNDS, zeta=1.0)

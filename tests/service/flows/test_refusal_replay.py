@@ -261,6 +261,28 @@ def test_a_partitioned_source_refuses_a_neighbour_alike(seen, tmp_path, path_):
     assert first["flow"][0] == "Failed"
 
 
+@pytest.mark.parametrize("path_", ["budget exhausted", "bad input"])
+def test_a_pre_release_is_refused_alike_on_a_neighbour(seen, tmp_path, path_):
+    """A release with a pre-release of the planning facts (``estimator.prerelease``, issue 39
+    item 5) is checked and charged from its registration before any value is read: its
+    refusals are the same on D and on every neighbour D'."""
+    dataset = f"replay-prerelease-{path_.replace(' ', '-')}"
+    data = tmp_path / "data.csv"
+    d = _frame("ate", {"budget exhausted": 21, "bad input": 23}[path_]).to_csv(index=False)
+    base = _base("ate", str(data), dataset)
+    base = curator = {**base, "estimator": {**base["estimator"], "design": "randomized",
+                                            "prerelease": 0.1}}
+    if path_ == "budget exhausted":
+        give_cap(dataset, zeta=1.0)     # the release asks zeta 1.5, pre-release included
+    else:
+        give_cap(dataset, zeta=50.0)
+        base = {**curator, "columns": {**curator["columns"], "treatment": "not_a_column"}}
+    out = _replay(seen, base, data, d, [change(d) for change in NEIGHBOURS["ate"].values()],
+                  curator=curator)
+    assert out["exit"] == (3 if path_ == "budget exhausted" else 2)
+    assert out["flow"][0] == "Failed"
+
+
 # ------------------------------------------------------------------ after the reservation
 @pytest.mark.parametrize("kind, neighbour", [c for c in CASES if c[0] != "ate"])
 def test_after_the_charge_the_neighbour_releases(project, tmp_path, kind, neighbour,
@@ -281,6 +303,30 @@ def test_after_the_charge_the_neighbour_releases(project, tmp_path, kind, neighb
     assert np.isfinite(out["release"]["ate"]) and out["release"]["privacy"]["unit"] == UNIT[kind]
     assert _ledger(dataset) == (["committed"], 1)
     json.dumps(out["release"])  # a plain, published result
+
+
+@pytest.mark.parametrize("neighbour", ["abc", "huge", "missing"])
+def test_after_the_charge_a_pre_released_neighbour_releases(project, tmp_path, neighbour,
+                                                            curator_registers):
+    """With a pre-release (issue 39 item 5) the neighbours' values take the public rules after
+    the charge (unusable outcomes add nothing to the arms' counts, outcomes are clipped), the
+    learned facts stay valid planning facts, and the release completes, charged once."""
+    from flows.release import run_release
+
+    dataset = f"replay-ok-prerelease-{neighbour}"
+    data = tmp_path / "data.csv"
+    seed = 30 + list(NEIGHBOURS["ate"]).index(neighbour)
+    data.write_text(NEIGHBOURS["ate"][neighbour](_frame("ate", seed).to_csv(index=False)))
+    give_cap(dataset, zeta=50.0)
+    base = _base("ate", str(data), dataset)
+    config = load_any(None, base={**base, "estimator": {
+        **base["estimator"], "design": "randomized", "prerelease": 0.2}})
+    curator_registers(config)
+    out = run_release(config)
+    rel = out["release"]
+    assert np.isfinite(rel["ate"]) and 0 < rel["params"]["learned_treated_share"] < 1
+    assert rel["privacy"]["zeta"] == pytest.approx(1.5, rel=1e-12)
+    assert _ledger(dataset) == (["committed"], 1)
 
 
 def test_probing_the_bounds_through_exit_codes_and_deployments_learns_nothing(
