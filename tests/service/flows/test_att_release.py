@@ -22,7 +22,7 @@ def test_an_att_release_states_its_estimand_in_every_record(project, tmp_path,
     from mlflow import MlflowClient
 
     dataset = "att-aipw"
-    config = _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=2), dataset,
+    config = _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=12), dataset,
                      *ATT)
     out = run_release(config)
     rel = out["release"]
@@ -51,5 +51,5 @@ def test_an_ipw_att_is_refused_before_anything_is_charged(project, tmp_path,
     from conf.models import ConfigError
 
     with pytest.raises(ConfigError, match="estimand='att' is not available for estimator='ipw'"):
-        _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=3), "att-ipw",
+        _config(curator_registers, write_trial_csv(tmp_path / "t.csv", seed=13), "att-ipw",
                 "estimator.estimator=ipw", "estimator.estimand=att")

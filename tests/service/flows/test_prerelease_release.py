@@ -22,7 +22,7 @@ def test_a_pre_released_choice_is_charged_once_and_recorded_everywhere(
     from conf.models import load_config
 
     dataset = "prerelease-trial"
-    base = {"name": "pre", "data": {"path": str(write_trial_csv(tmp_path / "t.csv", seed=4))},
+    base = {"name": "pre", "data": {"path": str(write_trial_csv(tmp_path / "t.csv", seed=14))},
             "columns": {"treatment": "treated", "outcome": "outcome",
                         "covariates": ["age", "score", "site"]},
             "estimator": {"estimator": "auto", "design": "randomized", "prerelease": 0.1,
