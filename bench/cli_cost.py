@@ -1,23 +1,30 @@
 """The CLI's own cost (issue 41 §2, issue 42 friction 5): a 10^6-row ``dpcausal run`` beside the
-same release by the library in a fresh Python process, in one run, with the load average.
+same release by the library in a fresh Python process, and the same rows partitioned, in one run,
+with the load average.
 
-Data: n rows (default 10^6) of :func:`dpcausal.datasets.make_large`, d = 5, as one CSV; release
-mode, AIPW, the planner's K and K', zeta 1, propensity clip 0.2, outcome bounds (0, 1); the
-dataset registered by its curator (``dpcausal ledger register``) with a large cap, in a
-temporary data folder. Alternated, ``--repeats`` times each (the machine's load affects both):
+Data: n rows (default 10^6) of :func:`dpcausal.datasets.make_large`, d = 5, as one CSV and as
+8 Parquet files (the same rows, with an ``id`` column); release mode, AIPW, the planner's K and
+K', zeta 1, propensity clip 0.2, outcome bounds (0, 1); each registered by its curator
+(``dpcausal ledger register``) with a large cap, in a temporary data folder, the partitioned one
+run on a Dask LocalCluster of 2 workers (the curator's deployment settings,
+``$DPCAUSAL_DEPLOYMENT_FILE``). Alternated, ``--repeats`` times each (the load affects all alike):
 
 - library: ``python -c`` of ``import pandas, dpcausal``; ``pd.read_csv``; ``PrivateATE.fit``
   in release mode (a fresh process: import, read, fit);
-- cli, cold: ``dpcausal run CONFIG`` with no stack (its temporary Prefect server, MLflow);
-- phases of one cold run under cProfile: imports, public checks, the temporary server's
-  start, the flow, the CSV read, the fold fits, MLflow (cumulative seconds in the main thread).
+- cli, cold: ``dpcausal run CONFIG`` on the CSV with no stack (its temporary Prefect server,
+  MLflow);
+- cli, cold, partitioned: the same on the 8 Parquet files;
+- phases of one cold CSV run under cProfile (``--no-profile``: none): imports, public checks,
+  the temporary server's wait, the flow, the CSV read, the fold fits, MLflow (cumulative seconds
+  in the main thread; cProfile slows Python-heavy steps).
 
-Then, once each: ``dpcausal serve`` (seconds to a ready stack, deployments included), ``run``
-against the served stack, ``run --submit`` (seconds until it returns the flow run's URL) and
-the submitted run's completion (until its MLflow run is recorded), then ``dpcausal stop``.
-Every figure has its load average (1-minute) beside it; compare ratios of the same run.
+Then, once each (``--no-served``: none): ``dpcausal serve`` (seconds to a ready stack,
+deployments included), ``run`` against the served stack, ``run --submit`` (seconds until it
+returns the flow run's URL) and the submitted run's completion, then ``dpcausal stop``. It ends
+with issue 41's two ratios of medians: cold ``run`` / library (goal <= 2) and partitioned / in
+memory (goal <= 1.5), on a quiet machine; on a shared one compare ratios of one run only.
 
-    .venv/bin/python bench/cli_cost.py [--n 1000000] [--repeats 3] [--no-served]
+    .venv/bin/python bench/cli_cost.py [--n 1000000] [--repeats 3] [--no-served] [--no-profile]
 
 Measured on 2026-12-07, 2 cores shared by eight engineers (load average 17-25, so every figure
 is several times a quiet machine's; the ratio is of one run), 2 runs each: the library 54.8 s
@@ -27,12 +34,41 @@ after the charge 59 s (its coerce 29 s), the fold fits 27 s, the MLflow store op
 temporary server's boot 29 s. The served stack: ``serve`` ready in 129 s (load 20), ``run``
 on it 104 s (load 15), ``run --submit`` 22 s to the URL and 84 s to the finished run (load 17).
 Later, at load 4 (1 run each): the library 5.23 s (import 1.11, read 0.28, fit 3.48), a cold
-``dpcausal run`` 37.40 s, 7.15x; under cProfile (67.8 s wall, load 6.9) reading and checking
-the CSV 20.5 s (coerce 9.5 s), the fold fits 15.1 s (they store every fold model in the private
-store), imports 17.9 s, the MLflow store 7.6 s during the server's boot, the server's wait 0.4 s.
-The release's CSV reader (every cell parsed by the declared types' public rules) is the largest
-cost that is not the work: its coerce took 34.8-42.4 s before fed7c22 and 21.8-22.3 s after
-(7 columns of 10^6 rows, alternated in one process, load 20).
+``dpcausal run`` 37.40 s, 7.15x.
+
+Issue 41's cuts, measured the same afternoon, 2 runs each, niced, the code before them (main at
+6c39986, through ``PYTHONPATH``) then after (load average 1.9-3.3, then 3.1-4.3; medians):
+
+                                                  before           after
+library (import / read / fit)                     10.20 s          9.18 s
+                                                  1.56/0.56/7.63   1.54/0.35/6.81
+cold run, one CSV                                 35.28 s          23.39 s
+cold run, 8 Parquet files                         47.35 s          38.37 s
+cold run / library                                3.46x            2.55x
+partitioned / in memory                           1.34x            1.64x
+cProfile, one cold CSV run (load 4.0, 4.3):
+  imports (cumulative)                            12.81            13.47
+  temporary server: wait to answer                0.22             0.01
+  MLflow store opened                             6.06             5.41
+  the flow                                        42.45            10.36
+  read and check the CSV (of which coerce)        13.75 (7.94)     1.39 (0.52)
+  fold fits                                       20.69            4.11
+  MLflow run opened / logged                      0.23 / 0.39      0.26 / 0.22
+  the command, wall                               59.64            26.68
+
+Then the code after them alone, 3 runs each (load average 2.1 before, 5.7 after): the library
+9.80 s (1.77 / 0.32 / 7.74), cold run 22.80 s, 8 Parquet files 42.48 s: 2.33x and 1.86x; under
+cProfile (load 5.2) imports 13.46, server wait 0.01, MLflow store 4.55, the flow 12.62 (read and
+check 0.83, coerce 0.35, fold fits 6.24), wall 29.20.
+
+The cuts: the release's CSV reader column-wise (:mod:`tasks.csv_text`), each chunk of fold fits
+handed its own folds' rows and no fold model pickled in release mode (:mod:`tasks.fold_fits`),
+the temporary server booted from the command's start (:mod:`deploy.prefect_api`). Wall clock of
+a cold CSV run after them (load 3): imports of the library 2.2 s, of Prefect and the flow 1.3 s,
+MLflow (import 2.4 s, store 1.2 s, pyplot 0.8 s at load 5) 3.7 s, server wait 0, the flow 10.8 s
+(its start 1.0 s, read and check 1.6 s, fold fits 5.0 s, aggregation 2.6 s, logging 0.5 s). The
+partitioned run's work is about twice the in-memory one's: it fits every fold on the covariates
+and a missing-value indicator for each (10 columns, 65 degree-2 features, against 5 and 20).
 """
 
 from __future__ import annotations
@@ -51,6 +87,7 @@ from cli_release import DPCAUSAL, ROOT, _cli, _load, cli_workdir  # bench/ is on
 from partitioned_blocks import write_source
 
 D = 5
+FILES = 8  # the partitioned source's Parquet files
 ESTIMATOR = {"estimator": "aipw", "outcome_bounds": [0.0, 1.0], "propensity_clip": 0.2,
              "zeta": 1.0}
 COVARIATES = [f"x{j + 1}" for j in range(D)]
@@ -71,19 +108,29 @@ print(t1 - t0, t2 - t1, t3 - t2)
 """
 
 
-def _write(folder: Path, n: int) -> tuple[Path, Path]:
+def _write(folder: Path, n: int) -> tuple[Path, Path, Path]:
+    """The rows as one CSV and as :data:`FILES` Parquet files (the same rows), a release config
+    for each (datasets ``bench-cost`` and ``bench-cost-parts``), and the curator's deployment
+    settings (``$DPCAUSAL_DEPLOYMENT_FILE``): the partitioned one runs on a Dask LocalCluster
+    of 2 workers, the CSV one on the default runner (2 threads)."""
     import pandas as pd
 
-    write_source(folder / "parts", n, D, 1, 125_000, seed=2026)
+    write_source(folder / "parts", n, D, FILES, -(-n // FILES), seed=2026)
     csv = folder / "trial.csv"
     pd.read_parquet(folder / "parts").drop(columns="id").to_csv(csv, index=False)
-    config = folder / "release.yaml"
-    config.write_text(yaml.safe_dump({
-        "name": "cost", "data": {"path": str(csv)},
-        "columns": {"treatment": "A", "outcome": "Y", "covariates": COVARIATES},
-        "estimator": ESTIMATOR, "ledger": {"dataset_id": "bench-cost"},
-        "mlflow": {"experiment": "bench-cost"}}))
-    return csv, config
+    columns = {"treatment": "A", "outcome": "Y", "covariates": COVARIATES}
+    configs = []
+    for name, data in (("bench-cost", {"path": str(csv)}),
+                       ("bench-cost-parts", {"partitions": str(folder / "parts"),
+                                             "id_column": "id"})):
+        config = folder / f"{name}.yaml"
+        config.write_text(yaml.safe_dump({"name": name, "data": data, "columns": columns,
+                                          "estimator": ESTIMATOR,
+                                          "ledger": {"dataset_id": name}}))
+        configs.append(config)
+    (folder / "deployment.yaml").write_text(yaml.safe_dump({"datasets": {
+        "bench-cost-parts": {"runner": {"kind": "dask", "max_workers": 2}}}}))
+    return csv, configs[0], configs[1]
 
 
 def _library(csv: Path) -> tuple[float, list[float]]:
@@ -186,35 +233,45 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10**6)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-served", action="store_true")
+    parser.add_argument("--no-profile", action="store_true")
     args = parser.parse_args()
     folder, env = cli_workdir("dpcausal-bench-cost-")
-    csv, config = _write(folder, args.n)
-    _cli(["ledger", "register", "bench-cost", str(config), "--zeta", "1000"], env)
+    env["DPCAUSAL_DEPLOYMENT_FILE"] = str(folder / "deployment.yaml")
+    csv, config, parts = _write(folder, args.n)
+    for name, path in (("bench-cost", config), ("bench-cost-parts", parts)):
+        _cli(["ledger", "register", name, str(path), "--zeta", "1000"], env)
     load_before = os.getloadavg()
-    library, cold, parts = [], [], []
-    for _ in range(args.repeats):  # alternated: the machine's load affects both alike
-        wall, split = _library(csv)
+    library, cold, partitioned, split = [], [], [], []
+    for _ in range(args.repeats):  # alternated: the machine's load affects all three alike
+        wall, parts_s = _library(csv)
         library.append(wall)
-        parts.append(split)
+        split.append(parts_s)
         cold.append(_cli(["run", str(config), "--no-progress"], env)[0])
+        partitioned.append(_cli(["run", str(parts), "--no-progress"], env)[0])
     load_after = os.getloadavg()
-    phases = _phases(config, env, folder)
+    phases = [] if args.no_profile else _phases(config, env, folder)
     served = [] if args.no_served else _served(config, env, folder)
-    lib, cli = statistics.median(library), statistics.median(cold)
+    lib, cli, part = (statistics.median(x) for x in (library, cold, partitioned))
     print(f"\n=== dpcausal run vs the library in a fresh process, n = {args.n:,}, d = {D}, "
           f"AIPW, {args.repeats} runs each, alternated; cores: {os.cpu_count()}; load average "
           f"(1, 5, 15 min) before {_load(load_before)}, after {_load(load_after)} ===")
-    print(f"library (import, read CSV, fit)  {lib:7.2f} s median  ("
+    print(f"library (import, read CSV, fit)     {lib:7.2f} s median  ("
           + ", ".join(f"{w:.2f}" for w in library) + "); import/read/fit "
-          + " / ".join(f"{statistics.median(p[i] for p in parts):.2f}" for i in range(3)))
-    print(f"dpcausal run, cold               {cli:7.2f} s median  ("
-          + ", ".join(f"{w:.2f}" for w in cold) + ")")
-    print(f"ratio cli / library: {cli / lib:.2f}x (target <= 2 on a quiet machine)")
-    print(f"\nsteps of one cold run under cProfile, cumulative s (load {os.getloadavg()[0]:.1f}):")
-    for step, seconds in phases:
-        print(f"  {seconds:7.2f}  {step}")
+          + " / ".join(f"{statistics.median(p[i] for p in split):.2f}" for i in range(3)))
+    for label, runs in (("dpcausal run, cold, one CSV", cold),
+                        (f"dpcausal run, cold, {FILES} Parquet files", partitioned)):
+        print(f"{label:35s} {statistics.median(runs):7.2f} s median  ("
+              + ", ".join(f"{w:.2f}" for w in runs) + ")")
+    if phases:
+        print(f"\nsteps of one cold CSV run under cProfile, cumulative s (load "
+              f"{os.getloadavg()[0]:.1f}):")
+        for step, seconds in phases:
+            print(f"  {seconds:7.2f}  {step}")
     for what, seconds, load in served:
         print(f"{what:48s} {seconds:7.2f} s  (load {load:.1f})")
+    print(f"\nratio cli / library: {cli / lib:.2f}x (issue 41: <= 2 on a quiet machine)")
+    print(f"ratio partitioned / in memory: {part / cli:.2f}x (issue 41: <= 1.5 on a quiet "
+          "machine)")
 
 
 if __name__ == "__main__":

@@ -54,9 +54,11 @@ def _write(folder: Path, n: int) -> tuple[Path, Path]:
         config = folder / f"{name}.yaml"
         config.write_text(yaml.safe_dump({
             "name": name, "data": data, "columns": COLUMNS, "estimator": ESTIMATOR,
-            **({"runner": {"kind": "dask"}} if name == "partitioned" else {}),
-            "ledger": {"dataset_id": f"bench-{name}"}, "mlflow": {"experiment": "bench-fixed"}}))
+            "ledger": {"dataset_id": f"bench-{name}"}}))
         configs.append(config)
+    # the runner is the curator's deployment setting, never a release config's
+    (folder / "deployment.yaml").write_text(yaml.safe_dump({"datasets": {
+        "bench-partitioned": {"runner": {"kind": "dask"}}}}))
     return configs[0], configs[1]
 
 
@@ -99,6 +101,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     folder, env = cli_workdir("dpcausal-bench-fixed-")
+    env["DPCAUSAL_DEPLOYMENT_FILE"] = str(folder / "deployment.yaml")
     partitioned, memory = _write(folder, args.n)
     for config in (partitioned, memory):
         name = yaml.safe_load(config.read_text())["ledger"]["dataset_id"]

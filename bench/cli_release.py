@@ -52,7 +52,7 @@ def _write(folder: Path, n: int) -> Path:
     config.write_text(yaml.safe_dump({
         "name": "bench", "data": {"path": str(csv)},
         "columns": {"treatment": "A", "outcome": "Y"}, "estimator": ESTIMATOR,
-        "ledger": {"dataset_id": "bench-cli"}, "mlflow": {"experiment": "bench-cli"}}))
+        "ledger": {"dataset_id": "bench-cli"}}))
     return config
 
 
@@ -76,11 +76,12 @@ import contextlib, sys
 import deploy.prefect_api as api
 
 @contextlib.contextmanager
-def prefect_api(meanwhile):
+def prefect_api(meanwhile, server=None):
     meanwhile()
     yield
 
 api.prefect_api = prefect_api
+api.boot_temporary_server = lambda: None
 from cli.main import main
 main(sys.argv[1:], prog_name="dpcausal")
 """

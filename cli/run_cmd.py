@@ -74,13 +74,15 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     the preflight's checked input in memory (:func:`tasks.preflight.checked_in_process`): the
     data are read once, and the preflight's warnings are not raised again."""
     quiet_console(verbose)
+    from deploy.prefect_api import boot_temporary_server, release_in_process
+
+    server = boot_temporary_server()  # boots during the checks; stopped at exit
     checked, _ = preflight(config, strict=strict, bounds_notice=bounds_notice)
 
     import signal
 
     from cli.printer import print_result
     from cli.progress_bar import progress_bar
-    from deploy.prefect_api import release_in_process
 
     # SIGTERM unwinds like Ctrl-C, so the temporary Prefect server and any Dask cluster of the
     # run stop with it (their context managers and atexit hooks run)
@@ -88,7 +90,7 @@ def execute(config: Any, *, as_json: bool, show_progress: bool, verbose: bool,
     try:
         unit = "partitions" if config.data.partitioned else "folds"
         result = release_in_process(config, checked, progress_bar(
-            unit, enabled=show_progress and not as_json))
+            unit, enabled=show_progress and not as_json), server)
     except KeyboardInterrupt:
         report_error("the release run was interrupted (SIGTERM or Ctrl-C); the temporary "
                      "services of the run were stopped; a charge it had reserved stays spent "

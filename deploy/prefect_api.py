@@ -7,9 +7,11 @@ there (``dpcausal run --submit``):
   from the private store (:func:`deploy.service_auth.served_stack`); its MLflow server too,
   unless ``MLFLOW_TRACKING_URI`` is set;
 - else a temporary server, ``prefect server start --no-services --no-ui`` in its own process
-  group, started as soon as the release's public checks pass so that it boots on the other core
-  while the flow's modules import; stopped when the process exits, however it ends (a refused
-  release never starts one).
+  group, started when ``dpcausal run`` starts (:func:`boot_temporary_server`), so that it boots
+  on the other core while the release's public checks import the library and the flow's
+  modules import (issue 41 §2: started after the checks, a 10^6-row release waited 3.1 s for it
+  at load 5); stopped when the process exits, however it ends (a release the checks refuse
+  included: its server is stopped unused).
 """
 
 from __future__ import annotations
@@ -109,18 +111,29 @@ def _settings(api: str) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
-    """Within: ``PREFECT_API_URL`` names a Prefect API that answers (module docstring).
-    ``meanwhile`` (e.g. opening the tracking store) runs while a temporary server boots."""
+def boot_temporary_server() -> TemporaryServer | None:
+    """A temporary server, booting, unless ``PREFECT_API_URL`` is set or the served stack
+    answers (then None, and this process points at it): for :func:`prefect_api`. It is stopped
+    at exit, after Prefect's own exit hooks (registered later, run earlier) have flushed the
+    run's logs and events to it."""
     if os.environ.get("PREFECT_API_URL") or use_served_stack():
+        return None
+    server = TemporaryServer()
+    atexit.register(server.stop)
+    return server
+
+
+@contextmanager
+def prefect_api(meanwhile: Callable[[], None] = lambda: None,
+                server: TemporaryServer | None = None) -> Iterator[None]:
+    """Within: ``PREFECT_API_URL`` names a Prefect API that answers (module docstring).
+    ``meanwhile`` (e.g. opening the tracking store) runs while a temporary server boots;
+    ``server``: one :func:`boot_temporary_server` started (default: started here, if needed)."""
+    server = server or boot_temporary_server()
+    if server is None:
         with _settings(os.environ["PREFECT_API_URL"]):
             yield
         return
-    server = TemporaryServer()
-    # stopped at exit, after Prefect's own exit hooks (registered later, run earlier) have
-    # flushed the run's logs and events to it
-    atexit.register(server.stop)
     os.environ["PREFECT_API_URL"] = server.api  # for child processes (Dask workers)
     os.environ[TEMPORARY_PREFECT_API] = server.api  # no link to its pages outlives it
     import flows.release  # noqa: F401 - imports while the server boots (the slow part)
@@ -132,15 +145,17 @@ def prefect_api(meanwhile: Callable[[], None] = lambda: None) -> Iterator[None]:
 
 
 def release_in_process(config: Any, checked: Any,
-                       progress: AbstractContextManager[Any] | None = None) -> dict[str, Any]:
-    """The release flow of ``config`` in this process, on :func:`prefect_api` (the MLflow store
-    opened while a temporary server boots), taking the input the caller's public checks read
-    (:func:`tasks.preflight.checked_in_process`: the data are read once and its warnings are
-    not raised again); ``progress`` is entered around the flow run (the CLI's bar)."""
+                       progress: AbstractContextManager[Any] | None = None,
+                       server: TemporaryServer | None = None) -> dict[str, Any]:
+    """The release flow of ``config`` in this process, on :func:`prefect_api` (on ``server``
+    if given; the MLflow store opened while a temporary server boots), taking the input the
+    caller's public checks read (:func:`tasks.preflight.checked_in_process`: the data are read
+    once and its warnings are not raised again); ``progress`` is entered around the flow run
+    (the CLI's bar)."""
     from tasks.preflight import checked_in_process
     from tasks.tracking import connect
 
-    with prefect_api(meanwhile=lambda: connect(config.mlflow.tracking_uri)), \
+    with prefect_api(lambda: connect(config.mlflow.tracking_uri), server), \
             progress or nullcontext(), checked_in_process(config, checked):
         from flows.release import run_release
 

@@ -46,13 +46,14 @@ from tasks.tracking import TrackedRun, lineage, log_refusal, log_release, open_r
 
 
 def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) -> Mechanism:
-    """The core's fold fits: chunked on the runner, stored privately, keyed on the release id
-    (release) or the keyed hash of the data fitted, in row order (evaluation): see
-    :mod:`tasks.fold_fits`. A release from noisy sums (``dim``, ``lin``: the estimator given,
-    or ``auto``'s choice from public facts) fits no fold: no fold task runs, and its statistic
-    vector is computed inside the one charged task (issue 33 §6). With a pre-release of the
-    planning facts (issue 39 item 5) auto chooses inside the charged task, after the
-    reservation: the fold plan is plugged in, and runs only if the ensemble is chosen."""
+    """The core's fold fits: chunked on the runner; in evaluation mode stored privately,
+    keyed on the keyed hash of the data fitted, in row order; in release mode kept in memory
+    (no later run could read them): see :mod:`tasks.fold_fits`. A release from noisy sums
+    (``dim``, ``lin``: the estimator given, or ``auto``'s choice from public facts) fits no
+    fold: no fold task runs, and its statistic vector is computed inside the one charged task
+    (issue 33 §6). With a pre-release of the planning facts (issue 39 item 5) auto chooses
+    inside the charged task, after the reservation: the fold plan is plugged in, and runs only
+    if the ensemble is chosen."""
     n, d = checked.prepared.public.n, checked.prepared.public.d
     # with a pre-release auto chooses inside the charged task: the fold plan stands ready
     if mechanism.prerelease is None and mechanism.resolved_estimator(n, d) in SUM_ESTIMATORS:
@@ -60,7 +61,8 @@ def _core_steps(config: Any, mechanism: Any, checked: Checked, release_id: str) 
     progress.phase("fit folds", total=mechanism.resolved_n_folds(n, d))
     return with_stored_fits(mechanism, FitPlan(
         basis=checked.content if config.evaluation else release_id,
-        models=digest(model_specs(config)), store=str(model_store_dir()),
+        models=digest(model_specs(config)),
+        store=str(model_store_dir()) if config.evaluation else None,
         runner=config.runner, folds_per_task=config.folds_per_task,
         on_chunk=progress.advance))
 

@@ -9,9 +9,10 @@ What it holds is NON-PRIVATE and stays on the curator's disk, readable by the cu
   ledger or MLflow (a plain content hash would let anyone confirm a guessed dataset). The code is
   the library's (:mod:`dpcausal.fingerprints`), which finds the same file beside the default
   ledger, so a library fit and a CLI run bind the same identities;
-* ``fold_models/<key>.pkl``: fitted fold models of the core release (each one a function of one
-  fold's rows: a tree can memorise rows). They are pickles, which execute code when loaded, so a
-  file not owned by the current user, or writable by others, is refused;
+* ``fold_models/<key>.pkl``: fitted fold models of the core's evaluation-mode releases (each one
+  a function of one fold's rows: a tree can memorise rows; release mode keeps its fits in memory,
+  :mod:`tasks.fold_fits`). They are pickles, which execute code when loaded, so a file not owned
+  by the current user, or writable by others, is refused;
 * ``errors.log``: the details of release failures that depend on the data (the library's
   ``dpcausal.private`` logger); the CLI, Prefect and MLflow only ever see a generic message.
 """
@@ -128,9 +129,8 @@ def digest(obj: Any) -> str:
 
 
 def chunk_key(basis: str, plan: str, folds: list[int], models: str) -> str:
-    """Key of one stored chunk of fold models (also its file name). ``basis`` is the release id
-    in release mode (a retry reuses the fits; nothing says whether the data changed) and the
-    keyed data fingerprint in evaluation mode; ``plan`` a digest of the fold ids."""
+    """Key of one stored chunk of fold models (also its file name), in evaluation mode:
+    ``basis`` is the keyed data fingerprint, ``plan`` a digest of the fold ids."""
     return digest({"basis": basis, "plan": plan, "folds": list(map(int, folds)),
                    "models": models, "code": CODE_VERSION})
 

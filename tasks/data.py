@@ -15,6 +15,13 @@ import pandas as pd
 
 from conf.kinds import default_covariates
 from conf.models import DataSource, Schema
+from tasks.csv_text import (
+    arrow_records,
+    arrow_text,
+    csv_header,
+    text_as_bool_words,
+    text_as_float,
+)
 
 
 def data_file(path: str) -> Path:
@@ -56,15 +63,21 @@ def read_csv_table(path: Path) -> pd.DataFrame:
     is missing. The number of records after the header is the ``n`` the curator registers
     (:mod:`tasks.registration`); a file whose records no longer number n (a quote left open
     swallows the records after it) fails after the charge (:func:`tasks.preflight.
-    load_registered`)."""
+    load_registered`). Read column-wise by pyarrow where that gives the same records
+    (:func:`tasks.csv_text.arrow_records`), else record by record (:func:`csv_records`)."""
+    header = csv_header(path)
+    table = arrow_records(path, header)
+    return csv_records(path, header) if table is None else table
+
+
+def csv_records(path: Path, header: list[str]) -> pd.DataFrame:
+    """The records after the header by Python's ``csv`` module, as object columns of text (the
+    rules of :func:`read_csv_table`)."""
     limit = csv.field_size_limit(sys.maxsize)  # a long quoted field is a value, not an error
     try:
         with path.open(newline="", encoding="utf-8", errors="replace") as fh:
             records = csv.reader(fh, strict=False)
-            header = next(records, [])
-            if not any(header):
-                raise ValueError(f"data file {str(path)!r} has no header line (the column "
-                                 "names); a CSV source starts with one")
+            next(records, None)
             missing = [""] * len(header)
             rows = [rec if len(rec) == len(header) else missing for rec in records]
     finally:
@@ -86,13 +99,19 @@ def coerce(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 def _as_float(col: pd.Series) -> pd.Series:
     if pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col):
         return pd.Series(col.to_numpy(dtype=float, na_value=np.nan))
-    # one list comprehension over the cells (Series.map with a lambda cost 3x as much: 10^6
-    # rows of 7 columns took 14 s of a 10^6-row release's 23 s read, issue 41 §2); a number or a
-    # text is kept (text stripped), anything else (a date, a timestamp, bytes, a NULL) is
-    # missing: the database's datetimes are no numbers, nor NaT its integer (issue 41 §1)
+    text = arrow_text(col)  # a text column: the same rule, column-wise (tasks.csv_text)
+    return pd.Series(_cells_as_float(col.to_numpy(dtype=object)) if text is None
+                     else text_as_float(text, _cells_as_float))
+
+
+def _cells_as_float(cells: np.ndarray) -> np.ndarray:
+    """The rule cell by cell: a number or a text is kept (text stripped), anything else (a date,
+    a timestamp, bytes, a NULL) is missing: the database's datetimes are no numbers, nor NaT its
+    integer (issue 41 §1); then ``pandas.to_numeric``, NaN where it fails. One list
+    comprehension over the cells (Series.map with a lambda cost 3x as much, issue 41 §2)."""
     text = np.array([v.strip() if isinstance(v, str) else v if isinstance(v, numbers.Number)
-                     else None for v in col.to_numpy(dtype=object)], dtype=object)
-    return pd.Series(pd.to_numeric(text, errors="coerce"), dtype=float)
+                     else None for v in cells], dtype=object)
+    return np.asarray(pd.to_numeric(text, errors="coerce"), dtype=float)
 
 
 def _as_int(col: pd.Series) -> pd.Series:
@@ -102,15 +121,23 @@ def _as_int(col: pd.Series) -> pd.Series:
 
 def _as_bool(col: pd.Series) -> pd.Series:
     x = _as_float(col)
-    words = col.map(lambda v: str(v).strip().lower(), na_action="ignore").to_numpy()
+    text = arrow_text(col)
+    words = (col.map(_bool_word, na_action="ignore").to_numpy() if text is None
+             else text_as_bool_words(text, lambda cells: np.array(
+                 [_bool_word(v) for v in cells], dtype=object)))
     x = x.where(x.isin((0.0, 1.0)))
     return x.mask(words == "true", 1.0).mask(words == "false", 0.0)
 
 
+def _bool_word(value: Any) -> str:
+    return str(value).strip().lower()
+
+
 def _as_str(col: pd.Series) -> pd.Series:
-    text = col.map(lambda v: v if isinstance(v, str) else str(v), na_action="ignore")
-    return pd.Series(text.to_numpy(dtype=object), dtype=object).where(  # object, whatever
-        lambda t: t.notna() & (t != ""))                                  # the values
+    text = (col.to_numpy(dtype=object) if arrow_text(col) is not None else  # str already
+            col.map(lambda v: v if isinstance(v, str) else str(v), na_action="ignore"))
+    return pd.Series(np.asarray(text, dtype=object), dtype=object).where(  # object, whatever
+        lambda t: t.notna() & (t != ""))                                     # the values
 
 
 _COERCE = {"float": _as_float, "int": _as_int, "bool": _as_bool, "str": _as_str}

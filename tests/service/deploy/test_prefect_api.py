@@ -102,3 +102,32 @@ def test_cli_flow_runs_send_no_heartbeats_unless_the_caller_asks(monkeypatch, ca
         settings = get_current_settings()
         assert str(settings.api.url) == "http://127.0.0.1:9/api"
         assert settings.flows.heartbeat_frequency == (None if caller is None else 60)
+
+
+def test_a_temporary_server_boots_only_where_no_api_answers(tmp_path, monkeypatch,
+                                                            prefect_like):
+    """``dpcausal run`` boots its temporary server before the public checks (issue 41 §2), but
+    not where the caller set PREFECT_API_URL or a served stack answers: there it points at that
+    API and starts nothing."""
+    import os
+
+    from deploy import prefect_api
+
+    started = []
+
+    class Server:
+        def __init__(self) -> None:
+            started.append(self)
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(prefect_api, "TemporaryServer", Server)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    assert prefect_api.boot_temporary_server() is None
+    _stack(tmp_path, monkeypatch, prefect_like)
+    assert prefect_api.boot_temporary_server() is None
+    assert os.environ["PREFECT_API_URL"] == prefect_like and started == []
+    monkeypatch.delenv("PREFECT_API_URL")
+    (tmp_path / "services" / "stack.info").unlink()  # no stack: one boots
+    assert prefect_api.boot_temporary_server() is started[0]
