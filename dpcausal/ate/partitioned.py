@@ -304,7 +304,7 @@ def partition_block_sums(frame: pd.DataFrame, roles: Roles, est: PrivateATE, key
     kb = est.block_folds
     if not isinstance(kb, int):
         raise TypeError(f"the plan's estimator has an int block_folds, got {kb!r}")
-    done = _arrays(frame, roles, est, evaluation)
+    done = _arrays(frame, roles, est, evaluation, indicators="present")
     with private_failures(evaluation, "fitting"):
         fold_ids = assign_blocks(frame[roles.id].to_numpy(), key, blocks, kb)
         folds = range(blocks.start * kb, blocks.stop * kb)
@@ -477,15 +477,23 @@ def read_partition(source: str | Path, roles: Roles) -> pd.DataFrame:
     return pd.read_parquet(source, columns=roles.columns())
 
 
-def _arrays(frame: pd.DataFrame, roles: Roles, est: PrivateATE, evaluation: bool) -> Completed:
+def _arrays(frame: pd.DataFrame, roles: Roles, est: PrivateATE, evaluation: bool,
+            indicators: str = "all") -> Completed:
     """(X, A, Y) of a partition after the declared missing-value policy (row by row, so the
     same as on the whole data; no check of the arms here: a partition may hold one arm only,
-    and a release never fails on values after its charge), Y clipped to the bounds (spec §1.2)."""
+    and a release never fails on values after its charge), Y clipped to the bounds (spec §1.2).
+
+    ``indicators`` (plain linear/logistic models, SPECS.md "Missing and non-finite values"):
+    "all" where a fold model predicts rows of other partitions (the full ensemble), so every
+    partition's models share one column layout; "present" (an indicator only for a covariate
+    missing in this partition) where every model stays inside the partition (blocks): an
+    all-zero indicator changes no prediction, and with degree-2 features it would add d(d+3)/2
+    all-zero columns to every fit."""
     X, A, Y = check_schema(frame[list(roles.covariates)], frame[roles.treatment],
                            frame[roles.outcome], keep_frame=not est._plain_linear())
     with private_failures(evaluation, "reading a partition"):
         done = apply_missing(X, A, Y, est.missing, est.missing_fill,
-                             indicators=est._indicators("all"))
+                             indicators=est._indicators(indicators))
     return Completed(X=done.X, A=done.A, Y=np.clip(done.Y, *outcome_bounds(est.outcome_bounds)),
                      usable=done.usable)
 

@@ -175,6 +175,40 @@ def test_partitioned_blocks_equal_the_in_memory_block_estimator(partitions, esti
     assert [b.n for b in flat] == [534, 533, 489, 489, 489, 666]
 
 
+def test_block_partitions_add_indicators_only_for_their_own_missing_covariates(partitions,
+                                                                               monkeypatch):
+    """A block's models never leave its partition, so a partition adds an indicator only for a
+    covariate missing in it (SPECS.md "Missing and non-finite values"): a complete partition's
+    fits see the d covariates, not d more all-zero columns (with the default degree-2 features,
+    65 columns instead of 20 at d = 5). The release equals the in-memory block estimator's,
+    whose indicators are those of covariates missing anywhere."""
+    import dpcausal.ate.partitioned as partitioned
+
+    frames = [f.copy() for f in partitions]
+    frames[1].loc[::7, "x2"] = np.nan                  # only partition 1 has a missing value
+    widths = []
+    fit = partitioned._fit_folds
+
+    def spy(done, fold_ids, est, folds):
+        widths.append(done.X.shape[1])
+        return fit(done, fold_ids, est, folds)
+
+    monkeypatch.setattr(partitioned, "_fit_folds", spy)
+    kw = dict(estimator="aipw", n_folds=30, block_folds=5, outcome_bounds=(-1, 1),
+              noise_seed=5)
+    plan, _, rel = _partitioned(frames, PrivateATE(**kw))
+    assert widths == [3, 4, 3]                         # x1..x3, and x2's indicator in partition 1
+    fold_ids = np.concatenate([
+        _reference_assignment(f["id"].to_numpy(), KEY, b.start, len(b), 5)
+        for f, b in zip(frames, plan.blocks, strict=True)])
+    whole = pd.concat(frames, ignore_index=True)
+    ref = PrivateATE(**kw, folds=fold_ids).fit(whole[["x1", "x2", "x3"]].to_numpy(),
+                                                whole["A"].to_numpy(), whole["Y"].to_numpy(),
+                                                evaluation=True)
+    assert rel.nonprivate["ate"] == pytest.approx(ref.nonprivate["ate"], rel=1e-9, abs=1e-12)
+    assert rel.nonprivate["variance"] == pytest.approx(ref.nonprivate["variance"], rel=1e-9)
+
+
 def test_result_ignores_row_order_inside_and_across_files(partitions):
     est = PrivateATE(n_folds=30, block_folds=5, outcome_bounds=(-1, 1), noise_seed=1)
     _, sums, rel = _partitioned(partitions, est)
