@@ -26,6 +26,13 @@ memory (goal <= 1.5), on a quiet machine; on a shared one compare ratios of one 
 
     .venv/bin/python bench/cli_cost.py [--n 1000000] [--repeats 3] [--no-served] [--no-profile]
 
+Measured on 2026-12-07 afternoon on a quiet machine (nothing else running; load average 0.5
+before, 1.6 after), ``--repeats 4 --no-served --no-profile``, medians: the library 8.12 s
+(import 1.24, read 0.17, fit 6.24), a cold ``dpcausal run`` on the CSV 13.94 s (20.06 cold
+first, then 13.2-14.2), on 8 Parquet files 18.19 s: CLI / library 1.72x (goal <= 2), partitioned
+/ in memory 1.30x (goal <= 1.5). A 2-run measurement just before, right after a 10^8 release
+(load 3.0 before, 2.2 after): 2.10x and 1.03x.
+
 Measured on 2026-12-07, 2 cores shared by eight engineers (load average 17-25, so every figure
 is several times a quiet machine's; the ratio is of one run), 2 runs each: the library 54.8 s
 (import 15.7, read 3.0, fit 31.6), a cold ``dpcausal run`` 268.8 s, 4.91x. The cold run's steps

@@ -53,6 +53,18 @@ The ratio moves with the draw of the variance's noise (1.11x on 2026-11-27, same
 it sits at the goal's edge, the planner expecting 1.105 at this data's outcome spread (sd 0.178,
 difference in means) for the share it picks under its public worst case (sd 0.5).
 
+Measured on 2026-12-07 afternoon, 2 cores with nothing else running (load average 2.2 before,
+3.5 after: the release's own 2 workers, flow and server), ``--n 100000000 --baseline-n 0
+--source`` the same 200 files, today's defaults (degree-2 models, whose rows-per-fold floor is
+10 per feature: 210 at d = 5): K = 472,567 = 3,721 blocks of K' = 127, 207 rows in the smallest
+fold: 663.8 s wall (goal <= 15 min: met), 604 / 607 CPU s and 793 / 791 MiB peak RSS per worker
+(goal <= 1 GB: met), tau_hat 0.09927, CI 1.268x the non-private one (goal <= 1.1x: not met; the
+degree-2 floor takes 2.2x fewer folds than the plain models' 1,043,813 above, and the noise
+grows with the rows per fold). Before a partition added missing-value indicators only for its
+own missing covariates, the same release took 9.4 s per partition (about 31 minutes: stopped
+after 14 partitions), its fits seeing 65 columns instead of 20; at 10^7 (20 of these files) the
+change took 177 s to 71.2 s wall and 159 to 65 CPU s and 1,245 to 705 MiB per worker (load 2.4-3.5).
+
 K' (folds per block) is the one public, data-free lever the planner leaves fixed (at most 128).
 Under the 300 s compute budget a smaller K' buys a larger K: by the planner's own public model
 (worst-case spread) K' = 64 takes K = 1,275,968 and expects 1.0578 against 1.0588 at K' = 127
