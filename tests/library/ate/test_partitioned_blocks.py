@@ -143,6 +143,18 @@ def _partitioned(frames, est, key=KEY, evaluation=True):
     return plan, sums, rel
 
 
+def _in_memory_reference(frames, plan, kw):
+    """The in-memory block estimator on all rows, its folds given by the documented per-id rule
+    (:func:`_reference_assignment`, K' = 5) for each partition's blocks in ``plan``."""
+    fold_ids = np.concatenate([
+        _reference_assignment(f["id"].to_numpy(), KEY, b.start, len(b), 5)
+        for f, b in zip(frames, plan.blocks, strict=True)])
+    whole = pd.concat(frames, ignore_index=True)
+    return PrivateATE(**kw, folds=fold_ids).fit(whole[["x1", "x2", "x3"]].to_numpy(),
+                                                whole["A"].to_numpy(), whole["Y"].to_numpy(),
+                                                evaluation=True)
+
+
 @pytest.mark.parametrize("estimator", ["aipw", "g", "ipw"])
 def test_partitioned_blocks_equal_the_in_memory_block_estimator(partitions, estimator):
     kw = dict(estimator=estimator, n_folds=30, block_folds=5, outcome_bounds=(-1, 1),
@@ -150,13 +162,7 @@ def test_partitioned_blocks_equal_the_in_memory_block_estimator(partitions, esti
     plan, sums, rel = _partitioned(partitions, PrivateATE(**kw))
     # 6 blocks over 1067 : 1467 : 666 rows: 1, 1, 1, then to 1467 (734), 1067 (534), 1467 (489)
     assert [len(b) for b in plan.blocks] == [2, 3, 1]
-    fold_ids = np.concatenate([
-        _reference_assignment(f["id"].to_numpy(), KEY, b.start, len(b), 5)
-        for f, b in zip(partitions, plan.blocks, strict=True)])
-    whole = pd.concat(partitions, ignore_index=True)
-    ref = PrivateATE(**kw, folds=fold_ids).fit(whole[["x1", "x2", "x3"]].to_numpy(),
-                                                whole["A"].to_numpy(), whole["Y"].to_numpy(),
-                                                evaluation=True)
+    ref = _in_memory_reference(partitions, plan, kw)
     assert rel.nonprivate["ate"] == pytest.approx(ref.nonprivate["ate"], rel=1e-9, abs=1e-12)
     assert rel.nonprivate["variance"] == pytest.approx(ref.nonprivate["variance"], rel=1e-9)
     assert rel.ate == pytest.approx(ref.ate, rel=1e-9)        # the same calibration and noise
@@ -198,13 +204,7 @@ def test_block_partitions_add_indicators_only_for_their_own_missing_covariates(p
               noise_seed=5)
     plan, _, rel = _partitioned(frames, PrivateATE(**kw))
     assert widths == [3, 4, 3]                         # x1..x3, and x2's indicator in partition 1
-    fold_ids = np.concatenate([
-        _reference_assignment(f["id"].to_numpy(), KEY, b.start, len(b), 5)
-        for f, b in zip(frames, plan.blocks, strict=True)])
-    whole = pd.concat(frames, ignore_index=True)
-    ref = PrivateATE(**kw, folds=fold_ids).fit(whole[["x1", "x2", "x3"]].to_numpy(),
-                                                whole["A"].to_numpy(), whole["Y"].to_numpy(),
-                                                evaluation=True)
+    ref = _in_memory_reference(frames, plan, kw)
     assert rel.nonprivate["ate"] == pytest.approx(ref.nonprivate["ate"], rel=1e-9, abs=1e-12)
     assert rel.nonprivate["variance"] == pytest.approx(ref.nonprivate["variance"], rel=1e-9)
 
