@@ -77,8 +77,10 @@ echo "[wheel] dpcausal ask: the library's command, without the orchestration: ok
 # references), not the checkout
 cp -r "$here/tests" "$here/pyproject.toml" "$work/"
 # test tools, the extras some library tests exercise (plot, postgres, parquet), OpenDP (the
-# reference samplers of tests/library/test_noise_vectorised.py) and causaldata (the public
-# job-training data of tests/library/ate/test_prerelease.py)
+# reference samplers of tests/library/test_noise_vectorised.py), causaldata (the public
+# job-training data of tests/library/ate/test_prerelease.py) and DoubleML (the non-private ATT
+# reference of tests/library/ate/test_att.py)
 VIRTUAL_ENV="$work/venv" $uv pip install -q --compile-bytecode pytest pytest-timeout hypothesis \
-  statsmodels matplotlib "psycopg[binary]" pyarrow opendp==0.16.0 causaldata==0.1.5
+  statsmodels matplotlib "psycopg[binary]" pyarrow opendp==0.16.0 causaldata==0.1.5 \
+  doubleml==0.11.4
 PYTHONPATH="$work" "$vpy" -P -m pytest -q -p no:cacheprovider tests/library
