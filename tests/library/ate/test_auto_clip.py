@@ -113,7 +113,7 @@ def test_default_models_are_the_declared_degree_2_pair():
     est = PrivateATE(estimator="aipw", outcome_bounds=(0, 1))
     params = est.public_params(5_000, 3)
     assert "PolynomialFeatures" in params["propensity_model"]
-    assert "LogisticRegression" in params["propensity_model"]
+    assert "LogisticRegression(C=10000.0)" in params["propensity_model"]
     assert "LinearRegression" in params["outcome_model"]
 
 
@@ -129,10 +129,11 @@ def test_the_default_models_fast_path_equals_the_pipeline_path():
     kw = {"estimator": "aipw", "outcome_bounds": NONLINEAR_OUTCOME_BOUNDS, "zeta": 4.0,
           "n_folds": 12, "random_state": 5, "noise_seed": 5}
     fast = PrivateATE(**kw).fit(X, A, Y, evaluation=True)
-    # the generic path: sklearn's lbfgs to convergence, fitted and predicted model by model
+    # the generic path: sklearn's Newton solver to convergence, fitted and predicted model by
+    # model, at the default's C = 10^4 written out
     converged = Pipeline([("features", PolynomialFeatures(2, include_bias=False)),
-                          ("model", LogisticRegression(solver="newton-cholesky", tol=1e-12,
-                                                       max_iter=1000))])
+                          ("model", LogisticRegression(C=1e4, solver="newton-cholesky",
+                                                       tol=1e-12, max_iter=1000))])
     slow = PrivateATE(**kw, propensity_model=_opaque(converged),
                       outcome_model=_opaque(default_outcome_model())).fit(
         X, A, Y, evaluation=True)

@@ -9,10 +9,10 @@ from dpcausal import PrivateATE
 from tests.library.ate._reference import reference_ate
 
 
-def _converged_logistic():
-    """scikit-learn's LogisticRegression() problem solved to convergence: the batched fit
+def _converged_logistic(C=1.0):
+    """scikit-learn's LogisticRegression(C=C) problem solved to convergence: the batched fit
     (dpcausal.ate.batched_fit) solves it exactly, where the default lbfgs stops at tol=1e-4."""
-    return LogisticRegression(solver="newton-cholesky", tol=1e-12, max_iter=1000)
+    return LogisticRegression(C=C, solver="newton-cholesky", tol=1e-12, max_iter=1000)
 
 
 def _data(n, d, seed):
@@ -59,7 +59,8 @@ def test_asymmetric_bounds_shift_trick_keeps_estimate():
 @pytest.mark.parametrize("estimator", ["g", "ipw", "aipw"])
 def test_k2_reduces_to_two_fold_cross_fitting(estimator):
     """Spec §5 item 8: with K=2 each row uses exactly the other fold's models (1/pi of one
-    model); the default models are degree-2 features, then logistic / least squares."""
+    model); the default models are degree-2 features, then logistic (C = 10^4, written out
+    here) / least squares."""
     X, A, Y = _data(200, 2, seed=11)
     F = np.column_stack([X, X[:, 0] ** 2, X[:, 0] * X[:, 1], X[:, 1] ** 2])   # by hand
     Y = np.clip(Y, -1, 1)
@@ -70,7 +71,7 @@ def test_k2_reduces_to_two_fold_cross_fitting(estimator):
     halves = [np.arange(100), np.arange(100, 200)]
     gamma = np.empty(200)
     for train, test in (halves, halves[::-1]):
-        p = np.clip(_converged_logistic().fit(F[train], A[train]).predict_proba(F[test])[:, 1],
+        p = np.clip(_converged_logistic(1e4).fit(F[train], A[train]).predict_proba(F[test])[:, 1],
                     eta, 1 - eta)
         t1, t0 = train[A[train] == 1], train[A[train] == 0]
         m1 = np.clip(LinearRegression().fit(F[t1], Y[t1]).predict(F[test]), -1, 1)
