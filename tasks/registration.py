@@ -120,9 +120,26 @@ def count(config: Any) -> dict[str, Any]:
         covariates = default_covariates(out["names"], config.columns, config.data)
         if config.columns.covariates is None:
             _refuse_unread_columns(frame, covariates)
+        _refuse_unfilled_roles(frame, config.columns.treatment, config.columns.outcome)
         out["d"] = len(covariates)
     kind = KINDS[config.kind]
     return {**out, **kind.facts(kind.build(config), frame, kind.roles(config))}
+
+
+def _refuse_unfilled_roles(frame: Any, treatment: str, outcome: str) -> None:
+    """The curator's check of the core release's roles, as :func:`_refuse_unread_columns`'s of
+    the covariates: a treatment no row of which reads as 0 or 1 (a yes/no or treated/control
+    coding the reader does not take for one), or an outcome no row of which reads as a number,
+    would leave every row unusable, so every release of the dataset would be charged and say
+    nothing. A coding some rows fill is the missing-value policy's, after a run's charge."""
+    if treatment not in frame or outcome not in frame:
+        return      # the schema's refusal, naming the column, is the release checks'
+    if len(frame) and not frame[treatment].isin((0, 1)).any():
+        raise ValueError(f"the treatment {treatment!r} reads as 0 or 1 in no row (a text coding "
+                         "such as yes/no?): recode it as 1/0 or true/false before registering")
+    if len(frame) and frame[outcome].isna().all():
+        raise ValueError(f"the outcome {outcome!r} holds no number in any row (text?): recode "
+                         "it as numbers before registering")
 
 
 def _refuse_unread_columns(frame: Any, covariates: list[str]) -> None:

@@ -250,10 +250,14 @@ def test_declared_types(tmp_path):
     path = _cells(tmp_path, df.to_csv(index=False))
     out = _check(_config({"path": path, "dtypes": {"treated": "bool"}}, covariates=["x1"]))
     np.testing.assert_array_equal(out.prepared.data[1], _frame()["treated"])
+    # (the text treatment stays declared: read as a float it is 0/1 in no row, which the
+    # registration refuses first: test_registration_refuses_a_role_no_row_can_fill)
     with pytest.raises(ValueError, match="non-numeric columns"):
-        _check(_config({"path": path, "dtypes": {"x1": "str"}}, covariates=["x1"]))
+        _check(_config({"path": path, "dtypes": {"x1": "str", "treated": "bool"}},
+                       covariates=["x1"]))
     with pytest.raises(ValueError, match="data.dtypes names 'x9', which is not a column"):
-        _check(_config({"path": path, "dtypes": {"x9": "int"}}, covariates=["x1"]))
+        _check(_config({"path": path, "dtypes": {"x9": "int", "treated": "bool"}},
+                       covariates=["x1"]))
 
 
 def test_text_cells_read_as_numbers_by_fixed_rules():
@@ -292,3 +296,23 @@ def test_a_value_that_is_neither_number_nor_text_is_missing_as_a_number():
     np.testing.assert_array_equal(out["x"].to_numpy(), expected)
     assert out["t"].isna().all()
     np.testing.assert_array_equal(out["b"].to_numpy(), [np.nan] * 6 + [1.0, np.nan, np.nan])
+
+
+@pytest.mark.parametrize("column, cells, match", [
+    ("treated", ["yes", "no"], r"the treatment 'treated' reads as 0 or 1 in no row"),
+    ("treated", ["treated", "control"], r"reads as 0 or 1 in no row"),
+    ("y", ["high", "low"], r"the outcome 'y' holds no number in any row"),
+])
+def test_registration_refuses_a_role_no_row_can_fill(tmp_path, column, cells, match):
+    """The curator's check (like an unread covariate's, issue 34 §1): a treatment coded as text
+    the reader does not take for 0/1 (yes/no, treated/control), or an outcome of words, would
+    leave every row without a usable treatment or outcome; the release would be charged and say
+    nothing. Registration refuses, naming the fix. A coding that some rows fill (0/2, all 1) is
+    the missing-value policy's, after the charge (test above)."""
+    df = _frame()
+    df[column] = np.where(np.arange(len(df)) % 2 == 0, cells[0], cells[1])
+    df.to_csv(tmp_path / "d.csv", index=False)
+    from tasks.registration import register
+
+    with pytest.raises(ValueError, match=match):
+        register(_config({"path": str(tmp_path / "d.csv")}, mode="release"))
