@@ -195,6 +195,12 @@ def check_noise_scale(sigma_ate: float, bounds: tuple[float, float], level: floa
             NoiseWiderThanBoundsWarning, stacklevel=4)
 
 
+class FoldBiasWarning(UserWarning):
+    """The ensemble's folds are so small against its noise that their own bias may shift the CI
+    (:func:`dpcausal.ate.planner.check_fold_bias`); public parameters only. ``dpcausal run
+    --strict`` refuses such a release."""
+
+
 def outcome_bounds(bounds: Any) -> tuple[float, float]:
     """The public outcome bounds as floats; ``None`` (unset) and malformed pairs raise a
     ``ValueError`` naming the argument and why it is required."""

@@ -52,6 +52,7 @@ from dpcausal.ate.planner import (
     UNINFORMATIVE_RATIO,
     auto_folds,
     auto_propensity_clip,
+    check_fold_bias,
     layout_for,
     narrowest_noise_modes,
     plan,
@@ -729,8 +730,26 @@ class PrivateATE(Mechanism[ATEFacts]):
         check_params(p, n, d)
         check_policy(self.missing, self.missing_fill)
         p["sigma2"], p["ci_share"] = self.resolved_noise_modes(n, d)
-        check_noise_scale(self.calibration(n, d).sigma_ate, self._bounds())
+        sigma_ate = self.calibration(n, d).sigma_ate
+        check_noise_scale(sigma_ate, self._bounds())
+        if self._ensemble() == "aipw" and self._model_kind() == "quadratic":
+            check_fold_bias(n, d, self._bounds(), lambda k: self._noise_at(k, n, d),
+                            p["n_folds"])
         return p
+
+    def _noise_at(self, n_folds: int, n: int, d: int) -> tuple[int, float]:
+        """``(K, sigma1)`` of this release asked for ``n_folds`` folds (blocks round K; with an
+        int ``block_folds`` K' the asked K is a multiple of it, or below it the full
+        ensemble)."""
+        other = clone(self)
+        kb = self.block_folds
+        if isinstance(kb, int) and not isinstance(kb, bool):
+            other.set_params(n_folds=(n_folds // kb) * kb if n_folds >= kb else n_folds,
+                             block_folds=kb if n_folds >= kb else None)
+        else:
+            other.set_params(n_folds=n_folds)
+        cal = other.calibration(n, d)
+        return cal.n_folds, cal.sigma_ate
 
     def _plain_linear(self) -> bool:
         """Whether every model the estimator uses is a plain ``LinearRegression`` or
@@ -958,8 +977,10 @@ class PrivateATE(Mechanism[ATEFacts]):
             ks = range(self.resolved_n_folds(X.shape[0], X.shape[1]))
         features, used = shared_features(self._used_models())
         if features is not None and isinstance(X, np.ndarray):
-            features = clone(features).fit(X[:1])   # row-wise: learns only the column count
-            X = features.transform(X)
+            # row-wise: learns only the column count, so from a row of zeros (X may have none)
+            features = clone(features).fit(np.zeros((1, X.shape[1])))
+            X = (features.transform(X) if X.shape[0]
+                 else np.empty((0, features.n_output_features_)))
         else:
             features, used = None, self._used_models()
         models = dict(zip([r for r, e in (("propensity", ("ipw", "aipw")),

@@ -32,6 +32,10 @@ truth up to K = 476 (105 rows per fold), while IPW's bias grows about linearly i
 K = 10, 0.0041 at 50, 0.0090 at 100, 0.0145 at 158 and 0.0557 at 476 (about 0.25 d / rows per
 fold), hence its 50(d+1) floor (bias about 0.005 at d = 20).
 ``tests/library/ate/test_planner_sweep.py`` (slow) reruns the sweep at the recommended K.
+These floors were measured at n <= 10^6; the fold-size bias does not fall with n while the noise
+does, so at larger n a release with the default models warns when a public envelope of that bias
+exceeds a quarter of its noise sd (:func:`check_fold_bias`; dpcausal/SPECS.md "Fold-size bias at
+large n").
 
 Compute (this machine class, 2 cores; refitted to bench/ate_core.py with the fused aggregation
 kernels and batched fits): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
@@ -46,6 +50,7 @@ efficiency, since they are shared (bench/ate_core.py prints wall and CPU seconds
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -57,6 +62,7 @@ from dpcausal.ate import sums
 from dpcausal.ate.blocks import BlockLayout, balanced_layout
 from dpcausal.ate.complete_cases import split_zeta
 from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
+from dpcausal.validation import FoldBiasWarning
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
 MODEL_KINDS = ("parametric", "quadratic", "other")
@@ -109,6 +115,54 @@ def resolve_clip(propensity_clip: float | str, n: int, n_folds: int, zeta: float
     if propensity_clip == "auto":
         return auto_propensity_clip(n, n_folds, zeta, layout)
     return float(propensity_clip)
+
+
+#: beta of the fold-size bias envelope ``b(m) <= beta B_mu (p + 1) / m`` of the AIPW ensemble with
+#: the default degree-2 models on m rows per fold (dpcausal/SPECS.md "Fold-size bias at large n":
+#: measured at 10^6 rows, the threshold design reaches 0.031-0.033 at 400-800 rows per fold; the
+#: other designs stay under 0.02 at or above the floor).
+FOLD_BIAS_ENVELOPE = 0.033
+#: The share of the ATE's noise sd the envelope may reach before :func:`check_fold_bias` warns:
+#: a bias of a quarter sd costs a 95% CI under one point of coverage.
+FOLD_BIAS_SHARE = 0.25
+
+
+def fold_bias_bound(rows_per_fold: int, d: int, outcome_bounds: Sequence[float]) -> float:
+    """The envelope ``beta B_mu (p + 1) / m`` (:data:`FOLD_BIAS_ENVELOPE`) of the default models'
+    fold-size bias on ``rows_per_fold`` = m rows, p = d (d + 3) / 2 degree-2 features and
+    B_mu half the width of the outcome bounds (SPECS.md "Fold-size bias at large n")."""
+    lo, hi = _pair(outcome_bounds)
+    return FOLD_BIAS_ENVELOPE * (hi - lo) / 2.0 * (d * (d + 3) // 2 + 1) / rows_per_fold
+
+
+def check_fold_bias(n: int, d: int, outcome_bounds: Sequence[float],
+                    noise_at: Callable[[int], tuple[int, float]], n_folds: int) -> None:
+    """Warn (:class:`~dpcausal.validation.FoldBiasWarning`) when the envelope of the fold-size
+    bias (:func:`fold_bias_bound`) exceeds :data:`FOLD_BIAS_SHARE` of the ATE's noise sd sigma1:
+    the CI, which accounts for noise and sampling, may then not cover. ``noise_at(K)`` gives the
+    ``(K, sigma1)`` a release asked for K folds resolves to (blocks round K); the warning names
+    the largest K at which the envelope is within the share, found by bisection (the envelope
+    falls and sigma1 grows as K falls). Public parameters only (n, K, d, bounds, sigma1)."""
+    def fits(k: int) -> bool:
+        resolved, sigma = noise_at(k)
+        return fold_bias_bound(n // resolved, d, outcome_bounds) <= FOLD_BIAS_SHARE * sigma
+
+    resolved, sigma = noise_at(n_folds)
+    if fits(n_folds):
+        return
+    lo, hi = 2, n_folds          # fits(lo) is assumed (the largest folds), fits(hi) is false
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    bound = fold_bias_bound(n // resolved, d, outcome_bounds)
+    lo = noise_at(lo)[0]         # as the release resolves it, so that asking for it gives it
+    warnings.warn(
+        f"{resolved:,} folds of {n // resolved:,} rows are small against this release's noise "
+        f"(sd {sigma:.2g}): the default models' fold-size bias may reach {bound:.2g}, more than "
+        f"a quarter of it, so the CI may not cover (dpcausal/SPECS.md \"Fold-size bias at large "
+        f"n\"). Choose n_folds <= {lo:,} (about {n // lo:,} rows per fold), or, on a "
+        "randomized trial, estimator 'dim' or 'lin'",
+        FoldBiasWarning, stacklevel=5)
 
 
 def _pair(bounds: Sequence[float]) -> tuple[float, float]:

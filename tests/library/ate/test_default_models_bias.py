@@ -13,8 +13,16 @@ rows per fold; C = 10^4 (the default now): -0.0011 / -0.0013 / -0.0006 / -0.0003
 
 from __future__ import annotations
 
+import re
+import warnings
+
+import pytest
+from sklearn.linear_model import LinearRegression, LogisticRegression
+
 from dpcausal import PrivateATE
-from dpcausal.datasets import NONLINEAR_OUTCOME_BOUNDS, make_threshold
+from dpcausal.ate.planner import fold_bias_bound, rows_per_fold_floor
+from dpcausal.datasets import NONLINEAR_OUTCOME_BOUNDS, make_large, make_threshold
+from dpcausal.validation import FoldBiasWarning
 
 
 def test_default_ensemble_stays_consistent_through_its_exact_propensity_at_the_floor():
@@ -30,3 +38,83 @@ def test_default_ensemble_stays_consistent_through_its_exact_propensity_at_the_f
     assert abs(coarse.nonprivate["ate"] - truth) < 0.005       # the reference is itself right
     gap = fine.nonprivate["ate"] - coarse.nonprivate["ate"]
     assert abs(gap) < 0.004, gap
+
+
+def test_fold_bias_envelope_by_hand():
+    """beta B_mu (p + 1) / m with beta = 0.033: d = 2 (p = 5), bounds (-1, 2) (B_mu = 1.5), 200
+    rows: 0.033 * 1.5 * 6 / 200; d = 5 (p = 20), bounds (0, 1), 211 rows: 0.033 * 0.5 * 21 / 211."""
+    assert fold_bias_bound(200, 2, (-1.0, 2.0)) == pytest.approx(0.001485, rel=1e-12)
+    assert fold_bias_bound(211, 5, (0.0, 1.0)) == pytest.approx(0.0016421800947867, rel=1e-12)
+
+
+def test_small_folds_against_small_noise_warn_with_a_k_that_does_not():
+    """10^8 rows, d = 5, a stated clip of 0.2: K = 472,567 folds of 211 rows, noise sd 1.4e-5,
+    envelope 0.0016: the release warns and names a K; at that K it does not."""
+    est = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, compute_budget=300)
+    with pytest.warns(FoldBiasWarning, match=r"472,567 folds of 211 rows .* n_folds <= ") as rec:
+        est.check_facts(10**8, 5)
+    k = int(re.search(r"n_folds <= ([\d,]+)", str(rec[0].message)).group(1).replace(",", ""))
+    assert 10_000 < k < 100_000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FoldBiasWarning)
+        PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, n_folds=k).check_facts(10**8, 5)
+
+
+@pytest.mark.parametrize("n", [20_000, 10**6])
+def test_defaults_at_moderate_n_do_not_warn(n):
+    """At its defaults (auto clip) the noise sd at these n is far above the envelope."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FoldBiasWarning)
+        PrivateATE(outcome_bounds=(0, 1)).check_facts(n, 5)
+
+
+def test_models_outside_the_measured_kind_do_not_warn():
+    """The envelope was measured for the default degree-2 models only."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FoldBiasWarning)
+        PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, compute_budget=300,
+                   propensity_model=LogisticRegression(),
+                   outcome_model=LinearRegression()).check_facts(10**8, 5)
+
+
+def _paired_bias(make, n, rows, clip, bounds, seed):
+    """Pre-noise estimate at ``rows`` rows per fold (blocks of 127 folds) minus the same rows'
+    estimate at 10,000 rows per fold."""
+    X, A, Y, _ = make(n, random_state=seed)
+    out = []
+    for m in (rows, 10_000):
+        k = n // m if n // m <= 127 else (n // m // 127) * 127
+        rel = PrivateATE(outcome_bounds=bounds, propensity_clip=clip, n_folds=k,
+                         block_folds=min(k, 127), random_state=0).fit(X, A, Y, evaluation=True)
+        out.append(rel.nonprivate["ate"])
+    return out[0] - out[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design, d, bounds, clip", [
+    ("threshold", 2, NONLINEAR_OUTCOME_BOUNDS, 0.02),
+    ("large", 5, (0.0, 1.0), 0.02),
+    ("large", 5, (0.0, 1.0), 0.2),
+])
+def test_the_envelope_covers_the_measured_fold_size_bias(design, d, bounds, clip):
+    """|paired bias| <= the envelope at 1, 2 and 4 times the floor's rows, n = 10^6, one draw
+    (SPECS.md "Fold-size bias at large n": the threshold design sets beta; measured
+    -0.0011 / -0.0013 / -0.0006 against envelopes 0.0015 / 0.00074 / 0.00037 at 100 / 200 / 400
+    rows... the envelope is about 1/m, the threshold's bias falls more slowly, so the rows
+    checked stop at 4x the floor). Several minutes."""
+    make = {"threshold": lambda n, random_state: make_threshold(n, "strong", random_state),
+            "large": lambda n, random_state: make_large(n, d, random_state)}[design]
+    floor = rows_per_fold_floor("aipw", d, "quadratic")
+    for rows in (floor, 2 * floor, 4 * floor):
+        bias = _paired_bias(make, 10**6, rows, clip, bounds, seed=100)
+        assert abs(bias) <= fold_bias_bound(rows, d, bounds), (design, clip, rows, bias)
+
+
+def test_the_suggested_k_respects_a_stated_block_size():
+    """With block_folds=127 stated, the bisection asks only for multiples of 127 (it raised on
+    K = 2,350 before) and the suggestion is one."""
+    est = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, n_folds=4_699, block_folds=127)
+    with pytest.warns(FoldBiasWarning) as rec:
+        est.check_facts(10**6, 5)
+    k = int(re.search(r"n_folds <= ([\d,]+)", str(rec[0].message)).group(1).replace(",", ""))
+    assert k % 127 == 0 or k < 127

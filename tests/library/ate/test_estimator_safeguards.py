@@ -116,10 +116,13 @@ def test_a_fold_whose_fit_raises_falls_back_to_the_fold_constant():
     lambda X, A, Y: (X, np.zeros_like(A), Y),
     lambda X, A, Y: (X, A * 2, Y),
     lambda X, A, Y: (X, A, np.r_[Y[:-1], np.inf]),
+    lambda X, A, Y: (X, np.full_like(A, 3), Y),       # no row has a usable treatment
 ])
 def test_value_conditions_release_in_both_modes(edit):
     """Issue 26 §2 (these raised after the charge before): a NaN covariate, an empty arm, a
-    treatment not coded 0/1, an infinite outcome follow the declared missing-value policy and
+    treatment not coded 0/1 (in some rows or in all: then no fold has a row to fit, and the
+    default models' feature map had none to learn its width from, which raised after the
+    charge), an infinite outcome follow the declared missing-value policy and
     the §2.7 fallbacks; both modes publish a finite release, and what the policy did reaches
     the curator's private log only, never the root logger."""
     X, A, Y = edit(*_data(marked=False))
