@@ -3,8 +3,9 @@
 Its score and release against a hand-written loop, its sensitivity against an exhaustive corner
 search and adversarial neighbours on the real estimator (full ensemble and blocks) that reach
 the stated bound (so a bound 0.98x as large would be violated), the treated count's neighbours,
-the CI's covariance bound, the refusals before the charge, and DoubleML's IRM "ATTE" estimate
-as the non-private reference.
+the CI's covariance bound, the count's noise against T's at the defaults (a small treated
+arm), the refusals before the charge, and DoubleML's IRM "ATTE" estimate as the non-private
+reference.
 """
 
 from __future__ import annotations
