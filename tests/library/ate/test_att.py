@@ -3,8 +3,9 @@
 Its score and release against a hand-written loop, its sensitivity against an exhaustive corner
 search and adversarial neighbours on the real estimator (full ensemble and blocks) that reach
 the stated bound (so a bound 0.98x as large would be violated), the treated count's neighbours,
-the CI's covariance bound, the refusals before the charge, and DoubleML's IRM "ATTE" estimate
-as the non-private reference.
+the CI's covariance bound, the count's noise against T's at the defaults (a small treated
+arm), the refusals before the charge, and DoubleML's IRM "ATTE" estimate as the non-private
+reference.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from dpcausal import PrivateATE
 from dpcausal.ate.aggregation import EnsembleNuisances, aggregate
 from dpcausal.ate.blocks import layout_of
-from dpcausal.ate.complete_cases import ratio_variance, split_zeta
+from dpcausal.ate.complete_cases import count_sigma, ratio_variance, split_zeta
 from dpcausal.ate.nuisance import FoldModels
 from dpcausal.ate.partitioned import plan_partitions
 from dpcausal.ate.scores import ate_and_variance, scores
@@ -325,6 +326,24 @@ def test_ratio_variance_bound_by_hand():
         (v_t + 0.25 * v_c) / c**2, rel=1e-15)
     with pytest.raises(ValueError, match="count must be one of"):
         ratio_variance(v_t, R, c, sigma_c, n, "rows")
+
+
+def test_the_counts_noise_is_a_small_part_of_ts_at_the_defaults():
+    """SPECS.md "The ATT of the ensemble", "A small treated arm": the noisy treated count enters
+    the CI's coverage event only through ATT (c~ - c), of sd at most (hi - lo) sigma_C/n
+    whatever the treated count; at the defaults (auto K, at least 100 rows a fold; auto
+    eta <= 0.2, so Delta_= >= 16 B_mu and kappa >= 15.5 B_mu) that is below
+    20/(16 + 15.5 * 100) = 0.0128 of T's noise sigma_1 (measured at most 0.0123). A count
+    given a smaller share of zeta^2, or a T sensitivity half as large, would fail it."""
+    bound = 20 / (16 + 15.5 * 100)
+    for d, n, zeta in itertools.product((2, 10), (200, 2_000, 20_000, 10**6),
+                                        (0.1, 1.0, 4.0, 64.0)):
+        est = PrivateATE(estimand="att", outcome_bounds=(-1.0, 2.0), zeta=zeta,
+                         covariate_bounds=[(-1.0, 1.0)] * d)
+        assert est.resolved_estimator(n, d) == "aipw"
+        sigma_c = count_sigma(split_zeta(zeta)[1])
+        assert sigma_c == pytest.approx(10 / zeta, rel=1e-12)   # sensitivity 1, 1% of zeta^2
+        assert 3.0 * sigma_c / n <= bound * est.calibration(n, d).sigma_ate, (d, n, zeta)
 
 
 # ------------------------------------------------------------------ refusals
