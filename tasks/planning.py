@@ -99,7 +99,8 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
     zeta_for_sums_halfwidth` for one from noisy sums; :func:`dpcausal.ate.planner.
     zeta_for_halfwidth` at the ensemble's best K; None when not asked, inf when unreachable).
     ``outcome_sd``: the stated spread (default the config's ``estimator.outcome_sd``, else the
-    widest the bounds allow)."""
+    widest the bounds allow); ``warnings``, the fold-size bias warnings of an ensemble release
+    (:func:`fold_bias_warnings`)."""
     from dpcausal.ate.planner import recommended, zeta_for_halfwidth, zeta_for_sums_halfwidth
 
     registration = registered(config.ledger.dataset_id)  # n and d as the curator counted them
@@ -139,7 +140,23 @@ def plan_summary(config: Any, *, outcome_sd: float | None = None, compute_budget
             "zeta_for_target": needed, "table": [plain_row(r) for r in table.to_dict("records")],
             "partitioned": partitioned_layout(config, mechanism.outcome_sd),
             "facts": facts, "declarations": mechanism.declaration_changes(n, d),
-            "prerelease": prerelease}
+            "prerelease": prerelease,
+            "warnings": fold_bias_warnings(mechanism, n, d) if chosen in ENSEMBLES else []}
+
+
+def fold_bias_warnings(mechanism: Any, n: int, d: int) -> list[str]:
+    """The texts of the fold-size bias warnings the release's own checks give on n rows and d
+    covariates (:func:`dpcausal.ate.planner.check_fold_bias`): ``plan`` says what ``run`` will
+    (issue 33 §5). Public facts only; a refusal of the checks is ``run``'s to report."""
+    from dpcausal.validation import FoldBiasWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            mechanism.check_facts(n, d)
+        except (ValueError, TypeError):
+            return []
+    return [str(w.message) for w in caught if issubclass(w.category, FoldBiasWarning)]
 
 
 def prerelease_plan(mechanism: Any, facts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -253,6 +270,8 @@ def plan_lines(summary: dict[str, Any], config: Any, config_path: str, *,
                              else ""))
     for line in recommendation_lines(summary, outcome_sd):
         lines += wrapped(line)
+    for text in summary.get("warnings", []):
+        lines += wrapped(f"Warning: {text}")
     if target_halfwidth is not None:
         lines += wrapped(target_line(summary, target_halfwidth))
     return lines

@@ -256,3 +256,20 @@ def test_plan_of_the_att_names_it_and_the_treated_share_it_assumed(data_csv, tmp
     assert doc["estimand"] == "att" and doc["recommended"]["estimand"] == "att"
     assert doc["recommended"]["halfwidth"] > 2 * ate["recommended"]["halfwidth"]
     assert doc["zeta_for_target"] > 2 * ate["zeta_for_target"]
+
+
+def test_plan_says_what_run_warns_of_small_folds(data_csv, tmp_path, monkeypatch):
+    """Issue 33 §5 (run says what plan says), for the fold-size bias warning: the default
+    degree-2 models in 200 folds of 20 rows against the small noise of zeta = 100 at a stated
+    clip: plan prints the warning and the n_folds it names, and its JSON carries it."""
+    args = ["--set", f"data.path={data_csv}", "--set", "columns.covariates=null",
+            "--set", "models.propensity={name: quadratic}",
+            "--set", "models.outcome={name: quadratic}", "--set", "estimator.zeta=100"]
+    out = _run(args, tmp_path, monkeypatch)
+    assert out.exit_code == 0, out.output
+    assert "Warning: 200 folds of 20 rows are small against this release's noise" in out.output
+    doc = json.loads(_run([*args, "--json"], tmp_path, monkeypatch).output)
+    assert doc["warnings"] and "Choose n_folds <=" in doc["warnings"][0]
+    calm = _run(["--set", f"data.path={data_csv}", "--set", "columns.covariates=null"],
+                tmp_path, monkeypatch)
+    assert "are small against" not in calm.output
