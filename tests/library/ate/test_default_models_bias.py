@@ -95,6 +95,7 @@ _DESIGNS = {"threshold": lambda n, d, random_state: make_threshold(n, "strong", 
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::dpcausal.validation.FoldBiasWarning")  # small folds on purpose
 @pytest.mark.parametrize("design, d, bounds, clip", [
     ("threshold", 2, NONLINEAR_OUTCOME_BOUNDS, 0.02),
     ("large", 5, (0.0, 1.0), 0.02),
@@ -111,6 +112,7 @@ def test_the_envelope_covers_the_measured_fold_size_bias(design, d, bounds, clip
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::dpcausal.validation.FoldBiasWarning")
 def test_the_envelope_covers_the_threshold_designs_bias_far_above_the_floor():
     """The rows the warning suggests at 10^7-10^8 lie far above the floor, where the threshold
     design's bias falls about as 1/m: 2 10^6 rows against 50,000 rows per fold, at 8, 16 and 32
