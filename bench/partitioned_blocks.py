@@ -172,6 +172,7 @@ def main() -> None:
                          "partition, no folds)")
     ap.add_argument("--block-folds", default="auto",
                     help="K' (folds per block): 'auto' (the planner's) or an int")
+    ap.add_argument("--n-folds", default="auto", help="K, or 'auto' (the planner's)")
     ap.add_argument("--propensity-clip", default="0.2",
                     help="eta, or 'auto' (the library's default; the figures above state 0.2)")
     ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
@@ -228,6 +229,7 @@ def main() -> None:
                            **_sums_params(args.estimator, args.d),
                            "block_folds": (args.block_folds if args.block_folds == "auto"
                                            else int(args.block_folds))},
+                n_folds=None if args.n_folds == "auto" else int(args.n_folds),
                 compute_budget=300.0, evaluation=True)
             wall = time.perf_counter() - t0
             usage = client.run(_usage)

@@ -52,6 +52,7 @@ from dpcausal.ate.planner import (
     UNINFORMATIVE_RATIO,
     auto_folds,
     auto_propensity_clip,
+    block_split,
     check_fold_bias,
     layout_for,
     narrowest_noise_modes,
@@ -733,23 +734,26 @@ class PrivateATE(Mechanism[ATEFacts]):
         sigma_ate = self.calibration(n, d).sigma_ate
         check_noise_scale(sigma_ate, self._bounds())
         if self._ensemble() == "aipw" and self._model_kind() == "quadratic":
-            check_fold_bias(n, d, self._bounds(), lambda k: self._noise_at(k, n, d),
-                            p["n_folds"])
+            check_fold_bias(n, d, self._bounds(), p["n_folds"], sigma_ate,
+                            lambda k: self._noise_at(k, n, d))
         return p
 
-    def _noise_at(self, n_folds: int, n: int, d: int) -> tuple[int, float]:
-        """``(K, sigma1)`` of this release asked for ``n_folds`` folds (blocks round K; with an
-        int ``block_folds`` K' the asked K is a multiple of it, or below it the full
-        ensemble)."""
+    def _noise_at(self, n_folds: int, n: int, d: int) -> tuple[int, int, float]:
+        """``(K, K', sigma1)`` of this release with about ``n_folds`` folds, laid out as its own
+        K is: with an int ``block_folds`` K' a multiple of it (below it the full ensemble); with
+        ``n_folds="auto"`` and ``block_folds="auto"`` the planner's blocks
+        (:func:`~dpcausal.ate.planner.block_split`); else the full ensemble of that K."""
         other = clone(self)
         kb = self.block_folds
         if isinstance(kb, int) and not isinstance(kb, bool):
-            other.set_params(n_folds=(n_folds // kb) * kb if n_folds >= kb else n_folds,
-                             block_folds=kb if n_folds >= kb else None)
+            K, kb = ((n_folds // kb) * kb, kb) if n_folds >= kb else (n_folds, n_folds)
+        elif self.n_folds == "auto" and kb == "auto":
+            K, kb = block_split(n_folds, "auto")
         else:
-            other.set_params(n_folds=n_folds)
+            K, kb = n_folds, n_folds
+        other.set_params(n_folds=K, block_folds=kb if kb < K else None)
         cal = other.calibration(n, d)
-        return cal.n_folds, cal.sigma_ate
+        return cal.n_folds, kb, cal.sigma_ate
 
     def _plain_linear(self) -> bool:
         """Whether every model the estimator uses is a plain ``LinearRegression`` or

@@ -135,32 +135,37 @@ def fold_bias_bound(rows_per_fold: int, d: int, outcome_bounds: Sequence[float])
     return FOLD_BIAS_ENVELOPE * (hi - lo) / 2.0 * (d * (d + 3) // 2 + 1) / rows_per_fold
 
 
-def check_fold_bias(n: int, d: int, outcome_bounds: Sequence[float],
-                    noise_at: Callable[[int], tuple[int, float]], n_folds: int) -> None:
+def check_fold_bias(n: int, d: int, outcome_bounds: Sequence[float], n_folds: int,
+                    sigma_ate: float, noise_at: Callable[[int], tuple[int, int, float]]
+                    ) -> None:
     """Warn (:class:`~dpcausal.validation.FoldBiasWarning`) when the envelope of the fold-size
-    bias (:func:`fold_bias_bound`) exceeds :data:`FOLD_BIAS_SHARE` of the ATE's noise sd sigma1:
-    the CI, which accounts for noise and sampling, may then not cover. ``noise_at(K)`` gives the
-    ``(K, sigma1)`` a release asked for K folds resolves to (blocks round K); the warning names
-    the largest K at which the envelope is within the share, found by bisection (the envelope
-    falls and sigma1 grows as K falls). Public parameters only (n, K, d, bounds, sigma1)."""
-    def fits(k: int) -> bool:
-        resolved, sigma = noise_at(k)
-        return fold_bias_bound(n // resolved, d, outcome_bounds) <= FOLD_BIAS_SHARE * sigma
+    bias (:func:`fold_bias_bound`) of the release's K = ``n_folds`` folds exceeds
+    :data:`FOLD_BIAS_SHARE` of its noise sd sigma1 = ``sigma_ate``: the CI, which accounts for
+    noise and sampling, may then not cover. ``noise_at(K)`` gives the
+    ``(K, K', sigma1)`` of the release laid out as it is, with about K folds (blocks round K);
+    the warning names the largest such K (and its K') at which the envelope is within 90% of the
+    share, found by bisection (the envelope falls and sigma1 grows as K falls): the margin keeps
+    the advice clear of the threshold where a partitioned source's blocks round K otherwise than
+    a balanced layout. Public parameters only (n, K, d, bounds, sigma1)."""
+    def fits(k: int, share: float) -> bool:
+        resolved, _, sigma = noise_at(k)
+        return fold_bias_bound(n // resolved, d, outcome_bounds) <= share * sigma
 
-    resolved, sigma = noise_at(n_folds)
-    if fits(n_folds):
+    resolved, sigma = n_folds, sigma_ate
+    if fold_bias_bound(n // resolved, d, outcome_bounds) <= FOLD_BIAS_SHARE * sigma:
         return
     lo, hi = 2, n_folds          # fits(lo) is assumed (the largest folds), fits(hi) is false
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        lo, hi = (mid, hi) if fits(mid, 0.9 * FOLD_BIAS_SHARE) else (lo, mid)
     bound = fold_bias_bound(n // resolved, d, outcome_bounds)
-    lo = noise_at(lo)[0]         # as the release resolves it, so that asking for it gives it
+    k, kb, _ = noise_at(lo)      # as the release resolves it, so that asking for it gives it
+    layout = f" and block_folds {kb:,}" if kb < k else ""
     warnings.warn(
         f"{resolved:,} folds of {n // resolved:,} rows are small against this release's noise "
         f"(sd {sigma:.2g}): the default models' fold-size bias may reach {bound:.2g}, more than "
         f"a quarter of it, so the CI may not cover (dpcausal/SPECS.md \"Fold-size bias at large "
-        f"n\"). Choose n_folds <= {lo:,} (about {n // lo:,} rows per fold), or, on a "
+        f"n\"). Choose n_folds <= {k:,}{layout} (about {n // k:,} rows per fold), or, on a "
         "randomized trial, estimator 'dim' or 'lin'",
         FoldBiasWarning, stacklevel=5)
 
