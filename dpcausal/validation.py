@@ -195,6 +195,12 @@ def check_noise_scale(sigma_ate: float, bounds: tuple[float, float], level: floa
             NoiseWiderThanBoundsWarning, stacklevel=4)
 
 
+class ComputeWarning(UserWarning):
+    """The release's public parameters predict far more compute than its budget
+    (:meth:`dpcausal.PrivateATE.check_facts`); ``dpcausal run --strict`` refuses such a
+    release."""
+
+
 class FoldBiasWarning(UserWarning):
     """The ensemble's folds are so small against its noise that their own bias may shift the CI
     (:func:`dpcausal.ate.planner.check_fold_bias`); public parameters only. ``dpcausal run

@@ -54,6 +54,7 @@ from dpcausal.ate.planner import (
     auto_propensity_clip,
     block_split,
     check_fold_bias,
+    check_full_ensemble_cost,
     layout_for,
     narrowest_noise_modes,
     plan,
@@ -736,6 +737,9 @@ class PrivateATE(Mechanism[ATEFacts]):
         if self._ensemble() == "aipw" and self._model_kind() == "quadratic":
             check_fold_bias(n, d, self._bounds(), p["n_folds"], sigma_ate,
                             lambda k: self._noise_at(k, n, d))
+        if isinstance(self.compute_budget, (int, float)):
+            check_full_ensemble_cost(n, *self.resolved_folds(n, d), self._ensemble(),
+                                     float(self.compute_budget))
         return p
 
     def _noise_at(self, n_folds: int, n: int, d: int) -> tuple[int, int, float]:

@@ -62,7 +62,7 @@ from dpcausal.ate import sums
 from dpcausal.ate.blocks import BlockLayout, balanced_layout
 from dpcausal.ate.complete_cases import split_zeta
 from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
-from dpcausal.validation import FoldBiasWarning
+from dpcausal.validation import ComputeWarning, FoldBiasWarning
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
 MODEL_KINDS = ("parametric", "quadratic", "other")
@@ -168,6 +168,34 @@ def check_fold_bias(n: int, d: int, outcome_bounds: Sequence[float], n_folds: in
         f"n\"). Choose n_folds <= {k:,}{layout} (about {n // k:,} rows per fold), or, on a "
         "randomized trial, estimator 'dim' or 'lin'",
         FoldBiasWarning, stacklevel=5)
+
+
+def check_full_ensemble_cost(n: int, n_folds: int, block_folds: int, estimator: str,
+                             compute_budget: float) -> None:
+    """Warn (:class:`~dpcausal.validation.ComputeWarning`) when an int ``n_folds`` above
+    :data:`FULL_ENSEMBLE_FOLDS` runs as one full ensemble (``block_folds`` = K: the library's
+    meaning of an int K with ``block_folds="auto"``) whose predicted seconds
+    (:func:`predicted_seconds`) exceed ``compute_budget``, naming the cost and the blocks of
+    :data:`MAX_BLOCK_FOLDS` that would make it linear in n. Public parameters only."""
+    if block_folds != n_folds or n_folds <= FULL_ENSEMBLE_FOLDS:
+        return
+    seconds = predicted_seconds(n, n_folds, estimator)
+    if seconds <= compute_budget:
+        return
+    blocked = predicted_seconds(n, n_folds, estimator, MAX_BLOCK_FOLDS - 1)
+    warnings.warn(
+        f"n_folds={n_folds:,} without block_folds is the full ensemble: each of the {n:,} rows "
+        f"meets {n_folds - 1:,} models, predicted about {_duration(seconds)} on this machine "
+        f"class (compute_budget {compute_budget:g} s). Pass block_folds (e.g. "
+        f"{MAX_BLOCK_FOLDS - 1}: about {_duration(blocked)}), or n_folds='auto'",
+        ComputeWarning, stacklevel=5)
+
+
+def _duration(seconds: float) -> str:
+    """Seconds in the largest whole unit: "40 s", "12 min", "10 h"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.0f} h"
 
 
 def _pair(bounds: Sequence[float]) -> tuple[float, float]:

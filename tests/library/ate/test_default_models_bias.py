@@ -22,7 +22,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from dpcausal import PrivateATE
 from dpcausal.ate.planner import fold_bias_bound, rows_per_fold_floor
 from dpcausal.datasets import NONLINEAR_OUTCOME_BOUNDS, make_large, make_threshold
-from dpcausal.validation import FoldBiasWarning
+from dpcausal.validation import ComputeWarning, FoldBiasWarning
 
 
 def test_default_ensemble_stays_consistent_through_its_exact_propensity_at_the_floor():
@@ -136,3 +136,18 @@ def test_the_suggested_k_respects_a_stated_block_size():
         est.check_facts(10**6, 5)
     k = int(re.search(r"n_folds <= ([\d,]+)", str(rec[0].message)).group(1).replace(",", ""))
     assert k % 127 == 0 or k < 127
+
+
+@pytest.mark.filterwarnings("ignore::dpcausal.validation.FoldBiasWarning")  # also true there
+def test_a_large_k_as_one_full_ensemble_warns_with_its_predicted_cost():
+    """An int n_folds with block_folds "auto" is the paper's full ensemble (documented): every
+    row meets K - 1 models. At 10^8 rows and K = 104,267 the planner's cost model predicts about
+    10 hours (the FoldBiasWarning's first advice led there); the release warns, naming
+    block_folds. Blocks of 127, or a K the compute budget allows, do not warn."""
+    with pytest.warns(ComputeWarning, match=r"full ensemble: .* about 10 h .* Pass block_folds"):
+        PrivateATE(outcome_bounds=(0, 1), n_folds=104_267).check_facts(10**8, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ComputeWarning)
+        PrivateATE(outcome_bounds=(0, 1), n_folds=104_267 // 127 * 127,
+                   block_folds=127).check_facts(10**8, 5)
+        PrivateATE(outcome_bounds=(0, 1), n_folds=4_000).check_facts(400_000, 2)
