@@ -10,20 +10,22 @@ PACKAGES = ("conf", "plots", "store", "demo", "reproduce", "tasks", "flows", "cl
 LEDGERS = ("led", "ledger")
 
 
-def _calls(attr: str, *on: str) -> list[str]:
+def _calls(attr: str, *on: str, extra: tuple[Path, ...] = ()) -> list[str]:
     """``path:function`` of every call ``<name>.<attr>(...)``, name in ``on``, in the library and
-    the orchestration."""
+    the orchestration, and in the ``extra`` files (named by file name)."""
     found = []
-    for package in ("dpcausal", *PACKAGES):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            for fn in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    continue
-                for node in ast.walk(fn):
-                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                            and node.func.attr == attr and isinstance(node.func.value, ast.Name)
-                            and node.func.value.id in on):
-                        found.append(f"{path.relative_to(ROOT)}:{fn.name}")
+    paths = [p for package in ("dpcausal", *PACKAGES)
+             for p in sorted((ROOT / package).rglob("*.py"))]
+    for path in [*paths, *extra]:
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == attr and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id in on):
+                    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+                    found.append(f"{where}:{fn.name}")
     return sorted(set(found))
 
 
@@ -32,16 +34,14 @@ def test_one_function_reserves_and_commits():
     assert _calls("commit", "slot") == ["dpcausal/session.py:charged_release"]
 
 
-def test_the_scanner_sees_a_second_reserving_place():
-    """Negative control: a planted second place is found."""
-    planted = ROOT / "tasks" / "_planted_twin.py"
+def test_the_scanner_sees_a_second_reserving_place(tmp_path):
+    """Negative control: a second place is found. It is written outside the checkout: planted in
+    tasks/ it was seen by the test above when xdist ran the two at once."""
+    planted = tmp_path / "_planted_twin.py"
     planted.write_text("def twin(led):\n    with led.release('d', 'r', None) as slot:\n"
                        "        slot.commit('x')\n")
-    try:
-        assert "tasks/_planted_twin.py:twin" in _calls("release", *LEDGERS)
-        assert "tasks/_planted_twin.py:twin" in _calls("commit", "slot")
-    finally:
-        planted.unlink()
+    assert "_planted_twin.py:twin" in _calls("release", *LEDGERS, extra=(planted,))
+    assert "_planted_twin.py:twin" in _calls("commit", "slot", extra=(planted,))
 
 
 def test_no_per_kind_copy_of_the_pipeline_is_left():
