@@ -50,6 +50,7 @@ from dpcausal.ate.params import check_clip, check_params
 from dpcausal.ate.planner import (
     AUTO_CLIP_RANGE,
     UNINFORMATIVE_RATIO,
+    NoiseAt,
     auto_folds,
     auto_propensity_clip,
     block_split,
@@ -360,7 +361,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         self._check_choice()
         if self.prerelease is not None:
             return pre.informed(self).compare_estimators(n, d, treated_share=treated_share)
-        return compare(n, d, **self._compared(treated_share),
+        return compare(n, d, **self._compared(n, d, treated_share),
                        covariate_bounds=self.covariate_bounds, design=self.design,
                        assume_linear=bool(self.assume_linear))
 
@@ -375,17 +376,17 @@ class PrivateATE(Mechanism[ATEFacts]):
             return pre.informed(self).declaration_changes(n, d)
         if self.estimator != "auto":
             return []
-        return declaration_changes(n, d, **self._compared(None), design=self.design,
+        return declaration_changes(n, d, **self._compared(n, d, None), design=self.design,
                                    assume_linear=bool(self.assume_linear),
                                    covariate_bounds=self.covariate_bounds)
 
-    def _compared(self, treated_share: float | None) -> dict[str, Any]:
+    def _compared(self, n: int, d: int, treated_share: float | None) -> dict[str, Any]:
         """The public arguments of :func:`dpcausal.ate.choice.compare` besides the
         declarations."""
         return dict(zeta=self.zeta, outcome_bounds=self._bounds(), alpha=self.alpha,
                     outcome_sd=self.outcome_sd,
                     treated_share=self.assumed_treated_share(treated_share),
-                    ensemble=self._ensemble_knobs(), estimand=self.estimand)
+                    ensemble=self._ensemble_knobs(n, d), estimand=self.estimand)
 
     def assumed_treated_share(self, given: float | None = None) -> float:
         """The treated share the planner assumes: ``given``, else the stated
@@ -394,8 +395,8 @@ class PrivateATE(Mechanism[ATEFacts]):
             return float(given)
         return 0.5 if self.treated_share is None else float(self.treated_share)
 
-    def _ensemble_knobs(self) -> dict[str, Any]:
-        """The ensemble's public knobs for :func:`dpcausal.ate.planner.plan`."""
+    def _ensemble_knobs(self, n: int, d: int) -> dict[str, Any]:
+        """The ensemble's public knobs for :func:`dpcausal.ate.planner.plan` at (n, d)."""
         return {
             "estimator": "aipw", "propensity_clip": self.propensity_clip,
             "ci_share": None if self.ci_share == "auto" else self.ci_share,
@@ -403,6 +404,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             "p1": self.p1, "sensitivity": self.sensitivity, "model_kind": self._model_kind(),
             "compute_budget": float(self.compute_budget),
             "block_folds": self.block_folds if self.n_folds == "auto" else None,
+            "noise_at": self._fold_bias_noise_at(n, d),
         }
 
     def resolved_estimator(self, n: int, d: int | None = None) -> str:
@@ -520,9 +522,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             budget = self.compute_budget
             if not (isinstance(budget, (int, float)) and budget > 0):
                 raise ValueError(f"compute_budget must be a number > 0, got {budget!r}")
-            return auto_folds(n, d, estimator=self._ensemble(), model_kind=self._model_kind(),
-                              compute_budget=float(budget),
-                              block_folds=kb)
+            return self._auto_folds(n, d)
         K = self.n_folds
         if not isinstance(kb, int) or kb == K:
             return K, K
@@ -560,6 +560,31 @@ class PrivateATE(Mechanism[ATEFacts]):
         if chosen not in sums.SUM_ESTIMATORS and chosen != "g" and self.propensity_clip == "auto":
             out["propensity_clip"] = self.resolved_propensity_clip(n, d)
         return out
+
+    def _auto_folds(self, n: int, d: int) -> tuple[int, int]:
+        """``n_folds="auto"``'s ``(K, K')`` (:func:`~dpcausal.ate.planner.auto_folds`): for the
+        AIPW ensemble with the default models and set bounds, also kept where the fold-size
+        bias envelope is within :data:`~dpcausal.ate.planner.FOLD_BIAS_KEPT` of the noise sd,
+        found on this release's own calibration (:meth:`_noise_at`). Memoised per (n, d) and
+        public parameters: the bisection calibrates about 20 times."""
+        key = (n, d, repr(sorted(self.get_params(deep=False).items())))
+        memo = self.__dict__.setdefault("_auto_folds_memo", {})
+        if key not in memo:
+            noise_at = self._fold_bias_noise_at(n, d)
+            memo[key] = auto_folds(
+                n, d, estimator=self._ensemble(), model_kind=self._model_kind(),
+                compute_budget=float(self.compute_budget), block_folds=self.block_folds,
+                outcome_bounds=None if noise_at is None else self.outcome_bounds,
+                noise_at=noise_at)
+        return memo[key]
+
+    def _fold_bias_noise_at(self, n: int, d: int) -> NoiseAt | None:
+        """:meth:`_noise_at` at (n, d) where ``n_folds="auto"`` keeps the fold-size bias rule
+        (the AIPW ensemble with the default models and set bounds), else None."""
+        if not (self.n_folds == "auto" and self._ensemble() == "aipw"
+                and self._model_kind() == "quadratic" and self.outcome_bounds is not None):
+            return None
+        return lambda k: self._noise_at(k, n, d)
 
     def resolved_propensity_clip(self, n: int, d: int | None = None,
                                  layout: BlockLayout | None = None) -> float:
@@ -677,7 +702,7 @@ class PrivateATE(Mechanism[ATEFacts]):
             model_kind=self._model_kind(), outcome_sd=outcome_sd, treated_share=treated_share,
             compute_budget=float(self.compute_budget),
             block_folds=self.block_folds if self.n_folds == "auto" else self.resolved_folds(
-                n, d)[1], estimand=self.estimand)
+                n, d)[1], estimand=self.estimand, noise_at=self._fold_bias_noise_at(n, d))
         return self._with_comparison(table, n, d, outcome_sd, treated_share,
                                      None if estimators is None else others)
 
@@ -690,7 +715,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         comparison = compare(n, d, design=self.design, zeta=self.zeta,
                              outcome_bounds=self._bounds(), alpha=self.alpha,
                              outcome_sd=outcome_sd, covariate_bounds=self.covariate_bounds,
-                             treated_share=treated_share, ensemble=self._ensemble_knobs(),
+                             treated_share=treated_share, ensemble=self._ensemble_knobs(n, d),
                              assume_linear=bool(self.assume_linear), estimand=self.estimand)
         extra = comparison[(comparison["estimator"] != "aipw") & (
             comparison["estimator"].isin(names) if names is not None else True)]

@@ -33,9 +33,9 @@ K = 10, 0.0041 at 50, 0.0090 at 100, 0.0145 at 158 and 0.0557 at 476 (about 0.25
 fold), hence its 50(d+1) floor (bias about 0.005 at d = 20).
 ``tests/library/ate/test_planner_sweep.py`` (slow) reruns the sweep at the recommended K.
 These floors were measured at n <= 10^6; the fold-size bias does not fall with n while the noise
-does, so at larger n a release with the default models warns when a public envelope of that bias
-exceeds a quarter of its noise sd (:func:`check_fold_bias`; dpcausal/SPECS.md "Fold-size bias at
-large n").
+does, so at larger n ``n_folds="auto"`` with the default models keeps K where a public envelope
+of that bias stays within 90% of a quarter of its noise sd (:func:`fold_bias_folds`), and a
+stated K past it warns (:func:`check_fold_bias`; dpcausal/SPECS.md "Fold-size bias at large n").
 
 Compute (this machine class, 2 cores; refitted to bench/ate_core.py with the fused aggregation
 kernels and batched fits): ``seconds ~= a n + f K + n K (c_pi P + c_mu M)`` with
@@ -125,6 +125,14 @@ FOLD_BIAS_ENVELOPE = 0.045
 #: The share of the ATE's noise sd the envelope may reach before :func:`check_fold_bias` warns:
 #: a bias of a quarter sd costs a 95% CI under one point of coverage.
 FOLD_BIAS_SHARE = 0.25
+#: The share ``n_folds="auto"`` and the warning's advice keep (:func:`fold_bias_folds`): 90% of
+#: :data:`FOLD_BIAS_SHARE`, clear of the threshold where a partitioned source's blocks round K
+#: otherwise than a balanced layout.
+FOLD_BIAS_KEPT = 0.9 * FOLD_BIAS_SHARE
+
+#: ``noise_at(K)``: the ``(K, K', sigma1)`` of a release laid out as it is, with about K folds
+#: (blocks round K).
+NoiseAt = Callable[[int], tuple[int, int, float]]
 
 
 def fold_bias_bound(rows_per_fold: int, d: int, outcome_bounds: Sequence[float]) -> float:
@@ -135,38 +143,46 @@ def fold_bias_bound(rows_per_fold: int, d: int, outcome_bounds: Sequence[float])
     return FOLD_BIAS_ENVELOPE * (hi - lo) / 2.0 * (d * (d + 3) // 2 + 1) / rows_per_fold
 
 
-def check_fold_bias(n: int, d: int, outcome_bounds: Sequence[float], n_folds: int,
-                    sigma_ate: float, noise_at: Callable[[int], tuple[int, int, float]]
-                    ) -> None:
-    """Warn (:class:`~dpcausal.validation.FoldBiasWarning`) when the envelope of the fold-size
-    bias (:func:`fold_bias_bound`) of the release's K = ``n_folds`` folds exceeds
-    :data:`FOLD_BIAS_SHARE` of its noise sd sigma1 = ``sigma_ate``: the CI, which accounts for
-    noise and sampling, may then not cover. ``noise_at(K)`` gives the
-    ``(K, K', sigma1)`` of the release laid out as it is, with about K folds (blocks round K);
-    the warning names the largest such K (and its K') at which the envelope is within 90% of the
-    share, found by bisection (the envelope falls and sigma1 grows as K falls): the margin keeps
-    the advice clear of the threshold where a partitioned source's blocks round K otherwise than
-    a balanced layout. Public parameters only (n, K, d, bounds, sigma1)."""
-    def fits(k: int, share: float) -> bool:
+def fold_bias_folds(n: int, d: int, outcome_bounds: Sequence[float], n_folds: int,
+                    noise_at: NoiseAt, share: float = FOLD_BIAS_KEPT) -> tuple[int, int]:
+    """``(K, K')``: the largest release of at most ``n_folds`` folds, laid out by ``noise_at``,
+    whose fold-size bias envelope (:func:`fold_bias_bound` of n // K rows) is at most ``share``
+    of its noise sd sigma1 (SPECS.md "Fold-size bias at large n": the rule of
+    ``n_folds="auto"``). Bisection over K: the envelope falls and sigma1 grows as K falls (K
+    public, sigma1 from the release's own calibration, ``propensity_clip="auto"`` rising as K
+    falls); K = 2 when none fits. Public parameters only."""
+    def fits(k: int) -> bool:
         resolved, _, sigma = noise_at(k)
         return fold_bias_bound(n // resolved, d, outcome_bounds) <= share * sigma
 
-    resolved, sigma = n_folds, sigma_ate
-    if fold_bias_bound(n // resolved, d, outcome_bounds) <= FOLD_BIAS_SHARE * sigma:
-        return
-    lo, hi = 2, n_folds          # fits(lo) is assumed (the largest folds), fits(hi) is false
+    if fits(n_folds):
+        return noise_at(n_folds)[:2]
+    lo, hi = 2, n_folds          # fits(hi) is false; lo is the answer if nothing larger fits
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid, 0.9 * FOLD_BIAS_SHARE) else (lo, mid)
-    bound = fold_bias_bound(n // resolved, d, outcome_bounds)
-    k, kb, _ = noise_at(lo)      # as the release resolves it, so that asking for it gives it
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return noise_at(lo)[:2]
+
+
+def check_fold_bias(n: int, d: int, outcome_bounds: Sequence[float], n_folds: int,
+                    sigma_ate: float, noise_at: NoiseAt) -> None:
+    """Warn (:class:`~dpcausal.validation.FoldBiasWarning`) when the envelope of the fold-size
+    bias (:func:`fold_bias_bound`) of the release's K = ``n_folds`` folds exceeds
+    :data:`FOLD_BIAS_SHARE` of its noise sd sigma1 = ``sigma_ate``: the CI, which accounts for
+    noise and sampling, may then not cover. The warning names the K and K' that
+    :func:`fold_bias_folds` finds (what ``n_folds="auto"`` takes when K is its only limit).
+    Public parameters only (n, K, d, bounds, sigma1)."""
+    bound = fold_bias_bound(n // n_folds, d, outcome_bounds)
+    if bound <= FOLD_BIAS_SHARE * sigma_ate:
+        return
+    k, kb = fold_bias_folds(n, d, outcome_bounds, n_folds, noise_at)
     layout = f" and block_folds {kb:,}" if kb < k else ""
     warnings.warn(
-        f"{resolved:,} folds of {n // resolved:,} rows are small against this release's noise "
-        f"(sd {sigma:.2g}): the default models' fold-size bias may reach {bound:.2g}, more than "
-        f"a quarter of it, so the CI may not cover (dpcausal/SPECS.md \"Fold-size bias at large "
-        f"n\"). Choose n_folds <= {k:,}{layout} (about {n // k:,} rows per fold), or, on a "
-        "randomized trial, estimator 'dim' or 'lin'",
+        f"{n_folds:,} folds of {n // n_folds:,} rows are small against this release's noise "
+        f"(sd {sigma_ate:.2g}): the default models' fold-size bias may reach {bound:.2g}, more "
+        f"than a quarter of it, so the CI may not cover (dpcausal/SPECS.md \"Fold-size bias at "
+        f"large n\"). Choose n_folds <= {k:,}{layout} (about {n // k:,} rows per fold; "
+        "n_folds='auto' keeps this rule), or, on a randomized trial, estimator 'dim' or 'lin'",
         FoldBiasWarning, stacklevel=5)
 
 
@@ -305,14 +321,16 @@ def nonprivate_variance(n: int, outcome_bounds: Sequence[float], outcome_sd: flo
 
 
 def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametric",
-                    compute_budget: float = 60.0, block_folds: int | str | None = None
-                    ) -> list[int]:
+                    compute_budget: float = 60.0, block_folds: int | str | None = None,
+                    outcome_bounds: Sequence[float] | None = None,
+                    noise_at: NoiseAt | None = None) -> list[int]:
     """K candidates: a fixed grid, multiples of sqrt(n), and the largest K the floor and the
-    compute budget allow (:func:`auto_folds`)."""
+    compute budget allow, and the fold-size bias with ``noise_at`` (:func:`auto_folds`)."""
     root = int(math.isqrt(n))
     floor_k = n // rows_per_fold_floor(estimator, d, model_kind)
     auto = auto_folds(n, d, estimator=estimator, model_kind=model_kind,
-                      compute_budget=compute_budget, block_folds=block_folds)[0]
+                      compute_budget=compute_budget, block_folds=block_folds,
+                      outcome_bounds=outcome_bounds, noise_at=noise_at)[0]
     ks = set(_K_GRID) | {root, 5 * root, 10 * root, 15 * root, floor_k, auto}
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
@@ -423,6 +441,7 @@ def plan(
     compute_budget: float = 60.0,
     block_folds: int | str | None = "auto",
     estimand: str = "ate",
+    noise_at: NoiseAt | None = None,
 ) -> pd.DataFrame:
     """The planner's table: one row per (estimator, eta, K, sigma2, ci_share) candidate.
 
@@ -460,6 +479,12 @@ def plan(
         the other ensembles' rows stay the ATE's. The non-private variance is the same as the
         ATE's under the module's assumption (a constant propensity p: ``sd^2 (1/p +
         1/(1-p))/n`` for both).
+    noise_at : callable, optional
+        The AIPW release's ``K -> (K, K', sigma1)`` (:data:`NoiseAt`): its candidates then
+        include the K that ``n_folds="auto"`` keeps under the fold-size bias rule
+        (:func:`auto_folds`). Either way, with ``model_kind="quadratic"`` an AIPW K is feasible
+        only where the envelope (:func:`fold_bias_bound`) is within :data:`FOLD_BIAS_KEPT` of
+        the sigma1 of that K's narrowest row.
 
     Returns
     -------
@@ -484,9 +509,15 @@ def plan(
     for est in (list(estimators) if estimators is not None else [estimator]):
         floor = rows_per_fold_floor(est, d, model_kind)
         least = min(math.isqrt(n), n // floor)  # auto_n_folds never goes below this
-        targets = (sorted(set(n_folds)) if n_folds is not None
-                   else candidate_folds(n, d, est, model_kind, compute_budget, block_folds))
-        splits = sorted({block_split(k, block_folds) for k in targets})
+        if n_folds is not None:
+            splits = sorted({block_split(k, block_folds) for k in set(n_folds)})
+        else:   # the grid, and "auto"'s own (K, K'): block_split does not return it from K
+            capped = noise_at if est == "aipw" else None
+            splits = sorted({block_split(k, block_folds) for k in candidate_folds(
+                n, d, est, model_kind, compute_budget, block_folds, outcome_bounds, capped)}
+                | {auto_folds(n, d, estimator=est, model_kind=model_kind,
+                              compute_budget=compute_budget, block_folds=block_folds,
+                              outcome_bounds=outcome_bounds, noise_at=capped)})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
         kind, zeta_t, p = estimand_noise(est, estimand, zeta, treated_share)
         for clip in (etas if est != "g" else etas[:1]):
@@ -514,6 +545,8 @@ def plan(
                             and (seconds <= compute_budget or k <= least),
                         })
     table = pd.DataFrame(rows)
+    if model_kind == "quadratic":
+        table["feasible"] &= _fold_bias_kept(table, n, d, outcome_bounds)
     table["informative"] = table["ratio"] <= UNINFORMATIVE_RATIO
     # no K keeps the floor: n_folds="auto" takes its least K (auto_folds), so the plan does too
     pool = (table[table["feasible"]] if table["feasible"].any()
@@ -521,6 +554,23 @@ def plan(
     best = pool.sort_values(["halfwidth", "n_folds"], kind="stable").index[0]
     table["recommended"] = table.index == best
     return table
+
+
+def _fold_bias_kept(table: pd.DataFrame, n: int, d: int, outcome_bounds: Sequence[float]
+                    ) -> pd.Series:
+    """Per row of a plan: not AIPW, or its K's fold-size bias envelope within
+    :data:`FOLD_BIAS_KEPT` of the sigma1 of that K's narrowest row (the noise modes "auto"
+    takes), the rule of :func:`fold_bias_folds`."""
+    keys = ["propensity_clip", "n_folds", "block_folds"]
+    aipw = table[table["estimator"] == "aipw"]
+    kept = pd.Series(True, index=table.index)
+    if len(aipw):
+        narrowest = aipw.loc[aipw.groupby(keys, sort=False)["halfwidth"].idxmin(),
+                             keys + ["sigma1"]]
+        sigma = aipw[keys].merge(narrowest, on=keys, how="left")["sigma1"].to_numpy()
+        envelope = np.array([fold_bias_bound(n // k, d, outcome_bounds) for k in aipw["n_folds"]])
+        kept[aipw.index] = envelope <= FOLD_BIAS_KEPT * sigma
+    return kept
 
 
 def recommended(table: pd.DataFrame) -> pd.Series:
@@ -541,12 +591,16 @@ def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "
 
 
 def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "parametric",
-               compute_budget: float = 60.0, block_folds: int | str | None = "auto"
+               compute_budget: float = 60.0, block_folds: int | str | None = "auto",
+               outcome_bounds: Sequence[float] | None = None, noise_at: NoiseAt | None = None
                ) -> tuple[int, int]:
     """``(K, K')`` for ``n_folds="auto"``: with blocks (``block_folds`` "auto" or an
     int), the largest K whose folds keep the floor's rows and whose predicted compute, linear in
     n at K' <= 128 models per row (:func:`predicted_seconds`), fits the budget, split by
     :func:`block_split`; with ``None``, the full ensemble's :func:`auto_n_folds` (K' = K).
+    Given ``noise_at`` (the AIPW ensemble with the default degree-2 models, whose fold-size
+    bias envelope was measured), K is also kept where that envelope is within
+    :data:`FOLD_BIAS_KEPT` of the noise sd (:func:`fold_bias_folds`).
 
     Parameters
     ----------
@@ -554,6 +608,10 @@ def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "pa
         Rows and covariates (public).
     estimator, model_kind, compute_budget, block_folds
         As in :func:`plan`.
+    outcome_bounds : (float, float), optional
+        The public outcome bounds; needed with ``noise_at``.
+    noise_at : callable, optional
+        ``K -> (K, K', sigma1)`` of the release laid out as it will be (:data:`NoiseAt`).
 
     Returns
     -------
@@ -563,15 +621,20 @@ def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "pa
     if block_folds is None:
         k = auto_n_folds(n, d, estimator=estimator, model_kind=model_kind,
                          compute_budget=compute_budget)
-        return k, k
-    floor = rows_per_fold_floor(estimator, d, model_kind)
-    by_floor = n // floor
-    widest = ((by_floor if by_floor <= FULL_ENSEMBLE_FOLDS else MAX_BLOCK_FOLDS)
-              if block_folds == "auto" else int(block_folds))
-    by_budget = int((compute_budget - _SECONDS_PER_ROW * n
-                     - n * min(widest, by_floor) * _per_pair(estimator)) / _SECONDS_PER_FOLD)
-    k = min(by_floor, max(by_budget, min(math.isqrt(n), by_floor)))
-    return block_split(int(np.clip(k, 2, max(2, n // 2))), block_folds)
+    else:
+        floor = rows_per_fold_floor(estimator, d, model_kind)
+        by_floor = n // floor
+        widest = ((by_floor if by_floor <= FULL_ENSEMBLE_FOLDS else MAX_BLOCK_FOLDS)
+                  if block_folds == "auto" else int(block_folds))
+        by_budget = int((compute_budget - _SECONDS_PER_ROW * n
+                         - n * min(widest, by_floor) * _per_pair(estimator)) / _SECONDS_PER_FOLD)
+        k = int(np.clip(min(by_floor, max(by_budget, min(math.isqrt(n), by_floor))),
+                        2, max(2, n // 2)))
+    if noise_at is not None:
+        if outcome_bounds is None:
+            raise ValueError("auto_folds needs outcome_bounds with noise_at")
+        return fold_bias_folds(n, d, outcome_bounds, k, noise_at)
+    return (k, k) if block_folds is None else block_split(k, block_folds)
 
 
 def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: Sequence[float],

@@ -20,7 +20,7 @@ import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from dpcausal import PrivateATE
-from dpcausal.ate.planner import fold_bias_bound, rows_per_fold_floor
+from dpcausal.ate.planner import auto_folds, fold_bias_bound, recommended, rows_per_fold_floor
 from dpcausal.datasets import NONLINEAR_OUTCOME_BOUNDS, make_large, make_threshold
 from dpcausal.validation import ComputeWarning, FoldBiasWarning
 
@@ -48,10 +48,12 @@ def test_fold_bias_envelope_by_hand():
 
 
 def test_small_folds_against_small_noise_warn_with_a_k_that_does_not():
-    """10^8 rows, d = 5, a stated clip of 0.2: K = 472,567 folds of 211 rows, noise sd 1.4e-5,
-    envelope 0.0022: the release warns and names a K and the blocks' K' (an int n_folds alone
-    would be the full ensemble, whose cost grows with K); at those it does not."""
-    est = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, compute_budget=300)
+    """10^8 rows, d = 5, a stated clip of 0.2, K = 472,567 folds of 211 rows in blocks of 127
+    (what n_folds="auto" took before it kept the envelope): noise sd 1.4e-5, envelope 0.0022.
+    The release warns and names a K and the blocks' K' (an int n_folds alone would be the full
+    ensemble, whose cost grows with K); at those it does not."""
+    est = PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, n_folds=472_567 // 127 * 127,
+                     block_folds=127)
     with pytest.warns(FoldBiasWarning, match=r"472,567 folds of 211 rows .* n_folds <= ") as rec:
         est.check_facts(10**8, 5)
     advice = re.search(r"n_folds <= ([\d,]+) and block_folds ([\d,]+)", str(rec[0].message))
@@ -59,8 +61,52 @@ def test_small_folds_against_small_noise_warn_with_a_k_that_does_not():
     assert 10_000 < k < 100_000 and kb == 127
     with warnings.catch_warnings():
         warnings.simplefilter("error", FoldBiasWarning)
-        PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, compute_budget=300, n_folds=k,
+        PrivateATE(outcome_bounds=(0, 1), propensity_clip=0.2, n_folds=k,
                    block_folds=kb).check_facts(10**8, 5)
+
+
+def _envelope(n, k, d):
+    """beta B_mu (p + 1) / m by hand at bounds (0, 1): 0.045 * 0.5 * (d (d + 3) / 2 + 1) / m."""
+    return 0.045 * 0.5 * (d * (d + 3) // 2 + 1) / (n // k)
+
+
+@pytest.mark.parametrize("n, d, stated", [
+    (3 * 10**6, 5, {}),
+    (10**7, 5, {}),
+    (10**7, 10, {"zeta": 4.0}),
+    (10**6, 2, {"zeta": 4.0}),
+    (10**8, 5, {"propensity_clip": 0.2, "compute_budget": 300}),
+    (10**8, 5, {"compute_budget": 300}),
+    (10**7, 5, {"block_folds": None, "compute_budget": 10**5}),
+    (10**7, 5, {"block_folds": 64}),
+])
+def test_auto_k_keeps_the_fold_bias_envelope_within_its_share(n, d, stated):
+    """n_folds="auto" with the default models keeps K where the envelope is at most 0.9 x 1/4
+    of the noise sd, and K 6% larger in the same blocks would not: the largest such K. The
+    release then does not warn, and the plan recommends that K (SPECS.md "Fold-size bias at
+    large n", the rule of auto). Seen failing before the rule: auto took K = 14,224 at
+    3 10^6, 47,371 at 10^7 and 472,567 at 10^8 (budget 300), each past the share."""
+    est = PrivateATE(outcome_bounds=(0, 1), **stated)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FoldBiasWarning)
+        est.check_facts(n, d)
+    k, kb = est.resolved_folds(n, d)
+    assert _envelope(n, k, d) <= 0.9 * 0.25 * est.calibration(n, d).sigma_ate
+    full = kb == k
+    bigger = int(k * 1.06) if full else int(k * 1.06) // kb * kb
+    other = PrivateATE(outcome_bounds=(0, 1), **(stated | {"n_folds": bigger,
+                                                          "block_folds": None if full else kb}))
+    assert _envelope(n, bigger, d) > 0.9 * 0.25 * other.calibration(n, d).sigma_ate
+    row = recommended(est.plan(n, d))
+    assert (row["n_folds"], row["block_folds"]) == (k, kb)
+
+
+def test_other_models_and_estimators_keep_the_floor_and_budget_rule():
+    """The envelope was measured for the AIPW ensemble with the default degree-2 models: a
+    user's own models keep K from the floor and the compute budget alone."""
+    own = PrivateATE(outcome_bounds=(0, 1), propensity_model=LogisticRegression(C=1e4),
+                     outcome_model=LinearRegression())
+    assert own.resolved_folds(10**7, 5) == auto_folds(10**7, 5, model_kind="parametric")
 
 
 @pytest.mark.parametrize("n", [20_000, 10**6])
