@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, TypeAlias, cast
+from typing import Any, Callable, Mapping, Sequence, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
@@ -426,14 +426,21 @@ class PrivateATE(Mechanism[ATEFacts]):
         if d is None:
             raise ValueError("estimator='auto' compares estimators whose noise depends on the "
                              "number of covariates d: pass d (e.g. privacy_charge(n, d))")
-        # the choice is a function of the public parameters, n and d: memoised per instance
+        def choose() -> str:
+            table = self.compare_estimators(n, d)
+            return str(table.loc[table["chosen"], "estimator"].iloc[0])
+
+        return cast(str, self._memoised("_choices", n, d, choose))
+
+    def _memoised(self, name: str, n: int, d: int, make: Callable[[], Any]) -> Any:
+        """``make()``, a function of the public parameters, n and d only, memoised per instance
+        in ``self.<name>`` (keyed by them; a copy that changes a parameter misses)."""
         key = (n, d, repr(sorted((k, v) for k, v in self.get_params(deep=False).items()
                                  if k not in ("noise_seed", "random_state"))))
-        cache = self.__dict__.setdefault("_choices", {})
-        if key not in cache:
-            table = self.compare_estimators(n, d)
-            cache[key] = str(table.loc[table["chosen"], "estimator"].iloc[0])
-        return cache[key]
+        memo = self.__dict__.setdefault(name, {})
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
 
     def assumption(self, estimator: str) -> str:
         """The assumption a release by ``estimator`` states, for the declared design and
@@ -567,16 +574,15 @@ class PrivateATE(Mechanism[ATEFacts]):
         bias envelope is within :data:`~dpcausal.ate.planner.FOLD_BIAS_KEPT` of the noise sd,
         found on this release's own calibration (:meth:`_noise_at`). Memoised per (n, d) and
         public parameters: the bisection calibrates about 20 times."""
-        key = (n, d, repr(sorted(self.get_params(deep=False).items())))
-        memo = self.__dict__.setdefault("_auto_folds_memo", {})
-        if key not in memo:
+        def resolve() -> tuple[int, int]:
             noise_at = self._fold_bias_noise_at(n, d)
-            memo[key] = auto_folds(
-                n, d, estimator=self._ensemble(), model_kind=self._model_kind(),
-                compute_budget=float(self.compute_budget), block_folds=self.block_folds,
-                outcome_bounds=None if noise_at is None else self.outcome_bounds,
-                noise_at=noise_at)
-        return memo[key]
+            return auto_folds(n, d, estimator=self._ensemble(), model_kind=self._model_kind(),
+                              compute_budget=float(self.compute_budget),
+                              block_folds=self.block_folds,
+                              outcome_bounds=None if noise_at is None else self.outcome_bounds,
+                              noise_at=noise_at)
+
+        return cast(tuple[int, int], self._memoised("_folds_memo", n, d, resolve))
 
     def _fold_bias_noise_at(self, n: int, d: int) -> NoiseAt | None:
         """:meth:`_noise_at` at (n, d) where ``n_folds="auto"`` keeps the fold-size bias rule

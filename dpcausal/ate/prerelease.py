@@ -144,7 +144,8 @@ def informed(mechanism: PrivateATE, facts: LearnedFacts | None = None,
     checks of each one auto may take). A shallow copy, so an orchestrator's subclass (its
     fold-fit plan) carries over."""
     out = copy.copy(mechanism)
-    out.__dict__.pop("_choices", None)
+    for memo in ("_choices", "_folds_memo"):   # PrivateATE._memoised: a fresh one per copy
+        out.__dict__.pop(memo, None)
     zeta_release = split(float(mechanism.zeta), float(mechanism.prerelease or 0.0))[1]
     params: dict[str, Any] = {"zeta": zeta_release, "prerelease": None}
     if facts is not None:
