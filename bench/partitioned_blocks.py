@@ -92,6 +92,13 @@ n": the rule is the team's call). Following the first advice, which named K with
 K = 104,267 as one full ensemble (about 10 h predicted; stopped after 100 partitions of the fit
 phase): the advice now names both.
 
+Measured on 2026-12-07 night, 2 cores with nothing else running (load 0.1 before, 2.9 after), the
+same 200 files, the library's defaults after ``n_folds="auto"`` took the fold-size bias rule
+(SPECS.md "Fold-size bias at large n"): K = 98,933 = 779 blocks of 127, 984 rows in the smallest
+fold, eta 0.01: 506.6 s wall, 460 / 454 CPU s and 766 / 766 MiB per worker, tau_hat 0.09916
+(-0.00003 against the population ATE 0.099186), released 0.09628, CI 91.3x the non-private one.
+No warning: this is the K the warning advised above, now the default.
+
 K' (folds per block) is the one public, data-free lever the planner leaves fixed (at most 128).
 Under the 300 s compute budget a smaller K' buys a larger K: by the planner's own public model
 (worst-case spread) K' = 64 takes K = 1,275,968 and expects 1.0578 against 1.0588 at K' = 127
