@@ -144,23 +144,24 @@ def fold_bias_bound(rows_per_fold: int, d: int, outcome_bounds: Sequence[float])
 
 
 def fold_bias_folds(n: int, d: int, outcome_bounds: Sequence[float], n_folds: int,
-                    noise_at: NoiseAt, share: float = FOLD_BIAS_KEPT) -> tuple[int, int]:
+                    noise_at: NoiseAt) -> tuple[int, int]:
     """``(K, K')``: the largest release of at most ``n_folds`` folds, laid out by ``noise_at``,
-    whose fold-size bias envelope (:func:`fold_bias_bound` of n // K rows) is at most ``share``
-    of its noise sd sigma1 (SPECS.md "Fold-size bias at large n": the rule of
+    whose fold-size bias envelope (:func:`fold_bias_bound` of n // K rows) is at most
+    :data:`FOLD_BIAS_KEPT` of its noise sd sigma1 (SPECS.md "Fold-size bias at large n": the rule of
     ``n_folds="auto"``). Bisection over K: the envelope falls and sigma1 grows as K falls (K
     public, sigma1 from the release's own calibration, ``propensity_clip="auto"`` rising as K
     falls); K = 2 when none fits. Public parameters only."""
-    def fits(k: int) -> bool:
-        resolved, _, sigma = noise_at(k)
-        return fold_bias_bound(n // resolved, d, outcome_bounds) <= share * sigma
+    def fits(release: tuple[int, int, float]) -> bool:
+        resolved, _, sigma = release
+        return fold_bias_bound(n // resolved, d, outcome_bounds) <= FOLD_BIAS_KEPT * sigma
 
-    if fits(n_folds):
-        return noise_at(n_folds)[:2]
+    first = noise_at(n_folds)
+    if fits(first):
+        return first[:2]
     lo, hi = 2, n_folds          # fits(hi) is false; lo is the answer if nothing larger fits
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        lo, hi = (mid, hi) if fits(noise_at(mid)) else (lo, mid)
     return noise_at(lo)[:2]
 
 
@@ -321,16 +322,14 @@ def nonprivate_variance(n: int, outcome_bounds: Sequence[float], outcome_sd: flo
 
 
 def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametric",
-                    compute_budget: float = 60.0, block_folds: int | str | None = None,
-                    outcome_bounds: Sequence[float] | None = None,
-                    noise_at: NoiseAt | None = None) -> list[int]:
+                    compute_budget: float = 60.0, block_folds: int | str | None = None
+                    ) -> list[int]:
     """K candidates: a fixed grid, multiples of sqrt(n), and the largest K the floor and the
-    compute budget allow, and the fold-size bias with ``noise_at`` (:func:`auto_folds`)."""
+    compute budget allow (:func:`auto_folds`)."""
     root = int(math.isqrt(n))
     floor_k = n // rows_per_fold_floor(estimator, d, model_kind)
     auto = auto_folds(n, d, estimator=estimator, model_kind=model_kind,
-                      compute_budget=compute_budget, block_folds=block_folds,
-                      outcome_bounds=outcome_bounds, noise_at=noise_at)[0]
+                      compute_budget=compute_budget, block_folds=block_folds)[0]
     ks = set(_K_GRID) | {root, 5 * root, 10 * root, 15 * root, floor_k, auto}
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
@@ -512,12 +511,12 @@ def plan(
         if n_folds is not None:
             splits = sorted({block_split(k, block_folds) for k in set(n_folds)})
         else:   # the grid, and "auto"'s own (K, K'): block_split does not return it from K
-            capped = noise_at if est == "aipw" else None
             splits = sorted({block_split(k, block_folds) for k in candidate_folds(
-                n, d, est, model_kind, compute_budget, block_folds, outcome_bounds, capped)}
+                n, d, est, model_kind, compute_budget, block_folds)}
                 | {auto_folds(n, d, estimator=est, model_kind=model_kind,
                               compute_budget=compute_budget, block_folds=block_folds,
-                              outcome_bounds=outcome_bounds, noise_at=capped)})
+                              outcome_bounds=outcome_bounds,
+                              noise_at=noise_at if est == "aipw" else None)})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
         kind, zeta_t, p = estimand_noise(est, estimand, zeta, treated_share)
         for clip in (etas if est != "g" else etas[:1]):
