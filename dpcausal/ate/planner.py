@@ -60,7 +60,7 @@ from scipy.special import ndtri
 
 from dpcausal.ate import sums
 from dpcausal.ate.blocks import BlockLayout, balanced_layout
-from dpcausal.ate.complete_cases import split_zeta
+from dpcausal.ate.complete_cases import count_sigma, split_zeta
 from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
 from dpcausal.validation import ComputeWarning, FoldBiasWarning
 
@@ -334,16 +334,33 @@ def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametri
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
 
-def estimand_noise(estimator: str, estimand: str, zeta: float, treated_share: float
-                   ) -> tuple[str, float, float]:
-    """``(estimand, zeta of T, divisor)`` of a planned release: the ATE's ``("ate", zeta,
-    1)``, or for the AIPW ensemble's ATT ``("att", zeta sqrt(1 - s), p)``: T gets what the
-    treated count leaves (:func:`dpcausal.ate.complete_cases.split_zeta`) and the ATT is T
-    over the treated share p, so T's noise is divided by p (SPECS.md "The ATT of the
+def estimand_noise(estimator: str, estimand: str, zeta: float, treated_share: float,
+                   n: int) -> tuple[str, float, float, float]:
+    """``(estimand, zeta of T, divisor, widening)`` of a planned release of n rows: the ATE's
+    ``("ate", zeta, 1, 1)``, or for the AIPW ensemble's ATT ``("att", zeta sqrt(1 - s), p,
+    w)``: T gets what the treated count leaves (:func:`dpcausal.ate.complete_cases.split_zeta`),
+    the ATT is T over the treated share p, so T's noise is divided by p, and the CI's count
+    term widens the half-width by ``w`` (:func:`att_count_widening`; SPECS.md "The ATT of the
     ensemble", planning). Other ensembles release the ATE only."""
     if estimand == "att" and estimator == "aipw":
-        return "att", split_zeta(zeta)[0], float(treated_share)
-    return "ate", zeta, 1.0
+        p = float(treated_share)
+        return "att", split_zeta(zeta)[0], p, att_count_widening(n, zeta, p)
+    return "ate", zeta, 1.0, 1.0
+
+
+def att_count_widening(n: int, zeta: float, treated_share: float) -> float:
+    r"""The factor :math:`1 + \sqrt{2/\pi}\, s_c / p` by which the ATT's CI exceeds T's
+    half-width over p (SPECS.md "The ATT of the ensemble", planning).
+
+    The released half-width is :math:`c_{\alpha,p_1}(s_T + |\tilde R| s_c)/\tilde c`
+    (:func:`dpcausal.ate.complete_cases.ratio_variance`) with
+    :math:`s_c^2 = p(1-p)/n + \sigma_C^2/n^2`, :math:`\sigma_C` the treated count's noise at
+    ``zeta sqrt(0.01)``. Planned at :math:`\tilde c = p` and an ATT small against its noise
+    (the planner's assumption), :math:`\tilde R \approx \tilde T/p` with
+    :math:`\tilde T \sim N(0, s_T^2)`, so :math:`E|\tilde R| = \sqrt{2/\pi}\, s_T/p`."""
+    p = float(treated_share)
+    s_c = math.sqrt(p * (1.0 - p) / n + (count_sigma(split_zeta(zeta)[1]) / n) ** 2)
+    return 1.0 + math.sqrt(2.0 / math.pi) * s_c / p
 
 
 def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[float],
@@ -362,15 +379,15 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
     (:func:`estimand_noise`)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
-    estimand, zeta, p = estimand_noise(estimator, estimand, zeta, treated_share)
+    estimand, zeta, p, widen = estimand_noise(estimator, estimand, zeta, treated_share, n)
     best: tuple[float, str, float] | None = None
     for mode in _sigma2_modes(sigma2, layout):
         for share in _shares(estimator, ci_share):
             cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
                             resolve_clip(propensity_clip, n, n_folds, zeta, layout), zeta,
                             share, sensitivity, mode, layout, estimand)
-            half = expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci,
-                                      alpha=alpha, p1=p1)
+            half = widen * expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance,
+                                              ci=ci, alpha=alpha, p1=p1)
             if best is None or half < best[0]:
                 best = (half, mode, share)
     assert best is not None
@@ -391,8 +408,8 @@ def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
     the non-private ``z_{1-alpha/2} sqrt(V)`` under the stated outcome-spread assumption;
     ``estimand="att"``: the ATT's (:func:`estimand_noise`)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
-    estimand, zeta, p = estimand_noise(estimator, estimand, zeta, treated_share)
-    half = min(
+    estimand, zeta, p, widen = estimand_noise(estimator, estimand, zeta, treated_share, n)
+    half = widen * min(
         expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci, alpha=alpha,
                            p1=p1)
         for mode in _sigma2_modes(None, layout) for share in _shares(estimator, None)
@@ -473,8 +490,8 @@ def plan(
         Splits each candidate K into blocks (:func:`block_split`; None: the full ensemble).
     estimand : {"ate", "att"}
         ``"att"``: the AIPW rows plan the ATT (:func:`estimand_noise`: T's noise over the
-        treated share, the share assumed by ``treated_share``; the count's own noise and the
-        CI's covariance bound are left out, i.e. an ATT small against the outcome range);
+        treated share, the share assumed by ``treated_share``, widened by the CI's count term
+        at an ATT small against its noise, :func:`att_count_widening`);
         the other ensembles' rows stay the ATE's. The non-private variance is the same as the
         ATE's under the module's assumption (a constant propensity p: ``sd^2 (1/p +
         1/(1-p))/n`` for both).
@@ -518,7 +535,7 @@ def plan(
                               outcome_bounds=outcome_bounds,
                               noise_at=noise_at if est == "aipw" else None)})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
-        kind, zeta_t, p = estimand_noise(est, estimand, zeta, treated_share)
+        kind, zeta_t, p, widen = estimand_noise(est, estimand, zeta, treated_share, n)
         for clip in (etas if est != "g" else etas[:1]):
             for k, kb in splits:
                 layout = layout_for(n, k, kb)
@@ -527,8 +544,9 @@ def plan(
                     for share in _shares(est, ci_share):
                         cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta_t, share,
                                         sensitivity, mode, layout, kind)
-                        half = (expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p,
-                                                   variance, ci=ci, alpha=alpha, p1=p1)
+                        half = (widen * expected_halfwidth(
+                                    cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci,
+                                    alpha=alpha, p1=p1)
                                 if est != "g" else math.nan)  # G: no CI (params.G_NO_CI)
                         seconds = predicted_seconds(n, k, est, kb)
                         rows.append({
@@ -669,12 +687,12 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
 
     def excess(zeta: float) -> float:
-        kind, zeta_t, p = estimand_noise(estimator, estimand, zeta, treated_share)
+        kind, zeta_t, p, widen = estimand_noise(estimator, estimand, zeta, treated_share, n)
         cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
                         resolve_clip(propensity_clip, n, n_folds, zeta_t, layout), zeta_t,
                         ci_share, sensitivity, sigma2, layout, kind)
-        return expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci,
-                                  alpha=alpha, p1=p1) - target
+        return widen * expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance,
+                                          ci=ci, alpha=alpha, p1=p1) - target
 
     return _smallest_zeta(excess, 1e6)
 

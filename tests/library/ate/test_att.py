@@ -415,7 +415,8 @@ def test_nonprivate_att_equals_doubleml_atte(eta):
 def test_the_plan_of_the_att_is_the_noise_of_t_over_the_treated_share():
     """The planned ATT half-width is the ensemble's with T's sigma1 and sigma2 (at zeta
     sqrt(0.99), ATT constants) divided by the treated share, by hand from the conservative CI
-    form; the stated treated_share is used, else 1/2; the release's eta is the plan's."""
+    form, widened by the count's term of the covariance bound, 1 + sqrt(2/pi) s_c/p; the stated
+    treated_share is used, else 1/2; the release's eta is the plan's."""
     from scipy.special import ndtri
 
     from dpcausal.ate.planner import nonprivate_variance, recommended
@@ -432,8 +433,9 @@ def test_the_plan_of_the_att_is_the_noise_of_t_over_the_treated_share():
                         str(row["sigma2"]), None, "att")
         z, c = float(ndtri(0.99)), float(ndtri(1 - 0.05 / 2 + 0.01 / 2))
         v = nonprivate_variance(n, (0, 1), None, p)
+        s_c = math.sqrt(p * (1 - p) / n + (10 / zeta / n) ** 2)   # count sd 1/(0.1 zeta)
         half = c * math.sqrt((math.sqrt(v) + z * cal.sigma_var / p) ** 2
-                             + (cal.sigma_ate / p) ** 2)
+                             + (cal.sigma_ate / p) ** 2) * (1 + math.sqrt(2 / math.pi) * s_c / p)
         assert row["halfwidth"] == pytest.approx(half, rel=1e-12)
         assert est.resolved_propensity_clip(n, d) == pytest.approx(row["propensity_clip"])
     ate = recommended(PrivateATE(estimator="aipw", outcome_bounds=(0, 1), zeta=zeta,
