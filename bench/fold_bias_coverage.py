@@ -21,7 +21,7 @@ design, mode, rep, K, K', eta, sigma1, whether the CI covers 0.15, the pre-noise
 its SE, median half-width, and the 1-minute load average at the start and end.
 
     nice -n 10 .venv/bin/python bench/fold_bias_coverage.py OUT.jsonl [--n 300000] [--zeta 64]
-        [--reps 200] [--designs poor_overlap rare_treated] [--modes rule no_rule]
+        [--reps 200] [--designs poor_overlap rare_treated] [--modes rule no_rule K=120]
     .venv/bin/python bench/fold_bias_coverage.py OUT.jsonl --summary
 
 ``--rows M ...`` instead runs :func:`rows_sweep` (printed, OUT unused): the pre-noise estimate of
@@ -50,15 +50,24 @@ TRUTH = 0.15
 BOUNDS = (-1.0, 2.0)
 
 
-def estimators(n: int, zeta: float, rep: int) -> dict:
-    """The release of each mode at (n, d = 2, zeta)."""
+def estimators(n: int, zeta: float, rep: int, modes: list[str]) -> dict:
+    """The release of each mode at (n, d = 2, zeta); a mode ``K=<int>`` states that K (the
+    full ensemble up to 256 folds, else blocks of at most 128), ``K=<int>,eta=<float>`` also
+    the propensity clip."""
     from dpcausal import PrivateATE
     from dpcausal.ate.planner import auto_folds
 
     k0, kb0 = auto_folds(n, 2, estimator="aipw", model_kind="quadratic", block_folds="auto")
-    return {"rule": PrivateATE(outcome_bounds=BOUNDS, zeta=zeta, random_state=rep),
-            "no_rule": PrivateATE(outcome_bounds=BOUNDS, zeta=zeta, n_folds=k0,
-                                  block_folds=kb0 if kb0 < k0 else None, random_state=rep)}
+    out = {"rule": PrivateATE(outcome_bounds=BOUNDS, zeta=zeta, random_state=rep),
+           "no_rule": PrivateATE(outcome_bounds=BOUNDS, zeta=zeta, n_folds=k0,
+                                 block_folds=kb0 if kb0 < k0 else None, random_state=rep)}
+    stated = {mode: dict(kv.split("=") for kv in mode.split(","))
+              for mode in modes if mode.startswith("K=")}
+    return {mode: est for mode, est in out.items() if mode in modes} | {
+        mode: PrivateATE(outcome_bounds=BOUNDS, zeta=zeta, n_folds=int(kv["K"]),
+                         propensity_clip=float(kv["eta"]) if "eta" in kv else "auto",
+                         random_state=rep)
+        for mode, kv in stated.items()}
 
 
 def run(out: str, n: int, zeta: float, reps: int, designs: list[str], modes: list[str]) -> None:
@@ -72,9 +81,7 @@ def run(out: str, n: int, zeta: float, reps: int, designs: list[str], modes: lis
             for rep in range(reps):
                 X, A, Y, truth = make_threshold(n, design, random_state=60_000 + rep)
                 assert truth == TRUTH
-                for mode, est in estimators(n, zeta, rep).items():
-                    if mode not in modes:
-                        continue
+                for mode, est in estimators(n, zeta, rep, modes).items():
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", FoldBiasWarning)   # no_rule: on purpose
                         rel = est.fit(X, A, Y, evaluation=True)
