@@ -1,7 +1,8 @@
 """Synthetic data of the paper's experiments A-D (spec dp_ate_ensemble.md §6.2-§6.5, X ~ N(0, I_d)),
 and four nonlinear observational designs of issue 39 (``make_quadratic``, ``make_interaction``,
 ``make_threshold``, ``make_exponential``; X ~ U(-1, 1)^d, outcomes in
-:data:`NONLINEAR_OUTCOME_BOUNDS`).
+:data:`NONLINEAR_OUTCOME_BOUNDS`; ``confounding`` names a propensity range of :data:`CONFOUNDING`
+or :data:`HARD_OVERLAP`).
 
 Each ``make_experiment_*`` returns ``(X, A, Y, true_ate)``; seeded by ``random_state``. Where the
 paper and the authors' code disagree the spec's decisions hold (slope 3 in A, noise sd 0.05 in B).
@@ -127,18 +128,25 @@ NONLINEAR_OUTCOME_BOUNDS = (-1.0, 2.0)
 #: The propensity range of each confounding level (issue 39): the selection score s in [0, 1]
 #: maps to pi = expit(logit(lo) + (logit(hi) - logit(lo)) s), so pi covers exactly [lo, hi].
 CONFOUNDING = {"mild": (0.20, 0.73), "strong": (0.09, 0.88)}
+#: Propensity ranges past :data:`CONFOUNDING`, for the same designs (the fold-size bias rule's
+#: coverage, dpcausal/SPECS.md "Fold-size bias at large n"): ``"poor_overlap"``, pi on
+#: [0.01, 0.99] (with selection on X1^2, 28% of the rows have pi < 0.02 and 4% pi > 0.98; 31%
+#: treated), and ``"rare_treated"``, pi on [0.01, 0.15] (3.6% treated). Kept apart from
+#: :data:`CONFOUNDING`, whose levels issue 39's coverage grid runs through.
+HARD_OVERLAP = {"poor_overlap": (0.01, 0.99), "rare_treated": (0.01, 0.15)}
 
 
 def _nonlinear(n: int, d: int, confounding: str, random_state, selection, y0, effect
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """X ~ U(-1, 1)^d, pi = expit(l0 + (l1 - l0) s(X)) on [lo, hi] of ``confounding``,
-    Y(0) = y0(X) + e, Y(1) = Y(0) + effect(X), e ~ U(-1/4, 1/4) (bounded noise: no clip)."""
-    if confounding not in CONFOUNDING:
-        raise ValueError(f"confounding must be one of {sorted(CONFOUNDING)}, got "
-                         f"{confounding!r}")
+    """X ~ U(-1, 1)^d, pi = expit(l0 + (l1 - l0) s(X)) on [lo, hi] of ``confounding`` (a level
+    of :data:`CONFOUNDING` or :data:`HARD_OVERLAP`), Y(0) = y0(X) + e, Y(1) = Y(0) + effect(X),
+    e ~ U(-1/4, 1/4) (bounded noise: no clip)."""
+    ranges = CONFOUNDING | HARD_OVERLAP
+    if confounding not in ranges:
+        raise ValueError(f"confounding must be one of {sorted(ranges)}, got {confounding!r}")
     if not (isinstance(n, int) and n >= 2):
         raise ValueError(f"n must be an int >= 2, got {n!r}")
-    lo, hi = CONFOUNDING[confounding]
+    lo, hi = ranges[confounding]
     l0, l1 = math.log(lo / (1 - lo)), math.log(hi / (1 - hi))
     rng = np.random.default_rng(random_state)
     X = rng.uniform(-1.0, 1.0, (n, d))

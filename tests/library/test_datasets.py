@@ -53,12 +53,17 @@ def test_make_large_outcomes_in_bounds_and_the_clipped_population_ate():
 
 @pytest.mark.parametrize("name, d", [("quadratic", 2), ("interaction", 5), ("threshold", 2),
                                      ("exponential", 2)])
-@pytest.mark.parametrize("confounding", ["mild", "strong"])
+@pytest.mark.parametrize("confounding", ["mild", "strong", "poor_overlap", "rare_treated"])
 def test_nonlinear_designs_shapes_bounds_overlap_and_truth(name, d, confounding):
     """Issue 39's designs: seeded, outcomes inside the public bounds (never clipped), the
     propensity range of the confounding level reached, and the stated ATE against the sample
     mean of Y(1) - Y(0) recomputed here from X by the docstrings' formulas."""
-    from dpcausal.datasets import CONFOUNDING, NONLINEAR_DESIGNS, NONLINEAR_OUTCOME_BOUNDS
+    from dpcausal.datasets import (
+        CONFOUNDING,
+        HARD_OVERLAP,
+        NONLINEAR_DESIGNS,
+        NONLINEAR_OUTCOME_BOUNDS,
+    )
 
     n = 400_000
     X, A, Y, truth = NONLINEAR_DESIGNS[name](n, confounding, random_state=5)
@@ -73,7 +78,7 @@ def test_nonlinear_designs_shapes_bounds_overlap_and_truth(name, d, confounding)
                                    "exponential": 0.2175201}[name], abs=1e-7)
     # the docstrings' propensity covers the stated range, and A follows it
     score = (1 + x1 * x2) / 2 if name == "interaction" else x1**2
-    p_lo, p_hi = CONFOUNDING[confounding]
+    p_lo, p_hi = (CONFOUNDING | HARD_OVERLAP)[confounding]
     l0, l1 = np.log(p_lo / (1 - p_lo)), np.log(p_hi / (1 - p_hi))
     pi = 1 / (1 + np.exp(-(l0 + (l1 - l0) * score)))
     assert pi.min() == pytest.approx(p_lo, abs=2e-3) and pi.max() == pytest.approx(p_hi, abs=2e-3)
@@ -81,6 +86,32 @@ def test_nonlinear_designs_shapes_bounds_overlap_and_truth(name, d, confounding)
         assert A[part].mean() == pytest.approx(pi[part].mean(), abs=4 / np.sqrt(part.sum()))
     X2, A2, Y2, _ = NONLINEAR_DESIGNS[name](1000, confounding, random_state=5)
     assert np.array_equal(Y2, NONLINEAR_DESIGNS[name](1000, confounding, random_state=5)[2])
+
+
+def test_hard_overlap_levels_reach_the_shares_they_state():
+    """HARD_OVERLAP's docstring: with selection on X1^2 (X1 ~ U(-1, 1)), "poor_overlap" puts
+    28% of the rows at pi < 0.02 and 4% at pi > 0.98 and treats 31%; "rare_treated" treats 3.6%.
+    By hand: pi < t where X1^2 < (logit t - l0) / (l1 - l0), a share sqrt of that; the treated
+    share E[pi] on a fine grid of X1."""
+    from dpcausal.datasets import HARD_OVERLAP, make_threshold
+
+    def logit(p):
+        return np.log(p / (1 - p))
+
+    def share_below(t, lo, hi):
+        return np.sqrt((logit(t) - logit(lo)) / (logit(hi) - logit(lo)))
+
+    def treated(lo, hi):
+        x = (np.arange(100_000) + 0.5) / 100_000
+        return np.mean(1 / (1 + np.exp(-(logit(lo) + (logit(hi) - logit(lo)) * x**2))))
+
+    poor, rare = HARD_OVERLAP["poor_overlap"], HARD_OVERLAP["rare_treated"]
+    assert share_below(0.02, *poor) == pytest.approx(0.28, abs=0.005)
+    assert 1 - share_below(0.98, *poor) == pytest.approx(0.04, abs=0.005)
+    assert treated(*poor) == pytest.approx(0.31, abs=0.005)
+    assert treated(*rare) == pytest.approx(0.036, abs=0.0005)
+    _, A, _, _ = make_threshold(400_000, "rare_treated", random_state=3)
+    assert A.mean() == pytest.approx(treated(*rare), abs=4 * np.sqrt(0.036 / 400_000))
 
 
 def test_nonlinear_designs_refuse_an_unknown_confounding():
