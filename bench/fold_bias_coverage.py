@@ -13,7 +13,10 @@ evaluation release per mode:
   ``propensity_clip`` "auto": the rule binds where K is below the floor-and-budget K);
 - ``no_rule``: the same with ``n_folds`` and ``block_folds`` stated as the floor-and-budget rule
   alone takes them (:func:`dpcausal.ate.planner.auto_folds` without ``noise_at``); the clip is
-  then "auto" at that K, as auto would take it without the rule.
+  then "auto" at that K, as auto would take it without the rule;
+- ``share=<p>``: the defaults with ``treated_share=p`` declared (the floor, the envelope and the
+  clip then count the smaller arm: SPECS.md "Fold-size bias at large n", the smaller arm);
+- ``K=<int>[,eta=<float>]``: that K (and clip) stated.
 
 Each line of the output (JSON, appended as it goes, so a stopped run keeps its releases):
 design, mode, rep, K, K', eta, sigma1, whether the CI covers 0.15, the pre-noise estimate minus
@@ -63,11 +66,14 @@ def estimators(n: int, zeta: float, rep: int, modes: list[str]) -> dict:
                                  block_folds=kb0 if kb0 < k0 else None, random_state=rep)}
     stated = {mode: dict(kv.split("=") for kv in mode.split(","))
               for mode in modes if mode.startswith("K=")}
+    declared = {mode: float(mode.split("=")[1]) for mode in modes if mode.startswith("share=")}
     return {mode: est for mode, est in out.items() if mode in modes} | {
         mode: PrivateATE(outcome_bounds=BOUNDS, zeta=zeta, n_folds=int(kv["K"]),
                          propensity_clip=float(kv["eta"]) if "eta" in kv else "auto",
                          random_state=rep)
-        for mode, kv in stated.items()}
+        for mode, kv in stated.items()} | {
+        mode: PrivateATE(outcome_bounds=BOUNDS, zeta=zeta, treated_share=share, random_state=rep)
+        for mode, share in declared.items()}
 
 
 def run(out: str, n: int, zeta: float, reps: int, designs: list[str], modes: list[str]) -> None:

@@ -572,15 +572,16 @@ class PrivateATE(Mechanism[ATEFacts]):
         """``n_folds="auto"``'s ``(K, K')`` (:func:`~dpcausal.ate.planner.auto_folds`): for the
         AIPW ensemble with the default models and set bounds, also kept where the fold-size
         bias envelope is within :data:`~dpcausal.ate.planner.FOLD_BIAS_KEPT` of the noise sd,
-        found on this release's own calibration (:meth:`_noise_at`). Memoised per (n, d) and
-        public parameters: the bisection calibrates about 20 times."""
+        found on this release's own calibration (:meth:`_noise_at`); the floor and the envelope
+        count the smaller arm's rows at the stated (registered, pre-released) treated share.
+        Memoised per (n, d) and public parameters: the bisection calibrates about 20 times."""
         def resolve() -> tuple[int, int]:
             noise_at = self._fold_bias_noise_at(n, d)
             return auto_folds(n, d, estimator=self._ensemble(), model_kind=self._model_kind(),
                               compute_budget=float(self.compute_budget),
                               block_folds=self.block_folds,
                               outcome_bounds=None if noise_at is None else self.outcome_bounds,
-                              noise_at=noise_at)
+                              noise_at=noise_at, treated_share=self.assumed_treated_share())
 
         return cast(tuple[int, int], self._memoised("_folds_memo", n, d, resolve))
 
@@ -602,7 +603,8 @@ class PrivateATE(Mechanism[ATEFacts]):
         K, _ = self.resolved_folds(n, d)
         check_n_folds(n, K)
         _positive_zeta(self.zeta)
-        return auto_propensity_clip(n, K, self._estimate_zeta(), self._layout(n, d, layout))
+        return auto_propensity_clip(n, K, self._estimate_zeta(), self._layout(n, d, layout),
+                                    self.assumed_treated_share())
 
     def check_facts(self, n: ATEFacts | int, d: int | None = None) -> None:
         """Every refusal that n rows and d covariates (or their :class:`ATEFacts`) decide, as
@@ -767,7 +769,7 @@ class PrivateATE(Mechanism[ATEFacts]):
         check_noise_scale(sigma_ate, self._bounds())
         if self._ensemble() == "aipw" and self._model_kind() == "quadratic":
             check_fold_bias(n, d, self._bounds(), p["n_folds"], sigma_ate,
-                            lambda k: self._noise_at(k, n, d))
+                            lambda k: self._noise_at(k, n, d), self.assumed_treated_share())
         if isinstance(self.compute_budget, (int, float)):
             check_full_ensemble_cost(n, *self.resolved_folds(n, d), self._ensemble(),
                                      float(self.compute_budget))

@@ -84,12 +84,13 @@ MAX_BLOCK_FOLDS = 128       # ... and above it, blocks of at most this many fold
 AUTO_CLIP_RANGE = (0.01, 0.2)
 
 
-def auto_propensity_clip(n: int, n_folds: int, zeta: float, layout: BlockLayout | None = None
-                         ) -> float:
-    r"""``propensity_clip="auto"``: eta = 2 sqrt(s / zeta) within :data:`AUTO_CLIP_RANGE`,
+def auto_propensity_clip(n: int, n_folds: int, zeta: float, layout: BlockLayout | None = None,
+                         treated_share: float = 0.5) -> float:
+    r"""``propensity_clip="auto"``: eta = 2 sqrt(a s / zeta) within :data:`AUTO_CLIP_RANGE`,
     s = 1/n + w (Theorem 1's s, w = 1/(K-1); a block layout's
-    :meth:`~dpcausal.ate.blocks.BlockLayout.other_fold_weight`): dpcausal/SPECS.md
-    "The propensity clip for the release at hand". Pure function of public parameters.
+    :meth:`~dpcausal.ate.blocks.BlockLayout.other_fold_weight`), a = :func:`arm_balance` of the
+    public treated share (1 at 1/2): dpcausal/SPECS.md "The propensity clip for the release at
+    hand" and its smaller arm. Pure function of public parameters.
 
     Notes
     -----
@@ -101,19 +102,22 @@ def auto_propensity_clip(n: int, n_folds: int, zeta: float, layout: BlockLayout 
     .. math:: \eta = 2 \sqrt{s / \zeta}, \qquad s = \frac{1}{n} + w,
 
     at which the bias bound is at most sigma1 (zeta >= zeta1). ``zeta`` is the estimate's
-    budget (the release's, less the complete-case count's under ``missing="drop"``).
+    budget (the release's, less the complete-case count's under ``missing="drop"``). With a
+    smaller arm of share a/2 the assumption reads ``P(min(pi, 1 - pi) < t) <= t / a`` (as many
+    units near 0 or 1 as the rarer arm makes likely), the bias bound ``B_mu eta / a``, and
+    the balance ``eta = 2 sqrt(a s / zeta)``.
     """
     w = 1.0 / (n_folds - 1) if layout is None else layout.other_fold_weight()
-    eta = 2.0 * math.sqrt((1.0 / n + w) / zeta)
+    eta = 2.0 * math.sqrt(arm_balance(treated_share) * (1.0 / n + w) / zeta)
     lo, hi = AUTO_CLIP_RANGE
     return float(min(hi, max(lo, eta)))
 
 
 def resolve_clip(propensity_clip: float | str, n: int, n_folds: int, zeta: float,
-                 layout: BlockLayout | None = None) -> float:
+                 layout: BlockLayout | None = None, treated_share: float = 0.5) -> float:
     """``propensity_clip``, or :func:`auto_propensity_clip` for ``"auto"``."""
     if propensity_clip == "auto":
-        return auto_propensity_clip(n, n_folds, zeta, layout)
+        return auto_propensity_clip(n, n_folds, zeta, layout, treated_share)
     return float(propensity_clip)
 
 
@@ -135,16 +139,28 @@ FOLD_BIAS_KEPT = 0.9 * FOLD_BIAS_SHARE
 NoiseAt = Callable[[int], tuple[int, int, float]]
 
 
-def fold_bias_bound(rows_per_fold: int, d: int, outcome_bounds: Sequence[float]) -> float:
+def arm_balance(treated_share: float = 0.5) -> float:
+    """``2 min(p, 1 - p)``: the smaller arm's share of a fold's rows against a balanced
+    design's, 1 at p = 1/2 (SPECS.md "Fold-size bias at large n", the smaller arm). Each arm's
+    outcome model, and the propensity's rarer class, see that share of a fold's rows."""
+    if not 0 < treated_share < 1:
+        raise ValueError(f"treated_share must be in (0, 1), got {treated_share!r}")
+    return 2.0 * min(treated_share, 1.0 - treated_share)
+
+
+def fold_bias_bound(rows_per_fold: int, d: int, outcome_bounds: Sequence[float],
+                    treated_share: float = 0.5) -> float:
     """The envelope ``beta B_mu (p + 1) / m`` (:data:`FOLD_BIAS_ENVELOPE`) of the default models'
-    fold-size bias on ``rows_per_fold`` = m rows, p = d (d + 3) / 2 degree-2 features and
-    B_mu half the width of the outcome bounds (SPECS.md "Fold-size bias at large n")."""
+    fold-size bias on m = ``rows_per_fold`` times :func:`arm_balance` rows (a balanced fold's
+    rows with as many in its smaller arm), p = d (d + 3) / 2 degree-2 features and B_mu half
+    the width of the outcome bounds (SPECS.md "Fold-size bias at large n")."""
     lo, hi = _pair(outcome_bounds)
-    return FOLD_BIAS_ENVELOPE * (hi - lo) / 2.0 * (d * (d + 3) // 2 + 1) / rows_per_fold
+    m = rows_per_fold * arm_balance(treated_share)
+    return FOLD_BIAS_ENVELOPE * (hi - lo) / 2.0 * (d * (d + 3) // 2 + 1) / m
 
 
 def fold_bias_folds(n: int, d: int, outcome_bounds: Sequence[float], n_folds: int,
-                    noise_at: NoiseAt) -> tuple[int, int]:
+                    noise_at: NoiseAt, treated_share: float = 0.5) -> tuple[int, int]:
     """``(K, K')``: the largest release of at most ``n_folds`` folds, laid out by ``noise_at``,
     whose fold-size bias envelope (:func:`fold_bias_bound` of n // K rows) is at most
     :data:`FOLD_BIAS_KEPT` of its noise sd sigma1 (SPECS.md "Fold-size bias at large n": the rule of
@@ -153,7 +169,8 @@ def fold_bias_folds(n: int, d: int, outcome_bounds: Sequence[float], n_folds: in
     falls); K = 2 when none fits. Public parameters only."""
     def fits(release: tuple[int, int, float]) -> bool:
         resolved, _, sigma = release
-        return fold_bias_bound(n // resolved, d, outcome_bounds) <= FOLD_BIAS_KEPT * sigma
+        return (fold_bias_bound(n // resolved, d, outcome_bounds, treated_share)
+                <= FOLD_BIAS_KEPT * sigma)
 
     first = noise_at(n_folds)
     if fits(first):
@@ -166,17 +183,17 @@ def fold_bias_folds(n: int, d: int, outcome_bounds: Sequence[float], n_folds: in
 
 
 def check_fold_bias(n: int, d: int, outcome_bounds: Sequence[float], n_folds: int,
-                    sigma_ate: float, noise_at: NoiseAt) -> None:
+                    sigma_ate: float, noise_at: NoiseAt, treated_share: float = 0.5) -> None:
     """Warn (:class:`~dpcausal.validation.FoldBiasWarning`) when the envelope of the fold-size
     bias (:func:`fold_bias_bound`) of the release's K = ``n_folds`` folds exceeds
     :data:`FOLD_BIAS_SHARE` of its noise sd sigma1 = ``sigma_ate``: the CI, which accounts for
     noise and sampling, may then not cover. The warning names the K and K' that
     :func:`fold_bias_folds` finds (what ``n_folds="auto"`` takes when K is its only limit).
     Public parameters only (n, K, d, bounds, sigma1)."""
-    bound = fold_bias_bound(n // n_folds, d, outcome_bounds)
+    bound = fold_bias_bound(n // n_folds, d, outcome_bounds, treated_share)
     if bound <= FOLD_BIAS_SHARE * sigma_ate:
         return
-    k, kb = fold_bias_folds(n, d, outcome_bounds, n_folds, noise_at)
+    k, kb = fold_bias_folds(n, d, outcome_bounds, n_folds, noise_at, treated_share)
     layout = f" and block_folds {kb:,}" if kb < k else ""
     warnings.warn(
         f"{n_folds:,} folds of {n // n_folds:,} rows are small against this release's noise "
@@ -220,18 +237,25 @@ def _pair(bounds: Sequence[float]) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def rows_per_fold_floor(estimator: str, d: int, model_kind: str = "parametric") -> int:
-    """The fewest rows a fold of a recommended K keeps (module docstring: our decision);
-    ``"quadratic"`` (the default degree-2 models, :mod:`dpcausal.ate.features`) counts their
-    ``d (d + 3) / 2`` features as ``"other"`` counts covariates."""
+def rows_per_fold_floor(estimator: str, d: int, model_kind: str = "parametric",
+                        treated_share: float = 0.5) -> int:
+    """The fewest rows a fold of a recommended K keeps (module docstring: our decision).
+
+    The balanced design's floor divided by :func:`arm_balance` of ``treated_share``: a fold
+    keeps as many rows in its smaller arm as a balanced fold at the floor (SPECS.md "Fold-size
+    bias at large n", the smaller arm). ``"quadratic"`` (the default degree-2 models,
+    :mod:`dpcausal.ate.features`) counts their ``d (d + 3) / 2`` features as ``"other"``
+    counts covariates."""
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}, got {model_kind!r}")
     if model_kind == "other":
-        return max(100, 10 * (d + 1))
-    if model_kind == "quadratic":   # the default models: p = d (d + 3) / 2 degree-2 features
-        return max(100, 10 * (d * (d + 3) // 2 + 1))
-    return {"aipw": max(25, 8 * (d + 1)), "g": max(25, 10 * (d + 1)),
-            "ipw": max(50, 50 * (d + 1))}[estimator]
+        balanced = max(100, 10 * (d + 1))
+    elif model_kind == "quadratic":   # the default models: p = d (d + 3) / 2 degree-2 features
+        balanced = max(100, 10 * (d * (d + 3) // 2 + 1))
+    else:
+        balanced = {"aipw": max(25, 8 * (d + 1)), "g": max(25, 10 * (d + 1)),
+                    "ipw": max(50, 50 * (d + 1))}[estimator]
+    return math.ceil(balanced / arm_balance(treated_share) - 1e-9)
 
 
 def predicted_seconds(n: int, n_folds: int, estimator: str, block_folds: int | None = None
@@ -322,14 +346,15 @@ def nonprivate_variance(n: int, outcome_bounds: Sequence[float], outcome_sd: flo
 
 
 def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametric",
-                    compute_budget: float = 60.0, block_folds: int | str | None = None
-                    ) -> list[int]:
+                    compute_budget: float = 60.0, block_folds: int | str | None = None,
+                    treated_share: float = 0.5) -> list[int]:
     """K candidates: a fixed grid, multiples of sqrt(n), and the largest K the floor and the
     compute budget allow (:func:`auto_folds`)."""
     root = int(math.isqrt(n))
-    floor_k = n // rows_per_fold_floor(estimator, d, model_kind)
+    floor_k = n // rows_per_fold_floor(estimator, d, model_kind, treated_share)
     auto = auto_folds(n, d, estimator=estimator, model_kind=model_kind,
-                      compute_budget=compute_budget, block_folds=block_folds)[0]
+                      compute_budget=compute_budget, block_folds=block_folds,
+                      treated_share=treated_share)[0]
     ks = set(_K_GRID) | {root, 5 * root, 10 * root, 15 * root, floor_k, auto}
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
@@ -384,7 +409,8 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
     for mode in _sigma2_modes(sigma2, layout):
         for share in _shares(estimator, ci_share):
             cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                            resolve_clip(propensity_clip, n, n_folds, zeta, layout), zeta,
+                            resolve_clip(propensity_clip, n, n_folds, zeta, layout,
+                                         treated_share), zeta,
                             share, sensitivity, mode, layout, estimand)
             half = widen * expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance,
                                               ci=ci, alpha=alpha, p1=p1)
@@ -414,7 +440,8 @@ def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
                            p1=p1)
         for mode in _sigma2_modes(None, layout) for share in _shares(estimator, None)
         for cal in [calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                              resolve_clip(propensity_clip, n, n_folds, zeta, layout),
+                              resolve_clip(propensity_clip, n, n_folds, zeta, layout,
+                                           treated_share),
                               zeta, share, sensitivity, mode, layout, estimand)])
     return half, half / (float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance))
 
@@ -523,23 +550,23 @@ def plan(
     base = float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance)
     rows = []
     for est in (list(estimators) if estimators is not None else [estimator]):
-        floor = rows_per_fold_floor(est, d, model_kind)
+        floor = rows_per_fold_floor(est, d, model_kind, treated_share)
         least = min(math.isqrt(n), n // floor)  # auto_n_folds never goes below this
         if n_folds is not None:
             splits = sorted({block_split(k, block_folds) for k in set(n_folds)})
         else:   # the grid, and "auto"'s own (K, K'): block_split does not return it from K
             splits = sorted({block_split(k, block_folds) for k in candidate_folds(
-                n, d, est, model_kind, compute_budget, block_folds)}
+                n, d, est, model_kind, compute_budget, block_folds, treated_share)}
                 | {auto_folds(n, d, estimator=est, model_kind=model_kind,
                               compute_budget=compute_budget, block_folds=block_folds,
-                              outcome_bounds=outcome_bounds,
+                              outcome_bounds=outcome_bounds, treated_share=treated_share,
                               noise_at=noise_at if est == "aipw" else None)})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
         kind, zeta_t, p, widen = estimand_noise(est, estimand, zeta, treated_share, n)
         for clip in (etas if est != "g" else etas[:1]):
             for k, kb in splits:
                 layout = layout_for(n, k, kb)
-                eta = resolve_clip(clip, n, k, zeta_t, layout)
+                eta = resolve_clip(clip, n, k, zeta_t, layout, treated_share)
                 for mode in _sigma2_modes(sigma2, layout):
                     for share in _shares(est, ci_share):
                         cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta_t, share,
@@ -563,7 +590,7 @@ def plan(
                         })
     table = pd.DataFrame(rows)
     if model_kind == "quadratic":
-        table["feasible"] &= _fold_bias_kept(table, n, d, outcome_bounds)
+        table["feasible"] &= _fold_bias_kept(table, n, d, outcome_bounds, treated_share)
     table["informative"] = table["ratio"] <= UNINFORMATIVE_RATIO
     # no K keeps the floor: n_folds="auto" takes its least K (auto_folds), so the plan does too
     pool = (table[table["feasible"]] if table["feasible"].any()
@@ -573,8 +600,8 @@ def plan(
     return table
 
 
-def _fold_bias_kept(table: pd.DataFrame, n: int, d: int, outcome_bounds: Sequence[float]
-                    ) -> pd.Series:
+def _fold_bias_kept(table: pd.DataFrame, n: int, d: int, outcome_bounds: Sequence[float],
+                    treated_share: float) -> pd.Series:
     """Per row of a plan: not AIPW, or its K's fold-size bias envelope within
     :data:`FOLD_BIAS_KEPT` of the sigma1 of that K's narrowest row (the noise modes "auto"
     takes), the rule of :func:`fold_bias_folds`."""
@@ -585,7 +612,8 @@ def _fold_bias_kept(table: pd.DataFrame, n: int, d: int, outcome_bounds: Sequenc
         narrowest = aipw.loc[aipw.groupby(keys, sort=False)["halfwidth"].idxmin(),
                              keys + ["sigma1"]]
         sigma = aipw[keys].merge(narrowest, on=keys, how="left")["sigma1"].to_numpy()
-        envelope = np.array([fold_bias_bound(n // k, d, outcome_bounds) for k in aipw["n_folds"]])
+        envelope = np.array([fold_bias_bound(n // k, d, outcome_bounds, treated_share)
+                             for k in aipw["n_folds"]])
         kept[aipw.index] = envelope <= FOLD_BIAS_KEPT * sigma
     return kept
 
@@ -596,10 +624,11 @@ def recommended(table: pd.DataFrame) -> pd.Series:
 
 
 def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "parametric",
-                 compute_budget: float = 60.0) -> int:
-    """``n_folds="auto"``: the largest K whose folds keep the floor's rows and whose predicted
-    compute fits the budget, and at least ``min(sqrt(n), n // 2)`` when the floor allows it."""
-    floor = rows_per_fold_floor(estimator, d, model_kind)
+                 compute_budget: float = 60.0, treated_share: float = 0.5) -> int:
+    """``n_folds="auto"``: the largest K whose folds keep the floor's rows
+    (:func:`rows_per_fold_floor` at ``treated_share``) and whose predicted compute fits the
+    budget, and at least ``min(sqrt(n), n // 2)`` when the floor allows it."""
+    floor = rows_per_fold_floor(estimator, d, model_kind, treated_share)
     by_floor = n // floor
     by_budget = int((compute_budget - _SECONDS_PER_ROW * n)
                     / (_SECONDS_PER_FOLD + n * _per_pair(estimator)))
@@ -609,8 +638,8 @@ def auto_n_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "
 
 def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "parametric",
                compute_budget: float = 60.0, block_folds: int | str | None = "auto",
-               outcome_bounds: Sequence[float] | None = None, noise_at: NoiseAt | None = None
-               ) -> tuple[int, int]:
+               outcome_bounds: Sequence[float] | None = None, noise_at: NoiseAt | None = None,
+               treated_share: float = 0.5) -> tuple[int, int]:
     """``(K, K')`` for ``n_folds="auto"``: with blocks (``block_folds`` "auto" or an
     int), the largest K whose folds keep the floor's rows and whose predicted compute, linear in
     n at K' <= 128 models per row (:func:`predicted_seconds`), fits the budget, split by
@@ -629,6 +658,9 @@ def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "pa
         The public outcome bounds; needed with ``noise_at``.
     noise_at : callable, optional
         ``K -> (K, K', sigma1)`` of the release laid out as it will be (:data:`NoiseAt`).
+    treated_share : float
+        The public treated share (stated, registered or pre-released; 1/2 when none is): the
+        floor and the envelope count a fold's rows in its smaller arm (:func:`arm_balance`).
 
     Returns
     -------
@@ -637,9 +669,9 @@ def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "pa
     """
     if block_folds is None:
         k = auto_n_folds(n, d, estimator=estimator, model_kind=model_kind,
-                         compute_budget=compute_budget)
+                         compute_budget=compute_budget, treated_share=treated_share)
     else:
-        floor = rows_per_fold_floor(estimator, d, model_kind)
+        floor = rows_per_fold_floor(estimator, d, model_kind, treated_share)
         by_floor = n // floor
         widest = ((by_floor if by_floor <= FULL_ENSEMBLE_FOLDS else MAX_BLOCK_FOLDS)
                   if block_folds == "auto" else int(block_folds))
@@ -650,7 +682,7 @@ def auto_folds(n: int, d: int, *, estimator: str = "aipw", model_kind: str = "pa
     if noise_at is not None:
         if outcome_bounds is None:
             raise ValueError("auto_folds needs outcome_bounds with noise_at")
-        return fold_bias_folds(n, d, outcome_bounds, k, noise_at)
+        return fold_bias_folds(n, d, outcome_bounds, k, noise_at, treated_share)
     return (k, k) if block_folds is None else block_split(k, block_folds)
 
 
@@ -689,7 +721,8 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
     def excess(zeta: float) -> float:
         kind, zeta_t, p, widen = estimand_noise(estimator, estimand, zeta, treated_share, n)
         cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                        resolve_clip(propensity_clip, n, n_folds, zeta_t, layout), zeta_t,
+                        resolve_clip(propensity_clip, n, n_folds, zeta_t, layout,
+                                     treated_share), zeta_t,
                         ci_share, sensitivity, sigma2, layout, kind)
         return widen * expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance,
                                           ci=ci, alpha=alpha, p1=p1) - target
