@@ -62,14 +62,19 @@ def arrow_driver(engine: Any) -> str | None:
 
 def arrow_connect(engine: Any) -> Any:
     """An ADBC DB-API connection to ``engine``'s database: libpq's URI of the SQLAlchemy URL
-    (its query options, e.g. ``sslmode``, kept), or the SQLite file (opened read-only)."""
+    (its query options, e.g. ``sslmode`` or ``options=-c search_path=...``, kept), or the SQLite
+    file (opened read-only)."""
+    from urllib.parse import quote, urlencode
+
     url = engine.url
     if engine.dialect.name == "postgresql":
         import adbc_driver_postgresql.dbapi
 
+        # libpq decodes %XX but not "+": SQLAlchemy's rendering writes a space as "+"
+        query = urlencode(url.query, doseq=True, quote_via=quote)
         return adbc_driver_postgresql.dbapi.connect(
-            url.set(drivername="postgresql").render_as_string(hide_password=False))
-    from urllib.parse import quote
+            url.set(drivername="postgresql", query={}).render_as_string(hide_password=False)
+            + (f"?{query}" if query else ""))
 
     import adbc_driver_sqlite.dbapi
 
