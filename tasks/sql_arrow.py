@@ -89,7 +89,7 @@ def arrow_chunks(part: SqlPartition, columns: list[str], engine: Any, where: lis
     import pyarrow as pa
     from adbc_driver_manager import Error
 
-    from tasks.data import query_error
+    from tasks.data import connection_error, query_error
 
     postgres = engine.dialect.name == "postgresql"
     quote = engine.dialect.identifier_preparer.quote
@@ -98,7 +98,11 @@ def arrow_chunks(part: SqlPartition, columns: list[str], engine: Any, where: lis
         where = [w.replace("?", f"${i + 1}") for i, w in enumerate(where)]
     tail = f" FROM ({source}) AS q" + (f" WHERE {' AND '.join(where)}" if where else "")
     try:
-        with arrow_connect(engine) as conn, conn.cursor() as cur:
+        opened = arrow_connect(engine)
+    except Error as exc:
+        raise connection_error(part.of.source, exc) from None
+    try:
+        with opened as conn, conn.cursor() as cur:
             if postgres:
                 plain = [quote(c) for c in columns]
                 schema = cur.adbc_execute_schema("SELECT " + ", ".join(plain) + tail)

@@ -54,7 +54,14 @@ import pandas as pd
 
 from conf.models import DataSource, Schema
 from dpcausal.ate.partitioned import Roles, auto_partitions
-from tasks.data import coerce, database_engine, query_error, source_description
+from tasks.data import (
+    coerce,
+    connected,
+    database_engine,
+    query_error,
+    result_columns,
+    source_description,
+)
 
 #: Arrow type names of the declared types, as :func:`dpcausal.ate.partitioned.check_roles` reads
 #: a partition's schema.
@@ -152,7 +159,7 @@ def sql_schema(parts: SqlPartitions, roles: dict[str, Any]) -> dict[str, str]:
     as its declared type (``roles``: the release's treatment, outcome and covariates); the
     curator's registration checks the roles on it, a release counts its partitions with it
     (:func:`count_sql`). An id column the result lacks is a ValueError."""
-    names = _column_names(parts)
+    names = result_columns(parts.source)
     if parts.id_column not in names:
         raise ValueError(f"data.id_column {parts.id_column!r} is not a column of data.sql's "
                          f"result (columns: {names})")
@@ -321,23 +328,9 @@ def _run(parts: SqlPartitions, query: Any) -> list[tuple[Any, ...]]:
 
     engine = database_engine(parts.source)
     try:
-        with engine.connect() as conn:
+        with connected(parts.source, engine) as conn:
             return [tuple(r) for r in conn.execute(sqlalchemy.text(query(_quoted(engine,
                                                                                  parts))))]
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        raise query_error(parts.source, exc) from None
-    finally:
-        engine.dispose()
-
-
-def _column_names(parts: SqlPartitions) -> list[str]:
-    import sqlalchemy
-
-    engine = database_engine(parts.source)
-    try:
-        with engine.connect() as conn:
-            return list(map(str, conn.execute(sqlalchemy.text(
-                f"SELECT * FROM ({parts.source.sql}) AS q LIMIT 0")).keys()))
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise query_error(parts.source, exc) from None
     finally:
@@ -370,7 +363,7 @@ def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
         query = (f"SELECT {', '.join(quote(c) for c in columns)} "
                  f"FROM ({of.source.sql}) AS q" + (f" WHERE {' AND '.join(where)}"
                                                   if where else ""))
-        with engine.connect() as conn:
+        with connected(of.source, engine) as conn:
             with conn.execution_options(stream_results=True).execute(
                     sqlalchemy.text(query), bounds) as result:   # closes the cursor
                 # the first chunk through SQLAlchemy, which empties the rows it prefetched;

@@ -160,6 +160,7 @@ def test_before_the_charge_only_the_id_column_is_read(tmp_path, monkeypatch):
         return made
 
     monkeypatch.setattr(module, "database_engine", engine)
+    monkeypatch.setattr("tasks.data.database_engine", engine)   # the result's column names
     _, _, parts = _partitions(_sqlite(tmp_path / "d.db", _table()))
     assert spy.statements == [
         'SELECT * FROM (SELECT * FROM t) AS q LIMIT 0',
