@@ -167,10 +167,12 @@ def query_error(source: DataSource, exc: BaseException) -> ValueError:
                       f"{type(cause).__name__}{_query_error_text(cause)}")
 
 
-# a database's message is shown only when it is about the query and the schema, never about the
-# rows: SQLSTATE class 42 (syntax error or access rule) and 3F (no such schema) on PostgreSQL;
-# SQLite has no SQLSTATE, so its schema messages are recognised by their start
-_SCHEMA_SQLSTATE = ("42", "3F")
+# a database's message is shown only when it is about the query, the schema or the server, never
+# about the rows: SQLSTATE class 42 (syntax error or access rule) and 3F (no such schema), 08
+# (connection exception) and 57 (operator intervention: a statement_timeout, a server shutting
+# down) on PostgreSQL; SQLite has no SQLSTATE, so its schema messages are recognised by their
+# start
+_SCHEMA_SQLSTATE = ("42", "3F", "08", "57")
 _SQLITE_SCHEMA = ("no such table", "no such column", "near ", "ambiguous column name",
                   "incomplete input", "no such function", "wrong number of arguments")
 

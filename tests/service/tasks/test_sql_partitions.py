@@ -277,3 +277,22 @@ def test_auto_takes_p_from_n_and_the_workers_memory(tmp_path):
     small = SqlPartitions(source, id_column="id", count="auto", id_type="int", workers=2,
                           worker_memory=2**30)
     assert len(count_sql(small, KEY, {"treatment": "A", "outcome": "Y"}).parts) == 2
+
+
+def test_a_statement_timeout_is_named(postgres_url):
+    """A warehouse role's ``statement_timeout`` cancelling the count (SQLSTATE 57014) is named
+    with the database's message, which is about the server, never a value (class 57, operator
+    intervention; so is class 08, connection); it was withheld as a data error,
+    leaving the curator to guess. Setting ``options=-c statement_timeout=0`` in the URL is the
+    cure the guide gives."""
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        _table(40).to_sql("records", conn, index=False)
+    engine.dispose()
+    slow = "SELECT * FROM records, pg_sleep(0.2) AS s"
+    timed_out = DataSource(sql=slow, url=postgres_url + "?options=-c%20statement_timeout%3D50")
+    with pytest.raises(ValueError, match=r"QueryCanceled: canceling statement due to statement "
+                                         "timeout"):
+        _partitions(timed_out)
+    cured = DataSource(sql=slow, url=postgres_url + "?options=-c%20statement_timeout%3D0")
+    assert sum(rows for rows, _ in _partitions(cured)[1]) == 40
