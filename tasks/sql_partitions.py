@@ -166,6 +166,64 @@ def sql_schema(parts: SqlPartitions, roles: dict[str, Any]) -> dict[str, str]:
     return {name: _ARROW[_declared(parts, roles, name)] for name in names}
 
 
+#: PostgreSQL types no value of which reads as a number or a 0/1 under a ``float``, ``int`` or
+#: ``bool`` declaration (their text, :func:`tasks.data.coerce`'s input, is a date, a time, an
+#: id or a document; :mod:`tasks.sql_arrow` reads them as text).
+_NEVER_NUMBERS = frozenset({"date", "timestamp", "timestamptz", "time", "timetz", "interval",
+                            "uuid", "json", "jsonb", "bytea", "xml", "inet", "cidr", "macaddr",
+                            "tsvector", "point"})
+
+
+def check_database_types(parts: SqlPartitions, roles: dict[str, Any]) -> None:
+    """The curator's check at registration of a PostgreSQL source: a role (treatment, outcome,
+    covariate) declared ``float``, ``int`` or ``bool`` on a column whose database type never
+    reads as one (:data:`_NEVER_NUMBERS`: a timestamp, a date, json...; covariates left out of
+    the config are every other column) would be missing in
+    every row, so every release would be charged and say nothing: a ValueError naming the
+    column, its type and the fix. The types are the result's, ``LIMIT 0`` (no row read); other
+    databases (SQLite has no column types) and drivers without a type registry are not
+    checked."""
+    types = _database_types(parts)
+    covariates = roles.get("covariates")
+    if covariates is None:   # every other column, as the release takes them
+        covariates = [c for c in types if c not in (parts.id_column, roles.get("treatment"),
+                                                    roles.get("outcome"))]
+    named = [roles.get("treatment"), roles.get("outcome"), *covariates]
+    for name in (c for c in named if c is not None and types.get(c) in _NEVER_NUMBERS):
+        declared = _declared(parts, roles, name)
+        if declared != "str":
+            raise ValueError(
+                f"column {name!r} is a {types[name]} in the database: declared {declared} for "
+                "its role, it would read as missing in every row, so every release would be "
+                "charged and say nothing; choose another column (or name the covariates in "
+                "columns.covariates), or turn it into a number in data.sql (e.g. EXTRACT(EPOCH "
+                "FROM ...))")
+
+
+def _database_types(parts: SqlPartitions) -> dict[str, str]:
+    """``{column: PostgreSQL type name}`` of the query's result (``LIMIT 0``), from psycopg's
+    type registry; empty for another database or driver."""
+    import sqlalchemy
+
+    engine = database_engine(parts.source)
+    try:
+        if engine.dialect.name != "postgresql":
+            return {}
+        with connected(parts.source, engine) as conn:
+            raw = conn.connection.dbapi_connection
+            registry = getattr(getattr(raw, "adapters", None), "types", None)
+            if registry is None:
+                return {}
+            with raw.cursor() as cur:   # no parameters: the query's text as it is
+                cur.execute(f"SELECT * FROM ({parts.source.sql}) AS q LIMIT 0")
+                found = {d.name: registry.get(d.type_code) for d in cur.description or ()}
+        return {name: info.name for name, info in found.items() if info is not None}
+    except (sqlalchemy.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
+        raise query_error(parts.source, exc) from None
+    finally:
+        engine.dispose()
+
+
 def sql_partitions(source: DataSource, runner: Any = None) -> SqlPartitions:
     """The partitioned SQL source of a config's ``data`` (``sql_partitions`` and ``id_column``
     set): the id's type is ``data.dtypes`` of the id column, else str (an id's role default,

@@ -296,3 +296,41 @@ def test_a_statement_timeout_is_named(postgres_url):
         _partitions(timed_out)
     cured = DataSource(sql=slow, url=postgres_url + "?options=-c%20statement_timeout%3D0")
     assert sum(rows for rows, _ in _partitions(cured)[1]) == 40
+
+
+@pytest.mark.parametrize("columns, refused", [
+    ({"treatment": "ts", "outcome": "y", "covariates": ["x"]}, "'ts' is a timestamp"),
+    ({"treatment": "a", "outcome": "j", "covariates": ["x"]}, "'j' is a jsonb"),
+    ({"treatment": "a", "outcome": "y", "covariates": ["x", "d"]}, "'d' is a date"),
+    ({"treatment": "a", "outcome": "y"}, "'ts' is a timestamp"),     # every other column
+])
+def test_registration_refuses_a_role_whose_database_type_never_reads_as_a_number(
+        postgres_url, columns, refused):
+    """A partitioned PostgreSQL source whose treatment, outcome or covariate is a column of a
+    type that never reads as a number (a timestamp, a date, json: the database's type of the
+    result's column, read with ``LIMIT 0``, no value) is refused at registration, naming the
+    column, its type and the fix: every release of it would be charged and say nothing (each
+    row missing that role). Before, it registered (seen: a timestamp as the treatment). The
+    same column declared str, or cast in the query, is the curator's to choose."""
+    from conf.kinds import load_any
+    from tasks.registration import count
+
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE odd AS SELECT i AS id, mod(i, 2) AS a, i / 10.0 AS y, "
+                             "i * 1.5 AS x, timestamp '2026-01-01' + i * interval '1 day' AS ts,"
+                             " date '2026-01-01' + i AS d, jsonb_build_object('k', i) AS j "
+                             "FROM generate_series(1, 30) AS i")
+    engine.dispose()
+
+    def config(cols, dtypes=None):
+        return load_any(None, base={
+            "name": "odd", "data": {"sql": "SELECT * FROM odd", "url": postgres_url,
+                                    "sql_partitions": 2, "id_column": "id",
+                                    "dtypes": {"id": "int", **(dtypes or {})}},
+            "columns": cols, "ledger": {"dataset_id": "odd"},
+            "estimator": {"estimator": "aipw", "outcome_bounds": [0, 3], "n_folds": 2}})
+
+    with pytest.raises(ValueError, match=refused + r" in the database.*data\.sql"):
+        count(config(columns))
+    assert count(config({"treatment": "a", "outcome": "y", "covariates": ["x"]}))["n"] == 30
