@@ -7,6 +7,8 @@ import csv
 import numbers
 import os
 import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +150,7 @@ def _read_sql(source: DataSource) -> pd.DataFrame:
 
     engine = database_engine(source)
     try:
-        with engine.connect() as conn:
+        with connected(source, engine) as conn:
             return pd.read_sql_query(sqlalchemy.text(source.sql), conn)
     except (sqlalchemy.exc.SQLAlchemyError, pd.errors.DatabaseError) as exc:
         raise query_error(source, exc) from None
@@ -165,10 +167,12 @@ def query_error(source: DataSource, exc: BaseException) -> ValueError:
                       f"{type(cause).__name__}{_query_error_text(cause)}")
 
 
-# a database's message is shown only when it is about the query and the schema, never about the
-# rows: SQLSTATE class 42 (syntax error or access rule) and 3F (no such schema) on PostgreSQL;
-# SQLite has no SQLSTATE, so its schema messages are recognised by their start
-_SCHEMA_SQLSTATE = ("42", "3F")
+# a database's message is shown only when it is about the query, the schema or the server, never
+# about the rows: SQLSTATE class 42 (syntax error or access rule) and 3F (no such schema), 08
+# (connection exception) and 57 (operator intervention: a statement_timeout, a server shutting
+# down) on PostgreSQL; SQLite has no SQLSTATE, so its schema messages are recognised by their
+# start
+_SCHEMA_SQLSTATE = ("42", "3F", "08", "57")
 _SQLITE_SCHEMA = ("no such table", "no such column", "near ", "ambiguous column name",
                   "incomplete input", "no such function", "wrong number of arguments")
 
@@ -200,6 +204,89 @@ def database_engine(source: DataSource) -> Any:
     except Exception:  # noqa: BLE001 - any URL problem becomes one readable message
         raise ValueError("data.url is not a usable SQLAlchemy URL; expected e.g. "
                          "sqlite:///path.db or postgresql+psycopg://user@host/db") from None
+
+
+@contextmanager
+def connected(source: DataSource, engine: Any) -> Iterator[Any]:
+    """``engine.connect()``, a failure to connect reported by :func:`connection_error`."""
+    import sqlalchemy
+
+    try:
+        conn = engine.connect()
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise connection_error(source, exc) from None
+    with conn:
+        yield conn
+
+
+def connection_error(source: DataSource, exc: BaseException) -> ValueError:
+    """The ``ValueError`` for a database that could not be connected to (host, port, database,
+    user or password refused): the database without its password and the driver's message,
+    which is about connecting (sent before any query, so it quotes no value of the data), with
+    the password removed should a driver repeat it."""
+    cause = getattr(exc, "orig", None) or exc
+    message = " ".join(str(cause).split()) or type(cause).__name__
+    if source.url is not None:
+        import sqlalchemy
+
+        try:
+            secret = sqlalchemy.engine.make_url(os.path.expandvars(source.url)).password
+        except Exception:  # noqa: BLE001 - no password to remove from an unusable URL
+            secret = None
+        if secret:
+            message = message.replace(str(secret), "***")
+    return ValueError(f"cannot connect to {_database_name(source)}{_shown_url(source)}: "
+                      f"{message}")
+
+
+def _shown_url(source: DataSource) -> str:
+    """`` <data.url as configured>``, its password hidden (``${VAR}`` left unexpanded); empty
+    where the text is no URL and no lone ``${VAR}`` (it might hold a password)."""
+    import re
+
+    import sqlalchemy
+
+    text = source.url or ""
+    if re.fullmatch(r"\$\{?\w+\}?", text):
+        return f" {text}"
+    try:
+        return " " + sqlalchemy.engine.make_url(text).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is not shown
+        return ""
+
+
+def result_columns(source: DataSource) -> list[str]:
+    """The column names of ``data.sql``'s result, ``LIMIT 0``: no row is read (a failed
+    connection as :func:`connection_error`, a SQL error as :func:`query_error`)."""
+    import sqlalchemy
+
+    engine = database_engine(source)
+    try:
+        with connected(source, engine) as conn:
+            return list(map(str, conn.execute(sqlalchemy.text(
+                f"SELECT * FROM ({source.sql}) AS q LIMIT 0")).keys()))
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise query_error(source, exc) from None
+    finally:
+        engine.dispose()
+
+
+def check_source_answers(source: DataSource, columns: Sequence[str]) -> None:
+    """Before the charge of a release checked from its registration: the database of a
+    ``data.sql``/``data.url`` source answers and the query's result still has ``columns``, by
+    :func:`result_columns` (column names only, no row: facts of the database and its schema,
+    never of a value), so that a wrong host, port or password, a table that is gone or a column
+    renamed is refused with nothing charged (exit 2). A ``data.url_block`` source is not
+    probed here: its block is read from the Prefect server, which the CLI's checks run
+    before."""
+    if source.sql is None or source.url is None:
+        return
+    names = result_columns(source)
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise ValueError(f"data.sql's result no longer has the registered column(s) {missing} "
+                         f"(it has {names}): the curator registers the new version "
+                         "(`dpcausal ledger register`)")
 
 
 def _block_engine(slug: str) -> Any:

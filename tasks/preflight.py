@@ -48,6 +48,7 @@ from dpcausal.ledger import (
 from store import content_fingerprint, fold_key, frame_identities, source_fingerprint
 from tasks import ledger_ops
 from tasks.data import (
+    check_source_answers,
     data_file,
     parquet_footer,
     partition_files,
@@ -210,7 +211,9 @@ def check_registered(source: DataSource, schema: Schema, mechanism: Mechanism,
     (:attr:`conf.kinds.Kind.public`: the core's n and d, K against n; the Cluster-DP groups;
     the federated group sizes; the user-level plan of the registered occupancy), the planned
     parameters, the charge and the budget (binding the source's keyed identity); no file is
-    opened and no query runs. The input is read after the reservation, by :attr:`Checked.load`
+    opened and no row is read: a SQL source's database is only asked for its result's column
+    names (:func:`tasks.data.check_source_answers`), so that a database that does not answer
+    is refused before the charge. The input is read after the reservation, by :attr:`Checked.load`
     (:func:`load_registered`); a partitioned source's phases read it there
     (:mod:`flows.partitioned_release`)."""
     facts = kind_of_mechanism(mechanism).public(mechanism, roles, registration)
@@ -218,9 +221,10 @@ def check_registered(source: DataSource, schema: Schema, mechanism: Mechanism,
     where = source_fingerprint(source_identity(source))
     check_ledger(dataset, charge, unit=mechanism.unit, identity=(where,), evaluation=False,
                  cap=cap)
-    names = registration.facts.get("names") or [
-        c for value in roles.values() for c in ([value] if isinstance(value, str) else
-                                                (value or []))]
+    used = [c for value in roles.values() for c in ([value] if isinstance(value, str) else
+                                                    (value or []))]
+    check_source_answers(source, [*([source.id_column] if source.id_column else []), *used])
+    names = registration.facts.get("names") or used
     load = None if source.partitioned else (
         lambda: load_registered(source, schema, mechanism, roles, registration, facts))
     return Checked(prepared=Prepared(public=facts, data=None), fingerprint=None, source=where,

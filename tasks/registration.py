@@ -17,7 +17,7 @@ from dpcausal.ate.partitioned import check_roles
 from dpcausal.ledger import Cap, Ledger, Registration
 from store import frame_identities, source_fingerprint
 from tasks.data import partition_footers, read_frame, select, source_identity, source_shape
-from tasks.sql_partitions import sql_partitions, sql_schema
+from tasks.sql_partitions import check_database_types, sql_partitions, sql_schema
 
 
 def register(config: Any, *, zeta: float | None = None, origin: str | None = None,
@@ -109,6 +109,8 @@ def count(config: Any) -> dict[str, Any]:
                    else [sql_schema(sql_partitions(config.data), roles)])
         check_roles(schemas, str(config.data.id_column), roles["treatment"], roles["outcome"],
                     roles["covariates"])
+        if config.data.sql_partitions is not None:
+            check_database_types(sql_partitions(config.data), roles)
         n, d = source_shape(config.data, config.columns)
         return {"n": n, "d": d, "identity": (where,), "names": list(schemas[0])}
     schema = KINDS[config.kind].schema(config)

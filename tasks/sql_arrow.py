@@ -62,14 +62,19 @@ def arrow_driver(engine: Any) -> str | None:
 
 def arrow_connect(engine: Any) -> Any:
     """An ADBC DB-API connection to ``engine``'s database: libpq's URI of the SQLAlchemy URL
-    (its query options, e.g. ``sslmode``, kept), or the SQLite file (opened read-only)."""
+    (its query options, e.g. ``sslmode`` or ``options=-c search_path=...``, kept), or the SQLite
+    file (opened read-only)."""
+    from urllib.parse import quote, urlencode
+
     url = engine.url
     if engine.dialect.name == "postgresql":
         import adbc_driver_postgresql.dbapi
 
+        # libpq decodes %XX but not "+": SQLAlchemy's rendering writes a space as "+"
+        query = urlencode(url.query, doseq=True, quote_via=quote)
         return adbc_driver_postgresql.dbapi.connect(
-            url.set(drivername="postgresql").render_as_string(hide_password=False))
-    from urllib.parse import quote
+            url.set(drivername="postgresql", query={}).render_as_string(hide_password=False)
+            + (f"?{query}" if query else ""))
 
     import adbc_driver_sqlite.dbapi
 
@@ -84,7 +89,7 @@ def arrow_chunks(part: SqlPartition, columns: list[str], engine: Any, where: lis
     import pyarrow as pa
     from adbc_driver_manager import Error
 
-    from tasks.data import query_error
+    from tasks.data import connection_error, query_error
 
     postgres = engine.dialect.name == "postgresql"
     quote = engine.dialect.identifier_preparer.quote
@@ -93,7 +98,11 @@ def arrow_chunks(part: SqlPartition, columns: list[str], engine: Any, where: lis
         where = [w.replace("?", f"${i + 1}") for i, w in enumerate(where)]
     tail = f" FROM ({source}) AS q" + (f" WHERE {' AND '.join(where)}" if where else "")
     try:
-        with arrow_connect(engine) as conn, conn.cursor() as cur:
+        opened = arrow_connect(engine)
+    except Error as exc:
+        raise connection_error(part.of.source, exc) from None
+    try:
+        with opened as conn, conn.cursor() as cur:
             if postgres:
                 plain = [quote(c) for c in columns]
                 schema = cur.adbc_execute_schema("SELECT " + ", ".join(plain) + tail)

@@ -54,7 +54,14 @@ import pandas as pd
 
 from conf.models import DataSource, Schema
 from dpcausal.ate.partitioned import Roles, auto_partitions
-from tasks.data import coerce, database_engine, query_error, source_description
+from tasks.data import (
+    coerce,
+    connected,
+    database_engine,
+    query_error,
+    result_columns,
+    source_description,
+)
 
 #: Arrow type names of the declared types, as :func:`dpcausal.ate.partitioned.check_roles` reads
 #: a partition's schema.
@@ -152,11 +159,69 @@ def sql_schema(parts: SqlPartitions, roles: dict[str, Any]) -> dict[str, str]:
     as its declared type (``roles``: the release's treatment, outcome and covariates); the
     curator's registration checks the roles on it, a release counts its partitions with it
     (:func:`count_sql`). An id column the result lacks is a ValueError."""
-    names = _column_names(parts)
+    names = result_columns(parts.source)
     if parts.id_column not in names:
         raise ValueError(f"data.id_column {parts.id_column!r} is not a column of data.sql's "
                          f"result (columns: {names})")
     return {name: _ARROW[_declared(parts, roles, name)] for name in names}
+
+
+#: PostgreSQL types no value of which reads as a number or a 0/1 under a ``float``, ``int`` or
+#: ``bool`` declaration (their text, :func:`tasks.data.coerce`'s input, is a date, a time, an
+#: id or a document; :mod:`tasks.sql_arrow` reads them as text).
+_NEVER_NUMBERS = frozenset({"date", "timestamp", "timestamptz", "time", "timetz", "interval",
+                            "uuid", "json", "jsonb", "bytea", "xml", "inet", "cidr", "macaddr",
+                            "tsvector", "point"})
+
+
+def check_database_types(parts: SqlPartitions, roles: dict[str, Any]) -> None:
+    """The curator's check at registration of a PostgreSQL source: a role (treatment, outcome,
+    covariate) declared ``float``, ``int`` or ``bool`` on a column whose database type never
+    reads as one (:data:`_NEVER_NUMBERS`: a timestamp, a date, json...; covariates left out of
+    the config are every other column) would be missing in
+    every row, so every release would be charged and say nothing: a ValueError naming the
+    column, its type and the fix. The types are the result's, ``LIMIT 0`` (no row read); other
+    databases (SQLite has no column types) and drivers without a type registry are not
+    checked."""
+    types = _database_types(parts)
+    covariates = roles.get("covariates")
+    if covariates is None:   # every other column, as the release takes them
+        covariates = [c for c in types if c not in (parts.id_column, roles.get("treatment"),
+                                                    roles.get("outcome"))]
+    named = [roles.get("treatment"), roles.get("outcome"), *covariates]
+    for name in (c for c in named if c is not None and types.get(c) in _NEVER_NUMBERS):
+        declared = _declared(parts, roles, name)
+        if declared != "str":
+            raise ValueError(
+                f"column {name!r} is a {types[name]} in the database: declared {declared} for "
+                "its role, it would read as missing in every row, so every release would be "
+                "charged and say nothing; choose another column (or name the covariates in "
+                "columns.covariates), or turn it into a number in data.sql (e.g. EXTRACT(EPOCH "
+                "FROM ...))")
+
+
+def _database_types(parts: SqlPartitions) -> dict[str, str]:
+    """``{column: PostgreSQL type name}`` of the query's result (``LIMIT 0``), from psycopg's
+    type registry; empty for another database or driver."""
+    import sqlalchemy
+
+    engine = database_engine(parts.source)
+    try:
+        if engine.dialect.name != "postgresql":
+            return {}
+        with connected(parts.source, engine) as conn:
+            raw = conn.connection.dbapi_connection
+            registry = getattr(getattr(raw, "adapters", None), "types", None)
+            if registry is None:
+                return {}
+            with raw.cursor() as cur:   # no parameters: the query's text as it is
+                cur.execute(f"SELECT * FROM ({parts.source.sql}) AS q LIMIT 0")
+                found = {d.name: registry.get(d.type_code) for d in cur.description or ()}
+        return {name: info.name for name, info in found.items() if info is not None}
+    except (sqlalchemy.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
+        raise query_error(parts.source, exc) from None
+    finally:
+        engine.dispose()
 
 
 def sql_partitions(source: DataSource, runner: Any = None) -> SqlPartitions:
@@ -321,23 +386,9 @@ def _run(parts: SqlPartitions, query: Any) -> list[tuple[Any, ...]]:
 
     engine = database_engine(parts.source)
     try:
-        with engine.connect() as conn:
+        with connected(parts.source, engine) as conn:
             return [tuple(r) for r in conn.execute(sqlalchemy.text(query(_quoted(engine,
                                                                                  parts))))]
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        raise query_error(parts.source, exc) from None
-    finally:
-        engine.dispose()
-
-
-def _column_names(parts: SqlPartitions) -> list[str]:
-    import sqlalchemy
-
-    engine = database_engine(parts.source)
-    try:
-        with engine.connect() as conn:
-            return list(map(str, conn.execute(sqlalchemy.text(
-                f"SELECT * FROM ({parts.source.sql}) AS q LIMIT 0")).keys()))
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise query_error(parts.source, exc) from None
     finally:
@@ -370,7 +421,7 @@ def _chunks(part: SqlPartition, columns: list[str]) -> Iterator[pd.DataFrame]:
         query = (f"SELECT {', '.join(quote(c) for c in columns)} "
                  f"FROM ({of.source.sql}) AS q" + (f" WHERE {' AND '.join(where)}"
                                                   if where else ""))
-        with engine.connect() as conn:
+        with connected(of.source, engine) as conn:
             with conn.execution_options(stream_results=True).execute(
                     sqlalchemy.text(query), bounds) as result:   # closes the cursor
                 # the first chunk through SQLAlchemy, which empties the rows it prefetched;

@@ -11,7 +11,13 @@ a function of fold k's rows alone (§1.3). The fits solve scikit-learn's own pro
   unpenalised), by batched damped Newton steps run to convergence: scikit-learn's solvers stop
   at ``tol`` on the way to this same optimum.
 
-The returned objects are the scikit-learn classes with their fitted attributes set.
+The returned objects are the scikit-learn classes with their fitted attributes set. A problem
+that cannot be solved in floating point (a singular system, a non-finite solution: a covariate
+of magnitude 1e15 under degree-2 features) is returned as ``None``, and the caller takes the
+fold-local constant of spec §2.7, as for a model whose ``fit`` raises. The other problems of the
+batch keep the values the batch gives them: numpy's batched ``solve`` and ``svd`` make one
+LAPACK call per problem, so the failed ones are found by trying each alone, then replaced by a
+harmless system (the identity, zeros) and their result by NaN.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ def batchable(model: Any) -> bool:
 def fit_many(model: Any, X_sorted: np.ndarray, y_sorted: np.ndarray, starts: np.ndarray,
              sizes: np.ndarray) -> list[Any]:
     """Fit ``model`` on each group ``X_sorted[s:s + size]`` (``y`` alike); groups of at least 2
-    rows (logistic: both classes present), in the order given."""
+    rows (logistic: both classes present), in the order given; ``None`` for a group whose problem
+    has no finite solution in floating point (module docstring)."""
     fitted: list[Any] = [None] * len(starts)
     order = np.argsort(sizes, kind="stable")        # similar sizes share a batch: little padding
     i = 0
@@ -88,13 +95,17 @@ def _least_squares(model: LinearRegression, Xp: np.ndarray, yp: np.ndarray, mask
         x_off = np.zeros((Xp.shape[0], Xp.shape[2]))
         y_off = np.zeros(Xp.shape[0])
         Xc, yc = Xp, yp
-    U, s, Vt = np.linalg.svd(Xc, full_matrices=False)
+    U, s, Vt = _svd(Xc)
     keep = s > model.tol * s[:, :1]
     inv = np.divide(1.0, s, out=np.zeros_like(s), where=keep)
     Uy = np.matmul(U.transpose(0, 2, 1), yc[:, :, None])                  # (P, k, 1)
     coef = np.matmul(Vt.transpose(0, 2, 1), inv[:, :, None] * Uy)[:, :, 0]
-    out = []
+    solved = np.isfinite(coef).all(axis=1) & np.isfinite(y_off - (x_off * coef).sum(axis=1))
+    out: list[LinearRegression | None] = []
     for p in range(Xp.shape[0]):
+        if not solved[p]:
+            out.append(None)
+            continue
         est = _unfitted_copy(model)
         est.coef_ = coef[p]
         est.intercept_ = float(y_off[p] - x_off[p] @ coef[p]) if model.fit_intercept else 0.0
@@ -106,8 +117,9 @@ def _least_squares(model: LinearRegression, Xp: np.ndarray, yp: np.ndarray, mask
 
 
 def _logistic(model: LogisticRegression, Xp: np.ndarray, yp: np.ndarray, mask: np.ndarray
-              ) -> list[LogisticRegression]:
-    """Damped Newton on ``sum_i mask_i (log(1 + e^z_i) - y_i z_i) + ||coef||^2 / (2C)``."""
+              ) -> list[LogisticRegression | None]:
+    """Damped Newton on ``sum_i mask_i (log(1 + e^z_i) - y_i z_i) + ||coef||^2 / (2C)``; a
+    problem whose Newton system is singular, or whose iterate is not finite, is ``None``."""
     P, _, d = Xp.shape
     Z = np.concatenate([Xp, mask[:, :, None].astype(float)], axis=2) if model.fit_intercept \
         else Xp
@@ -135,7 +147,13 @@ def _logistic(model: LogisticRegression, Xp: np.ndarray, yp: np.ndarray, mask: n
         grad = np.matmul(r[:, None, :], Za)[:, 0, :] + pen * wa
         h = wm[active] * prob * (1.0 - prob)
         H = np.matmul(Za.transpose(0, 2, 1) * h[:, None, :], Za) + np.diag(pen)
-        step = np.linalg.solve(H, grad[:, :, None])[:, :, 0]
+        step = _solve(H, grad)
+        stuck = ~np.isfinite(step).all(axis=1)
+        if stuck.any():                 # no Newton step: no solution (module docstring)
+            w[active[stuck]] = np.nan
+            active, Za, wa, grad, step = (v[~stuck] for v in (active, Za, wa, grad, step))
+            if active.size == 0:
+                break
         t = np.ones(active.size)
         f_old = f[active]
         decrease = (grad * step).sum(axis=1)
@@ -156,9 +174,12 @@ def _logistic(model: LogisticRegression, Xp: np.ndarray, yp: np.ndarray, mask: n
         iterations[active] += 1
         moved = np.abs(t[:, None] * step).max(axis=1)
         active = active[moved > _NEWTON_TOL * (1.0 + np.abs(wa).max(axis=1))]
-    out = []
+    out: list[LogisticRegression | None] = []
     classes = np.array([0, 1])
     for p in range(P):
+        if not np.isfinite(w[p]).all():
+            out.append(None)
+            continue
         est = _unfitted_copy(model)
         est.coef_ = w[p, None, :d].copy()
         est.intercept_ = np.array([w[p, d] if model.fit_intercept else 0.0])
@@ -167,6 +188,39 @@ def _logistic(model: LogisticRegression, Xp: np.ndarray, yp: np.ndarray, mask: n
         est.n_iter_ = np.array([iterations[p]])
         out.append(est)
     return out
+
+
+def _solve(H: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``np.linalg.solve`` of each problem's ``H x = g``; NaN for a singular one (module
+    docstring: the others as the batch gives them, a singular one replaced by the identity)."""
+    try:
+        return np.linalg.solve(H, g[:, :, None])[:, :, 0]
+    except np.linalg.LinAlgError:
+        ok = np.array([_lapack_ok(np.linalg.solve, H[p], g[p]) for p in range(len(H))])
+    eye = np.broadcast_to(np.eye(H.shape[1]), H.shape)
+    x = np.linalg.solve(np.where(ok[:, None, None], H, eye), g[:, :, None])[:, :, 0]
+    x[~ok] = np.nan
+    return x
+
+
+def _svd(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The thin ``np.linalg.svd`` of each problem; NaN factors for one LAPACK cannot take (no
+    convergence), replaced by zeros in the batch (module docstring)."""
+    try:
+        return tuple(np.linalg.svd(X, full_matrices=False))  # type: ignore[return-value]
+    except np.linalg.LinAlgError:
+        ok = np.array([_lapack_ok(np.linalg.svd, X[p]) for p in range(len(X))])
+    U, s, Vt = np.linalg.svd(np.where(ok[:, None, None], X, 0.0), full_matrices=False)
+    U[~ok] = np.nan
+    return U, s, Vt
+
+
+def _lapack_ok(routine: Any, *args: np.ndarray) -> bool:
+    try:
+        routine(*args)
+    except np.linalg.LinAlgError:
+        return False
+    return True
 
 
 def _unfitted_copy(model: Any) -> Any:

@@ -124,6 +124,7 @@ def fit_folds(
                          propensity_clip=propensity_clip) for k in ks]
     kk = np.asarray(ks, dtype=np.int64)
     fitted: dict[str, list[Nuisance]] = {}
+    failed = np.zeros(len(ks), dtype=np.int64)  # fits with no finite solution (batched_fit)
     if estimator in ("ipw", "aipw"):
         Xs, As = X[order], A[order].astype(float)
         treated = _group_sums(As, starts[kk], sizes[kk])
@@ -133,25 +134,35 @@ def fit_folds(
         mixed = (treated > 0) & (treated < sizes[kk])
         models = fit_many(propensity_model, Xs, As, starts[kk[mixed]], sizes[kk[mixed]])
         it = iter(models)
-        fitted["propensity"] = [next(it) if ok else float(c)
-                                for ok, c in zip(mixed, share, strict=True)]
+        propensity = [next(it) if ok else float(c) for ok, c in zip(mixed, share, strict=True)]
+        failed += [m is None for m in propensity]       # no finite solution: the constant
+        fitted["propensity"] = [float(c) if m is None else m
+                                for m, c in zip(propensity, share, strict=True)]
     if estimator in ("g", "aipw"):
         keys = 2 * fold_ids + A.astype(np.int64)
         order2, starts2, sizes2 = group_bounds(keys, 2 * n_groups)
         Xs, Ys = X[order2], Y[order2].astype(float)
         for arm in (1, 0):
             g = 2 * kk + arm
-            fitted[f"mu{arm}"] = _fit_arms(outcome_model, Xs, Ys, starts2[g], sizes2[g])
+            fitted[f"mu{arm}"], arm_failed = _fit_arms(outcome_model, Xs, Ys, starts2[g],
+                                                       sizes2[g])
+            failed += arm_failed
+    if failed.any():
+        private_log.error("%d batched fold fits had no finite solution (fold %s); using their "
+                          "fold-local constants", int(failed.sum()),
+                          ", ".join(str(k) for k, f in zip(ks, failed, strict=True) if f))
     none: list[Nuisance] = [None] * len(ks)     # once: a default per fold was O(K^2)
-    return [FoldModels(k=k, propensity=p, mu1=m1, mu0=m0) for k, p, m1, m0 in zip(
-        ks, fitted.get("propensity", none), fitted.get("mu1", none), fitted.get("mu0", none),
-        strict=True)]
+    return [FoldModels(k=k, propensity=p, mu1=m1, mu0=m0, failed=int(f))
+            for k, p, m1, m0, f in zip(ks, fitted.get("propensity", none),
+                                       fitted.get("mu1", none), fitted.get("mu0", none),
+                                       failed, strict=True)]
 
 
 def _fit_arms(model: Any, Xs: np.ndarray, Ys: np.ndarray, starts: np.ndarray, sizes: np.ndarray
-              ) -> list[Nuisance]:
+              ) -> tuple[list[Nuisance], np.ndarray]:
     """Batched :func:`_fit_outcome` over fold-arms (rows ``Xs[s:s+size]``): the §2.7 fallbacks
-    (empty arm ``None``; one unit, or one class for a classifier: the arm's mean)."""
+    (empty arm ``None``; one unit, or one class for a classifier, or a fit with no finite
+    solution: the arm's mean), and which fold-arms' fits had none (1, else 0)."""
     fit = sizes >= 2
     sums = _group_sums(Ys, starts, sizes)       # exact for 0/1 outcomes
     if is_classifier(model):
@@ -164,14 +175,17 @@ def _fit_arms(model: Any, Xs: np.ndarray, Ys: np.ndarray, starts: np.ndarray, si
         fit &= (sums > 0) & (sums < sizes) & ~other
     it = iter(fit_many(model, Xs, Ys, starts[fit], sizes[fit]))
     out: list[Nuisance] = []
-    for f, start, size, total in zip(fit, starts, sizes, sums, strict=True):
-        if f:
-            out.append(next(it))
+    unsolved = np.zeros(len(starts), dtype=np.int64)
+    for j, (f, start, size, total) in enumerate(zip(fit, starts, sizes, sums, strict=True)):
+        fitted = next(it) if f else None
+        unsolved[j] = f and fitted is None
+        if fitted is not None:
+            out.append(fitted)
         elif size == 1:
             out.append(float(Ys[start]))
-        else:                               # a one-class or non-0/1 classifier arm: its mean
+        else:     # a one-class or non-0/1 classifier arm, or no finite solution: its mean
             out.append(float(total / size) if size else None)
-    return out
+    return out, unsolved
 
 
 def _group_sums(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:

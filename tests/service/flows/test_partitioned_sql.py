@@ -126,12 +126,12 @@ def sql_url(tmp_path, monkeypatch):
     monkeypatch.setenv("SQLPARTS_URL", _sqlite(tmp_path / "d.db", _table(4)))
 
 
-def _cli_config(tmp_path, dataset, treatment="A"):
+def _cli_config(tmp_path, dataset, treatment="A", sql="SELECT * FROM records"):
     """A partitioned SQL release config of ``$SQLPARTS_URL``'s table, written as YAML."""
     import yaml
 
     raw = {"name": "sqlparts",
-           "data": {"sql": "SELECT * FROM records", "url": "${SQLPARTS_URL}",
+           "data": {"sql": sql, "url": "${SQLPARTS_URL}",
                     "sql_partitions": PARTS, "id_column": "id", "dtypes": {"id": "int"}},
            "columns": {"treatment": treatment, "outcome": "Y", "covariates": ["x1", "x2"]},
            "ledger": {"dataset_id": dataset},
@@ -324,3 +324,59 @@ def test_an_arrow_release_reads_each_row_from_the_database_once(tmp_path, monkey
     assert out["n"] == N
     assert len(batches) >= PARTS and sum(batches) == N
     assert sum(fetched) == PARTS
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_database_that_fails_before_any_row_is_read_charges_nothing(tmp_path, sql_url,
+                                                                      curator_registers):
+    """A registered partitioned SQL dataset whose database does not answer (a wrong host or
+    port, a wrong password: the connection fails), whose query's table is gone, or whose
+    query no longer returns a role's column, is refused before the charge (exit 2), the reason
+    named and the password nowhere: these are facts of the database and its schema, never of
+    a value (the probe reads the result's column names, ``LIMIT 0``). Before, the count and
+    the reads came after the reservation: each failed charged and generically (seen on
+    PostgreSQL with a wrong password: one charge of zeta 0.5 per attempt)."""
+    import os
+    import subprocess
+    import sys
+
+    from _flowtools import charges, give_cap
+    from prefect.settings import PREFECT_API_URL
+
+    dataset = "sql-parts-probe"
+    give_cap(dataset, zeta=1.5)
+    path = _cli_config(tmp_path, dataset, sql="SELECT * FROM records AS r")  # its own source
+    assert curator_registers(path).n == N
+    db = tmp_path / "d.db"
+
+    def run(url):
+        env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "SQLPARTS_URL": url}
+        done = subprocess.run([sys.executable, "-m", "cli.main", "run", str(path),
+                               "--no-progress"], capture_output=True, text=True, env=env,
+                              timeout=300)
+        done.stderr = " ".join(done.stderr.split())     # the CLI wraps its lines
+        return done
+
+    down = run(f"postgresql+psycopg://curator:s3cret-xyz@127.0.0.1:{_free_port()}/trials")
+    assert down.returncode == 2, down.stdout + down.stderr
+    assert "cannot connect to data.url ${SQLPARTS_URL}: connection failed: connection to " \
+           "server at \"127.0.0.1\"" in down.stderr and "Connection refused" in down.stderr
+    assert "s3cret-xyz" not in down.stdout + down.stderr
+    with sqlite3.connect(db) as con:
+        con.execute("ALTER TABLE records RENAME TO moved")
+    gone = run(f"sqlite:///{db}")
+    assert gone.returncode == 2 and "no such table: records" in gone.stderr, gone.stderr
+    with sqlite3.connect(db) as con:
+        con.execute("ALTER TABLE moved RENAME TO records")
+        con.execute("ALTER TABLE records DROP COLUMN x2")
+    short = run(f"sqlite:///{db}")
+    assert short.returncode == 2, short.stdout + short.stderr
+    assert "'x2'" in short.stderr and "registered" in short.stderr
+    assert charges(dataset) == 0

@@ -155,3 +155,24 @@ def test_an_arrow_read_error_withholds_its_message(tmp_path):
     with pytest.raises(ValueError, match="withheld") as err:
         read_sql_partition(part, Roles(id="id", treatment="A", outcome="Y", covariates=("x1",)))
     assert "9223372036854775808" not in str(err.value) and "overflow" not in str(err.value)
+
+
+def test_libpq_options_in_the_url_reach_the_arrow_reader(postgres_url, monkeypatch):
+    """A URL's libpq ``options`` (``?options=-c search_path=analytics``: how a warehouse user
+    sets a schema or a ``statement_timeout``) reach the Arrow reader's connection as they reach
+    psycopg's. SQLAlchemy rendered the space as ``+``, which libpq keeps: the ADBC connection
+    was refused (``unrecognized configuration parameter "+search_path"``) after the psycopg
+    count had worked, so the release failed after its charge."""
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE SCHEMA analytics")
+        pd.DataFrame({"id": range(40), "a": [k % 2 for k in range(40)],
+                      "y": [k / 40 for k in range(40)]}).to_sql("records", conn,
+                                                                schema="analytics", index=False)
+    engine.dispose()
+    url = postgres_url + "?options=-c%20search_path%3Danalytics%20-c%20statement_timeout%3D0"
+    source = DataSource(sql="SELECT * FROM records", url=url)
+    arrow, dbapi = _reads(source, Roles(id="id", treatment="a", outcome="y", covariates=()),
+                          {}, "int", monkeypatch)
+    _same(arrow, dbapi)
+    assert pd.concat(arrow)["id"].tolist() == list(range(40))

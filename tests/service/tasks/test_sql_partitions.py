@@ -160,6 +160,7 @@ def test_before_the_charge_only_the_id_column_is_read(tmp_path, monkeypatch):
         return made
 
     monkeypatch.setattr(module, "database_engine", engine)
+    monkeypatch.setattr("tasks.data.database_engine", engine)   # the result's column names
     _, _, parts = _partitions(_sqlite(tmp_path / "d.db", _table()))
     assert spy.statements == [
         'SELECT * FROM (SELECT * FROM t) AS q LIMIT 0',
@@ -276,3 +277,60 @@ def test_auto_takes_p_from_n_and_the_workers_memory(tmp_path):
     small = SqlPartitions(source, id_column="id", count="auto", id_type="int", workers=2,
                           worker_memory=2**30)
     assert len(count_sql(small, KEY, {"treatment": "A", "outcome": "Y"}).parts) == 2
+
+
+def test_a_statement_timeout_is_named(postgres_url):
+    """A warehouse role's ``statement_timeout`` cancelling the count (SQLSTATE 57014) is named
+    with the database's message, which is about the server, never a value (class 57, operator
+    intervention; so is class 08, connection); it was withheld as a data error,
+    leaving the curator to guess. Setting ``options=-c statement_timeout=0`` in the URL is the
+    cure the guide gives."""
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        _table(40).to_sql("records", conn, index=False)
+    engine.dispose()
+    slow = "SELECT * FROM records, pg_sleep(0.2) AS s"
+    timed_out = DataSource(sql=slow, url=postgres_url + "?options=-c%20statement_timeout%3D50")
+    with pytest.raises(ValueError, match=r"QueryCanceled: canceling statement due to statement "
+                                         "timeout"):
+        _partitions(timed_out)
+    cured = DataSource(sql=slow, url=postgres_url + "?options=-c%20statement_timeout%3D0")
+    assert sum(rows for rows, _ in _partitions(cured)[1]) == 40
+
+
+@pytest.mark.parametrize("columns, refused", [
+    ({"treatment": "ts", "outcome": "y", "covariates": ["x"]}, "'ts' is a timestamp"),
+    ({"treatment": "a", "outcome": "j", "covariates": ["x"]}, "'j' is a jsonb"),
+    ({"treatment": "a", "outcome": "y", "covariates": ["x", "d"]}, "'d' is a date"),
+    ({"treatment": "a", "outcome": "y"}, "'ts' is a timestamp"),     # every other column
+])
+def test_registration_refuses_a_role_whose_database_type_never_reads_as_a_number(
+        postgres_url, columns, refused):
+    """A partitioned PostgreSQL source whose treatment, outcome or covariate is a column of a
+    type that never reads as a number (a timestamp, a date, json: the database's type of the
+    result's column, read with ``LIMIT 0``, no value) is refused at registration, naming the
+    column, its type and the fix: every release of it would be charged and say nothing (each
+    row missing that role). Before, it registered (seen: a timestamp as the treatment). The
+    same column declared str, or cast in the query, is the curator's to choose."""
+    from conf.kinds import load_any
+    from tasks.registration import count
+
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE odd AS SELECT i AS id, mod(i, 2) AS a, i / 10.0 AS y, "
+                             "i * 1.5 AS x, timestamp '2026-01-01' + i * interval '1 day' AS ts,"
+                             " date '2026-01-01' + i AS d, jsonb_build_object('k', i) AS j "
+                             "FROM generate_series(1, 30) AS i")
+    engine.dispose()
+
+    def config(cols, dtypes=None):
+        return load_any(None, base={
+            "name": "odd", "data": {"sql": "SELECT * FROM odd", "url": postgres_url,
+                                    "sql_partitions": 2, "id_column": "id",
+                                    "dtypes": {"id": "int", **(dtypes or {})}},
+            "columns": cols, "ledger": {"dataset_id": "odd"},
+            "estimator": {"estimator": "aipw", "outcome_bounds": [0, 3], "n_folds": 2}})
+
+    with pytest.raises(ValueError, match=refused + r" in the database.*data\.sql"):
+        count(config(columns))
+    assert count(config({"treatment": "a", "outcome": "y", "covariates": ["x"]}))["n"] == 30
