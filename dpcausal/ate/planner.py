@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,7 +61,7 @@ from scipy.special import ndtri
 from dpcausal.ate import sums
 from dpcausal.ate.blocks import BlockLayout, balanced_layout
 from dpcausal.ate.complete_cases import count_sigma, split_zeta
-from dpcausal.ate.sensitivity import SIGMA2_MODES, calibrate
+from dpcausal.ate.sensitivity import SIGMA2_MODES, NoiseCalibration, calibrate
 from dpcausal.validation import ComputeWarning, FoldBiasWarning
 
 NUISANCES = {"g": 2, "ipw": 1, "aipw": 3}
@@ -359,18 +359,35 @@ def candidate_folds(n: int, d: int, estimator: str, model_kind: str = "parametri
     return sorted(k for k in ks if 2 <= k <= n // 2)
 
 
+class EstimandNoise(NamedTuple):
+    """How a planned release's estimand scales the ensemble's noise (:func:`estimand_noise`)."""
+
+    estimand: str
+    zeta: float         # the zeta of T, the score mean the ensemble calibrates
+    divisor: float      # the estimand is T over this (the treated share for the ATT)
+    widening: float     # the CI's count term (:func:`att_count_widening`; 1 for the ATE)
+
+    def halfwidth(self, cal: NoiseCalibration, variance: float, *, ci: str, alpha: float,
+                  p1: float) -> float:
+        """The expected half-width (:func:`expected_halfwidth`) of the estimand: T's noise
+        over the divisor, times the widening."""
+        return self.widening * expected_halfwidth(
+            cal.sigma_ate / self.divisor, cal.sigma_var / self.divisor, variance, ci=ci,
+            alpha=alpha, p1=p1)
+
+
 def estimand_noise(estimator: str, estimand: str, zeta: float, treated_share: float,
-                   n: int) -> tuple[str, float, float, float]:
-    """``(estimand, zeta of T, divisor, widening)`` of a planned release of n rows: the ATE's
-    ``("ate", zeta, 1, 1)``, or for the AIPW ensemble's ATT ``("att", zeta sqrt(1 - s), p,
-    w)``: T gets what the treated count leaves (:func:`dpcausal.ate.complete_cases.split_zeta`),
-    the ATT is T over the treated share p, so T's noise is divided by p, and the CI's count
-    term widens the half-width by ``w`` (:func:`att_count_widening`; SPECS.md "The ATT of the
-    ensemble", planning). Other ensembles release the ATE only."""
+                   n: int) -> EstimandNoise:
+    """The :class:`EstimandNoise` of a planned release of n rows: the ATE's ``("ate", zeta, 1,
+    1)``, or for the AIPW ensemble's ATT ``("att", zeta sqrt(1 - s), p, w)``: T gets what the
+    treated count leaves (:func:`dpcausal.ate.complete_cases.split_zeta`), the ATT is T over the
+    treated share p, so T's noise is divided by p, and the CI's count term widens the
+    half-width by ``w`` (:func:`att_count_widening`; SPECS.md "The ATT of the ensemble",
+    planning). Other ensembles release the ATE only."""
     if estimand == "att" and estimator == "aipw":
         p = float(treated_share)
-        return "att", split_zeta(zeta)[0], p, att_count_widening(n, zeta, p)
-    return "ate", zeta, 1.0, 1.0
+        return EstimandNoise("att", split_zeta(zeta)[0], p, att_count_widening(n, zeta, p))
+    return EstimandNoise("ate", zeta, 1.0, 1.0)
 
 
 def att_count_widening(n: int, zeta: float, treated_share: float) -> float:
@@ -404,16 +421,15 @@ def narrowest_noise_modes(n: int, n_folds: int, *, outcome_bounds: Sequence[floa
     (:func:`estimand_noise`)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
-    estimand, zeta, p, widen = estimand_noise(estimator, estimand, zeta, treated_share, n)
+    noise = estimand_noise(estimator, estimand, zeta, treated_share, n)
     best: tuple[float, str, float] | None = None
     for mode in _sigma2_modes(sigma2, layout):
         for share in _shares(estimator, ci_share):
             cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                            resolve_clip(propensity_clip, n, n_folds, zeta, layout,
-                                         treated_share), zeta,
-                            share, sensitivity, mode, layout, estimand)
-            half = widen * expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance,
-                                              ci=ci, alpha=alpha, p1=p1)
+                            resolve_clip(propensity_clip, n, n_folds, noise.zeta, layout,
+                                         treated_share), noise.zeta,
+                            share, sensitivity, mode, layout, noise.estimand)
+            half = noise.halfwidth(cal, variance, ci=ci, alpha=alpha, p1=p1)
             if best is None or half < best[0]:
                 best = (half, mode, share)
     assert best is not None
@@ -434,15 +450,14 @@ def layout_halfwidth(n: int, n_folds: int, layout: BlockLayout | None, *,
     the non-private ``z_{1-alpha/2} sqrt(V)`` under the stated outcome-spread assumption;
     ``estimand="att"``: the ATT's (:func:`estimand_noise`)."""
     variance = nonprivate_variance(n, outcome_bounds, outcome_sd, treated_share)
-    estimand, zeta, p, widen = estimand_noise(estimator, estimand, zeta, treated_share, n)
-    half = widen * min(
-        expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci, alpha=alpha,
-                           p1=p1)
+    noise = estimand_noise(estimator, estimand, zeta, treated_share, n)
+    half = min(
+        noise.halfwidth(cal, variance, ci=ci, alpha=alpha, p1=p1)
         for mode in _sigma2_modes(None, layout) for share in _shares(estimator, None)
         for cal in [calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                              resolve_clip(propensity_clip, n, n_folds, zeta, layout,
+                              resolve_clip(propensity_clip, n, n_folds, noise.zeta, layout,
                                            treated_share),
-                              zeta, share, sensitivity, mode, layout, estimand)])
+                              noise.zeta, share, sensitivity, mode, layout, noise.estimand)])
     return half, half / (float(ndtri(1.0 - alpha / 2.0)) * math.sqrt(variance))
 
 
@@ -562,18 +577,16 @@ def plan(
                               outcome_bounds=outcome_bounds, treated_share=treated_share,
                               noise_at=noise_at if est == "aipw" else None)})
         etas = list(propensity_clips) if propensity_clips is not None else [propensity_clip]
-        kind, zeta_t, p, widen = estimand_noise(est, estimand, zeta, treated_share, n)
+        noise = estimand_noise(est, estimand, zeta, treated_share, n)
         for clip in (etas if est != "g" else etas[:1]):
             for k, kb in splits:
                 layout = layout_for(n, k, kb)
-                eta = resolve_clip(clip, n, k, zeta_t, layout, treated_share)
+                eta = resolve_clip(clip, n, k, noise.zeta, layout, treated_share)
                 for mode in _sigma2_modes(sigma2, layout):
                     for share in _shares(est, ci_share):
-                        cal = calibrate(est, n, k, _pair(outcome_bounds), eta, zeta_t, share,
-                                        sensitivity, mode, layout, kind)
-                        half = (widen * expected_halfwidth(
-                                    cal.sigma_ate / p, cal.sigma_var / p, variance, ci=ci,
-                                    alpha=alpha, p1=p1)
+                        cal = calibrate(est, n, k, _pair(outcome_bounds), eta, noise.zeta,
+                                        share, sensitivity, mode, layout, noise.estimand)
+                        half = (noise.halfwidth(cal, variance, ci=ci, alpha=alpha, p1=p1)
                                 if est != "g" else math.nan)  # G: no CI (params.G_NO_CI)
                         seconds = predicted_seconds(n, k, est, kb)
                         rows.append({
@@ -582,9 +595,9 @@ def plan(
                             "rows_per_fold": n // k if layout is None else layout.fold_rows,
                             "sigma2": mode, "ci_share": share,
                             "sigma1": cal.sigma_ate, "sigma2_sd": cal.sigma_var,
-                            "estimand": kind, "halfwidth": half, "nonprivate_halfwidth": base,
-                            "ratio": half / base, "predictions": n * kb * NUISANCES[est],
-                            "seconds": seconds,
+                            "estimand": noise.estimand, "halfwidth": half,
+                            "nonprivate_halfwidth": base, "ratio": half / base,
+                            "predictions": n * kb * NUISANCES[est], "seconds": seconds,
                             "feasible": n // k >= floor
                             and (seconds <= compute_budget or k <= least),
                         })
@@ -719,13 +732,12 @@ def zeta_for_halfwidth(target: float, n: int, n_folds: int, *, outcome_bounds: S
     layout = layout_for(n, n_folds, n_folds if block_folds is None else block_folds)
 
     def excess(zeta: float) -> float:
-        kind, zeta_t, p, widen = estimand_noise(estimator, estimand, zeta, treated_share, n)
+        noise = estimand_noise(estimator, estimand, zeta, treated_share, n)
         cal = calibrate(estimator, n, n_folds, _pair(outcome_bounds),
-                        resolve_clip(propensity_clip, n, n_folds, zeta_t, layout,
-                                     treated_share), zeta_t,
-                        ci_share, sensitivity, sigma2, layout, kind)
-        return widen * expected_halfwidth(cal.sigma_ate / p, cal.sigma_var / p, variance,
-                                          ci=ci, alpha=alpha, p1=p1) - target
+                        resolve_clip(propensity_clip, n, n_folds, noise.zeta, layout,
+                                     treated_share), noise.zeta,
+                        ci_share, sensitivity, sigma2, layout, noise.estimand)
+        return noise.halfwidth(cal, variance, ci=ci, alpha=alpha, p1=p1) - target
 
     return _smallest_zeta(excess, 1e6)
 
